@@ -1,0 +1,187 @@
+/*!
+ * \file tvm_npu/stream_format.h
+ * \brief The command stream's on-blob layout, version 1.0 (docs/npu.md section 6).
+ *
+ * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
+ * little-endian host reads one with a memcpy. The structs carry no behaviour: parsing and
+ * validation live in src/runtime/stream_parser.cc.
+ */
+#ifndef TVM_NPU_STREAM_FORMAT_H_
+#define TVM_NPU_STREAM_FORMAT_H_
+
+#include <cstdint>
+
+namespace tvm_npu {
+namespace stream {
+
+constexpr uint32_t kMagic = 0x5355504E;  // bytes "NPUS"
+constexpr uint16_t kVersionMajor = 1;
+constexpr uint16_t kVersionMinor = 0;
+
+constexpr uint32_t kHeaderBytes = 64;
+constexpr uint32_t kConfigOffset = 64;
+constexpr uint32_t kConfigBytes = 64;
+constexpr uint32_t kTensorTableOffset = 128;
+constexpr uint32_t kTensorBytes = 64;
+constexpr uint32_t kCommandBytes = 128;
+constexpr uint32_t kCommandWords = 32;
+constexpr uint32_t kWeightsAlignment = 128;
+
+enum Opcode : uint32_t {
+  kEnd = 0x00,
+  kDmaLoad = 0x01,
+  kDmaStore = 0x02,
+  kConv2D = 0x10,
+};
+
+enum Role : uint32_t {
+  kRoleInput = 1,
+  kRoleOutput = 2,
+  kRoleWeight = 3,
+  kRoleBias = 4,
+};
+
+enum DType : uint32_t {
+  kFP16 = 1,
+  kInt8 = 2,
+  kInt32 = 3,
+  kFP32 = 4,
+};
+
+enum HostLayout : uint32_t {
+  kLayoutNHWC = 0,
+  kLayoutNCHW = 1,
+  kLayoutRows = 2,  // row-major [..., K] viewed as [1, prod(...), 1, K]
+};
+
+enum Activation : uint32_t {
+  kActNone = 0,
+  kActRelu = 1,
+  kActClip = 2,
+};
+
+/*!
+ * \brief Wait fields of word 0 (docs/npu.md section 5): one 4-bit field per engine, engine e at bits
+ *        8 + 4 * e. A value k in 0..14 holds the command until at most k commands are outstanding
+ *        on that engine; kNoWait means no wait. Engines are numbered DMA0, DMA1, MAC, VECTOR.
+ */
+constexpr uint32_t kNumWaitFields = 4;
+constexpr uint32_t kWaitShift = 8;
+constexpr uint32_t kWaitFieldBits = 4;
+constexpr uint32_t kNoWait = 15;
+
+constexpr uint32_t kNoBias = 0xFFFFFFFF;
+constexpr uint32_t kNoIoIndex = 0xFFFFFFFF;
+
+struct Header {
+  uint32_t magic;
+  uint16_t version_major;
+  uint16_t version_minor;
+  uint32_t header_bytes;
+  uint32_t flags;
+  uint32_t num_tensors;
+  uint32_t num_commands;
+  uint32_t weights_offset;
+  uint32_t weights_bytes;
+  uint32_t ddr_bytes;
+  uint32_t sram_bytes_used;
+  uint32_t num_inputs;
+  uint32_t num_outputs;
+  uint32_t crc32;
+  uint32_t reserved[3];
+};
+
+struct TensorDesc {
+  uint32_t role;
+  uint32_t io_index;
+  uint32_t dtype;
+  uint32_t host_dtype;
+  uint32_t host_layout;
+  uint32_t host_rank;
+  uint32_t host_shape[4];
+  uint32_t view[4];  // device [N, H, W, C]
+  uint32_t ddr_addr;
+  uint32_t row_stride;
+};
+
+/*! \brief A raw command: word 0 = opcode | wait fields << 8 (bits 24-31 zero), words 1..31
+ *         operands. */
+struct Command {
+  uint32_t words[kCommandWords];
+
+  uint32_t opcode() const { return words[0] & 0xFF; }
+  /*! \brief The wait field for engine `e` (0..3): 0..14 outstanding commands, or kNoWait. */
+  uint32_t wait(uint32_t e) const {
+    return (words[0] >> (kWaitShift + kWaitFieldBits * e)) & 0xF;
+  }
+};
+
+/*!
+ * \brief Operands of DMA_LOAD and DMA_STORE, words 1..7.
+ *
+ * Both list channel, source, destination, rows, row_bytes, source stride, destination stride:
+ * DDR -> SRAM for DMA_LOAD, SRAM -> DDR for DMA_STORE.
+ */
+struct DmaOperands {
+  uint32_t channel;
+  uint32_t src_addr;
+  uint32_t dst_addr;
+  uint32_t rows;
+  uint32_t row_bytes;
+  uint32_t src_stride;
+  uint32_t dst_stride;
+};
+constexpr uint32_t kDmaOperandWords = 7;
+
+/*! \brief Operands of CONV2D, words 1..26. Addresses are SRAM offsets, strides are bytes. */
+struct Conv2DOperands {
+  uint32_t dtype;
+  uint32_t in_addr;
+  uint32_t in_h;
+  uint32_t in_w;
+  uint32_t in_c;
+  uint32_t in_stride;
+  uint32_t w_addr;
+  uint32_t w_stride;
+  uint32_t kh;
+  uint32_t kw;
+  uint32_t oc;
+  uint32_t bias_addr;
+  uint32_t out_addr;
+  uint32_t out_h;
+  uint32_t out_w;
+  uint32_t out_stride;
+  uint32_t stride_h;
+  uint32_t stride_w;
+  uint32_t dil_h;
+  uint32_t dil_w;
+  uint32_t pad_top;
+  uint32_t pad_left;
+  uint32_t act;
+  uint32_t clip_lo;  // fp32 bits
+  uint32_t clip_hi;  // fp32 bits
+  uint32_t groups;
+};
+constexpr uint32_t kConv2DOperandWords = 26;
+
+static_assert(sizeof(Header) == kHeaderBytes, "header layout");
+static_assert(sizeof(TensorDesc) == kTensorBytes, "tensor descriptor layout");
+static_assert(sizeof(Command) == kCommandBytes, "command layout");
+static_assert(sizeof(DmaOperands) == 4 * kDmaOperandWords, "DMA operand layout");
+static_assert(sizeof(Conv2DOperands) == 4 * kConv2DOperandWords, "CONV2D operand layout");
+
+/*! \brief Bytes per element of a stream dtype, 0 for an unknown code. */
+inline uint32_t DTypeBytes(uint32_t dtype) {
+  switch (dtype) {
+    case kFP16: return 2;
+    case kInt8: return 1;
+    case kInt32: return 4;
+    case kFP32: return 4;
+    default: return 0;
+  }
+}
+
+}  // namespace stream
+}  // namespace tvm_npu
+
+#endif  // TVM_NPU_STREAM_FORMAT_H_

@@ -1,0 +1,85 @@
+/*!
+ * \file cycle_model.cc
+ * \brief docs/npu.md section 5. Change a formula here only together with the document and
+ *        python/tvm_npu/cost_model.py, in a commit of its own.
+ */
+#include "runtime/cycle_model.h"
+
+#include <algorithm>
+
+#include "runtime/stream_parser.h"
+
+namespace tvm_npu {
+namespace {
+
+uint64_t CeilDiv(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+}  // namespace
+
+const char* EngineName(uint32_t engine) {
+  switch (engine) {
+    case kEngineDma0: return "dma0";
+    case kEngineDma1: return "dma1";
+    case kEngineMac: return "mac";
+    case kEngineVector: return "vector";
+    default: return "";
+  }
+}
+
+uint64_t CycleModel::DmaBusBytes(const NPUConfig& config, const stream::DmaOperands& op) {
+  return uint64_t{op.rows} * CeilDiv(op.row_bytes, config.burst_bytes) * config.burst_bytes;
+}
+
+uint64_t CycleModel::Conv2DPasses(const NPUConfig& config, const stream::Conv2DOperands& op) {
+  uint64_t p = SatMul(op.out_h, op.out_w);
+  p = SatMul(p, SatMul(op.kh, op.kw));
+  p = SatMul(p, CeilDiv(op.in_c, config.mac_rows));
+  return SatMul(p, CeilDiv(op.oc, config.mac_cols));
+}
+
+uint64_t CycleModel::Conv2DCycles(const NPUConfig& config, const stream::Conv2DOperands& op) {
+  const uint64_t rate_div = op.dtype == stream::kFP16 ? config.fp16_rate_div : 1;
+  return config.op_overhead + SatMul(Conv2DPasses(config, op), rate_div);
+}
+
+CommandTiming CycleModel::OnCommand(const stream::Command& cmd) {
+  CommandTiming t{kEngineNone, 0, 0, 0};
+  const uint32_t opcode = cmd.opcode();
+  if (opcode == stream::kDmaLoad || opcode == stream::kDmaStore) {
+    t.engine = DmaOperandsOf(cmd).channel;
+  } else if (opcode == stream::kConv2D) {
+    t.engine = kEngineMac;
+  }
+  // Issue rule: one command per cycle; a wait k on engine e holds the command until at most k of
+  // e's commands are outstanding, i.e. until its (n_e - k)-th command has ended.
+  uint64_t issue = next_issue_;
+  for (uint32_t e = 0; e < kNumEngines; ++e) {
+    const uint64_t k = cmd.wait(e), n = ends_[e].size();
+    if (k != stream::kNoWait && k < n) issue = std::max(issue, ends_[e][n - k - 1]);
+  }
+  next_issue_ = issue + 1;
+  t.issue = t.start = t.end = issue;
+  if (t.engine == kEngineNone) return t;  // END occupies no engine
+
+  // The engine's queue runs its commands in order, one at a time.
+  t.start = std::max(issue, busy_until_[t.engine]);
+  if (t.engine == kEngineMac) {
+    t.end = t.start + Conv2DCycles(config_, Conv2DOperandsOf(cmd));
+  } else {
+    // Latency overlaps other transfers' data; data phases on the shared DDR bus do not.
+    const uint64_t bus = DmaBusBytes(config_, DmaOperandsOf(cmd));
+    const uint64_t t_data = std::max(t.start + config_.dma_latency, ddr_busy_until_);
+    t.end = t_data + CeilDiv(bus, config_.ddr_bytes_per_cycle);
+    ddr_busy_until_ = t.end;
+  }
+  busy_until_[t.engine] = t.end;
+  busy_[t.engine] += t.end - t.start;
+  ends_[t.engine].push_back(t.end);
+  return t;
+}
+
+uint64_t CycleModel::TotalCycles() const {
+  return *std::max_element(busy_until_.begin(), busy_until_.end());
+}
+
+}  // namespace tvm_npu

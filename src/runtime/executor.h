@@ -1,0 +1,59 @@
+/*!
+ * \file executor.h
+ * \brief Run a validated stream functionally on the reference NPU, and count its cycles.
+ *
+ * One call owns all its mutable state: a zeroed SRAM of sram_bytes and a zeroed DDR activation
+ * arena [weights_bytes, ddr_bytes). The weight region is read in place from the blob. So one
+ * ParsedStream can be executed from several threads at once.
+ */
+#ifndef TVM_NPU_RUNTIME_EXECUTOR_H_
+#define TVM_NPU_RUNTIME_EXECUTOR_H_
+
+#include <dlpack/dlpack.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/stream_parser.h"
+
+namespace tvm_npu {
+
+struct CommandRecord {
+  uint32_t index;
+  uint32_t opcode;
+  uint32_t engine;  // Engine (cycle_model.h), kEngineNone for END
+  uint64_t issue;
+  uint64_t start;
+  uint64_t end;
+  uint64_t bus_bytes;  // DMA only
+  uint64_t macs;       // CONV2D only
+};
+
+struct Stats {
+  uint64_t total_cycles = 0;
+  uint64_t mac_cycles = 0;           // MAC array busy
+  std::vector<uint64_t> dma_cycles;  // per channel busy (start to last burst)
+  uint64_t ddr_read_bytes = 0;       // bus bytes of DMA_LOADs
+  uint64_t ddr_write_bytes = 0;      // bus bytes of DMA_STOREs
+  uint64_t macs = 0;                 // nominal MACs: out_h*out_w*oc*kh*kw*in_c per CONV2D
+  uint64_t commands = 0;
+  std::vector<CommandRecord> records;
+};
+
+/*!
+ * \brief Execute one call.
+ *
+ * \param ps The validated stream.
+ * \param inputs num_inputs fp32 host tensors, in io_index order.
+ * \param outputs num_outputs fp32 host tensors to write, in io_index order.
+ * \return The call's statistics.
+ *
+ * Throws ERR_SHAPE_MISMATCH if an argument's count, dtype, shape, layout or device differs from
+ * the compiled one.
+ */
+Stats Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
+              const std::vector<DLTensor*>& outputs);
+
+}  // namespace tvm_npu
+
+#endif  // TVM_NPU_RUNTIME_EXECUTOR_H_

@@ -1,0 +1,379 @@
+/*!
+ * \file stream_parser.cc
+ * \brief Validation at load (docs/npu.md section 6): a damaged stream is refused with a code,
+ *        never executed.
+ *
+ * Order of checks: header, sizes (so a truncated blob says "truncated"), CRC (so a damaged blob
+ * says "crc mismatch" rather than some field error), configuration, tensor table, commands.
+ */
+#include "runtime/stream_parser.h"
+
+#include <sstream>
+#include <string>
+
+#include "runtime/npu_error.h"
+
+namespace tvm_npu {
+namespace {
+
+using stream::Command;
+using stream::TensorDesc;
+
+const char* OpcodeName(uint32_t opcode) {
+  switch (opcode) {
+    case stream::kEnd: return "END";
+    case stream::kDmaLoad: return "DMA_LOAD";
+    case stream::kDmaStore: return "DMA_STORE";
+    case stream::kConv2D: return "CONV2D";
+    default: return "unknown";
+  }
+}
+
+std::string Where(const char* kind, size_t index, const std::string& detail) {
+  std::ostringstream os;
+  os << kind << " " << index << " (" << detail << ")";
+  return os.str();
+}
+
+// A range [addr, addr + bytes) must lie in [lo, hi). `bytes` may be saturated; never add first.
+void CheckRange(const std::string& where, const char* what, uint64_t addr, uint64_t bytes,
+                const char* space, uint64_t lo, uint64_t hi) {
+  if (addr < lo || addr > hi || bytes > hi - addr) {
+    NPU_THROW(kInvalidAddr) << where << ": " << what << " at " << addr << " spanning " << bytes
+                            << " bytes lies outside " << space << " [" << lo << ", " << hi
+                            << "); fix the compiler's address allocation for this buffer";
+  }
+}
+
+void CheckAligned(const std::string& where, const char* what, uint64_t value, uint32_t alignment) {
+  if (value % alignment != 0) {
+    NPU_THROW(kInvalidAddr) << where << ": " << what << " = " << value
+                            << " is not a multiple of the alignment " << alignment;
+  }
+}
+
+// A 2-D buffer of `rows` rows, `stride` bytes apart, each holding `row_bytes`: checks alignment,
+// stride >= row_bytes and that the whole footprint rows * stride lies in [lo, hi).
+void CheckBuffer(const std::string& where, const char* what, uint64_t addr, uint64_t rows,
+                 uint64_t row_bytes, uint64_t stride, const NPUConfig& cfg, const char* space,
+                 uint64_t lo, uint64_t hi) {
+  CheckAligned(where, what, addr, cfg.alignment);
+  CheckAligned(where, (std::string(what) + " row stride").c_str(), stride, cfg.alignment);
+  if (stride < row_bytes) {
+    NPU_THROW(kBadStream) << where << ": " << what << " row stride " << stride
+                          << " is less than its row of " << row_bytes << " bytes";
+  }
+  CheckRange(where, what, addr, SatMul(rows, stride), space, lo, hi);
+}
+
+bool Overlaps(uint64_t a, uint64_t a_bytes, uint64_t b, uint64_t b_bytes) {
+  return a < b + b_bytes && b < a + a_bytes;
+}
+
+void CheckHeader(const stream::Header& h, size_t size) {
+  if (h.magic != stream::kMagic) {
+    NPU_THROW(kBadStream) << "bad magic 0x" << std::hex << h.magic << ", expected 0x"
+                          << stream::kMagic << " (\"NPUS\"); this is not an NPU command stream";
+  }
+  if (h.version_major != stream::kVersionMajor) {
+    NPU_THROW(kBadStream) << "stream version " << h.version_major << "." << h.version_minor
+                          << ", this runtime reads " << stream::kVersionMajor
+                          << ".x; recompile the model with this tvm_npu";
+  }
+  if (h.header_bytes != stream::kHeaderBytes || h.flags != 0 || h.reserved[0] != 0 ||
+      h.reserved[1] != 0 || h.reserved[2] != 0) {
+    NPU_THROW(kBadStream) << "header_bytes must be 64 and flags/reserved words 0 (got "
+                          << h.header_bytes << ", flags " << h.flags << ")";
+  }
+  const uint64_t tables_end = stream::kTensorTableOffset +
+                              uint64_t{stream::kTensorBytes} * h.num_tensors +
+                              uint64_t{stream::kCommandBytes} * h.num_commands;
+  if (h.weights_offset % stream::kWeightsAlignment != 0 || h.weights_offset < tables_end) {
+    NPU_THROW(kBadStream) << "weights_offset " << h.weights_offset
+                          << " must be 128-aligned and at or after the command table end "
+                          << tables_end;
+  }
+  const uint64_t expected = uint64_t{h.weights_offset} + h.weights_bytes;
+  if (size != expected) {
+    NPU_THROW(kBadStream) << (size < expected ? "truncated" : "trailing bytes") << ": blob has "
+                          << size << " bytes, the header describes " << expected;
+  }
+  if (h.num_commands == 0) NPU_THROW(kBadStream) << "no commands: a stream ends with END";
+  // Bounds the I/O tables the parser allocates by the (size-checked) tensor table.
+  if (uint64_t{h.num_inputs} + h.num_outputs > h.num_tensors) {
+    NPU_THROW(kBadStream) << h.num_inputs << " inputs and " << h.num_outputs
+                          << " outputs need more than the " << h.num_tensors << " tensor descriptors";
+  }
+  if (h.ddr_bytes < h.weights_bytes) {
+    NPU_THROW(kBadStream) << "ddr_bytes " << h.ddr_bytes << " is less than weights_bytes "
+                          << h.weights_bytes;
+  }
+}
+
+void CheckConfig(const NPUConfig& c, const stream::Header& h) {
+  const std::pair<const char*, uint32_t> nonzero[] = {
+      {"mac_rows", c.mac_rows},         {"mac_cols", c.mac_cols},
+      {"fp16_rate_div", c.fp16_rate_div}, {"sram_bytes", c.sram_bytes},
+      {"sram_banks", c.sram_banks},     {"ddr_bytes_per_cycle", c.ddr_bytes_per_cycle},
+      {"burst_bytes", c.burst_bytes},   {"alignment", c.alignment},
+      {"max_tensors", c.max_tensors}};
+  for (const auto& [name, value] : nonzero) {
+    if (value == 0) NPU_THROW(kBadStream) << "configuration field " << name << " is 0";
+  }
+  // Word 0 has wait fields for two DMA channels only; a descriptor has room for rank 4.
+  if (c.dma_channels < 1 || c.dma_channels > 2 || c.max_rank < 1 || c.max_rank > 4) {
+    NPU_THROW(kBadStream) << "configuration: dma_channels must be 1..2 and max_rank 1..4 (got "
+                          << c.dma_channels << ", " << c.max_rank << ")";
+  }
+  if (h.num_tensors > c.max_tensors) {
+    NPU_THROW(kTaskTooComplex) << "the stream references " << h.num_tensors
+                               << " tensors, the NPU allows " << c.max_tensors
+                               << "; split the region into smaller tasks";
+  }
+  if (h.sram_bytes_used > c.sram_bytes) {
+    NPU_THROW(kSramOverflow) << "the stream uses " << h.sram_bytes_used << " bytes of SRAM, the "
+                             << "budget is " << c.sram_bytes << "; tile the region smaller";
+  }
+}
+
+// The device view an I/O tensor's host shape implies (docs/npu.md section 6, host_layout).
+bool ViewMatchesHost(const TensorDesc& t) {
+  const uint32_t* s = t.host_shape;
+  switch (t.host_layout) {
+    case stream::kLayoutNHWC:
+      return t.host_rank == 4 && t.view[0] == s[0] && t.view[1] == s[1] && t.view[2] == s[2] &&
+             t.view[3] == s[3];
+    case stream::kLayoutNCHW:
+      return t.host_rank == 4 && t.view[0] == s[0] && t.view[1] == s[2] && t.view[2] == s[3] &&
+             t.view[3] == s[1];
+    case stream::kLayoutRows: {
+      uint64_t rows = 1;
+      for (uint32_t i = 0; i + 1 < t.host_rank; ++i) rows = SatMul(rows, s[i]);
+      return t.view[0] == 1 && t.view[1] == rows && t.view[2] == 1 &&
+             t.view[3] == s[t.host_rank - 1];
+    }
+    default:
+      return false;
+  }
+}
+
+void CheckIoTensor(const std::string& where, const TensorDesc& t, const NPUConfig& c) {
+  if (t.host_dtype != stream::kFP32) {
+    NPU_THROW(kOpNotSupported) << where << ": host dtype " << t.host_dtype
+                               << " is not fp32 (4), the only host dtype of version 1.0";
+  }
+  if (t.dtype != stream::kFP16) {
+    NPU_THROW(kOpNotSupported) << where << ": device dtype " << t.dtype
+                               << " at a region boundary; only fp16 (1) until issue 3";
+  }
+  if (t.host_rank < 1 || t.host_rank > c.max_rank) {
+    NPU_THROW(kBadStream) << where << ": host rank " << t.host_rank << " outside 1.."
+                          << c.max_rank;
+  }
+  for (uint32_t i = 0; i < 4; ++i) {
+    if ((i < t.host_rank) != (t.host_shape[i] != 0)) {
+      NPU_THROW(kBadStream) << where << ": host_shape must have " << t.host_rank
+                            << " non-zero entries followed by zeros";
+    }
+  }
+  if (!ViewMatchesHost(t)) {
+    NPU_THROW(kBadStream) << where << ": device view does not match host shape and layout "
+                          << t.host_layout;
+  }
+}
+
+void CheckTensors(ParsedStream* ps) {
+  const stream::Header& h = ps->header;
+  const NPUConfig& c = ps->config;
+  ps->inputs.assign(h.num_inputs, stream::kNoIoIndex);
+  ps->outputs.assign(h.num_outputs, stream::kNoIoIndex);
+  for (size_t i = 0; i < ps->tensors.size(); ++i) {
+    const TensorDesc& t = ps->tensors[i];
+    const bool is_io = t.role == stream::kRoleInput || t.role == stream::kRoleOutput;
+    const std::string where =
+        Where("tensor", i, std::string("role ") + std::to_string(t.role));
+    if (t.role < stream::kRoleInput || t.role > stream::kRoleBias) {
+      NPU_THROW(kBadStream) << where << ": unknown role";
+    }
+    const uint32_t elem = stream::DTypeBytes(t.dtype);
+    if (elem == 0) NPU_THROW(kBadStream) << where << ": unknown dtype " << t.dtype;
+    for (uint32_t d : t.view) {
+      if (d == 0) NPU_THROW(kBadStream) << where << ": view has a zero dimension";
+    }
+    if (is_io) {
+      CheckIoTensor(where, t, c);
+      std::vector<uint32_t>& slots = t.role == stream::kRoleInput ? ps->inputs : ps->outputs;
+      if (t.io_index >= slots.size() || slots[t.io_index] != stream::kNoIoIndex) {
+        NPU_THROW(kBadStream) << where << ": io_index " << t.io_index
+                              << " is out of range or used twice (num_inputs " << h.num_inputs
+                              << ", num_outputs " << h.num_outputs << ")";
+      }
+      slots[t.io_index] = static_cast<uint32_t>(i);
+    } else if (t.io_index != stream::kNoIoIndex) {
+      NPU_THROW(kBadStream) << where << ": a weight or bias must have io_index 0xFFFFFFFF";
+    }
+    // I/O lives in the per-call activation region; weights and biases in the weight region.
+    const uint64_t lo = is_io ? h.weights_bytes : 0;
+    const uint64_t hi = is_io ? h.ddr_bytes : h.weights_bytes;
+    CheckBuffer(where, "tensor", t.ddr_addr, SatMul(t.view[0], t.view[1]),
+                SatMul(SatMul(t.view[2], t.view[3]), elem), t.row_stride, c,
+                is_io ? "the DDR activation region" : "the DDR weight region", lo, hi);
+  }
+  for (const auto* slots : {&ps->inputs, &ps->outputs}) {
+    for (size_t k = 0; k < slots->size(); ++k) {
+      if ((*slots)[k] == stream::kNoIoIndex) {
+        NPU_THROW(kBadStream) << (slots == &ps->inputs ? "input " : "output ") << k
+                              << " has no tensor descriptor";
+      }
+    }
+  }
+}
+
+void CheckDma(const std::string& where, const Command& cmd, const ParsedStream& ps) {
+  const stream::DmaOperands op = DmaOperandsOf(cmd);
+  const NPUConfig& c = ps.config;
+  if (op.channel >= c.dma_channels) {
+    NPU_THROW(kBadStream) << where << ": DMA channel " << op.channel << ", the NPU has "
+                          << c.dma_channels;
+  }
+  if (op.rows == 0 || op.row_bytes == 0) NPU_THROW(kBadStream) << where << ": moves no data";
+  const bool load = cmd.opcode() == stream::kDmaLoad;
+  const uint64_t sram = c.sram_bytes;
+  const uint64_t ddr_lo = load ? 0 : ps.header.weights_bytes;  // the weight region is read-only
+  const uint64_t ddr = ps.header.ddr_bytes;
+  CheckBuffer(where, "source", op.src_addr, op.rows, op.row_bytes, op.src_stride, c,
+              load ? "DDR" : "SRAM", 0, load ? ddr : sram);
+  CheckBuffer(where, "destination", op.dst_addr, op.rows, op.row_bytes, op.dst_stride, c,
+              load ? "SRAM" : "the writable DDR activation region", load ? 0 : ddr_lo,
+              load ? sram : ddr);
+}
+
+void CheckConv2D(const std::string& where, const Command& cmd, const NPUConfig& c) {
+  const stream::Conv2DOperands op = Conv2DOperandsOf(cmd);
+  if (op.dtype != stream::kFP16 && op.dtype != stream::kInt8) {
+    NPU_THROW(kBadStream) << where << ": dtype " << op.dtype << " is neither fp16 (1) nor int8 (2)";
+  }
+  if (op.groups != 1) {
+    NPU_THROW(kOpNotSupported) << where << ": groups " << op.groups << ", version 1.0 has 1";
+  }
+  if (op.stride_h < 1 || op.stride_h > 2 || op.stride_w < 1 || op.stride_w > 2) {
+    NPU_THROW(kOpNotSupported) << where << ": stride " << op.stride_h << "x" << op.stride_w
+                               << ", the NPU supports strides 1 and 2";
+  }
+  if (op.in_h == 0 || op.in_w == 0 || op.in_c == 0 || op.kh == 0 || op.kw == 0 || op.oc == 0 ||
+      op.out_h == 0 || op.out_w == 0 || op.dil_h == 0 || op.dil_w == 0) {
+    NPU_THROW(kBadStream) << where << ": a size or dilation is 0";
+  }
+  if (op.act > stream::kActClip) NPU_THROW(kBadStream) << where << ": activation " << op.act;
+  const uint64_t elem = stream::DTypeBytes(op.dtype);
+  const uint64_t sram = c.sram_bytes;
+  const uint64_t in_row = SatMul(SatMul(op.in_w, op.in_c), elem);
+  const uint64_t w_row = SatMul(SatMul(SatMul(op.kh, op.kw), op.in_c), elem);
+  const uint64_t out_row = SatMul(SatMul(op.out_w, op.oc), elem);
+  CheckBuffer(where, "input", op.in_addr, op.in_h, in_row, op.in_stride, c, "SRAM", 0, sram);
+  CheckBuffer(where, "weights", op.w_addr, op.oc, w_row, op.w_stride, c, "SRAM", 0, sram);
+  CheckBuffer(where, "output", op.out_addr, op.out_h, out_row, op.out_stride, c, "SRAM", 0, sram);
+  const uint64_t out_bytes = uint64_t{op.out_h} * op.out_stride;  // bounded by the check above
+  const uint64_t bias_bytes = uint64_t{op.oc} * 4;                // fp32 or int32
+  if (op.bias_addr != stream::kNoBias) {
+    CheckAligned(where, "bias", op.bias_addr, c.alignment);
+    CheckRange(where, "bias", op.bias_addr, bias_bytes, "SRAM", 0, sram);
+  }
+  // The kernel writes outputs while it still reads its operands: an overlap would make the
+  // result depend on the loop order of the kernel, which no faster kernel could reproduce.
+  if (Overlaps(op.out_addr, out_bytes, op.in_addr, uint64_t{op.in_h} * op.in_stride) ||
+      Overlaps(op.out_addr, out_bytes, op.w_addr, uint64_t{op.oc} * op.w_stride) ||
+      (op.bias_addr != stream::kNoBias &&
+       Overlaps(op.out_addr, out_bytes, op.bias_addr, bias_bytes))) {
+    NPU_THROW(kInvalidAddr) << where << ": the output tile overlaps an operand in SRAM";
+  }
+}
+
+void CheckCommands(const ParsedStream& ps) {
+  const size_t n = ps.commands.size();
+  for (size_t i = 0; i < n; ++i) {
+    const Command& cmd = ps.commands[i];
+    const uint32_t opcode = cmd.opcode();
+    const std::string where = Where("command", i, OpcodeName(opcode));
+    if ((cmd.words[0] >> 24) != 0) {
+      NPU_THROW(kBadStream) << where << ": word 0 = 0x" << std::hex << cmd.words[0]
+                            << " has bits 24-31 set; only opcode and the 4 wait fields exist";
+    }
+    uint32_t used = 0;
+    switch (opcode) {
+      case stream::kEnd:
+        if (i + 1 != n) NPU_THROW(kBadStream) << where << ": END before the last command";
+        break;
+      case stream::kDmaLoad:
+      case stream::kDmaStore:
+        CheckDma(where, cmd, ps);
+        used = stream::kDmaOperandWords;
+        break;
+      case stream::kConv2D:
+        CheckConv2D(where, cmd, ps.config);
+        used = stream::kConv2DOperandWords;
+        break;
+      default:
+        NPU_THROW(kBadStream) << where << ": unknown opcode 0x" << std::hex << opcode;
+    }
+    for (uint32_t k = 1 + used; k < stream::kCommandWords; ++k) {
+      if (cmd.words[k] != 0) {
+        NPU_THROW(kBadStream) << where << ": unused operand word " << k << " is not 0";
+      }
+    }
+  }
+  if (ps.commands.back().opcode() != stream::kEnd) {
+    NPU_THROW(kBadStream) << "the last command must be END; the stream may be truncated";
+  }
+}
+
+}  // namespace
+
+uint32_t Crc32(const uint8_t* data, size_t size) {
+  static const std::vector<uint32_t> table = [] {
+    std::vector<uint32_t> t(256);
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1u) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t crc = 0xFFFFFFFFu;
+  for (size_t i = 0; i < size; ++i) crc = table[(crc ^ data[i]) & 0xFFu] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFu;
+}
+
+ParsedStream ParseStream(const uint8_t* data, size_t size) {
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "streams are little-endian");
+  ParsedStream ps;
+  if (data == nullptr || size < stream::kHeaderBytes + stream::kConfigBytes) {
+    NPU_THROW(kBadStream) << "truncated: " << size << " bytes, a stream has at least "
+                          << stream::kHeaderBytes + stream::kConfigBytes;
+  }
+  std::memcpy(&ps.header, data, sizeof(ps.header));
+  const stream::Header& h = ps.header;
+  CheckHeader(h, size);  // from here on every table lies inside the blob
+  const uint32_t crc = Crc32(data + stream::kHeaderBytes, size - stream::kHeaderBytes);
+  if (crc != h.crc32) {
+    NPU_THROW(kBadStream) << "crc mismatch: header says 0x" << std::hex << h.crc32
+                          << ", the bytes give 0x" << crc << "; the artifact is damaged";
+  }
+  std::memcpy(&ps.config, data + stream::kConfigOffset, sizeof(ps.config));
+  CheckConfig(ps.config, h);
+  ps.tensors.resize(h.num_tensors);
+  if (h.num_tensors > 0) {
+    std::memcpy(ps.tensors.data(), data + stream::kTensorTableOffset,
+                sizeof(stream::TensorDesc) * h.num_tensors);
+  }
+  ps.commands.resize(h.num_commands);
+  std::memcpy(ps.commands.data(),
+              data + stream::kTensorTableOffset + size_t{stream::kTensorBytes} * h.num_tensors,
+              sizeof(stream::Command) * h.num_commands);
+  ps.weights = data + h.weights_offset;
+  CheckTensors(&ps);
+  CheckCommands(ps);
+  return ps;
+}
+
+}  // namespace tvm_npu

@@ -1,0 +1,62 @@
+/*!
+ * \file stream_parser.h
+ * \brief Parse and validate a command stream blob (docs/npu.md section 6).
+ *
+ * The parser is the only code that reads untrusted bytes. It checks every size before reading and
+ * every range in 64-bit arithmetic, so any byte string either yields a ParsedStream that the
+ * executor can run without further checks, or throws an NPUError with a code. Nothing a
+ * ParsedStream holds is modified after parsing, so one can be executed from many threads.
+ */
+#ifndef TVM_NPU_RUNTIME_STREAM_PARSER_H_
+#define TVM_NPU_RUNTIME_STREAM_PARSER_H_
+
+#include <tvm_npu/npu_config.h>
+#include <tvm_npu/stream_format.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace tvm_npu {
+
+struct ParsedStream {
+  stream::Header header;
+  NPUConfig config;
+  std::vector<stream::TensorDesc> tensors;
+  std::vector<stream::Command> commands;  // the last one is END
+  std::vector<uint32_t> inputs;           // inputs[i]: index in `tensors` of input argument i
+  std::vector<uint32_t> outputs;          // outputs[i]: index in `tensors` of output argument i
+  // The weight region (header.weights_bytes bytes, DDR [0, weights_bytes)). It points into the
+  // blob, which the owner of the ParsedStream must keep alive and unchanged.
+  const uint8_t* weights = nullptr;
+};
+
+/*! \brief Parse `size` bytes at `data`; throws NPUError (ERR_BAD_STREAM, ...) if invalid. */
+ParsedStream ParseStream(const uint8_t* data, size_t size);
+
+/*! \brief CRC-32/IEEE (zlib's crc32, reflected polynomial 0xEDB88320). */
+uint32_t Crc32(const uint8_t* data, size_t size);
+
+inline stream::DmaOperands DmaOperandsOf(const stream::Command& cmd) {
+  stream::DmaOperands op;
+  std::memcpy(&op, &cmd.words[1], sizeof(op));
+  return op;
+}
+
+inline stream::Conv2DOperands Conv2DOperandsOf(const stream::Command& cmd) {
+  stream::Conv2DOperands op;
+  std::memcpy(&op, &cmd.words[1], sizeof(op));
+  return op;
+}
+
+/*! \brief a * b, saturating at UINT64_MAX so size checks on hostile values cannot wrap. */
+inline uint64_t SatMul(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<uint64_t>::max() : r;
+}
+
+}  // namespace tvm_npu
+
+#endif  // TVM_NPU_RUNTIME_STREAM_PARSER_H_
