@@ -1,0 +1,91 @@
+"""The one cost model: docs/npu.md section 5, in Python.
+
+The planner uses it to choose tile sizes, and reports use it to estimate a stream before it runs. The C++
+emulator implements the same formulas independently (src/runtime/cycle_model.cc) while executing; the
+tests check the two agree. Change a formula only together with docs/npu.md, in a commit of its own.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .config import NPUConfig
+from .stream import DTYPE_NAMES, ENGINES, Command
+
+
+def conv_passes(cfg: NPUConfig, out_h: int, out_w: int, kh: int, kw: int, in_c: int, oc: int) -> int:
+    """MAC-array passes of a CONV2D tile (docs section 4): one pass = mac_rows x mac_cols MACs."""
+    return out_h * out_w * kh * kw * math.ceil(in_c / cfg.mac_rows) * math.ceil(oc / cfg.mac_cols)
+
+
+def conv_cycles(cfg: NPUConfig, a: dict) -> int:
+    """op_overhead + passes * rate_div, for the operands `a` of a CONV2D command."""
+    rate = cfg.fp16_rate_div if DTYPE_NAMES[a["dtype"]] == "float16" else 1
+    return cfg.op_overhead + rate * conv_passes(cfg, a["out_h"], a["out_w"], a["kh"], a["kw"],
+                                                a["in_c"], a["oc"])
+
+
+def dma_bus_bytes(cfg: NPUConfig, rows: int, row_bytes: int) -> int:
+    """Bytes on the DDR bus: each row moves whole bursts."""
+    return rows * math.ceil(row_bytes / cfg.burst_bytes) * cfg.burst_bytes
+
+
+def dma_data_cycles(cfg: NPUConfig, rows: int, row_bytes: int) -> int:
+    return math.ceil(dma_bus_bytes(cfg, rows, row_bytes) / cfg.ddr_bytes_per_cycle)
+
+
+@dataclass
+class Estimate:
+    """Cycle and traffic estimate of a command list, with the schedule of every command."""
+
+    total_cycles: int = 0
+    mac_cycles: int = 0
+    macs: int = 0
+    ddr_read_bytes: int = 0
+    ddr_write_bytes: int = 0
+    schedule: list = field(default_factory=list)  # (issue, start, end) per command
+
+    def utilization(self, cfg: NPUConfig, dtype: str = "float16") -> float:
+        rate = cfg.fp16_rate_div if dtype == "float16" else 1
+        peak = self.total_cycles * cfg.int8_macs_per_cycle / rate
+        return self.macs / peak if peak else 0.0
+
+
+def estimate(cfg: NPUConfig, commands: list[Command]) -> Estimate:
+    """Time a command list with the issue rule and engine formulas of docs/npu.md section 5."""
+    est = Estimate()
+    ends = {e: [] for e in ENGINES}  # end cycle of each command issued to an engine, in order
+    busy = {e: 0 for e in ENGINES}
+    ddr_busy = 0
+    prev_issue = -1
+    for cmd in commands:
+        t_issue = prev_issue + 1
+        for engine, k in cmd.waits.items():
+            n = len(ends[engine])
+            if k < n:
+                t_issue = max(t_issue, ends[engine][n - k - 1])
+        prev_issue = t_issue
+        engine = cmd.engine
+        if engine is None:  # END: the call ends when every engine is idle
+            est.schedule.append((t_issue, t_issue, t_issue))
+            continue
+        start = max(t_issue, busy[engine])
+        a = cmd.args
+        if cmd.op == "CONV2D":
+            end = start + conv_cycles(cfg, a)
+            est.mac_cycles += end - start
+            est.macs += a["out_h"] * a["out_w"] * a["kh"] * a["kw"] * a["in_c"] * a["oc"]
+        else:
+            bus = dma_bus_bytes(cfg, a["rows"], a["row_bytes"])
+            t_data = max(start + cfg.dma_latency, ddr_busy)
+            end = ddr_busy = t_data + dma_data_cycles(cfg, a["rows"], a["row_bytes"])
+            if cmd.op == "DMA_LOAD":
+                est.ddr_read_bytes += bus
+            else:
+                est.ddr_write_bytes += bus
+        busy[engine] = end
+        ends[engine].append(end)
+        est.schedule.append((t_issue, start, end))
+    est.total_cycles = max([0] + list(busy.values()))
+    return est

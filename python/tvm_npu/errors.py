@@ -1,0 +1,44 @@
+"""NPU error codes (docs/npu.md section 7), raised in Python as NPUError.
+
+The C++ runtime throws the same codes through tvm-ffi with the error kind ``NPUError``; registering the
+class below makes tvm-ffi raise it in Python, so a user catches one exception type whichever side failed.
+"""
+
+from __future__ import annotations
+
+import tvm_ffi
+
+CODES = {
+    "NPU_OK": 0,
+    "ERR_INVALID_ADDR": 1,
+    "ERR_OP_NOT_SUPPORTED": 2,
+    "ERR_TASK_TOO_COMPLEX": 3,
+    "ERR_SRAM_OVERFLOW": 4,
+    "ERR_BAD_STREAM": 5,
+    "ERR_SHAPE_MISMATCH": 6,
+    "ERR_TIMEOUT": 7,
+}
+
+
+@tvm_ffi.register_error("NPUError")
+class NPUError(RuntimeError):
+    """An NPU error. ``code`` is the code's name (e.g. ``"ERR_SRAM_OVERFLOW"``).
+
+    Raised by the compiler with ``NPUError(code, message)``, and by the runtime (through tvm-ffi) with a
+    single message that starts with the code.
+    """
+
+    def __init__(self, code: str, message: str | None = None):
+        if message is None:  # From tvm-ffi: "ERR_XXX: what happened".
+            head = code.split(":", 1)[0].strip()
+            self.code = head if head in CODES else "ERR_BAD_STREAM"
+            super().__init__(code)
+        else:
+            if code not in CODES:
+                raise ValueError(f"unknown NPU error code {code}")
+            self.code = code
+            super().__init__(f"{code}: {message}")
+
+    @property
+    def value(self) -> int:
+        return CODES[self.code]

@@ -1,0 +1,36 @@
+"""Registration with TVM: the "npu" target tag, the "npu" Relax pipeline and the pattern table.
+
+Called once, from the `tvm.backends` entry point at `import tvm` (see `tvm_npu._autoload`).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import tvm
+from tvm import relax
+
+from . import patterns, runtime
+from .errors import NPUError
+
+TARGET_TAG = {"kind": "llvm", "keys": ["npu", "cpu"]}
+
+
+_DONE = []
+
+
+def register() -> None:
+    """Register everything once (idempotent)."""
+    if _DONE:
+        return
+    _DONE.append(True)
+    try:
+        runtime.load_library()  # registers the "npu" module loader, needed to load exported artifacts
+    except NPUError as err:  # compiling still fails with this message when the library is needed
+        warnings.warn(str(err))
+    tvm.target.tag.register_tag("npu", TARGET_TAG, override=True)
+    patterns.register()
+    if "npu" not in relax.pipeline.PIPELINE_MAP:
+        from .build import npu_pipeline
+
+        relax.register_pipeline("npu")(npu_pipeline)

@@ -1,0 +1,93 @@
+"""Where every op ran and why: the placement table built from a partitioned module.
+
+Each call in `main` becomes a row: on the NPU (its region and composite) or on the CPU (with the reason
+code of the constraint that refused it, or NPU_E_UNSUPPORTED_OP when no NPU pattern covers the op).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import tvm
+from tvm import relax
+
+
+@dataclass
+class Placement:
+    var: str
+    op: str
+    device: str  # "npu" or "cpu"
+    region: str = ""
+    composite: str = ""
+    code: str = ""
+    reason: str = ""
+
+
+@dataclass
+class BuildReport:
+    """What a build did: the NPU configuration, op placement, and each NPU region's plan."""
+
+    config: dict = field(default_factory=dict)
+    placements: list = field(default_factory=list)
+    regions: dict = field(default_factory=dict)  # symbol -> summary
+
+    @property
+    def npu_ops(self) -> int:
+        return sum(p.device == "npu" for p in self.placements)
+
+    def summary(self) -> str:
+        total = len(self.placements)
+        return f"{self.npu_ops} of {total} ops on the NPU, in {len(self.regions)} region(s)"
+
+    def table(self) -> str:
+        rows = [("op", "var", "device", "region / reason")]
+        for p in self.placements:
+            where = f"{p.region} ({p.composite})" if p.device == "npu" else f"{p.code}: {p.reason}"
+            rows.append((p.op, p.var, p.device, where))
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        lines = ["  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3] for r in rows]
+        return "\n".join(lines + [self.summary()])
+
+    def to_dict(self) -> dict:
+        return {"config": self.config, "placements": [asdict(p) for p in self.placements],
+                "regions": self.regions, "summary": self.summary()}
+
+
+def _composite_ops(func: relax.Function):
+    """(composite name, op name) of every op inside an NPU region, in order."""
+    composites = {}
+    for block in func.body.blocks:
+        for b in block.bindings:
+            if isinstance(b.value, relax.Function):
+                composites[b.var] = b.value
+            elif isinstance(b.value, relax.Call) and b.value.op in composites:
+                comp = composites[b.value.op]
+                for cb in comp.body.blocks[0].bindings:
+                    if isinstance(cb.value, relax.Call) and isinstance(cb.value.op, tvm.ir.Op):
+                        yield str(comp.attrs["Composite"]), cb.value.op.name, cb.var.name
+
+
+def placements(mod: tvm.IRModule, rejections: list) -> list[Placement]:
+    """One Placement per op call in `main` of a partitioned module (before RunCodegen)."""
+    refused = {r.var: r for r in rejections}
+    rows = []
+    for block in mod["main"].body.blocks:
+        for b in block.bindings:
+            call = b.value
+            if not isinstance(call, relax.Call):
+                continue
+            if isinstance(call.op, tvm.ir.GlobalVar):
+                func = mod[call.op]
+                if func.attrs is not None and func.attrs.get("Codegen") == "npu":
+                    for composite, op, var in _composite_ops(func):
+                        rows.append(Placement(var, op, "npu", call.op.name_hint, composite))
+                    continue
+            op = call.op.name if isinstance(call.op, tvm.ir.Op) else str(call.op)
+            r = refused.get(b.var.name)
+            if r is not None:
+                rows.append(Placement(b.var.name, op, "cpu", code=r.code,
+                                      reason=f"{r.reason} ({r.detail})"))
+            else:
+                rows.append(Placement(b.var.name, op, "cpu", code="NPU_E_UNSUPPORTED_OP",
+                                      reason=f"no NPU pattern for {op}"))
+    return rows

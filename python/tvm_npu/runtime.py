@@ -1,0 +1,76 @@
+"""Stage 6 — runtime: load the C++ runtime library and wrap command streams in runtime modules.
+
+The library (libtvm_npu_runtime.so, built by CMake from src/) holds the stream parser, the reference
+NPU and the tvm-ffi module of kind "npu". Loading it registers "runtime.NPUModuleCreate" and the loader
+"ffi.Module.load_from_bytes.npu", which `tvm.runtime.load_module` needs for exported artifacts.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+from pathlib import Path
+
+import tvm_ffi
+
+from .errors import NPUError
+
+_LIB = None
+_LIB_NAME = "libtvm_npu_runtime.so"
+
+
+def library_path() -> Path:
+    """Where the runtime library is: $TVM_NPU_RUNTIME_LIB, else the one installed with the package."""
+    env = os.environ.get("TVM_NPU_RUNTIME_LIB")
+    return Path(env) if env else Path(__file__).parent / "lib" / _LIB_NAME
+
+
+def load_library() -> ctypes.CDLL:
+    """Load the runtime library once (RTLD_GLOBAL, so its registrations are visible to TVM)."""
+    global _LIB
+    if _LIB is None:
+        path = library_path()
+        if not path.exists():
+            raise NPUError("ERR_BAD_STREAM",
+                           f"the tvm_npu runtime library is missing at {path}; reinstall with `pip install .`")
+        _LIB = ctypes.CDLL(str(path), ctypes.RTLD_GLOBAL)
+    return _LIB
+
+
+def _func(name: str):
+    load_library()
+    return tvm_ffi.get_global_func(name)
+
+
+def create_module(symbol: str, blob: bytes):
+    """A runtime module that runs `blob` on the reference NPU when `symbol` is called."""
+    return _func("runtime.NPUModuleCreate")(symbol, bytes(blob))
+
+
+def validate_stream(blob: bytes) -> dict:
+    """Parse and validate a stream in C++; raises NPUError (ERR_BAD_STREAM, ...) when it is invalid."""
+    return json.loads(_func("tvm_npu.runtime.validate_stream")(bytes(blob)))
+
+
+def npu_modules(lib) -> list:
+    """Every NPU runtime module reachable from a VirtualMachine, an Executable or a library.
+
+    Pass the VirtualMachine to read profiles: it runs its own (re-loaded) copy of the modules.
+    """
+    lib = getattr(lib, "module", None) or getattr(lib, "mod", None) or lib
+    found, todo, seen = [], [lib], set()
+    while todo:
+        mod = todo.pop()
+        if id(mod) in seen:
+            continue
+        seen.add(id(mod))
+        if mod.kind == "npu":
+            found.append(mod)
+        todo.extend(mod.imports)
+    return found
+
+
+def profile_of(module) -> dict:
+    """The per-call statistics an NPU runtime module keeps (see docs/npu.md section 5)."""
+    return json.loads(module["get_profile"]())
