@@ -1,0 +1,59 @@
+"""Relax modules for the tests, built with the BlockBuilder from numpy weights."""
+
+import numpy as np
+from tvm import relax
+
+
+def chain(input_shape, layers):
+    """A module whose main applies `layers` in order. A layer is a dict:
+    {"op": "conv", "w": OIHW, "b": [OC] or None, "stride", "pad", "dil", "act"},
+    {"op": "dense", "w": [N, K], "b": [N] or None, "act"}, or {"op": "cpu", "fn": "sin"|"reshape", ...}.
+    """
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(input_shape, "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = x
+            for layer in layers:
+                y = _emit(bb, y, layer)
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def _emit(bb, y, layer):
+    op = layer["op"]
+    if op == "conv":
+        w = relax.const(layer["w"].astype(np.float32))
+        y = bb.emit(relax.op.nn.conv2d(y, w, strides=layer.get("stride", 1), padding=layer.get("pad", 0),
+                                       dilation=layer.get("dil", 1), groups=layer.get("groups", 1)))
+        if layer.get("b") is not None:
+            y = bb.emit(relax.op.add(y, relax.const(layer["b"].astype(np.float32).reshape(1, -1, 1, 1))))
+    elif op == "dense":
+        w = relax.const(layer["w"].astype(np.float32))
+        y = bb.emit(relax.op.matmul(y, relax.op.permute_dims(w)))
+        if layer.get("b") is not None:
+            y = bb.emit(relax.op.add(y, relax.const(layer["b"].astype(np.float32))))
+    elif op == "cpu":
+        if layer["fn"] == "sin":
+            return bb.emit(relax.op.sin(y))
+        return bb.emit(relax.op.reshape(y, layer["shape"]))
+    act = layer.get("act", "none")
+    if act == "relu":
+        y = bb.emit(relax.op.nn.relu(y))
+    elif act == "clip":
+        y = bb.emit(relax.op.clip(y, 0, 6))
+    return y
+
+
+def conv_layer(rng, cin, cout, k, stride=1, pad=None, dil=1, act="relu", bias=True):
+    pad = k // 2 if pad is None else pad
+    w = rng.standard_normal((cout, cin, k, k)).astype(np.float32) / np.float32(np.sqrt(cin * k * k))
+    b = rng.standard_normal(cout).astype(np.float32) * 0.1 if bias else None
+    return {"op": "conv", "w": w, "b": b, "stride": stride, "pad": pad, "dil": dil, "act": act}
+
+
+def dense_layer(rng, k, n, act="none", bias=True):
+    w = rng.standard_normal((n, k)).astype(np.float32) / np.float32(np.sqrt(k))
+    b = rng.standard_normal(n).astype(np.float32) * 0.1 if bias else None
+    return {"op": "dense", "w": w, "b": b, "act": act}
