@@ -41,14 +41,16 @@ def run_demo(config: str = "npu-ref", out_dir: str | None = None, seed: int = 0)
     print("\nNPU regions (cycles counted by the reference NPU while it ran):")
     total_cycles = 0
     profiles = {}
-    for mod_ in runtime.npu_modules(vm):
+    alias = report.aliases()
+    for mod_ in sorted(runtime.npu_modules(vm), key=lambda m: alias.get(m["get_symbol"](), "")):
         prof = runtime.profile_of(mod_)
         symbol = mod_["get_symbol"]()
         profiles[symbol] = prof
         last = prof["last"]
         total_cycles += last["total_cycles"]
-        print(f"  {symbol}: {last['total_cycles']} cycles, {last['macs']} MACs, "
-              f"DDR read {last['ddr_read_bytes']} B / write {last['ddr_write_bytes']} B")
+        est = report.regions[symbol]["estimated_cycles"]
+        print(f"  {alias.get(symbol, symbol)}: {last['total_cycles']} cycles (compiler estimate {est}), "
+              f"{last['macs']} MACs, DDR read {last['ddr_read_bytes']} B / write {last['ddr_write_bytes']} B")
     print(f"  total: {total_cycles} NPU cycles = {total_cycles / cfg.clock_mhz:.1f} us at {cfg.clock_mhz} MHz")
     top_npu, top_cpu = np.argsort(-npu_out[0])[:3], np.argsort(-cpu_out[0])[:3]
     print(f"\nNPU (fp16) vs TVM CPU (fp32): max abs difference {max_err:.2e}; "

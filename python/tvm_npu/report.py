@@ -39,14 +39,26 @@ class BuildReport:
         total = len(self.placements)
         return f"{self.npu_ops} of {total} ops on the NPU, in {len(self.regions)} region(s)"
 
+    def aliases(self) -> dict:
+        """Short names (npu0, npu1, ...) for the regions, in order of first appearance.
+
+        TVM names a merged region after every op in it; the table uses these instead."""
+        names: dict = {}
+        for p in self.placements:
+            if p.device == "npu" and p.region not in names:
+                names[p.region] = f"npu{len(names)}"
+        return names
+
     def table(self) -> str:
+        alias = self.aliases()
         rows = [("op", "var", "device", "region / reason")]
         for p in self.placements:
-            where = f"{p.region} ({p.composite})" if p.device == "npu" else f"{p.code}: {p.reason}"
+            where = f"{alias[p.region]} ({p.composite})" if p.device == "npu" else f"{p.code}: {p.reason}"
             rows.append((p.op, p.var, p.device, where))
         widths = [max(len(r[i]) for r in rows) for i in range(3)]
         lines = ["  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3] for r in rows]
-        return "\n".join(lines + [self.summary()])
+        legend = [f"{short} = {symbol}" for symbol, short in alias.items()]
+        return "\n".join(lines + [self.summary()] + legend)
 
     def to_dict(self) -> dict:
         return {"config": self.config, "placements": [asdict(p) for p in self.placements],

@@ -1,0 +1,46 @@
+"""The README's demo and the tutorials, run as a user would."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tvm_npu.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_demo_compiles_runs_and_matches_tvm_cpu(tmp_path, capsys):
+    assert main(["demo", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "report.json").read_text())
+    assert result["ok"] and result["max_abs_err"] < 1e-2
+    regions = result["report"]["regions"]
+    assert len(regions) == 2
+    for symbol, prof in result["profiles"].items():
+        # What the emulator counted while running equals what the compiler's cost model predicted.
+        assert prof["last"]["total_cycles"] == regions[symbol]["estimated_cycles"]
+    assert result["npu_cycles"] == sum(p["last"]["total_cycles"] for p in result["profiles"].values())
+    out = capsys.readouterr().out
+    assert "14 of 17 ops on the NPU" in out and "NPU_E_UNSUPPORTED_OP" in out
+
+
+def test_demo_on_the_small_preset(tmp_path):
+    assert main(["demo", "--config", "npu-small", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "report.json").read_text())
+    assert result["report"]["config"]["mac_rows"] == 16
+
+
+def test_user_mistake_is_one_line_with_a_code(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as info:
+        main(["demo", "--config", "npu-huge"])
+    assert info.value.code != 0
+    assert "npu-huge" in capsys.readouterr().err
+
+
+def test_quickstart_tutorial_runs(tmp_path):
+    res = subprocess.run([sys.executable, str(ROOT / "tutorials" / "quickstart.py")], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "top class:" in res.stdout and "cycles" in res.stdout
