@@ -32,7 +32,22 @@ enum Opcode : uint32_t {
   kDmaLoad = 0x01,
   kDmaStore = 0x02,
   kConv2D = 0x10,
+  kAdd = 0x20,
+  kPool = 0x21,
 };
+
+/*! \brief The opcode's name as written in docs/npu.md section 4, or "unknown". */
+inline const char* OpcodeName(uint32_t opcode) {
+  switch (opcode) {
+    case kEnd: return "END";
+    case kDmaLoad: return "DMA_LOAD";
+    case kDmaStore: return "DMA_STORE";
+    case kConv2D: return "CONV2D";
+    case kAdd: return "ADD";
+    case kPool: return "POOL";
+    default: return "unknown";
+  }
+}
 
 enum Role : uint32_t {
   kRoleInput = 1,
@@ -59,6 +74,22 @@ enum Activation : uint32_t {
   kActRelu = 1,
   kActClip = 2,
 };
+
+enum PoolKind : uint32_t {
+  kPoolAvg = 0,
+  kPoolMax = 1,
+};
+
+/*!
+ * \brief The int8 requantization block a CONV2D's bias_addr points at: two rows of OC words,
+ *        bias (int32) then S (fp32 bit patterns), align(OC * 4, alignment) bytes apart
+ *        (docs/npu.md section 6). The configuration's alignment keeps the rule that every row
+ *        stride is a multiple of it.
+ */
+constexpr uint32_t kRequantRows = 2;
+inline uint64_t RequantRowStride(uint64_t oc, uint64_t alignment) {
+  return (oc * 4 + alignment - 1) / alignment * alignment;
+}
 
 /*!
  * \brief Wait fields of word 0 (docs/npu.md section 5): one 4-bit field per engine, engine e at bits
@@ -133,7 +164,13 @@ struct DmaOperands {
 };
 constexpr uint32_t kDmaOperandWords = 7;
 
-/*! \brief Operands of CONV2D, words 1..26. Addresses are SRAM offsets, strides are bytes. */
+/*!
+ * \brief Operands of CONV2D, words 1..28. Addresses are SRAM offsets, strides are bytes.
+ *
+ * fp16: clip_lo / clip_hi are fp32 bits, in_zp = out_zp = 0, bias_addr may be kNoBias.
+ * int8: clip_lo / clip_hi are the int32 clamp bounds, zero points int32 (two's complement), act 0,
+ * bias_addr is the requantization block. groups is 1, or in_c (= oc) for depthwise.
+ */
 struct Conv2DOperands {
   uint32_t dtype;
   uint32_t in_addr;
@@ -158,17 +195,80 @@ struct Conv2DOperands {
   uint32_t pad_top;
   uint32_t pad_left;
   uint32_t act;
-  uint32_t clip_lo;  // fp32 bits
-  uint32_t clip_hi;  // fp32 bits
+  uint32_t clip_lo;
+  uint32_t clip_hi;
   uint32_t groups;
+  uint32_t in_zp;
+  uint32_t out_zp;
 };
-constexpr uint32_t kConv2DOperandWords = 26;
+constexpr uint32_t kConv2DOperandWords = 28;
+
+/*! \brief True for the depthwise mapping (groups == in_c == oc, checked at load); groups == 1 is
+ *         always the dense mapping, also when in_c == oc == 1. */
+inline bool IsDepthwise(const Conv2DOperands& op) { return op.groups != 1; }
+
+/*! \brief Operands of ADD, words 1..18: out = a + b over `rows` rows of `row_elems` elements. */
+struct AddOperands {
+  uint32_t dtype;
+  uint32_t a_addr;
+  uint32_t a_stride;
+  uint32_t b_addr;
+  uint32_t b_stride;
+  uint32_t out_addr;
+  uint32_t out_stride;
+  uint32_t rows;
+  uint32_t row_elems;
+  uint32_t act;
+  uint32_t clip_lo;
+  uint32_t clip_hi;
+  uint32_t a_zp;
+  uint32_t b_zp;
+  uint32_t out_zp;
+  uint32_t a_mult;
+  uint32_t b_mult;
+  uint32_t shift;
+};
+constexpr uint32_t kAddOperandWords = 18;
+
+/*!
+ * \brief Operands of POOL, words 1..23. The input tile follows CONV2D's tiling rules.
+ *
+ * int8: scale is the fp32 bit pattern of the requantization scale S (finite, > 0); fp16: 0.
+ */
+struct PoolOperands {
+  uint32_t dtype;
+  uint32_t kind;  // PoolKind
+  uint32_t in_addr;
+  uint32_t in_h;
+  uint32_t in_w;
+  uint32_t c;
+  uint32_t in_stride;
+  uint32_t out_addr;
+  uint32_t out_h;
+  uint32_t out_w;
+  uint32_t out_stride;
+  uint32_t kh;
+  uint32_t kw;
+  uint32_t stride_h;
+  uint32_t stride_w;
+  uint32_t pad_top;
+  uint32_t pad_left;
+  uint32_t act;
+  uint32_t clip_lo;
+  uint32_t clip_hi;
+  uint32_t in_zp;
+  uint32_t out_zp;
+  uint32_t scale;
+};
+constexpr uint32_t kPoolOperandWords = 23;
 
 static_assert(sizeof(Header) == kHeaderBytes, "header layout");
 static_assert(sizeof(TensorDesc) == kTensorBytes, "tensor descriptor layout");
 static_assert(sizeof(Command) == kCommandBytes, "command layout");
 static_assert(sizeof(DmaOperands) == 4 * kDmaOperandWords, "DMA operand layout");
 static_assert(sizeof(Conv2DOperands) == 4 * kConv2DOperandWords, "CONV2D operand layout");
+static_assert(sizeof(AddOperands) == 4 * kAddOperandWords, "ADD operand layout");
+static_assert(sizeof(PoolOperands) == 4 * kPoolOperandWords, "POOL operand layout");
 
 /*! \brief Bytes per element of a stream dtype, 0 for an unknown code. */
 inline uint32_t DTypeBytes(uint32_t dtype) {

@@ -32,6 +32,11 @@ uint64_t CycleModel::DmaBusBytes(const NPUConfig& config, const stream::DmaOpera
 
 uint64_t CycleModel::Conv2DPasses(const NPUConfig& config, const stream::Conv2DOperands& op) {
   uint64_t p = SatMul(op.out_h, op.out_w);
+  if (stream::IsDepthwise(op)) {
+    // Channels on the columns, kernel taps on the rows.
+    p = SatMul(p, CeilDiv(op.oc, config.mac_cols));
+    return SatMul(p, CeilDiv(SatMul(op.kh, op.kw), config.mac_rows));
+  }
   p = SatMul(p, SatMul(op.kh, op.kw));
   p = SatMul(p, CeilDiv(op.in_c, config.mac_rows));
   return SatMul(p, CeilDiv(op.oc, config.mac_cols));
@@ -42,6 +47,22 @@ uint64_t CycleModel::Conv2DCycles(const NPUConfig& config, const stream::Conv2DO
   return config.op_overhead + SatMul(Conv2DPasses(config, op), rate_div);
 }
 
+uint64_t CycleModel::VectorSteps(const stream::Command& cmd) {
+  if (cmd.opcode() == stream::kAdd) {
+    const stream::AddOperands op = AddOperandsOf(cmd);
+    return SatMul(op.rows, op.row_elems);
+  }
+  const stream::PoolOperands op = PoolOperandsOf(cmd);
+  return SatMul(SatMul(SatMul(op.out_h, op.out_w), op.c), SatMul(op.kh, op.kw));
+}
+
+uint64_t CycleModel::VectorCycles(const NPUConfig& config, const stream::Command& cmd) {
+  // ADD and POOL both carry their dtype in word 1.
+  const uint64_t lanes = cmd.words[1] == stream::kFP16 ? config.vector_lanes / 2
+                                                       : config.vector_lanes;
+  return config.op_overhead + CeilDiv(VectorSteps(cmd), lanes);
+}
+
 CommandTiming CycleModel::OnCommand(const stream::Command& cmd) {
   CommandTiming t{kEngineNone, 0, 0, 0};
   const uint32_t opcode = cmd.opcode();
@@ -49,6 +70,8 @@ CommandTiming CycleModel::OnCommand(const stream::Command& cmd) {
     t.engine = DmaOperandsOf(cmd).channel;
   } else if (opcode == stream::kConv2D) {
     t.engine = kEngineMac;
+  } else if (opcode == stream::kAdd || opcode == stream::kPool) {
+    t.engine = kEngineVector;
   }
   // Issue rule: one command per cycle; a wait k on engine e holds the command until at most k of
   // e's commands are outstanding, i.e. until its (n_e - k)-th command has ended.
@@ -65,6 +88,8 @@ CommandTiming CycleModel::OnCommand(const stream::Command& cmd) {
   t.start = std::max(issue, busy_until_[t.engine]);
   if (t.engine == kEngineMac) {
     t.end = t.start + Conv2DCycles(config_, Conv2DOperandsOf(cmd));
+  } else if (t.engine == kEngineVector) {
+    t.end = t.start + VectorCycles(config_, cmd);
   } else {
     // Latency overlaps other transfers' data; data phases on the shared DDR bus do not.
     const uint64_t bus = DmaBusBytes(config_, DmaOperandsOf(cmd));

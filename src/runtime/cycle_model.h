@@ -57,10 +57,16 @@ class CycleModel {
 
   /*! \brief rows * ceil(row_bytes / burst_bytes) * burst_bytes. */
   static uint64_t DmaBusBytes(const NPUConfig& config, const stream::DmaOperands& op);
-  /*! \brief MAC-array passes P of a CONV2D (docs/npu.md section 4). */
+  /*! \brief MAC-array passes P of a CONV2D (docs/npu.md section 4): the dense mapping, or for
+   *         depthwise (groups != 1) OH*OW*ceil(C/mac_cols)*ceil(KH*KW/mac_rows). */
   static uint64_t Conv2DPasses(const NPUConfig& config, const stream::Conv2DOperands& op);
   /*! \brief op_overhead + P * rate_div. */
   static uint64_t Conv2DCycles(const NPUConfig& config, const stream::Conv2DOperands& op);
+  /*! \brief Vector-unit element-steps: E for ADD, E * KH * KW for POOL (section 5). */
+  static uint64_t VectorSteps(const stream::Command& cmd);
+  /*! \brief op_overhead + ceil(steps / lanes), lanes = vector_lanes (int8) or vector_lanes / 2
+   *         (fp16). */
+  static uint64_t VectorCycles(const NPUConfig& config, const stream::Command& cmd);
 
  private:
   NPUConfig config_;

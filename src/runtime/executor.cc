@@ -10,8 +10,10 @@
 #include <sstream>
 #include <string>
 
+#include "kernels/ref/add_ref.h"
 #include "kernels/ref/conv2d_ref.h"
 #include "kernels/ref/fp16.h"
+#include "kernels/ref/pool_ref.h"
 #include "runtime/cycle_model.h"
 #include "runtime/npu_error.h"
 
@@ -34,10 +36,13 @@ void CheckHostTensor(const char* kind, size_t k, const DLTensor* t, const Tensor
     NPU_THROW(kShapeMismatch) << kind << " " << k << " is on device type "
                               << t->device.device_type << "; pass a CPU tensor";
   }
-  if (t->dtype.code != kDLFloat || t->dtype.bits != 32 || t->dtype.lanes != 1) {
+  // The parser admits fp32 or int8 host tensors only.
+  const bool int8 = d.host_dtype == stream::kInt8;
+  const uint8_t code = int8 ? kDLInt : kDLFloat, bits = int8 ? 8 : 32;
+  if (t->dtype.code != code || t->dtype.bits != bits || t->dtype.lanes != 1) {
     NPU_THROW(kShapeMismatch) << kind << " " << k << " has dtype code " << int(t->dtype.code)
                               << " bits " << int(t->dtype.bits) << "; the model was compiled "
-                              << "for float32";
+                              << "for " << (int8 ? "int8" : "float32");
   }
   int64_t compiled[4];
   for (uint32_t i = 0; i < d.host_rank; ++i) compiled[i] = d.host_shape[i];
@@ -66,6 +71,7 @@ void CheckHostTensor(const char* kind, size_t k, const DLTensor* t, const Tensor
 // offset from ddr_addr. NHWC and ROWS share the row-major order of the view; NCHW transposes.
 template <typename F>
 void ForEachElement(const TensorDesc& d, F&& f) {
+  const uint64_t elem = stream::DTypeBytes(d.dtype);
   const uint64_t N = d.view[0], H = d.view[1], W = d.view[2], C = d.view[3];
   for (uint64_t n = 0; n < N; ++n) {
     for (uint64_t h = 0; h < H; ++h) {
@@ -74,7 +80,7 @@ void ForEachElement(const TensorDesc& d, F&& f) {
           const uint64_t host = d.host_layout == stream::kLayoutNCHW
                                     ? ((n * C + c) * H + h) * W + w
                                     : ((n * H + h) * W + w) * C + c;
-          f(host, (n * H + h) * d.row_stride + (w * C + c) * 2);
+          f(host, (n * H + h) * d.row_stride + (w * C + c) * elem);
         }
       }
     }
@@ -88,21 +94,31 @@ class Machine {
         sram_(ps.config.sram_bytes, 0),
         arena_(ps.header.ddr_bytes - ps.header.weights_bytes, 0) {}
 
-  // Host fp32 -> device fp16 (RNE) at the descriptor's place in the activation region.
+  // Host fp32 -> device fp16 (RNE), or int8 -> int8 (re-layout only), at the descriptor's place
+  // in the activation region.
   void StageIn(const TensorDesc& d, const DLTensor* t) {
-    const float* src = reinterpret_cast<const float*>(static_cast<const char*>(t->data) +
-                                                     t->byte_offset);
+    const char* data = static_cast<const char*>(t->data) + t->byte_offset;
     uint8_t* base = Arena(d.ddr_addr);
+    if (d.dtype == stream::kInt8) {
+      ForEachElement(d, [&](uint64_t host, uint64_t off) { base[off] = data[host]; });
+      return;
+    }
+    const float* src = reinterpret_cast<const float*>(data);
     ForEachElement(d, [&](uint64_t host, uint64_t off) {
       const uint16_t h = FloatToHalfBits(src[host]);
       std::memcpy(base + off, &h, sizeof(h));
     });
   }
 
-  // Device fp16 -> host fp32 (exact).
+  // Device fp16 -> host fp32 (exact), or int8 -> int8.
   void StageOut(const TensorDesc& d, DLTensor* t) const {
-    float* dst = reinterpret_cast<float*>(static_cast<char*>(t->data) + t->byte_offset);
+    char* data = static_cast<char*>(t->data) + t->byte_offset;
     const uint8_t* base = arena_.data() + (d.ddr_addr - ps_.header.weights_bytes);
+    if (d.dtype == stream::kInt8) {
+      ForEachElement(d, [&](uint64_t host, uint64_t off) { data[host] = base[off]; });
+      return;
+    }
+    float* dst = reinterpret_cast<float*>(data);
     ForEachElement(d, [&](uint64_t host, uint64_t off) {
       uint16_t h;
       std::memcpy(&h, base + off, sizeof(h));
@@ -128,7 +144,20 @@ class Machine {
     const stream::Conv2DOperands op = Conv2DOperandsOf(cmd);
     uint8_t* s = sram_.data();
     Conv2DRef(op, s + op.in_addr, s + op.w_addr,
-              op.bias_addr == stream::kNoBias ? nullptr : s + op.bias_addr, s + op.out_addr);
+              op.bias_addr == stream::kNoBias ? nullptr : s + op.bias_addr, s + op.out_addr,
+              ps_.config.alignment);
+  }
+
+  void Add(const stream::Command& cmd) {
+    const stream::AddOperands op = AddOperandsOf(cmd);
+    uint8_t* s = sram_.data();
+    AddRef(op, s + op.a_addr, s + op.b_addr, s + op.out_addr);
+  }
+
+  void Pool(const stream::Command& cmd) {
+    const stream::PoolOperands op = PoolOperandsOf(cmd);
+    uint8_t* s = sram_.data();
+    PoolRef(op, s + op.in_addr, s + op.out_addr);
   }
 
  private:
@@ -154,6 +183,12 @@ class Machine {
   std::vector<uint8_t> sram_;
   std::vector<uint8_t> arena_;
 };
+
+// Nominal MACs: one per weight tap and output element; depthwise reads one channel per output.
+uint64_t Conv2DMacs(const stream::Conv2DOperands& op) {
+  const uint64_t per_output = SatMul(SatMul(op.kh, op.kw), stream::IsDepthwise(op) ? 1 : op.in_c);
+  return SatMul(SatMul(SatMul(op.out_h, op.out_w), op.oc), per_output);
+}
 
 }  // namespace
 
@@ -189,16 +224,19 @@ Stats Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs
       (cmd.opcode() == stream::kDmaLoad ? st.ddr_read_bytes : st.ddr_write_bytes) += rec.bus_bytes;
     } else if (cmd.opcode() == stream::kConv2D) {
       machine.Conv2D(cmd);
-      const stream::Conv2DOperands op = Conv2DOperandsOf(cmd);
-      rec.macs = SatMul(SatMul(SatMul(op.out_h, op.out_w), op.oc),
-                        SatMul(SatMul(op.kh, op.kw), op.in_c));
+      rec.macs = Conv2DMacs(Conv2DOperandsOf(cmd));
       st.macs += rec.macs;
+    } else if (cmd.opcode() == stream::kAdd) {
+      machine.Add(cmd);  // vector ops do no MACs
+    } else if (cmd.opcode() == stream::kPool) {
+      machine.Pool(cmd);
     }
     st.records.push_back(rec);
   }
   st.commands = ps.commands.size();
   st.total_cycles = model.TotalCycles();
   st.mac_cycles = model.BusyCycles(kEngineMac);
+  st.vector_cycles = model.BusyCycles(kEngineVector);
   for (uint32_t ch = 0; ch < cfg.dma_channels; ++ch) st.dma_cycles.push_back(model.BusyCycles(ch));
 
   for (size_t k = 0; k < outputs.size(); ++k) {

@@ -26,16 +26,17 @@ struct CommandRecord {
   uint64_t start;
   uint64_t end;
   uint64_t bus_bytes;  // DMA only
-  uint64_t macs;       // CONV2D only
+  uint64_t macs;       // CONV2D only (vector ops do no MACs)
 };
 
 struct Stats {
   uint64_t total_cycles = 0;
   uint64_t mac_cycles = 0;           // MAC array busy
+  uint64_t vector_cycles = 0;        // vector unit busy
   std::vector<uint64_t> dma_cycles;  // per channel busy (start to last burst)
   uint64_t ddr_read_bytes = 0;       // bus bytes of DMA_LOADs
   uint64_t ddr_write_bytes = 0;      // bus bytes of DMA_STOREs
-  uint64_t macs = 0;                 // nominal MACs: out_h*out_w*oc*kh*kw*in_c per CONV2D
+  uint64_t macs = 0;  // nominal MACs per CONV2D: out_h*out_w*oc*kh*kw*in_c (depthwise: *1)
   uint64_t commands = 0;
   std::vector<CommandRecord> records;
 };
@@ -44,8 +45,8 @@ struct Stats {
  * \brief Execute one call.
  *
  * \param ps The validated stream.
- * \param inputs num_inputs fp32 host tensors, in io_index order.
- * \param outputs num_outputs fp32 host tensors to write, in io_index order.
+ * \param inputs num_inputs host tensors (fp32, or int8 for int8 descriptors), in io_index order.
+ * \param outputs num_outputs host tensors to write, likewise, in io_index order.
  * \return The call's statistics.
  *
  * Throws ERR_SHAPE_MISMATCH if an argument's count, dtype, shape, layout or device differs from

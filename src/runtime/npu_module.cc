@@ -1,6 +1,7 @@
 /*!
  * \file npu_module.cc
- * \brief The tvm-ffi runtime module of kind "npu", and the global functions Python uses.
+ * \brief The tvm-ffi runtime module of kind "npu", and the global functions Python uses (the
+ *        direct kernel entry points for tests live in ref_functions.cc).
  *
  * A module holds one compiled region: its symbol and its command stream blob, validated when the
  * module is created (or loaded), so a damaged artifact fails at load, never mid-run. The weights
@@ -20,8 +21,6 @@
 #include <string>
 #include <vector>
 
-#include "kernels/ref/conv2d_ref.h"
-#include "kernels/ref/fp16.h"
 #include "runtime/cycle_model.h"
 #include "runtime/executor.h"
 #include "runtime/npu_error.h"
@@ -35,7 +34,7 @@ namespace ffi = tvm::ffi;
 // Appends the call-level counters of `st` as JSON members (no braces).
 void StatsJson(std::ostringstream& os, const Stats& st) {
   os << "\"total_cycles\": " << st.total_cycles << ", \"mac_cycles\": " << st.mac_cycles
-     << ", \"dma_cycles\": [";
+     << ", \"vector_cycles\": " << st.vector_cycles << ", \"dma_cycles\": [";
   for (size_t i = 0; i < st.dma_cycles.size(); ++i) os << (i ? ", " : "") << st.dma_cycles[i];
   os << "], \"ddr_read_bytes\": " << st.ddr_read_bytes
      << ", \"ddr_write_bytes\": " << st.ddr_write_bytes << ", \"macs\": " << st.macs
@@ -43,12 +42,11 @@ void StatsJson(std::ostringstream& os, const Stats& st) {
 }
 
 void RecordsJson(std::ostringstream& os, const std::vector<CommandRecord>& records) {
-  static const char* const kOpNames[] = {"END", "DMA_LOAD", "DMA_STORE"};
   os << "[";
   for (size_t i = 0; i < records.size(); ++i) {
     const CommandRecord& r = records[i];
     os << (i ? ", " : "") << "{\"index\": " << r.index << ", \"opcode\": \""
-       << (r.opcode == stream::kConv2D ? "CONV2D" : kOpNames[r.opcode]) << "\", \"engine\": ";
+       << stream::OpcodeName(r.opcode) << "\", \"engine\": ";
     if (r.engine == kEngineNone) {
       os << "null";
     } else {
@@ -64,6 +62,7 @@ void RecordsJson(std::ostringstream& os, const std::vector<CommandRecord>& recor
 void Accumulate(Stats* total, const Stats& st) {
   total->total_cycles += st.total_cycles;
   total->mac_cycles += st.mac_cycles;
+  total->vector_cycles += st.vector_cycles;
   total->dma_cycles.resize(st.dma_cycles.size(), 0);
   for (size_t i = 0; i < st.dma_cycles.size(); ++i) total->dma_cycles[i] += st.dma_cycles[i];
   total->ddr_read_bytes += st.ddr_read_bytes;
@@ -222,91 +221,6 @@ class NPUModuleObj : public ffi::ModuleObj {
   uint64_t calls_ = 0;
 };
 
-// ---- Direct access to the reference kernels, so tests can check them without a stream. ----
-
-const uint8_t* DataPtr(const DLTensor* t) {
-  return static_cast<const uint8_t*>(t->data) + t->byte_offset;
-}
-
-void CheckArg(const DLTensor* t, const char* name, uint8_t bits, int ndim) {
-  if (t->device.device_type != kDLCPU || t->dtype.code != kDLFloat || t->dtype.bits != bits ||
-      t->dtype.lanes != 1 || t->ndim != ndim || !ffi::IsContiguous(*t)) {
-    NPU_THROW(kShapeMismatch) << name << " must be a contiguous CPU float" << int(bits)
-                              << " tensor of rank " << ndim;
-  }
-}
-
-uint32_t U32Param(int64_t v, const char* name) {
-  if (v < 0 || v > 0xFFFFFFFFll) NPU_THROW(kOpNotSupported) << name << " = " << v;
-  return static_cast<uint32_t>(v);
-}
-
-void RefConv2DFp16(DLTensor* x, DLTensor* w, ffi::AnyView bias_any, DLTensor* out,
-                   int64_t stride_h, int64_t stride_w, int64_t dil_h, int64_t dil_w,
-                   int64_t pad_top, int64_t pad_left, int64_t act, double clip_lo,
-                   double clip_hi) {
-  const DLTensor* bias = bias_any == nullptr ? nullptr : bias_any.cast<DLTensor*>();
-  CheckArg(x, "x [N, H, W, C]", 16, 4);
-  CheckArg(w, "w [OC, KH, KW, IC]", 16, 4);
-  CheckArg(out, "out [N, OH, OW, OC]", 16, 4);
-  if (bias != nullptr) CheckArg(bias, "bias [OC]", 32, 1);
-  const int64_t* xs = x->shape;
-  const int64_t* ws = w->shape;
-  const int64_t* os = out->shape;
-  if (ws[3] != xs[3] || os[0] != xs[0] || os[3] != ws[0] ||
-      (bias != nullptr && bias->shape[0] != ws[0])) {
-    NPU_THROW(kShapeMismatch) << "ref_conv2d_fp16: x, w, bias and out shapes disagree";
-  }
-  stream::Conv2DOperands op{};
-  op.dtype = stream::kFP16;
-  op.in_h = U32Param(xs[1], "H");
-  op.in_w = U32Param(xs[2], "W");
-  op.in_c = U32Param(xs[3], "C");
-  op.oc = U32Param(ws[0], "OC");
-  op.kh = U32Param(ws[1], "KH");
-  op.kw = U32Param(ws[2], "KW");
-  op.out_h = U32Param(os[1], "OH");
-  op.out_w = U32Param(os[2], "OW");
-  op.in_stride = U32Param(xs[2] * xs[3] * 2, "W*C*2");
-  op.w_stride = U32Param(ws[1] * ws[2] * ws[3] * 2, "KH*KW*IC*2");
-  op.out_stride = U32Param(os[2] * os[3] * 2, "OW*OC*2");
-  op.stride_h = U32Param(stride_h, "stride_h");
-  op.stride_w = U32Param(stride_w, "stride_w");
-  op.dil_h = U32Param(dil_h, "dil_h");
-  op.dil_w = U32Param(dil_w, "dil_w");
-  op.pad_top = U32Param(pad_top, "pad_top");
-  op.pad_left = U32Param(pad_left, "pad_left");
-  op.act = U32Param(act, "act");
-  const float lo = static_cast<float>(clip_lo), hi = static_cast<float>(clip_hi);
-  std::memcpy(&op.clip_lo, &lo, 4);
-  std::memcpy(&op.clip_hi, &hi, 4);
-  op.groups = 1;
-  if (op.stride_h < 1 || op.stride_h > 2 || op.stride_w < 1 || op.stride_w > 2 ||
-      op.dil_h < 1 || op.dil_w < 1 || op.act > stream::kActClip) {
-    NPU_THROW(kOpNotSupported) << "ref_conv2d_fp16: strides must be 1 or 2, dilations >= 1, "
-                               << "act 0..2";
-  }
-  const uint64_t in_image = uint64_t{op.in_h} * op.in_stride;
-  const uint64_t out_image = uint64_t{op.out_h} * op.out_stride;
-  uint8_t* out_base = const_cast<uint8_t*>(DataPtr(out));
-  for (int64_t n = 0; n < xs[0]; ++n) {
-    Conv2DRef(op, DataPtr(x) + n * in_image, DataPtr(w), bias ? DataPtr(bias) : nullptr,
-              out_base + n * out_image);
-  }
-}
-
-void Fp16Round(DLTensor* in, DLTensor* out) {
-  CheckArg(in, "in", 32, in->ndim);
-  CheckArg(out, "out", 16, in->ndim);
-  const int64_t n = ffi::GetDataSize(*in) / 4;
-  if (ffi::GetDataSize(*out) / 2 != static_cast<size_t>(n)) {
-    NPU_THROW(kShapeMismatch) << "fp16_round: in and out sizes differ";
-  }
-  const float* src = reinterpret_cast<const float*>(DataPtr(in));
-  uint16_t* dst = reinterpret_cast<uint16_t*>(const_cast<uint8_t*>(DataPtr(out)));
-  for (int64_t i = 0; i < n; ++i) dst[i] = FloatToHalfBits(src[i]);
-}
-
 }  // namespace
 
 TVM_FFI_STATIC_INIT_BLOCK() {
@@ -322,9 +236,7 @@ TVM_FFI_STATIC_INIT_BLOCK() {
            [](ffi::Bytes blob) {
              return ffi::String(SummaryJson(
                  ParseStream(reinterpret_cast<const uint8_t*>(blob.data()), blob.size())));
-           })
-      .def("tvm_npu.runtime.ref_conv2d_fp16", RefConv2DFp16)
-      .def("tvm_npu.runtime.fp16_round", Fp16Round);
+           });
 }
 
 }  // namespace tvm_npu

@@ -8,9 +8,9 @@
  */
 #include "runtime/stream_parser.h"
 
-#include <sstream>
 #include <string>
 
+#include "runtime/command_checks.h"
 #include "runtime/npu_error.h"
 
 namespace tvm_npu {
@@ -18,57 +18,6 @@ namespace {
 
 using stream::Command;
 using stream::TensorDesc;
-
-const char* OpcodeName(uint32_t opcode) {
-  switch (opcode) {
-    case stream::kEnd: return "END";
-    case stream::kDmaLoad: return "DMA_LOAD";
-    case stream::kDmaStore: return "DMA_STORE";
-    case stream::kConv2D: return "CONV2D";
-    default: return "unknown";
-  }
-}
-
-std::string Where(const char* kind, size_t index, const std::string& detail) {
-  std::ostringstream os;
-  os << kind << " " << index << " (" << detail << ")";
-  return os.str();
-}
-
-// A range [addr, addr + bytes) must lie in [lo, hi). `bytes` may be saturated; never add first.
-void CheckRange(const std::string& where, const char* what, uint64_t addr, uint64_t bytes,
-                const char* space, uint64_t lo, uint64_t hi) {
-  if (addr < lo || addr > hi || bytes > hi - addr) {
-    NPU_THROW(kInvalidAddr) << where << ": " << what << " at " << addr << " spanning " << bytes
-                            << " bytes lies outside " << space << " [" << lo << ", " << hi
-                            << "); fix the compiler's address allocation for this buffer";
-  }
-}
-
-void CheckAligned(const std::string& where, const char* what, uint64_t value, uint32_t alignment) {
-  if (value % alignment != 0) {
-    NPU_THROW(kInvalidAddr) << where << ": " << what << " = " << value
-                            << " is not a multiple of the alignment " << alignment;
-  }
-}
-
-// A 2-D buffer of `rows` rows, `stride` bytes apart, each holding `row_bytes`: checks alignment,
-// stride >= row_bytes and that the whole footprint rows * stride lies in [lo, hi).
-void CheckBuffer(const std::string& where, const char* what, uint64_t addr, uint64_t rows,
-                 uint64_t row_bytes, uint64_t stride, const NPUConfig& cfg, const char* space,
-                 uint64_t lo, uint64_t hi) {
-  CheckAligned(where, what, addr, cfg.alignment);
-  CheckAligned(where, (std::string(what) + " row stride").c_str(), stride, cfg.alignment);
-  if (stride < row_bytes) {
-    NPU_THROW(kBadStream) << where << ": " << what << " row stride " << stride
-                          << " is less than its row of " << row_bytes << " bytes";
-  }
-  CheckRange(where, what, addr, SatMul(rows, stride), space, lo, hi);
-}
-
-bool Overlaps(uint64_t a, uint64_t a_bytes, uint64_t b, uint64_t b_bytes) {
-  return a < b + b_bytes && b < a + a_bytes;
-}
 
 void CheckHeader(const stream::Header& h, size_t size) {
   if (h.magic != stream::kMagic) {
@@ -158,13 +107,13 @@ bool ViewMatchesHost(const TensorDesc& t) {
 }
 
 void CheckIoTensor(const std::string& where, const TensorDesc& t, const NPUConfig& c) {
-  if (t.host_dtype != stream::kFP32) {
-    NPU_THROW(kOpNotSupported) << where << ": host dtype " << t.host_dtype
-                               << " is not fp32 (4), the only host dtype of version 1.0";
-  }
-  if (t.dtype != stream::kFP16) {
-    NPU_THROW(kOpNotSupported) << where << ": device dtype " << t.dtype
-                               << " at a region boundary; only fp16 (1) until issue 3";
+  // fp32 on the host staged as fp16, or int8 on both sides (the runtime only re-lays it out).
+  const bool fp = t.host_dtype == stream::kFP32 && t.dtype == stream::kFP16;
+  const bool int8 = t.host_dtype == stream::kInt8 && t.dtype == stream::kInt8;
+  if (!fp && !int8) {
+    NPU_THROW(kOpNotSupported) << where << ": host dtype " << t.host_dtype << " with device dtype "
+                               << t.dtype << "; an input or output is fp32 (4) on the host and "
+                               << "fp16 (1) on the device, or int8 (2) on both";
   }
   if (t.host_rank < 1 || t.host_rank > c.max_rank) {
     NPU_THROW(kBadStream) << where << ": host rank " << t.host_rank << " outside 1.."
@@ -229,72 +178,12 @@ void CheckTensors(ParsedStream* ps) {
   }
 }
 
-void CheckDma(const std::string& where, const Command& cmd, const ParsedStream& ps) {
-  const stream::DmaOperands op = DmaOperandsOf(cmd);
-  const NPUConfig& c = ps.config;
-  if (op.channel >= c.dma_channels) {
-    NPU_THROW(kBadStream) << where << ": DMA channel " << op.channel << ", the NPU has "
-                          << c.dma_channels;
-  }
-  if (op.rows == 0 || op.row_bytes == 0) NPU_THROW(kBadStream) << where << ": moves no data";
-  const bool load = cmd.opcode() == stream::kDmaLoad;
-  const uint64_t sram = c.sram_bytes;
-  const uint64_t ddr_lo = load ? 0 : ps.header.weights_bytes;  // the weight region is read-only
-  const uint64_t ddr = ps.header.ddr_bytes;
-  CheckBuffer(where, "source", op.src_addr, op.rows, op.row_bytes, op.src_stride, c,
-              load ? "DDR" : "SRAM", 0, load ? ddr : sram);
-  CheckBuffer(where, "destination", op.dst_addr, op.rows, op.row_bytes, op.dst_stride, c,
-              load ? "SRAM" : "the writable DDR activation region", load ? 0 : ddr_lo,
-              load ? sram : ddr);
-}
-
-void CheckConv2D(const std::string& where, const Command& cmd, const NPUConfig& c) {
-  const stream::Conv2DOperands op = Conv2DOperandsOf(cmd);
-  if (op.dtype != stream::kFP16 && op.dtype != stream::kInt8) {
-    NPU_THROW(kBadStream) << where << ": dtype " << op.dtype << " is neither fp16 (1) nor int8 (2)";
-  }
-  if (op.groups != 1) {
-    NPU_THROW(kOpNotSupported) << where << ": groups " << op.groups << ", version 1.0 has 1";
-  }
-  if (op.stride_h < 1 || op.stride_h > 2 || op.stride_w < 1 || op.stride_w > 2) {
-    NPU_THROW(kOpNotSupported) << where << ": stride " << op.stride_h << "x" << op.stride_w
-                               << ", the NPU supports strides 1 and 2";
-  }
-  if (op.in_h == 0 || op.in_w == 0 || op.in_c == 0 || op.kh == 0 || op.kw == 0 || op.oc == 0 ||
-      op.out_h == 0 || op.out_w == 0 || op.dil_h == 0 || op.dil_w == 0) {
-    NPU_THROW(kBadStream) << where << ": a size or dilation is 0";
-  }
-  if (op.act > stream::kActClip) NPU_THROW(kBadStream) << where << ": activation " << op.act;
-  const uint64_t elem = stream::DTypeBytes(op.dtype);
-  const uint64_t sram = c.sram_bytes;
-  const uint64_t in_row = SatMul(SatMul(op.in_w, op.in_c), elem);
-  const uint64_t w_row = SatMul(SatMul(SatMul(op.kh, op.kw), op.in_c), elem);
-  const uint64_t out_row = SatMul(SatMul(op.out_w, op.oc), elem);
-  CheckBuffer(where, "input", op.in_addr, op.in_h, in_row, op.in_stride, c, "SRAM", 0, sram);
-  CheckBuffer(where, "weights", op.w_addr, op.oc, w_row, op.w_stride, c, "SRAM", 0, sram);
-  CheckBuffer(where, "output", op.out_addr, op.out_h, out_row, op.out_stride, c, "SRAM", 0, sram);
-  const uint64_t out_bytes = uint64_t{op.out_h} * op.out_stride;  // bounded by the check above
-  const uint64_t bias_bytes = uint64_t{op.oc} * 4;                // fp32 or int32
-  if (op.bias_addr != stream::kNoBias) {
-    CheckAligned(where, "bias", op.bias_addr, c.alignment);
-    CheckRange(where, "bias", op.bias_addr, bias_bytes, "SRAM", 0, sram);
-  }
-  // The kernel writes outputs while it still reads its operands: an overlap would make the
-  // result depend on the loop order of the kernel, which no faster kernel could reproduce.
-  if (Overlaps(op.out_addr, out_bytes, op.in_addr, uint64_t{op.in_h} * op.in_stride) ||
-      Overlaps(op.out_addr, out_bytes, op.w_addr, uint64_t{op.oc} * op.w_stride) ||
-      (op.bias_addr != stream::kNoBias &&
-       Overlaps(op.out_addr, out_bytes, op.bias_addr, bias_bytes))) {
-    NPU_THROW(kInvalidAddr) << where << ": the output tile overlaps an operand in SRAM";
-  }
-}
-
 void CheckCommands(const ParsedStream& ps) {
   const size_t n = ps.commands.size();
   for (size_t i = 0; i < n; ++i) {
     const Command& cmd = ps.commands[i];
     const uint32_t opcode = cmd.opcode();
-    const std::string where = Where("command", i, OpcodeName(opcode));
+    const std::string where = Where("command", i, stream::OpcodeName(opcode));
     if ((cmd.words[0] >> 24) != 0) {
       NPU_THROW(kBadStream) << where << ": word 0 = 0x" << std::hex << cmd.words[0]
                             << " has bits 24-31 set; only opcode and the 4 wait fields exist";
@@ -312,6 +201,14 @@ void CheckCommands(const ParsedStream& ps) {
       case stream::kConv2D:
         CheckConv2D(where, cmd, ps.config);
         used = stream::kConv2DOperandWords;
+        break;
+      case stream::kAdd:
+        CheckAdd(where, cmd, ps.config);
+        used = stream::kAddOperandWords;
+        break;
+      case stream::kPool:
+        CheckPool(where, cmd, ps.config);
+        used = stream::kPoolOperandWords;
         break;
       default:
         NPU_THROW(kBadStream) << where << ": unknown opcode 0x" << std::hex << opcode;

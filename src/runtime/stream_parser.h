@@ -51,6 +51,18 @@ inline stream::Conv2DOperands Conv2DOperandsOf(const stream::Command& cmd) {
   return op;
 }
 
+inline stream::AddOperands AddOperandsOf(const stream::Command& cmd) {
+  stream::AddOperands op;
+  std::memcpy(&op, &cmd.words[1], sizeof(op));
+  return op;
+}
+
+inline stream::PoolOperands PoolOperandsOf(const stream::Command& cmd) {
+  stream::PoolOperands op;
+  std::memcpy(&op, &cmd.words[1], sizeof(op));
+  return op;
+}
+
 /*! \brief a * b, saturating at UINT64_MAX so size checks on hostile values cannot wrap. */
 inline uint64_t SatMul(uint64_t a, uint64_t b) {
   uint64_t r;

@@ -1,6 +1,7 @@
 /*!
  * \file conv2d_ref.h
- * \brief Reference CONV2D over one SRAM tile (docs/npu.md sections 2 and 4).
+ * \brief Reference CONV2D over one SRAM tile (docs/npu.md sections 2 and 4), dense and depthwise,
+ *        fp16 and int8.
  *
  * Simple and complete, not designed to be fast: it defines the bits every faster kernel must
  * reproduce.
@@ -17,18 +18,28 @@ namespace tvm_npu {
 /*!
  * \brief Run one CONV2D command's arithmetic.
  *
- * \param op The command's operands. Only the shape, stride, padding and activation fields are
- *        read; the *_addr fields are ignored because the caller resolves them to pointers.
+ * \param op The command's operands. Only the shape, stride, padding, activation and quantization
+ *        fields are read; the *_addr fields are ignored because the caller resolves them to
+ *        pointers.
  * \param in The input tile: op.in_h rows of op.in_w * op.in_c elements, op.in_stride bytes apart.
- * \param w The weights [oc][kh][kw][in_c], rows op.w_stride bytes apart.
- * \param bias op.oc fp32 values, or nullptr for no bias.
+ * \param w The weights, one row per output channel, op.w_stride bytes apart: [oc][kh][kw][in_c],
+ *        or [c][kh][kw][1] for depthwise (op.groups == op.in_c == op.oc).
+ * \param bias fp16: op.oc fp32 values, or nullptr for no bias. int8: the requantization block,
+ *        two rows of op.oc words, bias (int32) then S (fp32 bits),
+ *        stream::RequantRowStride(op.oc, alignment) bytes apart.
  * \param out The output tile: op.out_h rows of op.out_w * op.oc elements, op.out_stride apart.
+ * \param alignment The configuration's alignment (int8 only: it sets the requantization rows).
  *
- * Throws ERR_OP_NOT_SUPPORTED for a dtype this kernel does not implement (int8: issue 3).
- * The caller guarantees every footprint is in bounds (the stream parser checks it).
+ * The caller guarantees the operands passed the stream checks (CheckConv2DParams) and every
+ * footprint is in bounds. An int8 scale that is not finite and > 0 (data in SRAM, so only known
+ * now) throws ERR_BAD_STREAM before anything is written.
  */
 void Conv2DRef(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
-               const uint8_t* bias, uint8_t* out);
+               const uint8_t* bias, uint8_t* out, uint32_t alignment);
+
+/*! \brief The int8 half of Conv2DRef (conv2d_int8_ref.cc). */
+void Conv2DInt8Ref(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
+                   const uint8_t* requant, uint8_t* out, uint32_t alignment);
 
 }  // namespace tvm_npu
 

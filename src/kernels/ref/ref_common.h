@@ -1,0 +1,158 @@
+/*!
+ * \file ref_common.h
+ * \brief Arithmetic shared by the reference kernels (docs/npu.md section 2): fp16 loads and
+ *        stores, the fp32 activation, tap -> input coordinate mapping, int8 requantization.
+ *
+ * Every kernel that needs one of these uses this one definition, so two ops cannot drift apart
+ * on, say, how a clip treats NaN or how a tie rounds.
+ */
+#ifndef TVM_NPU_KERNELS_REF_REF_COMMON_H_
+#define TVM_NPU_KERNELS_REF_REF_COMMON_H_
+
+#include <tvm_npu/stream_format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/ref/fp16.h"
+
+namespace tvm_npu {
+namespace ref {
+
+inline float LoadHalf(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof(h));
+  return HalfBitsToFloat(h);
+}
+
+inline void StoreHalf(uint8_t* p, float v) {
+  const uint16_t h = FloatToHalfBits(v);
+  std::memcpy(p, &h, sizeof(h));
+}
+
+inline int32_t LoadI32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+inline float BitsToFloat(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+/*! \brief The fp32 activation. Written as comparisons so a NaN passes through unchanged ("NaN
+ *         stays NaN"). */
+inline float Activate(float x, uint32_t act, float lo, float hi) {
+  if (act == stream::kActRelu) return x < 0.0f ? 0.0f : x;
+  if (act == stream::kActClip) {
+    if (x < lo) return lo;
+    if (x > hi) return hi;
+  }
+  return x;
+}
+
+/*!
+ * \brief Maps output coordinate `o`, tap `t` to an input coordinate; false for a padding tap.
+ *
+ * uint64 throughout: with u32 operands and stride 1 or 2 (checked by every caller),
+ * o * stride + t * dil <= 2 * (2^32 - 1) + (2^32 - 1)^2 = 2^64 - 1 cannot wrap.
+ */
+inline bool InputCoord(uint64_t o, uint64_t stride, uint64_t t, uint64_t dil, uint64_t pad,
+                       uint64_t extent, uint64_t* coord) {
+  const uint64_t v = o * stride + t * dil;
+  if (v < pad || v - pad >= extent) return false;
+  *coord = v - pad;
+  return true;
+}
+
+/*!
+ * \brief The input coordinates [*first, *last) a dense window of `k` taps at output `o` covers
+ *        (dilation 1), in tap order. Computed directly rather than by visiting every tap, so a
+ *        window far larger than the tile (global pooling, or a hostile stream) costs nothing.
+ */
+inline void WindowRange(uint64_t o, uint64_t stride, uint64_t k, uint64_t pad, uint64_t extent,
+                        uint64_t* first, uint64_t* last) {
+  const uint64_t start = o * stride;  // window covers virtual [start, start + k) incl. padding
+  const uint64_t lo = std::max(start, pad);
+  const uint64_t hi = std::min(start + k, pad + extent);
+  *first = lo - pad;
+  *last = hi > lo ? hi - pad : *first;
+}
+
+/*! \brief Requantization parameter ranges (docs/npu.md section 2). */
+inline bool ValidShift(int64_t n) { return n >= 1 && n <= 62; }
+inline bool ValidInt8(int64_t v) { return v >= -128 && v <= 127; }
+/*! \brief An fp32 requantization scale S must be finite and > 0 (false for NaN too). */
+inline bool ValidScale(float s) { return std::isfinite(s) && s > 0.0f; }
+
+/*!
+ * \brief rshift_rne(p, n) of docs/npu.md section 2 (ADD): p / 2^n rounded to nearest, ties to
+ *        even. q = p >> n (arithmetic), r = p - (q << n), q += 1 if r > 2^(n-1) or (r == 2^(n-1)
+ *        and q is odd). 1 <= n <= 62.
+ *
+ * r is the low n bits of p (p - floor(p / 2^n) * 2^n in two's complement), taken through uint64
+ * because shifting a negative q left is undefined in C++17. Nothing here can overflow.
+ */
+inline int64_t RoundShift(int64_t p, uint32_t n) {
+  const int64_t q = p >> n;
+  const uint64_t r = static_cast<uint64_t>(p) & ((uint64_t{1} << n) - 1);
+  const uint64_t half = uint64_t{1} << (n - 1);
+  return q + ((r > half || (r == half && (q & 1) != 0)) ? 1 : 0);
+}
+
+/*! \brief y = clamp(z_y + rounded, lo, hi) for a rounded value given in int64. */
+inline int8_t ClampOut(int64_t rounded, int32_t zp, int32_t lo, int32_t hi) {
+  const int64_t y = zp + rounded;
+  return static_cast<int8_t>(std::min<int64_t>(std::max<int64_t>(y, lo), hi));
+}
+
+/*!
+ * \brief round_half_even(v) for a finite or infinite fp32 v, independent of the FPU's current
+ *        rounding mode (std::nearbyint would follow fesetround; the contract fixes ties to even).
+ *
+ * From 2^23 up every fp32 is already an integer (and inf stays inf). Below, floor is exact and
+ * so is the fraction v - floor(v) (both operands share v's exponent range), so the comparisons
+ * with 0.5 decide the rounding without a second rounding error.
+ */
+inline float RoundHalfEven(float v) {
+  if (!(std::fabs(v) < 8388608.0f)) return v;  // 2^23
+  const float f = std::floor(v);
+  const float frac = v - f;
+  if (frac > 0.5f) return f + 1.0f;
+  if (frac < 0.5f) return f;
+  return std::fmod(f, 2.0f) == 0.0f ? f : f + 1.0f;  // a tie: the even neighbour
+}
+
+/*!
+ * \brief The int8 requantization of CONV2D and POOL (docs/npu.md section 2):
+ *        y = clamp(z_y + round_half_even(fp32(fp32(acc) * S)), lo, hi).
+ *
+ * fp32(acc) is the nearest fp32 (exact below 2^24); the product is ONE fp32 multiply, never
+ * widened to double or fused (the build uses -ffp-contract=off), because onnxruntime computes it
+ * that way and a different rounding at a near-tie changes an LSB. The clamp runs in double: the
+ * rounded value may be huge or inf (S up to FLT_MAX), and z_y + r is exact for |r| < 2^53 while
+ * anything larger is clamped anyway. S is finite and > 0 (checked by every caller), so no NaN.
+ */
+inline int8_t RequantizeFp32(int64_t acc, float scale, int32_t zp, int32_t lo, int32_t hi) {
+  const float prod = static_cast<float>(acc) * scale;
+  const double y = static_cast<double>(zp) + static_cast<double>(RoundHalfEven(prod));
+  if (y <= lo) return static_cast<int8_t>(lo);
+  if (y >= hi) return static_cast<int8_t>(hi);
+  return static_cast<int8_t>(static_cast<int32_t>(y));
+}
+
+/*! \brief Two's-complement wrap-around to int32, the int8 datapath's accumulator width. */
+inline int32_t WrapI32(uint32_t bits) {
+  int32_t v;
+  std::memcpy(&v, &bits, sizeof(v));
+  return v;
+}
+
+}  // namespace ref
+}  // namespace tvm_npu
+
+#endif  // TVM_NPU_KERNELS_REF_REF_COMMON_H_

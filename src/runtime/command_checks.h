@@ -1,0 +1,58 @@
+/*!
+ * \file command_checks.h
+ * \brief Validation of single commands (docs/npu.md section 6, "Validation at load"), and the
+ *        range / alignment helpers the stream parser shares with them.
+ *
+ * Two levels: Check*Params look only at an op's shape, dtype and quantization operands (no
+ * addresses), so the direct kernel entry points (ref_functions.cc) refuse exactly what a stream
+ * would; Check<Op> adds the SRAM footprints and overlaps for a command inside a stream.
+ * Every size is computed in 64 bits, saturating, so hostile values cannot wrap.
+ */
+#ifndef TVM_NPU_RUNTIME_COMMAND_CHECKS_H_
+#define TVM_NPU_RUNTIME_COMMAND_CHECKS_H_
+
+#include <tvm_npu/npu_config.h>
+#include <tvm_npu/stream_format.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "runtime/stream_parser.h"
+
+namespace tvm_npu {
+
+/*! \brief "<kind> <index> (<detail>)", the prefix of every validation message. */
+std::string Where(const char* kind, size_t index, const std::string& detail);
+
+/*! \brief A range [addr, addr + bytes) must lie in [lo, hi) (ERR_INVALID_ADDR). */
+void CheckRange(const std::string& where, const char* what, uint64_t addr, uint64_t bytes,
+                const char* space, uint64_t lo, uint64_t hi);
+
+/*! \brief `value` must be a multiple of `alignment` (ERR_INVALID_ADDR). */
+void CheckAligned(const std::string& where, const char* what, uint64_t value, uint32_t alignment);
+
+/*!
+ * \brief A 2-D buffer of `rows` rows, `stride` bytes apart, each holding `row_bytes`: checks
+ *        alignment, stride >= row_bytes and that the footprint rows * stride lies in [lo, hi).
+ */
+void CheckBuffer(const std::string& where, const char* what, uint64_t addr, uint64_t rows,
+                 uint64_t row_bytes, uint64_t stride, const NPUConfig& cfg, const char* space,
+                 uint64_t lo, uint64_t hi);
+
+inline bool Overlaps(uint64_t a, uint64_t a_bytes, uint64_t b, uint64_t b_bytes) {
+  return a < b + b_bytes && b < a + a_bytes;
+}
+
+void CheckConv2DParams(const std::string& where, const stream::Conv2DOperands& op);
+void CheckAddParams(const std::string& where, const stream::AddOperands& op);
+void CheckPoolParams(const std::string& where, const stream::PoolOperands& op);
+
+void CheckDma(const std::string& where, const stream::Command& cmd, const ParsedStream& ps);
+void CheckConv2D(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
+void CheckAdd(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
+void CheckPool(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
+
+}  // namespace tvm_npu
+
+#endif  // TVM_NPU_RUNTIME_COMMAND_CHECKS_H_
