@@ -1,0 +1,307 @@
+"""Post-training quantization: a float32 Relax module -> the QDQ module the NPU's int8 patterns match.
+
+The output has exactly the form TVM's ONNX frontend gives for an onnxruntime ``quantize_static`` QDQ
+model (int8 activations per tensor, asymmetric; int8 weights per output channel, symmetric; int32
+biases), so a model quantized here and a model quantized by onnxruntime go down the same path::
+
+    x_q = R.quantize(x, s_x, z_x, axis=1); x_dq = R.dequantize(x_q, s_x, z_x, axis=1)
+    y = R.nn.conv2d(x_dq, R.dequantize(W_q, s_w[OC], 0[OC], axis=0))
+    y = R.add(y, R.reshape(R.dequantize(b_q, s_x * s_w, 0[OC], axis=0), (1, OC, 1, 1)))
+    y = R.nn.relu(y)                          # relu / clip stay inside, before the quantize
+    y_q = R.quantize(y, s_y, z_y, axis=1); y_dq = R.dequantize(y_q, s_y, z_y, axis=1)
+
+Quantized ops ("units"): conv2d and matmul with a constant weight (+ constant bias)(+ relu/clip), add
+of two tensors (+ relu/clip), mean over H, W, avg_pool2d, max_pool2d, concat. A unit gets a QDQ pair
+on its output and on every activation it reads; every other op stays float and reads dequantized
+values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import tvm
+from tvm import relax
+from tqdm.auto import tqdm
+
+from . import calibrate as cal
+from .relax_graph import Graph, is_f32_tensor as _f32, op_name as _op, rebuild, run_probe, with_main
+
+WEIGHTED = ("relax.nn.conv2d", "relax.matmul")
+ACTS = ("relax.nn.relu", "relax.clip", "relax.nn.relu6")
+POOLS = ("relax.mean", "relax.nn.avg_pool2d", "relax.nn.max_pool2d")
+INT32_MAX = 2**31 - 1
+
+
+@dataclass
+class QuantTensor:
+    """A tensor given a QDQ pair: its var in the float module and the dequantized var in the QDQ one."""
+    name: str
+    qdq_name: str
+    op: str          # the op that produced it ("input" for a model input)
+    lo: float        # the calibrated range (before widening to include 0)
+    hi: float
+    scale: float
+    zero_point: int
+
+
+@dataclass
+class SkippedOp:
+    """An op that could have been quantized but stays float, and why."""
+    name: str
+    op: str
+    reason: str
+
+
+@dataclass
+class QuantReport:
+    """What `quantize` did: `tensors` (QuantTensor, in model order), `ops` ((name, op) of each quantized
+    op, named by its first var) and `skipped` (SkippedOp, each with its reason)."""
+    method: str
+    batches: int = 0
+    tensors: list = field(default_factory=list)
+    ops: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
+
+    def summary(self) -> str:
+        """A human-readable summary: one line per quantized tensor and per skipped op."""
+        lines = [f"quantized {len(self.ops)} ops, {len(self.tensors)} tensors "
+                 f"({self.method}, {self.batches} batches); {len(self.skipped)} ops stay float"]
+        lines += [f"  {t.name:<16} {t.op:<16} [{t.lo:.4g}, {t.hi:.4g}] scale={t.scale:.4g} "
+                  f"zp={t.zero_point}" for t in self.tensors]
+        lines += [f"  float: {s.name} ({s.op}): {s.reason}" for s in self.skipped]
+        return "\n".join(lines)
+
+
+@dataclass
+class _Unit:
+    name: str
+    op: str
+    members: list           # bound vars of the unit, anchor first
+    inputs: list            # activation vars read
+    out: object = None      # the var whose value gets the output QDQ pair
+    reason: str | None = None
+    weight: np.ndarray | None = None
+    w_axis: int = 0         # per-channel axis of `weight` as stored
+    w_perm: object = None   # permute_dims var (Gemm transB form), or None
+    w_perm_call: object = None
+    bias: tuple | None = None  # (add var, constant, shape)
+    w_q: np.ndarray | None = None       # set by _quantize_weights
+    w_scales: np.ndarray | None = None
+    b_q: np.ndarray | None = None
+    b_scales: np.ndarray | None = None
+
+
+def _find_units(g: Graph) -> list:
+    units, taken = [], set()
+    for v, e in g.bindings:
+        op = _op(e)
+        if v in taken or op not in WEIGHTED + POOLS + ("relax.add", "relax.concat"):
+            continue
+        u = _weighted(g, v, e) if op in WEIGHTED else _plain(g, v, e, op)
+        if u is None:
+            continue
+        if u.reason is None and not all(_f32(t) for t in u.inputs + [u.out]):
+            u.reason = "not float32 tensors"
+        taken.update(u.members)
+        units.append(u)
+    return units
+
+
+def _weighted(g: Graph, v, e) -> _Unit:
+    conv = _op(e) == "relax.nn.conv2d"
+    x, w = e.args[0], e.args[1]
+    u = _Unit(v.name, _op(e)[6:], [v], [x], out=v)
+    perm = None
+    if not conv and isinstance(w, relax.Var) and _op(g.value.get(w)) == "relax.permute_dims":
+        perm, w = w, g.value[w].args[0]
+    if not isinstance(w, tvm.ir.Constant):
+        u.reason = "weight is not a constant"
+        return u
+    u.weight = w.value.numpy()
+    if not isinstance(x, relax.Var):
+        u.reason = "input is a constant"
+    elif conv and (e.attrs.data_layout, e.attrs.kernel_layout) != ("NCHW", "OIHW"):
+        u.reason = f"layout {e.attrs.data_layout}/{e.attrs.kernel_layout} (needs NCHW/OIHW)"
+    elif not conv and (u.weight.ndim != 2 or (perm is not None and len(g.uses[perm]) != 1)):
+        u.reason = "weight is not a 2-D constant used by this matmul alone"
+    if u.reason:
+        return u
+    u.w_perm, u.w_perm_call = perm, (g.value[perm] if perm is not None else None)
+    u.w_axis = 0 if conv or perm is not None else 1
+    channels = u.weight.shape[u.w_axis]
+    add = g.sole_use(v)
+    if add is not None and _op(g.value[add]) == "relax.add":
+        a, b = g.value[add].args
+        c = b if a.same_as(v) else a
+        rank = v.ty.ndim
+        want = (1, channels, 1, 1) if conv else (1,) * (rank - 1) + (channels,)
+        if isinstance(c, tvm.ir.Constant) and c.value.numpy().size == channels and (
+                (1,) * (rank - c.value.numpy().ndim) + c.value.numpy().shape == want):
+            u.bias = (add, c, c.value.numpy().shape)
+            u.members.append(add)
+    _absorb_activation(g, u)
+    return u
+
+
+def _absorb_activation(g: Graph, u: _Unit) -> None:
+    act = g.sole_use(u.members[-1])
+    if act is not None and _op(g.value[act]) in ACTS:
+        u.members.append(act)
+    u.out = u.members[-1]
+
+
+def _plain(g: Graph, v, e, op: str) -> _Unit:
+    args = list(e.args[0].fields) if op == "relax.concat" and isinstance(e.args[0], relax.Tuple) \
+        else [e.args[0]] if op in POOLS else list(e.args)
+    u = _Unit(v.name, op[6:], [v], [a for a in args if isinstance(a, relax.Var)], out=v)
+    if op == "relax.concat" and not isinstance(e.args[0], relax.Tuple):
+        u.reason = "operands are not a tuple of tensors"
+    elif len(u.inputs) != len(args):
+        u.reason = "an operand is a constant"
+    elif op == "relax.mean":
+        nd = args[0].ty.ndim
+        axes = sorted(int(a) % nd for a in (e.attrs.axis or range(nd))) if nd > 0 else []
+        if nd != 4 or axes != [2, 3]:
+            u.reason = "mean is not over the spatial axes (H, W) of an NCHW tensor"
+    elif op in POOLS and e.attrs.layout != "NCHW":
+        u.reason = f"layout {e.attrs.layout} (needs NCHW)"
+    if op == "relax.add":
+        _absorb_activation(g, u)
+    return u
+
+
+def _skip_entry(u: _Unit, skip) -> str | None:
+    # by any var of the unit, or by the op that anchors it (with or without the "relax." prefix)
+    names = {m.name for m in u.members} | {u.op, "relax." + u.op}
+    return next((s for s in skip if s in names), None)
+
+
+def _rewriter(units):
+    """The `rebuild` hook that gives weighted units their int8 weights and int32 biases."""
+    roles = {}
+    for u in units:
+        roles[u.members[0]] = (u, "anchor")
+        if u.bias:
+            roles[u.bias[0]] = (u, "bias")
+        if u.w_perm is not None:
+            roles[u.w_perm] = (u, "perm")
+
+    def rewrite(bb, v, e, m, fresh):
+        u, role = roles.get(v, (None, None))
+        if role == "anchor":
+            return _emit_weighted(bb, u, e, m, fresh(f"{v.name}_w"))
+        if role == "bias":
+            return _emit_bias(bb, u, e, m, fresh(f"{v.name}_b"))
+        # the float weight's transpose is dropped: the anchor transposes the dequantized weight
+        return False if role == "perm" else None
+
+    return rewrite
+
+
+def _emit_weighted(bb, u: _Unit, e, m, name: str):
+    zeros = np.zeros(u.weight.shape[u.w_axis], np.int8)
+    w = bb.emit(relax.op.dequantize(relax.const(u.w_q), relax.const(u.w_scales), relax.const(zeros),
+                                    axis=u.w_axis, out_dtype="float32"), name)
+    if u.w_perm is not None:
+        p = u.w_perm_call  # the float model's permute_dims: the same axes, on the dequantized weight
+        w = bb.emit(relax.Call(p.op, [w], p.attrs, p.ty_args), name + "T")
+    return relax.Call(e.op, [m[e.args[0]], w], e.attrs, e.ty_args)
+
+
+def _emit_bias(bb, u: _Unit, e, m, name: str):
+    n = u.b_q.size
+    b = bb.emit(relax.op.dequantize(relax.const(u.b_q), relax.const(u.b_scales),
+                                    relax.const(np.zeros(n, np.int32)), axis=0, out_dtype="float32"), name)
+    if tuple(u.bias[2]) != (n,):
+        b = bb.emit(relax.op.reshape(b, u.bias[2]), name + "r")
+    # always add(y, bias), whatever the float model's order: the frontend's form, which the patterns match
+    return relax.Call(e.op, [m[u.members[0]], b], e.attrs, e.ty_args)
+
+
+def _quantize_weights(u: _Unit, s_x: float) -> None:
+    """Per-channel symmetric int8 weights and int32 biases at scale s_x * s_w."""
+    s_w = cal.weight_scales(u.weight, u.w_axis).astype(np.float64)
+    if u.bias is not None:
+        b = u.bias[1].value.numpy().astype(np.float64).ravel()
+        # a large bias over a tiny weight scale would overflow int32: coarsen that channel's weights
+        s_w = np.maximum(s_w, np.abs(b) / (s_x * (INT32_MAX - 1)))
+        u.b_scales = (s_x * s_w).astype(np.float32)
+        u.b_q = np.clip(np.round(b / u.b_scales.astype(np.float64)), -INT32_MAX, INT32_MAX).astype(np.int32)
+    u.w_scales = s_w.astype(np.float32)
+    u.w_q = cal.quantize_weight(u.weight, u.w_scales, u.w_axis)
+
+
+def quantize(mod: tvm.IRModule, calibration_data, method: str = "minmax", percentile: float = 99.99,
+             skip=(), progress: bool = True):
+    """Post-training int8 quantization of a float32 Relax module into QDQ form.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        A float32 model whose weights are constants of `main` (run ``relax.transform.FoldConstant``
+        after import), e.g. from ``tvm_npu.from_onnx`` or the BlockBuilder.
+    calibration_data : iterable
+        Batches of inputs for `main`: tuples/lists of arrays, dicts by input name, or single arrays.
+    method : str
+        Activation range observer: "minmax", "percentile" or "entropy" (see `tvm_npu.calibrate`).
+    percentile : float
+        The percentile of the "percentile" method.
+    skip : iterable of str
+        Var names (e.g. "lv3") or op names (e.g. "nn.conv2d", "add") to keep in float.
+    progress : bool
+        Show a progress bar over the calibration batches.
+
+    Returns
+    -------
+    (tvm.IRModule, QuantReport)
+        The QDQ module (int8 on quantized ops, float elsewhere) and what was quantized or skipped.
+    """
+    cal.make_observer(method, percentile)  # a bad method fails now, not after compiling the probe
+    g = Graph(mod["main"])
+    units, skip = _find_units(g), tuple(skip)
+    for u in units:
+        entry = None if u.reason else _skip_entry(u, skip)
+        if entry is not None:
+            u.reason = f"skipped by the user ({entry!r})"
+    report = QuantReport(method)
+    live = [u for u in units if u.reason is None]
+    needed = g.ordered(t for u in live for t in u.inputs + [u.out])
+    ranges = _calibrate(mod, g, needed, calibration_data, method, percentile, progress, report)
+    qp = {v: cal.activation_qparams(*ranges[v]) for v in needed}
+    for u in live:
+        bad = [t for t in u.inputs + [u.out] if qp[t] is None]
+        if bad:
+            lo, hi = ranges[bad[0]]
+            u.reason = f"activation range of {bad[0].name} is empty or not finite ([{lo:.4g}, {hi:.4g}])"
+    live = [u for u in units if u.reason is None]
+    qparams = {v: qp[v] for v in g.ordered(t for u in live for t in u.inputs + [u.out])}
+    weighted = [u for u in live if u.weight is not None]
+    for u in weighted:
+        _quantize_weights(u, qparams[u.inputs[0]][0])
+    func, dq_names = rebuild(g, qparams, _rewriter(weighted))
+    producer = {u.out: u.op for u in live}
+    for v, (s, z) in qparams.items():
+        op = producer.get(v) or ("input" if v in g.params else _op(g.value[v])[6:] or "?")
+        report.tensors.append(QuantTensor(v.name, dq_names[v], op, *ranges[v], s, z))
+    report.ops = [(u.name, u.op) for u in live]
+    report.skipped = [SkippedOp(u.name, u.op, u.reason) for u in units if u.reason]
+    return with_main(mod, func), report
+
+
+def _calibrate(mod, g, needed, data, method, percentile, progress, report) -> dict:
+    """Run the float model once per batch, observing every var in `needed`; {var: (lo, hi)}."""
+    if not needed:
+        return {}
+    ex = tvm.compile(with_main(mod, rebuild(g, probes=needed)[0]), target="llvm")
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    observers = [cal.make_observer(method, percentile) for _ in needed]
+    for batch in tqdm(data, desc="calibrating", unit="batch", disable=not progress):
+        for obs, arr in zip(observers, run_probe(vm, g.params, batch)):
+            obs.update(arr)
+        report.batches += 1
+    if report.batches == 0:
+        raise ValueError("quantize: calibration_data gave no batches")
+    return {v: o.range() for v, o in zip(needed, observers)}
+

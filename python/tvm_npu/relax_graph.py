@@ -1,0 +1,173 @@
+"""Relax graph helpers for quantization and the accuracy tool: read a function's bindings, re-emit them
+with QDQ pairs inserted, and build "probe" modules whose main returns chosen intermediate tensors.
+
+Re-emitting with the BlockBuilder (rather than mutating) keeps every var's name, so a tensor of the
+float model and its dequantized counterpart in the QDQ model can be found again by name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from tvm import relax
+
+
+def free_vars(expr) -> list:
+    """The vars an (normalized) binding value reads, in order, with repeats."""
+    if isinstance(expr, relax.Var):
+        return [expr]
+    if isinstance(expr, relax.Tuple):
+        return [v for f in expr.fields for v in free_vars(f)]
+    if isinstance(expr, relax.Call):
+        return [v for a in expr.args for v in free_vars(a)]
+    if isinstance(expr, relax.TupleGetItem):
+        return free_vars(expr.tuple_value)
+    return []
+
+
+def subst(expr, m: dict):
+    """`expr` with its vars replaced through `m` (bindings are normalized: args are leaves or tuples)."""
+    if isinstance(expr, relax.Var):
+        return m.get(expr, expr)
+    if isinstance(expr, relax.Tuple):
+        return relax.Tuple([subst(f, m) for f in expr.fields])
+    if isinstance(expr, relax.Call):
+        return relax.Call(expr.op, [subst(a, m) for a in expr.args], expr.attrs, expr.ty_args)
+    if isinstance(expr, relax.TupleGetItem):
+        return relax.TupleGetItem(subst(expr.tuple_value, m), expr.index)
+    return expr
+
+
+def op_name(expr) -> str:
+    """"relax.nn.conv2d" for a call of that op; "" for anything else."""
+    return expr.op.name if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) else ""
+
+
+def is_f32_tensor(expr) -> bool:
+    ty = expr.ty
+    return isinstance(ty, relax.TensorType) and str(ty.dtype) == "float32" and ty.ndim >= 1
+
+
+class Graph:
+    """The bindings of a function's dataflow blocks, with who uses each var."""
+
+    def __init__(self, func: relax.Function):
+        self.func, self.params, self.bindings = func, list(func.params), []
+        for block in func.body.blocks:
+            if not isinstance(block, relax.DataflowBlock):
+                raise ValueError("quantize: `main` must consist of dataflow blocks (as frontends emit)")
+            for b in block.bindings:
+                if not isinstance(b, relax.VarBinding):
+                    raise ValueError(f"quantize: unsupported binding {type(b).__name__} of {b.var.name}")
+                self.bindings.append((b.var, b.value))
+        self.value = dict(self.bindings)
+        self.uses: dict = {}
+        for v, e in self.bindings:
+            for u in free_vars(e):
+                self.uses.setdefault(u, []).append(v)
+        self.outputs = free_vars(func.body.body)
+        for u in self.outputs:
+            self.uses.setdefault(u, []).append(None)  # None: the function's result
+
+    def sole_use(self, var):
+        """The one binding that uses `var` (not the function's result), or None."""
+        uses = self.uses.get(var, [])
+        return uses[0] if len(uses) == 1 and uses[0] is not None else None
+
+    def ordered(self, vars_) -> list:
+        """`vars_` in definition order (params, then bindings): a topological order."""
+        vars_ = set(vars_)
+        return [v for v in self.params + [b for b, _ in self.bindings] if v in vars_]
+
+    def find(self, names) -> list:
+        """The vars (params or bindings) called `names`; each name must be unique in the function."""
+        allv = self.params + [v for v, _ in self.bindings]
+        out = []
+        for n in names:
+            hits = [v for v in allv if v.name == n]
+            if len(hits) != 1:
+                raise KeyError(f"{len(hits)} vars named {n!r} in main (expected exactly one)")
+            out.append(hits[0])
+        return out
+
+
+def rebuild(g: Graph, qparams=None, rewrite=None, probes=None):
+    """Re-emit `g`'s function with a QDQ pair after each var of `qparams` ({var: (scale, zp)}).
+
+    ``rewrite(bb, var, value, m, fresh)`` may return a replacement value for a binding (emitting helpers
+    through ``bb``, names from ``fresh``), ``False`` to drop it, or None to keep it. With `probes`
+    (a list of vars) main returns their tuple instead of its result.
+    Returns (function, {var: name of its dequantized var}).
+    """
+    qparams = qparams or {}
+    taken = {v.name for v in g.params} | {v.name for v, _ in g.bindings}
+
+    def fresh(base):
+        name, i = base, 1
+        while name in taken:
+            name, i = f"{base}{i}", i + 1
+        taken.add(name)
+        return name
+
+    outs = set() if probes is not None else set(g.outputs)
+    bb, dq_names = relax.BlockBuilder(), {}
+    params = [relax.Var(p.name, p.ty) for p in g.params]
+    m = dict(zip(g.params, params))
+
+    def emit(var, expr):
+        if var not in m:  # params are bound already
+            last = var in outs and var not in qparams
+            m[var] = (bb.emit_output if last else bb.emit)(expr, name_hint=var.name)
+        if var in qparams:
+            s, z = qparams[var]
+            sc, zc = relax.const(s, "float32"), relax.const(z, "int8")
+            axis = 1 if var.ty.ndim >= 2 else 0  # the frontend's axis=1 (ignored for per-tensor scales)
+            q = bb.emit(relax.op.quantize(m[var], sc, zc, axis=axis, out_dtype="int8"), fresh(f"{var.name}_q"))
+            dq = relax.op.dequantize(q, sc, zc, axis=axis, out_dtype="float32")
+            m[var] = (bb.emit_output if var in outs else bb.emit)(dq, name_hint=fresh(f"{var.name}_dq"))
+            dq_names[var] = m[var].name
+
+    with bb.function("main", params, attrs=dict(g.func.attrs) if g.func.attrs else None):
+        with bb.dataflow():
+            for p in g.params:
+                if p in qparams:
+                    emit(p, None)
+            for v, e in g.bindings:
+                new = rewrite(bb, v, e, m, fresh) if rewrite is not None else None
+                if new is not False:
+                    emit(v, subst(e, m) if new is None else new)
+            if probes is not None:
+                result = bb.emit_output(relax.Tuple([m[p] for p in probes]))
+        bb.emit_func_output(result if probes is not None else subst(g.func.body.body, m))
+    return bb.get()["main"], dq_names
+
+
+def with_main(mod: tvm.IRModule, func) -> tvm.IRModule:
+    """A copy of `mod` whose main is `func` (other functions, e.g. call_tir kernels, kept)."""
+    return tvm.IRModule({gv: (func if gv.name_hint == "main" else f) for gv, f in mod.functions.items()},
+                        attrs=mod.attrs)
+
+
+def probe_module(mod: tvm.IRModule, names) -> tvm.IRModule:
+    """`mod` whose main returns the tuple of the tensors called `names` (params or bindings)."""
+    g = Graph(mod["main"])
+    return with_main(mod, rebuild(g, probes=g.find(names))[0])
+
+
+def as_args(batch, params) -> list:
+    """A batch (tuple/list of arrays, dict by input name, or one array) -> VM arguments."""
+    if isinstance(batch, dict):
+        missing = [p.name for p in params if p.name not in batch]
+        if missing:
+            raise KeyError(f"batch has no value for inputs {missing}")
+        batch = [batch[p.name] for p in params]
+    elif not isinstance(batch, (tuple, list)):
+        batch = [batch]
+    if len(batch) != len(params):
+        raise ValueError(f"batch has {len(batch)} arrays; main takes {len(params)}")
+    return [tvm.runtime.tensor(np.ascontiguousarray(a, dtype=str(p.ty.dtype))) for a, p in zip(batch, params)]
+
+
+def run_probe(vm: relax.VirtualMachine, params, batch) -> list:
+    """Run a probe module's VM (see `probe_module`) on one batch; numpy arrays in probe order."""
+    return [t.numpy() for t in vm["main"](*as_args(batch, params))]
