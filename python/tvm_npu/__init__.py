@@ -23,6 +23,8 @@ from .config import NPUConfig, NPU_REF, NPU_SMALL, PRESETS, get_config  # noqa: 
 from .frontend import from_onnx  # noqa: F401
 from .partition import partition_for_npu  # noqa: F401
 from .report import BuildReport  # noqa: F401
+from .quantize import quantize, QuantReport  # noqa: F401
+from .accuracy import layer_sqnr, format_sqnr_table  # noqa: F401
 from .build import build, npu_pipeline  # noqa: F401
 from . import codegen as _codegen  # noqa: F401  (registers "relax.ext.npu")
 

@@ -108,19 +108,77 @@ def constraint_stride(call):
 
 
 def constraint_groups(call):
-    """NPU_E_GROUPS: grouped and depthwise convolution are not offloaded yet; use groups=1."""
-    return f"groups {int(call.attrs.groups)}" if int(call.attrs.groups) != 1 else None
+    """NPU_E_GROUPS: convolution groups must be 1 or depthwise (groups == input channels == output
+    channels); other grouped convolutions stay on the CPU."""
+    groups = int(call.attrs.groups)
+    if groups == 1:
+        return None
+    layout = str(call.attrs.data_layout)
+    cin = static_shape(call.args[0])[layout.index("C")]
+    cout = static_shape(call)[layout.index("C")]
+    return None if groups == cin == cout else f"groups {groups} with {cin} -> {cout} channels"
+
+
+def constraint_int8_activations(exprs):
+    """NPU_E_QUANT_DTYPE: quantized activations must be int8 (quantize with activation type QInt8,
+    "s8s8"); uint8 activations stay on the CPU."""
+    bad = [dtype_of(e) for e in exprs if dtype_of(e) != "int8"]
+    return f"dtype {bad[0]}" if bad else None
+
+
+def constraint_per_tensor(qcalls):
+    """NPU_E_QUANT_SCALE: activation scales and zero points must be per-tensor constants."""
+    for call in qcalls:
+        for arg in call.args[1:3]:
+            value = constant_value(arg)
+            if value is None or value.size != 1:
+                return "per-channel or non-constant activation quantization"
+    return None
+
+
+def constraint_symmetric_weights(dq):
+    """NPU_E_QUANT_WEIGHT: int8 weights must be symmetric (zero point 0), per-tensor or per-channel."""
+    codes, zps = constant_value(dq.args[0]), constant_value(dq.args[2])
+    if codes is None or codes.dtype != "int8":
+        return f"weight dtype {None if codes is None else codes.dtype}"
+    return None if not zps.any() else "non-zero weight zero point"
+
+
+def constraint_same_shape(lhs, rhs):
+    """NPU_E_BROADCAST: both operands of an elementwise op must have the same static shape (broadcast
+    comes with a later version); neither may be a constant."""
+    if constant_value(lhs) is not None or constant_value(rhs) is not None:
+        return "constant operand"
+    a, b = static_shape(lhs), static_shape(rhs)
+    return None if a == b else f"shapes {list(a)} and {list(b)}"
+
+
+def constraint_pool(call):
+    """NPU_E_POOL: pooling must be NCHW/NHWC, strides 1 or 2, no ceil mode, and an average pool must
+    divide by the full window (no padding, or count_include_pad); mean only over H and W, keepdims."""
+    if call.op.name == "relax.mean":
+        axes = sorted(int(a) % 4 for a in call.attrs.axis) if call.attrs.axis is not None else None
+        if len(static_shape(call.args[0])) != 4 or axes != [2, 3] or not call.attrs.keepdims:
+            return "mean is not a global average pool over H and W with keepdims"
+        return None
+    a = call.attrs
+    if str(a.layout) not in ("NCHW", "NHWC") or str(a.out_layout) != str(a.layout):
+        return f"layout {a.layout}"
+    strides = [int(s) for s in a.strides]
+    if any(s not in (1, 2) for s in strides):
+        return f"strides {strides}"
+    if bool(a.ceil_mode):
+        return "ceil_mode"
+    if call.op.name == "relax.nn.avg_pool2d" and any(int(p) for p in a.padding) \
+            and not bool(a.count_include_pad):
+        return "padded average pool that excludes the padding from the divisor"
+    return None
 
 
 def constraint_width(widths):
     """NPU_E_WIDTH: feature-map width (and a matrix's inner dimension) must be at most max_width (2048)."""
     worst = max(widths)
     return f"width {worst} > {_config().max_width}" if worst > _config().max_width else None
-
-
-def constraint_const_weight(weight):
-    """NPU_E_NONCONST_WEIGHT: weights must be compile-time constants (bind them with params=...)."""
-    return None if constant_value(weight) is not None else "weight is a run-time tensor"
 
 
 def constraint_bias_per_channel(bias, out_channels: int, channel_axis: int, out_rank: int):
@@ -162,6 +220,8 @@ def reason_text(constraint) -> str:
 
 def _run(ctx, pattern: str, checks) -> bool:
     """Apply (constraint, args) pairs in order; the first failure is logged and rejects the match."""
+    if "quantize" in ctx.annotated_expr:
+        pattern = "q" + pattern  # the int8 form: its rejection explains an fp16 or CPU fallback
     for constraint, args in checks:
         detail = constraint(*args)
         if detail is not None:
@@ -175,14 +235,36 @@ def _run(ctx, pattern: str, checks) -> bool:
     return True
 
 
+def _resolve(ctx, expr):
+    """The value behind a dataflow variable of the match (patterns see through bindings)."""
+    while not isinstance(expr, tvm.ir.Constant) and expr in ctx.matched_bindings:
+        expr = ctx.matched_bindings[expr]
+    return expr
+
+
+def _quant_checks(ctx) -> list:
+    """Checks of the QDQ parts of an int8 match: int8 data, per-tensor scales, symmetric weights."""
+    ann = ctx.annotated_expr
+    if "quantize" not in ann:
+        return []
+    data_dqs = [ann[k] for k in ("data", "lhs", "rhs") if k in ann]
+    checks = [(constraint_int8_activations, ([d.args[0] for d in data_dqs] + [ann["quantize"]],)),
+              (constraint_per_tensor, (data_dqs + [ann["quantize"]],))]
+    if "weight" in ann:
+        w = _resolve(ctx, ann["weight"])
+        if w.op.name == "relax.permute_dims":
+            w = _resolve(ctx, w.args[0])
+        checks.append((constraint_symmetric_weights, (w,)))
+    return checks
+
+
 def check_conv2d(ctx) -> bool:
     call = ctx.annotated_expr["op"]
-    data, weight = ctx.annotated_expr["data"], ctx.annotated_expr["weight"]
+    data, weight = call.args[0], call.args[1]
     tensors = [data, weight, call]
     checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
               (constraint_rank, (tensors,)), (constraint_conv_layout, (call,)),
-              (constraint_stride, (call,)), (constraint_groups, (call,)),
-              (constraint_const_weight, (weight,))]
+              (constraint_stride, (call,)), (constraint_groups, (call,))] + _quant_checks(ctx)
     if not _run(ctx, "conv2d", checks):
         return False
     layout = call.attrs.data_layout
@@ -199,10 +281,10 @@ def check_conv2d(ctx) -> bool:
 
 def check_dense(ctx) -> bool:
     call = ctx.annotated_expr["op"]
-    data, weight = ctx.annotated_expr["data"], ctx.annotated_expr["weight"]
+    data, weight = call.args[0], call.args[1]
     tensors = [data, weight, call]
     checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors,)), (constraint_const_weight, (weight,))]
+              (constraint_rank, (tensors,))] + _quant_checks(ctx)
     if not _run(ctx, "dense", checks):
         return False
     out_shape = static_shape(call)
@@ -215,6 +297,29 @@ def check_dense(ctx) -> bool:
     return _run(ctx, "dense", checks)
 
 
+def check_add(ctx) -> bool:
+    call = ctx.annotated_expr["op"]
+    lhs, rhs = call.args[0], call.args[1]
+    tensors = [lhs, rhs, call]
+    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
+              (constraint_rank, (tensors,)), (constraint_same_shape, (lhs, rhs))] + _quant_checks(ctx)
+    if not _run(ctx, "add", checks):
+        return False
+    shape = static_shape(call)
+    return _run(ctx, "add", [(constraint_width, ([shape[-1]],)), (constraint_clip_bounds, (_act(ctx),))])
+
+
+def check_pool(ctx) -> bool:
+    call = ctx.annotated_expr["op"]
+    tensors = [call.args[0], call]
+    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
+              (constraint_rank, (tensors,)), (constraint_pool, (call,))] + _quant_checks(ctx)
+    if not _run(ctx, "pool", checks):
+        return False
+    layout = "NCHW" if call.op.name == "relax.mean" else str(call.attrs.layout)
+    return _run(ctx, "pool", [(constraint_width, ([static_shape(call.args[0])[layout.index("W")]],))])
+
+
 def _act(ctx):
     act = ctx.annotated_expr.get("act")
     return act if act is not None and act.op.name == "relax.clip" else None
@@ -222,5 +327,7 @@ def _act(ctx):
 
 # Every constraint, for the generated supported-ops table.
 ALL_CONSTRAINTS = [constraint_float32, constraint_static_shape, constraint_rank, constraint_conv_layout,
-                   constraint_stride, constraint_groups, constraint_width, constraint_const_weight,
-                   constraint_bias_per_channel, constraint_clip_bounds, constraint_weight_2d]
+                   constraint_stride, constraint_groups, constraint_width, constraint_bias_per_channel,
+                   constraint_clip_bounds, constraint_weight_2d, constraint_int8_activations,
+                   constraint_per_tensor, constraint_symmetric_weights, constraint_same_shape,
+                   constraint_pool]

@@ -14,16 +14,34 @@ from .config import NPUConfig
 from .stream import DTYPE_NAMES, ENGINES, Command
 
 
-def conv_passes(cfg: NPUConfig, out_h: int, out_w: int, kh: int, kw: int, in_c: int, oc: int) -> int:
+def conv_passes(cfg: NPUConfig, a: dict) -> int:
     """MAC-array passes of a CONV2D tile (docs section 4): one pass = mac_rows x mac_cols MACs."""
-    return out_h * out_w * kh * kw * math.ceil(in_c / cfg.mac_rows) * math.ceil(oc / cfg.mac_cols)
+    pixels = a["out_h"] * a["out_w"]
+    if a.get("groups", 1) > 1:  # depthwise: channels on the columns, kernel taps on the rows
+        return pixels * math.ceil(a["oc"] / cfg.mac_cols) * math.ceil(a["kh"] * a["kw"] / cfg.mac_rows)
+    return (pixels * a["kh"] * a["kw"] * math.ceil(a["in_c"] / cfg.mac_rows)
+            * math.ceil(a["oc"] / cfg.mac_cols))
+
+
+def conv_macs(a: dict) -> int:
+    per_output = a["kh"] * a["kw"] * (1 if a.get("groups", 1) > 1 else a["in_c"])
+    return a["out_h"] * a["out_w"] * a["oc"] * per_output
 
 
 def conv_cycles(cfg: NPUConfig, a: dict) -> int:
     """op_overhead + passes * rate_div, for the operands `a` of a CONV2D command."""
     rate = cfg.fp16_rate_div if DTYPE_NAMES[a["dtype"]] == "float16" else 1
-    return cfg.op_overhead + rate * conv_passes(cfg, a["out_h"], a["out_w"], a["kh"], a["kw"],
-                                                a["in_c"], a["oc"])
+    return cfg.op_overhead + rate * conv_passes(cfg, a)
+
+
+def vector_cycles(cfg: NPUConfig, op: str, a: dict) -> int:
+    """op_overhead + ceil(steps / lanes) for an ADD or POOL (docs section 5)."""
+    lanes = cfg.vector_lanes // 2 if DTYPE_NAMES[a["dtype"]] == "float16" else cfg.vector_lanes
+    if op == "ADD":
+        steps = a["rows"] * a["row_elems"]
+    else:
+        steps = a["out_h"] * a["out_w"] * a["c"] * a["kh"] * a["kw"]
+    return cfg.op_overhead + math.ceil(steps / lanes)
 
 
 def dma_bus_bytes(cfg: NPUConfig, rows: int, row_bytes: int) -> int:
@@ -41,6 +59,7 @@ class Estimate:
 
     total_cycles: int = 0
     mac_cycles: int = 0
+    vector_cycles: int = 0
     macs: int = 0
     ddr_read_bytes: int = 0
     ddr_write_bytes: int = 0
@@ -75,7 +94,10 @@ def estimate(cfg: NPUConfig, commands: list[Command]) -> Estimate:
         if cmd.op == "CONV2D":
             end = start + conv_cycles(cfg, a)
             est.mac_cycles += end - start
-            est.macs += a["out_h"] * a["out_w"] * a["kh"] * a["kw"] * a["in_c"] * a["oc"]
+            est.macs += conv_macs(a)
+        elif engine == "vector":
+            end = start + vector_cycles(cfg, cmd.op, a)
+            est.vector_cycles += end - start
         else:
             bus = dma_bus_bytes(cfg, a["rows"], a["row_bytes"])
             t_data = max(start + cfg.dma_latency, ddr_busy)

@@ -1,8 +1,9 @@
 """Stage 4a — lower: an NPU-partitioned Relax function becomes a list of NPU layers.
 
 Reads the composite functions (names from patterns.py) inside one function marked Codegen="npu" and
-produces `Layer` records with their weights already in the NPU's order ([OC][KH][KW][IC], fp16) and
-biases as fp32 — the layout work happens here, at compile time, never at run time.
+produces `Layer` records: weights already in the NPU's order ([OC][KH][KW][IC], fp16 or int8), biases
+fp32 or int32, and for int8 layers the integer requantization parameters of docs/npu.md section 2.
+All layout and scale arithmetic happens here, at compile time, never at run time.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from . import quant_params as qp
 from .constraints import constant_value, static_shape
 from .errors import NPUError
 
@@ -25,29 +27,47 @@ class TensorInfo:
     host_shape: tuple
     host_layout: str  # NCHW, NHWC or ROWS (docs/npu.md section 6)
     view: tuple
+    dtype: str = "float16"  # on the device
+    host_dtype: str = "float32"
 
 
 @dataclass
 class Layer:
-    """One NPU compute op: a CONV2D (dense is a 1x1 conv over the [1, M, 1, K] view)."""
+    """One NPU op: "conv" (MAC array; dense is a 1x1 conv over [1, M, 1, K]), "add" or "pool" (vector)."""
 
     name: str
     composite: str
-    inp: str
-    out: str
-    weight: np.ndarray  # fp16 [OC, KH, KW, IC]
-    bias: np.ndarray | None  # fp32 [OC]
+    kind: str
+    dtype: str  # "float16" or "int8"
+    inputs: list = field(default_factory=list)
+    out: str = ""
+    weight: np.ndarray | None = None  # [OC, KH, KW, IC/groups]
+    bias: np.ndarray | None = None  # fp32 or int32 [OC]
+    groups: int = 1
+    window: tuple = (1, 1)  # pool window
+    pool_kind: str = "avg"
     stride: tuple = (1, 1)
     dilation: tuple = (1, 1)
     padding: tuple = (0, 0, 0, 0)  # top, left, bottom, right
     act: str = "none"
     clip: tuple = (0.0, 0.0)
+    # int8 only (docs section 2): zero points, multipliers, shift(s), clamp.
+    in_zps: tuple = ()
+    out_zp: int = 0
+    scale: np.ndarray | None = None  # fp32 requantization scales: [OC] for conv, [1] for pool
+    mult: np.ndarray | None = None  # add: integer multipliers of both inputs, and one shift
+    shift: int = 0
+    clamp: tuple = (-128, 127)
+    macs: int = 0
 
     @property
-    def macs(self) -> int:
-        return int(np.prod(self.weight.shape)) * self.out_pixels
-
-    out_pixels: int = 0
+    def taps(self) -> tuple:
+        """(kh, stride_h, dil_h, pad_top): the row geometry tiling needs."""
+        if self.kind == "conv":
+            kh = self.weight.shape[1]
+        else:
+            kh = self.window[0]
+        return kh, self.stride[0], self.dilation[0], self.padding[0]
 
 
 @dataclass
@@ -62,107 +82,258 @@ class Graph:
     var_names: dict = field(default_factory=dict)  # relax.Var -> tensor name
 
 
+# --- constant expressions ------------------------------------------------------------------------
+
+def eval_const(expr, symbol: str, what: str, env: dict | None = None) -> np.ndarray:
+    """Evaluate a constant expression (constant, permute_dims, reshape, dequantize) with numpy;
+    `env` maps the composite's dataflow variables to their values."""
+    env = env or {}
+    while isinstance(expr, relax.Var) and expr in env:
+        expr = env[expr]
+    value = constant_value(expr)
+    if value is not None:
+        return value
+    if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
+        name = expr.op.name
+        if name == "relax.permute_dims":
+            axes = expr.attrs.axes
+            return eval_const(expr.args[0], symbol, what, env).transpose(
+                None if axes is None else [int(a) for a in axes])
+        if name == "relax.reshape":
+            return eval_const(expr.args[0], symbol, what, env).reshape(static_shape(expr))
+        if name == "relax.dequantize":
+            q, scale, zp = (eval_const(a, symbol, what, env) for a in expr.args[:3])
+            shape = [1] * q.ndim
+            if scale.size > 1:
+                shape[int(expr.attrs.axis) % q.ndim] = -1
+            return ((q.astype(np.float32) - zp.astype(np.float32).reshape(shape))
+                    * scale.astype(np.float32).reshape(shape))
+    raise NPUError("ERR_OP_NOT_SUPPORTED",
+                   f"{symbol}: the {what} is not a compile-time constant; bind weights with params=")
+
+
+def _qparams(call) -> tuple[float, int]:
+    """Per-tensor (scale, zero point) of a quantize/dequantize call."""
+    scale, zp = (constant_value(a) for a in call.args[1:3])
+    return float(np.asarray(scale).reshape(-1)[0]), int(np.asarray(zp).reshape(-1)[0])
+
+
+# --- composites -----------------------------------------------------------------------------------
+
+def _bindings(func: relax.Function) -> dict:
+    return {b.var: b.value for block in func.body.blocks for b in block.bindings}
+
+
+def _calls(func: relax.Function) -> dict:
+    """The op calls inside a composite, by op name (without "relax."), in binding order."""
+    calls: dict = {}
+    for block in func.body.blocks:
+        for binding in block.bindings:
+            value = binding.value
+            if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
+                calls.setdefault(value.op.name.removeprefix("relax."), []).append(value)
+    return calls
+
+
+def _activation(calls: dict) -> tuple[str, tuple]:
+    if "nn.relu" in calls:
+        return "relu", (0.0, 0.0)
+    if "clip" in calls:
+        return "clip", tuple(float(b.value) for b in calls["clip"][0].args[1:])
+    return "none", (0.0, 0.0)
+
+
 def _conv_view(shape, layout):
-    n, h, w, c = (shape[layout.index(d)] for d in "NHWC")
-    return (n, h, w, c)
+    return tuple(shape[layout.index(d)] for d in "NHWC")
 
 
 def _rows_view(shape):
     return (1, int(np.prod(shape[:-1])), 1, shape[-1])
 
 
-def _weight_ohwi(weight: np.ndarray, layout: str) -> np.ndarray:
-    return weight.transpose([layout.index(d) for d in "OHWI"])
+def _data_dq(calls: dict):
+    """The dequantize of an activation (its input is not a constant)."""
+    for dq in calls.get("dequantize", []):
+        if constant_value(dq.args[0]) is None:
+            return dq
+    return None
 
 
-def _composite_parts(func: relax.Function) -> dict:
-    """The calls inside a composite, by op name, plus the constants they use."""
-    parts = {}
-    for block in func.body.blocks:
-        for binding in block.bindings:
-            value = binding.value
-            if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
-                parts[value.op.name.removeprefix("relax.")] = value
-    return parts
+class _Lowerer:
+    def __init__(self, graph: Graph):
+        self.graph = graph
 
+    def composite(self, comp: relax.Function, args, out_var) -> Layer:
+        kind = str(comp.attrs["Composite"])
+        calls = _calls(comp)
+        self.env = _bindings(comp)
+        params = dict(zip(comp.params, args))
+        layer = Layer(f"{self.graph.symbol}.{len(self.graph.layers)}", kind, "", "float16")
+        layer.act, layer.clip = _activation(calls)
+        int8 = kind.startswith("npu.q")
+        layer.dtype = "int8" if int8 else "float16"
+        if "nn.conv2d" in calls or "matmul" in calls:
+            layer.kind = "conv"
+            data, in_view, layout, out_shape, out_view = self._conv(layer, calls)
+        elif "add" in calls:
+            layer.kind = "add"
+            data, in_view, layout, out_shape, out_view = self._add(layer, calls, params)
+        else:
+            layer.kind = "pool"
+            data, in_view, layout, out_shape, out_view = self._pool(layer, calls)
+        if int8:
+            self._requant(layer, calls)
+            if layer.kind != "add":  # the region tensor is the int8 one under the data dequantize
+                data = _data_dq(calls).args[0]
+        dtype, host_dtype = ("int8", "int8") if int8 else ("float16", "float32")
+        if layer.kind != "add":
+            region_in = params.get(data, data)
+            layer.inputs = [self._tensor(region_in, in_view, layout, dtype, host_dtype)]
+        layer.out = self._tensor(out_var, out_view, layout, dtype, host_dtype, out_shape)
+        return layer
 
-def _clip_bounds(call) -> tuple:
-    return tuple(float(b.value) for b in call.args[1:])
+    def _conv(self, layer: Layer, calls: dict):
+        sym = self.graph.symbol
+        if "nn.conv2d" in calls:
+            call = calls["nn.conv2d"][0]
+            layout = str(call.attrs.data_layout)
+            kernel_layout = str(call.attrs.kernel_layout)
+            wexpr = call.args[1]
+            layer.stride = tuple(int(s) for s in call.attrs.strides)
+            layer.dilation = tuple(int(d) for d in call.attrs.dilation)
+            layer.padding = tuple(int(p) for p in call.attrs.padding)
+            layer.groups = int(call.attrs.groups)
+            in_view = _conv_view(static_shape(call.args[0]), layout)
+            out_shape = static_shape(call)
+            out_view = _conv_view(out_shape, layout)
+        else:
+            call = calls["matmul"][0]
+            layout, kernel_layout, wexpr = "ROWS", "IO", call.args[1]  # matmul weight is [K, N]
+            in_view = _rows_view(static_shape(call.args[0]))
+            out_shape = static_shape(call)
+            out_view = _rows_view(out_shape)
+        layer.weight = self._weight(wexpr, kernel_layout, layer.dtype)
+        if layer.groups > 1:
+            layer.groups = out_view[3]
+        if "add" in calls and layer.dtype == "float16":
+            layer.bias = eval_const(calls["add"][0].args[1], sym, "bias", self.env).reshape(-1).astype(
+                np.float32)
+        layer.macs = int(np.prod(layer.weight.shape)) * out_view[0] * out_view[1] * out_view[2]
+        return call.args[0], in_view, layout, out_shape, out_view
 
+    def _weight(self, wexpr, kernel_layout: str, dtype: str) -> np.ndarray:
+        """The weight in [OC, KH, KW, IC] order: fp16 values, or the int8 codes (symmetric)."""
+        transposed = False
+        wexpr = self.resolve(wexpr)
+        while isinstance(wexpr, relax.Call) and wexpr.op.name == "relax.permute_dims":
+            transposed = not transposed  # 2-D weights: any permutation is the transpose
+            wexpr = self.resolve(wexpr.args[0])
+        if dtype == "int8":  # dequantize(codes, scales, zero points): keep the codes
+            value = constant_value(wexpr.args[0])
+            self.w_scale = np.asarray(constant_value(wexpr.args[1]), np.float64).reshape(-1)
+        else:
+            value = eval_const(wexpr, self.graph.symbol, "weight", self.env)
+        if kernel_layout == "IO":  # matmul: x [M, K] @ w [K, N]; the NPU wants [N, 1, 1, K]
+            value = value if transposed else value.T
+            return np.ascontiguousarray(value[:, None, None, :].astype(value.dtype if dtype == "int8"
+                                                                         else np.float16))
+        value = value.transpose([kernel_layout.index(d) for d in "OHWI"])
+        return np.ascontiguousarray(value.astype(np.int8 if dtype == "int8" else np.float16))
 
-def _const(expr, what: str, symbol: str) -> np.ndarray:
-    if isinstance(expr, relax.Call) and expr.op.name == "relax.permute_dims":
-        value = _const(expr.args[0], what, symbol)
-        axes = expr.attrs.axes
-        return value.transpose(None if axes is None else [int(a) for a in axes])
-    value = constant_value(expr)
-    if value is None:
-        raise NPUError("ERR_OP_NOT_SUPPORTED",
-                       f"{symbol}: the {what} is not a compile-time constant; bind weights with params=")
-    return value
+    def _add(self, layer: Layer, calls: dict, params: dict):
+        call = calls["add"][0]
+        shape = static_shape(call)
+        layout = "NCHW" if len(shape) == 4 else "ROWS"
+        view = _conv_view(shape, "NCHW") if len(shape) == 4 else _rows_view(shape)
+        dtype, host_dtype = ("int8", "int8") if layer.dtype == "int8" else ("float16", "float32")
+        operands = []
+        for arg in call.args[:2]:
+            if layer.dtype == "int8":  # add(dequantize(a), dequantize(b))
+                arg = self.resolve(arg).args[0]
+            operands.append(self._tensor(params.get(arg, arg), view, layout, dtype, host_dtype))
+        layer.inputs = operands
+        return None, view, layout, shape, view
 
-
-def _lower_composite(graph: Graph, name: str, composite: relax.Function, args, out_var) -> Layer:
-    kind = str(composite.attrs["Composite"])
-    parts = _composite_parts(composite)
-    params = {p: a for p, a in zip(composite.params, args)}
-    act, clip = "none", (0.0, 0.0)
-    if "nn.relu" in parts:
-        act = "relu"
-    elif "clip" in parts:
-        act, clip = "clip", _clip_bounds(parts["clip"])
-    bias = None
-    if "add" in parts:
-        bias = _const(parts["add"].args[1], "bias", graph.symbol).astype(np.float32).reshape(-1)
-    if "nn.conv2d" in parts:
-        call = parts["nn.conv2d"]
-        layout = str(call.attrs.data_layout)
-        weight = _weight_ohwi(_const(call.args[1], "weight", graph.symbol), str(call.attrs.kernel_layout))
-        in_view = _conv_view(static_shape(call.args[0]), layout)
+    def _pool(self, layer: Layer, calls: dict):
+        if "mean" in calls:  # global average pooling: mean over H and W with keepdims
+            call = calls["mean"][0]
+            in_shape = static_shape(call.args[0])
+            layout = "NCHW"
+            in_view = _conv_view(in_shape, layout)
+            layer.window = (in_view[1], in_view[2])
+        else:
+            op = "nn.max_pool2d" if "nn.max_pool2d" in calls else "nn.avg_pool2d"
+            call = calls[op][0]
+            layer.pool_kind = "max" if op == "nn.max_pool2d" else "avg"
+            layout = str(call.attrs.layout)
+            in_view = _conv_view(static_shape(call.args[0]), layout)
+            layer.window = tuple(int(k) for k in call.attrs.pool_size)
+            layer.stride = tuple(int(s) for s in call.attrs.strides)
+            layer.dilation = tuple(int(d) for d in call.attrs.dilation)
+            layer.padding = tuple(int(p) for p in call.attrs.padding)
         out_shape = static_shape(call)
         out_view = _conv_view(out_shape, layout)
-        pad = [int(p) for p in call.attrs.padding]  # top, left, bottom, right
-        layer = Layer(name, kind, "", "", weight.astype(np.float16), bias,
-                      stride=tuple(int(s) for s in call.attrs.strides),
-                      dilation=tuple(int(d) for d in call.attrs.dilation),
-                      padding=tuple(pad), act=act, clip=clip)
-        host_layout = layout
-        data = call.args[0]
-    else:
-        call = parts["matmul"]
-        weight = _const(call.args[1], "weight", graph.symbol)  # [K, N]
-        in_view = _rows_view(static_shape(call.args[0]))
-        out_shape = static_shape(call)
-        out_view = _rows_view(out_shape)
-        layer = Layer(name, kind, "", "", weight.T[:, None, None, :].astype(np.float16), bias,
-                      act=act, clip=clip)
-        host_layout = "ROWS"
-        data = call.args[0]
-    layer.out_pixels = out_view[0] * out_view[1] * out_view[2]
-    # The composite's data parameter is bound to a region tensor (a param or an earlier output).
-    region_in = params.get(data, data)
-    layer.inp = _tensor(graph, region_in, static_shape(call.args[0]), host_layout, in_view)
-    layer.out = _tensor(graph, out_var, out_shape, host_layout, out_view)
-    return layer
+        return call.args[0], in_view, layout, out_shape, out_view
 
+    def _requant(self, layer: Layer, calls: dict):
+        """Zero points, integer multipliers and the clamp of an int8 layer (docs section 2)."""
+        s_y, z_y = _qparams(calls["quantize"][-1])
+        layer.out_zp = z_y
+        layer.clamp = qp.clamp_bounds(layer.act, layer.clip, s_y, z_y)
+        if layer.kind == "add":
+            (s_a, z_a), (s_b, z_b) = (_qparams(self.resolve(a)) for a in calls["add"][0].args[:2])
+            mults, n = qp.common_shift([s_a / s_y, s_b / s_y])
+            layer.in_zps, layer.mult, layer.shift = (z_a, z_b), np.array(mults), n
+            return
+        s_x, z_x = _qparams(_data_dq(calls))
+        layer.in_zps = (z_x,)
+        if layer.kind == "pool":
+            taps = layer.window[0] * layer.window[1] if layer.pool_kind == "avg" else 1
+            layer.scale = np.array([qp.pool_scale(s_x, s_y, taps)], np.float32)
+            return
+        oc = layer.weight.shape[0]
+        w_scale = np.broadcast_to(self.w_scale, (oc,))
+        layer.scale = np.array([qp.conv_scale(s_x, ws, s_y) for ws in w_scale], np.float32)
+        bias = np.zeros(oc, np.int64)
+        if "add" in calls:
+            bdq = self.resolve(calls["add"][0].args[1])
+            while bdq.op.name == "relax.reshape":
+                bdq = self.resolve(bdq.args[0])
+            codes = constant_value(bdq.args[0]).astype(np.int64).reshape(-1)
+            b_scale = np.broadcast_to(np.asarray(constant_value(bdq.args[1]), np.float64).reshape(-1), (oc,))
+            want = s_x * w_scale
+            if np.allclose(b_scale, want, rtol=1e-6, atol=0):
+                bias = codes
+            else:  # a bias quantized with another scale: re-express it in the accumulator's scale
+                bias = np.rint(codes * b_scale / want).astype(np.int64)
+        layer.bias = np.asarray(bias, np.int64).astype(np.int32)
 
-def _tensor(graph: Graph, var, shape, layout: str, view: tuple) -> str:
-    """Name of the region tensor bound to `var` (Relax name hints are not unique: key by the Var)."""
-    known = graph.var_names.get(var)
-    if known is None:
-        known = graph.var_names[var] = f"{var.name}:{len(graph.var_names)}"
-        graph.tensors[known] = TensorInfo(known, tuple(shape), layout, view)
-    elif graph.tensors[known].view != view:
-        raise NPUError("ERR_OP_NOT_SUPPORTED",
-                       f"{graph.symbol}: tensor {var.name} is used with two layouts "
-                       f"({graph.tensors[known].view} and {view}); a reshape between them must run on the CPU")
-    return known
+    def resolve(self, expr):
+        """The value bound to a dataflow variable of the current composite."""
+        while isinstance(expr, relax.Var) and expr in self.env:
+            expr = self.env[expr]
+        return expr
+
+    def _tensor(self, var, view, layout, dtype, host_dtype, shape=None) -> str:
+        """Name of the region tensor bound to `var` (Relax names are not unique: key by the Var)."""
+        graph = self.graph
+        known = graph.var_names.get(var)
+        if known is None:
+            known = graph.var_names[var] = f"{var.name}:{len(graph.var_names)}"
+            host_shape = tuple(shape or static_shape(var))
+            graph.tensors[known] = TensorInfo(known, host_shape, layout, tuple(view), dtype, host_dtype)
+        elif graph.tensors[known].view != tuple(view) or graph.tensors[known].dtype != dtype:
+            raise NPUError("ERR_OP_NOT_SUPPORTED",
+                           f"{graph.symbol}: tensor {var.name} is used with two layouts or dtypes; the "
+                           "conversion between them must run on the CPU")
+        return known
 
 
 def lower_function(func: relax.Function) -> Graph:
     """Lower one function with attribute Codegen="npu" to a Graph of NPU layers."""
     symbol = str(func.attrs["global_symbol"])
     graph = Graph(symbol)
+    lowerer = _Lowerer(graph)
     composites = {}
     for block in func.body.blocks:
         for binding in block.bindings:
@@ -170,9 +341,7 @@ def lower_function(func: relax.Function) -> Graph:
             if isinstance(value, relax.Function):
                 composites[binding.var] = value
             elif isinstance(value, relax.Call) and value.op in composites:
-                name = f"{symbol}.{len(graph.layers)}"
-                graph.layers.append(_lower_composite(graph, name, composites[value.op],
-                                                     value.args, binding.var))
+                graph.layers.append(lowerer.composite(composites[value.op], value.args, binding.var))
             else:
                 raise NPUError("ERR_OP_NOT_SUPPORTED",
                                f"{symbol}: unexpected binding {binding.var.name} in an NPU region")

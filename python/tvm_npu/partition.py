@@ -11,19 +11,51 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
-from . import patterns
+from . import patterns, relax_graph
 from .config import NPUConfig, get_config
 from .constraints import checking
 
 
+def duplicate_dequantize(mod: tvm.IRModule) -> tvm.IRModule:
+    """Give every consumer of a shared dequantize its own copy.
+
+    In QDQ models one dequantize often feeds two ops (a residual: the block's input feeds both the next
+    conv and the add). A binding can join only one composite, so without copies the second consumer
+    loses its int8 input and falls back to float. Copies of a dequantize are free: it is folded into
+    the int8 op that reads it.
+    """
+    g = relax_graph.Graph(mod["main"])
+    shared = {v for v, e in g.bindings
+              if relax_graph.op_name(e) == "relax.dequantize" and len(g.uses.get(v, [])) > 1}
+    if not shared:
+        return mod
+
+    def rewrite(bb, var, value, m, fresh):
+        if var in shared and None not in g.uses[var]:
+            return False  # every consumer gets its own copy below
+        args = [u for u in dict.fromkeys(relax_graph.free_vars(value)) if u in shared]
+        if not args:
+            return None
+        local = dict(m)
+        for u in args:
+            local[u] = bb.emit(relax_graph.subst(g.value[u], m), name_hint=fresh(u.name))
+        return relax_graph.subst(value, local)
+
+    return relax_graph.with_main(mod, relax_graph.rebuild(g, rewrite=rewrite)[0])
+
+
 def prepare(mod: tvm.IRModule) -> tvm.IRModule:
-    """Make weights visible to the patterns: fold constant subgraphs (e.g. transposed Gemm weights)
-    and inline constant bindings, so a weight is a Constant inside its composite instead of a
-    run-time argument of the NPU function."""
-    return tvm.transform.Sequential([
-        relax.transform.FoldConstant(),
-        relax.transform.CanonicalizeBindings(),
-    ])(mod)
+    """Inline constant bindings, so a weight is a Constant inside its composite instead of a run-time
+    argument of the NPU function, and un-share dequantize nodes (see duplicate_dequantize).
+
+    No FoldConstant here: it would fold dequantize(int8 weights) into float constants and hide the
+    int8 weights from the QDQ patterns; the patterns accept constant expressions instead
+    (lower.eval_const folds them at compile time)."""
+    mod = relax.transform.CanonicalizeBindings()(mod)
+    try:
+        return duplicate_dequantize(mod)
+    except ValueError:  # main is not plain dataflow (e.g. control flow): partition it as it is
+        return mod
 
 
 def partition_for_npu(mod: tvm.IRModule, config: NPUConfig | str | None = None,

@@ -1,8 +1,10 @@
 """Stage 2 — patterns: the NPU's pattern table, registered under the "npu." prefix.
 
 Each entry is (composite name, Relax dataflow pattern, annotations, check). The composite names are the
-contract with codegen (`lower.py` reads them); the checks run the `constraint_*` functions of
-`constraints.py`, whose docstrings are the reasons a user reads when an op stays on the CPU.
+contract with codegen (`lower.py` reads them): "npu.<op>..." runs on the fp16 datapath, "npu.q<op>..."
+is an int8 op matched in the QDQ form TVM's ONNX frontend gives for quantized models
+(dequantize -> op -> quantize). The checks run the `constraint_*` functions of `constraints.py`, whose
+docstrings are the reasons a user reads when an op stays on the CPU.
 """
 
 from __future__ import annotations
@@ -13,11 +15,21 @@ from tvm.relax.dpl import is_const, is_op, wildcard
 from . import constraints as C
 
 PREFIX = "npu"
-
 ACTIVATIONS = ("relu", "clip")
 
 
-def _activation(pattern, act: str):
+def _dq(data):
+    return is_op("relax.dequantize")(data, is_const(), is_const())
+
+
+def _const_expr():
+    """A weight or bias given as a constant, possibly transposed, reshaped or dequantized (folded by
+    lower.eval_const at compile time, so the NPU function keeps its weights inside)."""
+    base = is_const() | _dq(is_const())
+    return base | is_op("relax.permute_dims")(base) | is_op("relax.reshape")(base, wildcard())
+
+
+def _activation(pattern, act: str | None):
     if act == "relu":
         return is_op("relax.nn.relu")(pattern)
     if act == "clip":
@@ -25,44 +37,97 @@ def _activation(pattern, act: str):
     return pattern
 
 
-def _variants(base_name: str, root, annotations: dict, check):
-    """root, root+bias, root+act, root+bias+act — smallest first, so larger ones get priority."""
+def _entry(name, pattern, annotations, check):
+    annotations = dict(annotations, root=pattern)
+    return (f"{PREFIX}.{name}", pattern, annotations, check)
+
+
+def _with_bias_and_act(name, root, annotations, check, quantized: bool, bias_pattern):
+    """root[+bias][+act][->quantize] — one entry each, fewest ops first (later = higher priority)."""
     out = []
     for with_bias in (False, True):
         for act in (None,) + ACTIVATIONS:
-            pat, ann = root, dict(annotations)
-            name = base_name
+            pat, ann, full = root, dict(annotations), name
             if with_bias:
-                ann["bias"] = bias = is_const()
+                ann["bias"] = bias = bias_pattern()
                 pat = is_op("relax.add")(pat, bias)
-                name += "_bias"
+                full += "_bias"
             if act:
                 pat = _activation(pat, act)
                 ann["act"] = pat
-                name += f"_{act}"
-            ann["root"] = pat
-            out.append((f"{PREFIX}.{name}", pat, ann, check))
-    # Order by number of fused ops, ascending: register_patterns gives later entries priority.
-    return sorted(out, key=lambda e: e[0].count("_"))
+                full += f"_{act}"
+            if quantized:
+                pat = is_op("relax.quantize")(pat, is_const(), is_const())
+                ann["quantize"] = pat
+            out.append((with_bias + bool(act), _entry(full, pat, ann, check)))
+    return [e for _, e in sorted(out, key=lambda item: item[0])]
 
 
-def conv2d_patterns():
-    data, weight = wildcard(), is_const()
+def _qbias():
+    b = _dq(is_const())
+    return b | is_op("relax.reshape")(b, wildcard())
+
+
+def conv2d_patterns(quantized: bool):
+    data = _dq(wildcard()) if quantized else wildcard()
+    weight = _dq(is_const()) if quantized else _const_expr()
     conv = is_op("relax.nn.conv2d")(data, weight)
-    return _variants("conv2d", conv, {"data": data, "weight": weight, "op": conv}, C.check_conv2d)
+    name = "qconv2d" if quantized else "conv2d"
+    return _with_bias_and_act(name, conv, {"data": data, "weight": weight, "op": conv},
+                              C.check_conv2d, quantized, _qbias if quantized else _const_expr)
 
 
-def matmul_patterns():
-    data, weight = wildcard(), is_const()
-    # ONNX Gemm / nn.Linear give matmul(x, permute_dims(W)); FoldConstant usually folds the transpose.
-    transposed = is_op("relax.permute_dims")(weight)
-    mm = is_op("relax.matmul")(data, weight | transposed)
-    return _variants("dense", mm, {"data": data, "weight": weight, "op": mm}, C.check_dense)
+def dense_patterns(quantized: bool):
+    data = _dq(wildcard()) if quantized else wildcard()
+    if quantized:
+        w = _dq(is_const())
+        weight = w | is_op("relax.permute_dims")(w)
+    else:
+        weight = _const_expr()
+    mm = is_op("relax.matmul")(data, weight)
+    name = "qdense" if quantized else "dense"
+    return _with_bias_and_act(name, mm, {"data": data, "weight": weight, "op": mm},
+                              C.check_dense, quantized, _qbias if quantized else _const_expr)
+
+
+def add_patterns(quantized: bool):
+    a, b = (_dq(wildcard()), _dq(wildcard())) if quantized else (wildcard(), wildcard())
+    add = is_op("relax.add")(a, b)
+    out = []
+    for act in (None,) + ACTIVATIONS:
+        pat = _activation(add, act)
+        ann = {"op": add, "lhs": a, "rhs": b}
+        if act:
+            ann["act"] = pat
+        if quantized:
+            pat = is_op("relax.quantize")(pat, is_const(), is_const())
+            ann["quantize"] = pat
+        out.append(_entry(("qadd" if quantized else "add") + (f"_{act}" if act else ""), pat, ann,
+                          C.check_add))
+    return out
+
+
+def pool_patterns(quantized: bool):
+    out = []
+    for op, name in (("relax.nn.max_pool2d", "max_pool2d"), ("relax.nn.avg_pool2d", "avg_pool2d"),
+                     ("relax.mean", "global_avg_pool")):
+        data = _dq(wildcard()) if quantized else wildcard()
+        pool = is_op(op)(data)
+        pat, ann = pool, {"op": pool, "data": data}
+        if quantized:
+            pat = is_op("relax.quantize")(pool, is_const(), is_const())
+            ann["quantize"] = pat
+        out.append(_entry(("q" if quantized else "") + name, pat, ann, C.check_pool))
+    return out
 
 
 def register():
-    """Register the table (idempotent: re-registering replaces the entries of the same name)."""
-    register_patterns(conv2d_patterns() + matmul_patterns())
+    """Register the table. Quantized entries come last: they are larger and must win."""
+    entries = []
+    for quantized in (False, True):
+        entries += pool_patterns(quantized) + add_patterns(quantized)
+        entries += conv2d_patterns(quantized) + dense_patterns(quantized)
+    register_patterns(entries)
 
 
 def npu_patterns():

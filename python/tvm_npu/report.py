@@ -21,6 +21,7 @@ class Placement:
     composite: str = ""
     code: str = ""
     reason: str = ""
+    precision: str = ""  # int8 or fp16 on the NPU, fp32 (or the tensor's dtype) on the CPU
 
 
 @dataclass
@@ -54,7 +55,9 @@ class BuildReport:
         rows = [("op", "var", "device", "region / reason")]
         for p in self.placements:
             where = f"{alias[p.region]} ({p.composite})" if p.device == "npu" else f"{p.code}: {p.reason}"
-            rows.append((p.op, p.var, p.device, where))
+            if p.device == "npu" and p.code:  # ran, but not in the precision the model asked for
+                where += f" fp16 because {p.code}: {p.reason}"
+            rows.append((p.op, p.var, f"{p.device}/{p.precision}", where))
         widths = [max(len(r[i]) for r in rows) for i in range(3)]
         lines = ["  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3] for r in rows]
         legend = [f"{short} = {symbol}" for symbol, short in alias.items()]
@@ -66,7 +69,9 @@ class BuildReport:
 
 
 def _composite_ops(func: relax.Function):
-    """(composite name, op name) of every op inside an NPU region, in order."""
+    """(composite name, op name, var) of every op inside an NPU region that computes on data, in
+    order. Weight preparation (transposes and reshapes of constants) is compile-time work, and the
+    dequantize / quantize around an int8 op are part of it, so neither is listed."""
     composites = {}
     for block in func.body.blocks:
         for b in block.bindings:
@@ -74,9 +79,16 @@ def _composite_ops(func: relax.Function):
                 composites[b.var] = b.value
             elif isinstance(b.value, relax.Call) and b.value.op in composites:
                 comp = composites[b.value.op]
+                data = set(comp.params)
                 for cb in comp.body.blocks[0].bindings:
-                    if isinstance(cb.value, relax.Call) and isinstance(cb.value.op, tvm.ir.Op):
-                        yield str(comp.attrs["Composite"]), cb.value.op.name, cb.var.name
+                    call = cb.value
+                    if not (isinstance(call, relax.Call) and isinstance(call.op, tvm.ir.Op)):
+                        continue
+                    if not any(isinstance(a, relax.Var) and a in data for a in call.args):
+                        continue
+                    data.add(cb.var)
+                    if call.op.name not in ("relax.quantize", "relax.dequantize"):
+                        yield str(comp.attrs["Composite"]), call.op.name, cb.var.name
 
 
 def placements(mod: tvm.IRModule, rejections: list) -> list[Placement]:
@@ -92,14 +104,21 @@ def placements(mod: tvm.IRModule, rejections: list) -> list[Placement]:
                 func = mod[call.op]
                 if func.attrs is not None and func.attrs.get("Codegen") == "npu":
                     for composite, op, var in _composite_ops(func):
-                        rows.append(Placement(var, op, "npu", call.op.name_hint, composite))
+                        int8 = composite.startswith("npu.q")
+                        row = Placement(var, op, "npu", call.op.name_hint, composite,
+                                        precision="int8" if int8 else "fp16")
+                        r = refused.get(var)
+                        if r is not None and not int8 and r.pattern.startswith("q"):
+                            row.code, row.reason = r.code, f"{r.reason} ({r.detail})"
+                        rows.append(row)
                     continue
             op = call.op.name if isinstance(call.op, tvm.ir.Op) else str(call.op)
+            precision = str(getattr(b.var.ty, "dtype", "")) or "-"
             r = refused.get(b.var.name)
             if r is not None:
                 rows.append(Placement(b.var.name, op, "cpu", code=r.code,
-                                      reason=f"{r.reason} ({r.detail})"))
+                                      reason=f"{r.reason} ({r.detail})", precision=precision))
             else:
                 rows.append(Placement(b.var.name, op, "cpu", code="NPU_E_UNSUPPORTED_OP",
-                                      reason=f"no NPU pattern for {op}"))
+                                      reason=f"no NPU pattern for {op}", precision=precision))
     return rows

@@ -25,15 +25,23 @@ NO_BIAS = 0xFFFFFFFF
 NO_IO = 0xFFFFFFFF
 
 # Opcodes and their operand names, in word order (words 1..).
-OPCODES = {"END": 0x00, "DMA_LOAD": 0x01, "DMA_STORE": 0x02, "CONV2D": 0x10}
+OPCODES = {"END": 0x00, "DMA_LOAD": 0x01, "DMA_STORE": 0x02, "CONV2D": 0x10, "ADD": 0x20, "POOL": 0x21}
 OPERANDS = {
     "END": (),
     "DMA_LOAD": ("channel", "ddr_addr", "sram_addr", "rows", "row_bytes", "ddr_stride", "sram_stride"),
     "DMA_STORE": ("channel", "sram_addr", "ddr_addr", "rows", "row_bytes", "sram_stride", "ddr_stride"),
     "CONV2D": ("dtype", "in_addr", "in_h", "in_w", "in_c", "in_stride", "w_addr", "w_stride", "kh", "kw",
                "oc", "bias_addr", "out_addr", "out_h", "out_w", "out_stride", "stride_h", "stride_w",
-               "dil_h", "dil_w", "pad_top", "pad_left", "act", "clip_lo", "clip_hi", "groups"),
+               "dil_h", "dil_w", "pad_top", "pad_left", "act", "clip_lo", "clip_hi", "groups", "in_zp",
+               "out_zp"),
+    "ADD": ("dtype", "a_addr", "a_stride", "b_addr", "b_stride", "out_addr", "out_stride", "rows",
+            "row_elems", "act", "clip_lo", "clip_hi", "a_zp", "b_zp", "out_zp", "a_mult", "b_mult", "shift"),
+    "POOL": ("dtype", "kind", "in_addr", "in_h", "in_w", "c", "in_stride", "out_addr", "out_h", "out_w",
+             "out_stride", "kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left", "act", "clip_lo",
+             "clip_hi", "in_zp", "out_zp", "scale"),
 }
+ENGINE_OF = {"CONV2D": "mac", "ADD": "vector", "POOL": "vector"}
+POOL_KINDS = {"avg": 0, "max": 1}
 OPNAMES = {v: k for k, v in OPCODES.items()}
 
 # Engines, in the order of the wait fields of word 0.
@@ -48,6 +56,11 @@ ROLE_NAMES = {v: k for k, v in ROLES.items()}
 LAYOUTS = {"NHWC": 0, "NCHW": 1, "ROWS": 2}
 LAYOUT_NAMES = {v: k for k, v in LAYOUTS.items()}
 ACTIVATIONS = {"none": 0, "relu": 1, "clip": 2}
+
+
+def signed(word: int) -> int:
+    """A 32-bit word read back as a two's-complement int (zero points, int8 clamps)."""
+    return word - (1 << 32) if word & 0x80000000 else word
 
 
 def f32_bits(value: float) -> int:
@@ -71,9 +84,7 @@ class Command:
     def engine(self) -> str | None:
         if self.op in ("DMA_LOAD", "DMA_STORE"):
             return f"dma{self.args['channel']}"
-        if self.op == "CONV2D":
-            return "mac"
-        return None
+        return ENGINE_OF.get(self.op)
 
     def words(self) -> list[int]:
         head = OPCODES[self.op]
@@ -82,7 +93,8 @@ class Command:
         unknown = set(self.args) - set(OPERANDS[self.op])
         if unknown:
             raise ValueError(f"{self.op} has no operands {sorted(unknown)}")
-        body = [int(self.args.get(name, 0)) for name in OPERANDS[self.op]]
+        # Signed operands (zero points, int8 clamps) are stored as two's-complement words.
+        body = [int(self.args.get(name, 0)) & 0xFFFFFFFF for name in OPERANDS[self.op]]
         return [head] + body + [0] * (31 - len(body))
 
 

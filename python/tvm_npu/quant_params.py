@@ -1,0 +1,63 @@
+"""Requantization parameters, exactly as docs/npu.md section 2 defines them.
+
+Convolution, dense and pooling requantize with an fp32 scale computed here with fp32 operations in
+onnxruntime's order; elementwise add uses integer multipliers and one shift. The runtime only sees
+these numbers; the model's float scales stay in the compiler.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MAX_SHIFT = 62
+
+
+def conv_scale(s_x: float, s_w: float, s_y: float) -> np.float32:
+    """S = fp32(fp32(s_x * s_w) / s_y): the requantization scale of a conv / dense output channel."""
+    f32 = np.float32
+    return f32(f32(f32(s_x) * f32(s_w)) / f32(s_y))
+
+
+def pool_scale(s_x: float, s_y: float, taps: int) -> np.float32:
+    """S = fp32(fp32(s_x / taps) / s_y) for an average pool (taps = 1 for max pooling)."""
+    f32 = np.float32
+    return f32(f32(f32(s_x) / f32(taps)) / f32(s_y))
+
+
+def common_shift(ms: list[float]) -> tuple[list[int], int]:
+    """Multipliers for several inputs sharing one shift n (elementwise add): the largest n <= 62
+    keeping every round(m * 2^n) below 2^31."""
+    top = max(float(m) for m in ms)
+    n = MAX_SHIFT
+    while n >= 1 and int(round(top * 2.0 ** n)) >= 2 ** 31:
+        n -= 1
+    if n < 1:
+        raise ValueError(f"add multipliers {ms} are too large for the NPU")
+    return [int(round(float(m) * 2.0 ** n)) for m in ms], n
+
+
+def rshift_rne(p: np.ndarray, n) -> np.ndarray:
+    """p / 2^n rounded to nearest, ties to even, in int64 (docs/npu.md section 2)."""
+    p = np.asarray(p, np.int64)
+    n = np.asarray(n, np.int64)
+    q = p >> n
+    r = p - (q << n)
+    half = np.int64(1) << (n - 1)
+    return q + ((r > half) | ((r == half) & (q & 1 == 1)))
+
+
+def requantize(acc: np.ndarray, scale, zp: int, lo: int, hi: int) -> np.ndarray:
+    """y = clamp(zp + round_half_even(fp32(fp32(acc) * S)), lo, hi) (docs section 2)."""
+    y = np.rint(np.asarray(acc).astype(np.float32) * np.asarray(scale, np.float32)).astype(np.float64)
+    return np.clip(y + zp, lo, hi).astype(np.int8)
+
+
+def clamp_bounds(act: str, clip: tuple, scale: float, zp: int) -> tuple[int, int]:
+    """The int8 clamp that implements a fused relu / clip at the output's scale and zero point."""
+    lo, hi = -128, 127
+    if act == "relu":
+        lo = max(lo, zp)
+    elif act == "clip":
+        lo = max(lo, zp + int(np.rint(clip[0] / scale)))
+        hi = min(hi, zp + int(np.rint(clip[1] / scale)))
+    return lo, max(lo, hi)
