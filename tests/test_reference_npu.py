@@ -3,100 +3,43 @@ validation, the executor and the cycle model, each against an independent numpy/
 docs/npu.md."""
 
 import json
-import os
 import random
 import struct
 import threading
-import zlib
 
 import numpy as np
 import pytest
-import tvm_ffi
 
-import tvm_npu
+from npu_stream_pack import (ALL_DONE, BIAS, CONV2D, DMA0, DMA1, DMA_LOAD, DMA_STORE, END, FP16,
+                             FP32, INPUT, MAC, NCHW, NO_BIAS, NO_IO, NPU_REF, NPU_SMALL, OUTPUT,
+                             ROWS, WEIGHT, T, align, command, dma, f32_bits, pack_stream,
+                             raises_code, refresh_crc, runtime_functions, tensor)
+
 
 @pytest.fixture(scope="module")
 def rt():
     """The runtime's global functions, by short name (the library as the package installed it)."""
-    tvm_npu.runtime.load_library()
-    names = {
+    return runtime_functions({
         "create": "runtime.NPUModuleCreate",
         "load": "ffi.Module.load_from_bytes.npu",
         "validate": "tvm_npu.runtime.validate_stream",
         "conv": "tvm_npu.runtime.ref_conv2d_fp16",
         "fp16_round": "tvm_npu.runtime.fp16_round",
-    }
-    return {k: tvm_ffi.get_global_func(v) for k, v in names.items()}
-
-
-def T(a):
-    return tvm_ffi.from_dlpack(np.ascontiguousarray(a))
+    })
 
 
 # ---------------------------------------------------------------------------------------------
-# Stream packing per docs/npu.md section 6, written independently of the C++ headers.
+# Stream packing per docs/npu.md section 6 (npu_stream_pack.py): the fp16 CONV2D command.
 # ---------------------------------------------------------------------------------------------
-
-NPU_REF = [1000, 32, 32, 4, 2097152, 16, 16, 128, 64, 2, 64, 128, 32, 4, 2048, 64]
-NPU_SMALL = [500, 16, 16, 4, 524288, 8, 8, 128, 64, 2, 32, 128, 32, 4, 2048, 64]
-END, DMA_LOAD, DMA_STORE, CONV2D = 0x00, 0x01, 0x02, 0x10
-INPUT, OUTPUT, WEIGHT, BIAS = 1, 2, 3, 4
-FP16, FP32 = 1, 4
-NHWC, NCHW, ROWS = 0, 1, 2
-DMA0, DMA1, MAC, VECTOR = 0, 1, 2, 3  # engines, in the order of word 0's wait fields
-ALL_DONE = {DMA0: 0, DMA1: 0, MAC: 0, VECTOR: 0}
-NO_IO = 0xFFFFFFFF
-NO_BIAS = 0xFFFFFFFF
-
-
-def align(n, a=128):
-    return (n + a - 1) // a * a
-
-
-def tensor(role, io_index, view, ddr_addr, row_stride, dtype=FP16, layout=NHWC, host_shape=()):
-    shape = list(host_shape) + [0] * (4 - len(host_shape))
-    return struct.pack("<16I", role, io_index, dtype, FP32, layout, len(host_shape), *shape,
-                       *view, ddr_addr, row_stride)
-
-
-def command(opcode, operands, wait=None):
-    """`wait` maps engine -> k: issue once at most k commands are outstanding there (else 15)."""
-    head = opcode
-    for engine in range(4):
-        head |= (wait or {}).get(engine, 15) << (8 + 4 * engine)
-    words = [head] + list(operands)
-    return struct.pack("<32I", *(words + [0] * (32 - len(words))))
-
-
-def dma(opcode, channel, src, dst, rows, row_bytes, src_stride, dst_stride, wait=None):
-    return command(opcode, [channel, src, dst, rows, row_bytes, src_stride, dst_stride], wait)
 
 
 def conv(in_addr, in_h, in_w, in_c, in_stride, w_addr, w_stride, kh, kw, oc, bias_addr, out_addr,
          out_h, out_w, out_stride, stride=(1, 1), dil=(1, 1), pad=(0, 0), act=0,
          clip=(0.0, 0.0), wait=None):
-    lo, hi = struct.unpack("<2I", struct.pack("<2f", *clip))
+    lo, hi = f32_bits(clip[0]), f32_bits(clip[1])
     return command(CONV2D, [FP16, in_addr, in_h, in_w, in_c, in_stride, w_addr, w_stride, kh, kw,
                             oc, bias_addr, out_addr, out_h, out_w, out_stride, *stride, *dil,
                             *pad, act, lo, hi, 1], wait)
-
-
-def pack_stream(tensors, commands, weights=b"", ddr_bytes=None, num_inputs=0, num_outputs=0,
-                config=NPU_REF, version=(1, 0), sram_used=0):
-    weights_offset = align(128 + 64 * len(tensors) + 128 * len(commands))
-    body = struct.pack("<16I", *config) + b"".join(tensors) + b"".join(commands)
-    body += b"\0" * (weights_offset - 64 - len(body)) + weights
-    ddr = len(weights) if ddr_bytes is None else ddr_bytes
-    header = struct.pack("<IHH14I", 0x5355504E, *version, 64, 0, len(tensors), len(commands),
-                         weights_offset, len(weights), ddr, sram_used, num_inputs, num_outputs,
-                         zlib.crc32(body), 0, 0, 0)
-    return header + body
-
-
-def refresh_crc(blob):
-    blob = bytearray(blob)
-    blob[48:52] = struct.pack("<I", zlib.crc32(bytes(blob[64:])))
-    return bytes(blob)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,13 +75,6 @@ def conv_ref(x16, w16, bias, out_hw, stride=(1, 1), dil=(1, 1), pad=(0, 0), act=
 
 def out_size(h, k, stride, dil, pad_lo, pad_hi):
     return (h + pad_lo + pad_hi - dil * (k - 1) - 1) // stride + 1
-
-
-def raises_code(code, fn, *args):
-    with pytest.raises(RuntimeError) as info:
-        fn(*args)
-    assert str(info.value).startswith(code + ":"), str(info.value)
-    return str(info.value)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,36 +5,22 @@ extremes -128 / 127, large accumulators and clamps. Streams: test_reference_npu_
 
 import numpy as np
 import pytest
-import tvm_ffi
 
-import tvm_npu
 from npu_int8_ref_model import (add_fp16_model, add_int8_model, avg_pool_scale, conv_int8_model,
                                 conv_scale, depthwise_fp16_model, extreme_int8, max_pool_scale,
                                 out_size, pool_fp16_model, pool_int8_model, quant_multiplier,
                                 requant, round_shift)
+from npu_stream_pack import T, raises_code, runtime_functions
 
 
 @pytest.fixture(scope="module")
 def rt():
-    tvm_npu.runtime.load_library()
-    names = {
+    return runtime_functions({
         "conv16": "tvm_npu.runtime.ref_conv2d_fp16",
         "conv8": "tvm_npu.runtime.ref_conv2d_int8",
         "add": "tvm_npu.runtime.ref_add",
         "pool": "tvm_npu.runtime.ref_pool",
-    }
-    return {k: tvm_ffi.get_global_func(v) for k, v in names.items()}
-
-
-def T(a):
-    return tvm_ffi.from_dlpack(np.ascontiguousarray(a))
-
-
-def raises_code(code, fn, *args, **kwargs):
-    with pytest.raises(RuntimeError) as info:
-        fn(*args, **kwargs)
-    assert str(info.value).startswith(code + ":"), str(info.value)
-    return str(info.value)
+    })
 
 
 F32 = np.float32

@@ -2,91 +2,44 @@
 through runtime.NPUModuleCreate with int8 host I/O, their cycle counts against the formulas of
 section 5, and the validation of the new commands and descriptors."""
 
+import functools
 import json
 import random
 import struct
-import zlib
 
 import numpy as np
 import pytest
-import tvm_ffi
 
-import tvm_npu
+import npu_stream_pack
 from npu_int8_ref_model import (add_fp16_model, add_int8_model, avg_pool_scale, conv_int8_model,
                                 conv_scale, extreme_int8, max_pool_scale, out_size,
                                 pool_fp16_model, pool_int8_model, quant_multiplier)
+from npu_stream_pack import (ADD, ALL_DONE, BIAS, CONV2D, DMA0, DMA1, DMA_LOAD, DMA_STORE, END,
+                             FP16, FP32, INPUT, INT8, INT32, MAC, NCHW, NHWC, NO_BIAS, NO_IO,
+                             NPU_REF, NPU_SMALL, OUTPUT, POOL, ROWS, VECTOR, WEIGHT, T, align,
+                             command, dma, f32_bits, pack_stream, raises_code, refresh_crc,
+                             runtime_functions)
 
 
 @pytest.fixture(scope="module")
 def rt():
-    tvm_npu.runtime.load_library()
-    names = {
+    return runtime_functions({
         "create": "runtime.NPUModuleCreate",
         "validate": "tvm_npu.runtime.validate_stream",
-    }
-    return {k: tvm_ffi.get_global_func(v) for k, v in names.items()}
-
-
-def T(a):
-    return tvm_ffi.from_dlpack(np.ascontiguousarray(a))
-
-
-def raises_code(code, fn, *args, **kwargs):
-    with pytest.raises(RuntimeError) as info:
-        fn(*args, **kwargs)
-    assert str(info.value).startswith(code + ":"), str(info.value)
-    return str(info.value)
+    })
 
 
 # ---------------------------------------------------------------------------------------------
-# Hand-packed streams (docs/npu.md section 6), run end to end.
+# Hand-packed streams (docs/npu.md section 6, npu_stream_pack.py), run end to end.
 # ---------------------------------------------------------------------------------------------
 
-NPU_REF = [1000, 32, 32, 4, 2097152, 16, 16, 128, 64, 2, 64, 128, 32, 4, 2048, 64]
-NPU_SMALL = [500, 16, 16, 4, 524288, 8, 8, 128, 64, 2, 32, 128, 32, 4, 2048, 64]
-END, DMA_LOAD, DMA_STORE, CONV2D, ADD, POOL = 0x00, 0x01, 0x02, 0x10, 0x20, 0x21
-INPUT, OUTPUT, WEIGHT, BIAS = 1, 2, 3, 4
-FP16, INT8, INT32, FP32 = 1, 2, 3, 4
-NHWC, NCHW, ROWS = 0, 1, 2
-DMA0, DMA1, MAC, VECTOR = 0, 1, 2, 3
-ALL_DONE = {DMA0: 0, DMA1: 0, MAC: 0, VECTOR: 0}
-NO_IO = NO_BIAS = 0xFFFFFFFF
-
-
-def align(n, a=128):
-    return (n + a - 1) // a * a
-
-
-def u32(v):
-    return v & 0xFFFFFFFF
+# Tensor descriptors here default to int8 on the NPU and on the host.
+tensor = functools.partial(npu_stream_pack.tensor, dtype=INT8, host_dtype=INT8)
 
 
 def clip_words(dtype, clip):
     fmt = "<2f" if dtype == FP16 else "<2i"
     return list(struct.unpack("<2I", struct.pack(fmt, *clip)))
-
-
-def f32_bits(v):
-    return struct.unpack("<I", struct.pack("<f", v))[0]
-
-
-def tensor(role, io_index, view, ddr_addr, row_stride, dtype=INT8, host_dtype=INT8, layout=NHWC,
-           host_shape=()):
-    shape = list(host_shape) + [0] * (4 - len(host_shape))
-    return struct.pack("<16I", role, io_index, dtype, host_dtype, layout, len(host_shape), *shape,
-                       *view, ddr_addr, row_stride)
-
-
-def command(opcode, operands, wait=None):
-    head = opcode
-    for engine in range(4):
-        head |= (wait or {}).get(engine, 15) << (8 + 4 * engine)
-    words = [head] + [u32(v) for v in operands]
-    return struct.pack("<32I", *(words + [0] * (32 - len(words))))
-
-
-def dma(opcode, channel, src, dst, rows, row_bytes, src_stride, dst_stride, wait=None):
-    return command(opcode, [channel, src, dst, rows, row_bytes, src_stride, dst_stride], wait)
 
 
 def conv_cmd(dtype, in_addr, in_h, in_w, in_c, in_stride, w_addr, w_stride, kh, kw, oc, bias_addr,
@@ -111,24 +64,6 @@ def pool_cmd(dtype, kind, in_addr, in_h, in_w, c, in_stride, out_addr, out_h, ou
     return command(POOL, [dtype, kind, in_addr, in_h, in_w, c, in_stride, out_addr, out_h, out_w,
                           out_stride, *k, *stride, *pad, act, *clip_words(dtype, clip), in_zp,
                           out_zp, f32_bits(scale)], wait)
-
-
-def pack_stream(tensors, commands, weights=b"", ddr_bytes=None, num_inputs=0, num_outputs=0,
-                config=NPU_REF, sram_used=0):
-    weights_offset = align(128 + 64 * len(tensors) + 128 * len(commands))
-    body = struct.pack("<16I", *config) + b"".join(tensors) + b"".join(commands)
-    body += b"\0" * (weights_offset - 64 - len(body)) + weights
-    ddr = len(weights) if ddr_bytes is None else ddr_bytes
-    header = struct.pack("<IHH14I", 0x5355504E, 1, 0, 64, 0, len(tensors), len(commands),
-                         weights_offset, len(weights), ddr, sram_used, num_inputs, num_outputs,
-                         zlib.crc32(body), 0, 0, 0)
-    return header + body
-
-
-def refresh_crc(blob):
-    blob = bytearray(blob)
-    blob[48:52] = struct.pack("<I", zlib.crc32(bytes(blob[64:])))
-    return bytes(blob)
 
 
 def rows_bytes(a2d, stride):
@@ -244,9 +179,11 @@ def vector_stream(op, dtype, shape, config=NPU_REF, **kw):
         stride = align(K * elem)
         size = R * stride
         view = [1, R, 1, K]
-        tensors = [tensor(INPUT, i, view, i * size, stride, dtype, host, ROWS, [R, K])
+        tensors = [tensor(INPUT, i, view, i * size, stride, dtype=dtype, host_dtype=host,
+                          layout=ROWS, host_shape=[R, K])
                    for i in range(2)]
-        tensors.append(tensor(OUTPUT, 0, view, 2 * size, stride, dtype, host, ROWS, [R, K]))
+        tensors.append(tensor(OUTPUT, 0, view, 2 * size, stride, dtype=dtype, host_dtype=host,
+                              layout=ROWS, host_shape=[R, K]))
         commands = [dma(DMA_LOAD, 0, 0, 0, R, K * elem, stride, stride),
                     dma(DMA_LOAD, 1, size, size, R, K * elem, stride, stride),
                     add_cmd(dtype, 0, stride, size, stride, 2 * size, stride, R, K,
@@ -258,9 +195,10 @@ def vector_stream(op, dtype, shape, config=NPU_REF, **kw):
     (N, H, W, C), (OH, OW) = shape
     in_stride, out_stride = align(W * C * elem), align(OW * C * elem)
     in_size = H * in_stride
-    tensors = [tensor(INPUT, 0, [1, H, W, C], 0, in_stride, dtype, host, NHWC, [1, H, W, C]),
-               tensor(OUTPUT, 0, [1, OH, OW, C], in_size, out_stride, dtype, host, NHWC,
-                      [1, OH, OW, C])]
+    tensors = [tensor(INPUT, 0, [1, H, W, C], 0, in_stride, dtype=dtype, host_dtype=host,
+                      layout=NHWC, host_shape=[1, H, W, C]),
+               tensor(OUTPUT, 0, [1, OH, OW, C], in_size, out_stride, dtype=dtype, host_dtype=host,
+                      layout=NHWC, host_shape=[1, OH, OW, C])]
     commands = [dma(DMA_LOAD, 1, 0, 0, H, W * C * elem, in_stride, in_stride),
                 pool_cmd(dtype, kw.pop("kind"), 0, H, W, C, in_stride, in_size, OH, OW, out_stride,
                          wait={DMA1: 0}, **kw),
@@ -483,7 +421,8 @@ def test_io_descriptors(rt):
     view, host = [1, 1, 1, 64], [64]
     for dtype, host_dtype, ok in [(INT8, INT8, True), (FP16, FP32, True), (INT8, FP32, False),
                                   (FP16, INT8, False), (INT32, INT32, False)]:
-        t = [tensor(INPUT, 0, view, 0, 128, dtype, host_dtype, ROWS, host)]
+        t = [tensor(INPUT, 0, view, 0, 128, dtype=dtype, host_dtype=host_dtype, layout=ROWS,
+                    host_shape=host)]
         blob = pack_stream(t, [command(END, [])], b"", 256, 1, 0)
         if ok:
             rt["validate"](blob)
