@@ -119,8 +119,18 @@ def test_config_is_selectable_per_build(rng):
 
 
 def test_sram_overflow_is_a_compile_time_error(rng):
-    # 1024 x 1024 fp16 weights are 2 MiB: more than npu-small's 512 KiB SRAM holds.
-    mod = chain((1, 1024), [dense_layer(rng, 1024, 1024)])
+    # 3x3x256 fp16 weights for 256 output channels are 1.2 MB: more than npu-small's 512 KiB SRAM, and a
+    # convolution's output channels cannot be streamed in blocks (its rows interleave them per pixel).
+    mod = chain((1, 256, 8, 8), [conv_layer(rng, 256, 256, 3)])
     with pytest.raises(tvm_npu.NPUError, match="ERR_SRAM_OVERFLOW") as info:
         tvm_npu.build(mod, config="npu-small")
     assert "524288" in str(info.value)
+
+
+def test_dense_weights_larger_than_sram_are_streamed(rng):
+    from npu_numpy import dense_fp16
+
+    layer = dense_layer(rng, 1024, 1024)  # 2 MiB of fp16 weights; npu-small has 512 KiB
+    x = rng.standard_normal((3, 1024)).astype(np.float32)
+    ex = tvm_npu.build(chain(x.shape, [layer]), config="npu-small")
+    np.testing.assert_array_equal(run_vm(ex, x), dense_fp16(x, layer["w"], layer["b"]))

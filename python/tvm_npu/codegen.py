@@ -12,21 +12,23 @@ import logging
 
 import tvm_ffi
 
-from . import runtime, stream
+from . import report, runtime, stream
 from .config import NPUConfig, get_config
 from .lower import lower_function
 from .plan import plan
+from .verify import verify
 
 log = logging.getLogger(__name__)
 
-_STATE = {"config": None, "streams": None}
+_STATE = {"config": None, "streams": None, "layers": None}
 
 
 @contextlib.contextmanager
-def compiling(config: NPUConfig, streams: dict | None = None):
-    """Compile NPU regions for `config`; when given, `streams` collects symbol -> Stream for reports."""
+def compiling(config: NPUConfig, streams: dict | None = None, layers: dict | None = None):
+    """Compile NPU regions for `config`; when given, `streams` collects symbol -> Stream and `layers`
+    symbol -> report.region_layers(...) (the layers and command -> layer map) for reports."""
     saved = dict(_STATE)
-    _STATE.update(config=config, streams=streams)
+    _STATE.update(config=config, streams=streams, layers=layers)
     try:
         yield
     finally:
@@ -35,12 +37,21 @@ def compiling(config: NPUConfig, streams: dict | None = None):
 
 def compile_function(func, config: NPUConfig) -> tuple[str, stream.Stream, bytes]:
     """One NPU region -> (symbol, planned stream, encoded blob)."""
+    graph, planned, blob = compile_region(func, config)
+    return graph.symbol, planned, blob
+
+
+def compile_region(func, config: NPUConfig):
+    """One NPU region -> (lowered graph, planned stream, encoded blob)."""
     graph = lower_function(func)
     planned = plan(config, graph)
+    # The planner's safety net: a hazard or a bad address is a compiler bug, caught here rather than
+    # as a wrong answer on the device (cheap: linear in the stream's length).
+    verify(planned)
     blob = stream.encode(planned)
     log.info("npu region %s: %d layers, %d commands, %d weight bytes", graph.symbol,
              len(graph.layers), len(planned.commands), len(planned.weights))
-    return graph.symbol, planned, blob
+    return graph, planned, blob
 
 
 @tvm_ffi.register_global_func("relax.ext.npu", override=True)
@@ -48,8 +59,11 @@ def _relax_ext_npu(functions, options, constant_names):  # noqa: ARG001 - signat
     config = _STATE["config"] or get_config()
     modules = []
     for func in functions:
-        symbol, planned, blob = compile_function(func, config)
+        graph, planned, blob = compile_region(func, config)
+        symbol = graph.symbol
         if _STATE["streams"] is not None:
             _STATE["streams"][symbol] = planned
+        if _STATE["layers"] is not None:
+            _STATE["layers"][symbol] = report.region_layers(config, graph, planned)
         modules.append(runtime.create_module(symbol, blob))
     return modules

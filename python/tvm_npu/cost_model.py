@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 from .config import NPUConfig
-from .stream import DTYPE_NAMES, ENGINES, Command
+from .stream import DTYPE_NAMES, DTYPES as DTYPES_BY_NAME, ENGINES, Command
 
 
 def conv_passes(cfg: NPUConfig, a: dict) -> int:
@@ -51,6 +51,22 @@ def dma_bus_bytes(cfg: NPUConfig, rows: int, row_bytes: int) -> int:
 
 def dma_data_cycles(cfg: NPUConfig, rows: int, row_bytes: int) -> int:
     return math.ceil(dma_bus_bytes(cfg, rows, row_bytes) / cfg.ddr_bytes_per_cycle)
+
+
+def ideal_cycles(cfg: NPUConfig, layer) -> int:
+    """A layer's compute cycles as one command over the whole output, with no data movement: the
+    bound a schedule is measured against."""
+    dtype = DTYPES_BY_NAME[layer.dtype]
+    if layer.kind == "conv":
+        oc, kh, kw, icg = layer.weight.shape
+        in_c = icg * layer.groups
+        pixels = layer.macs // (oc * kh * kw * icg)
+        return conv_cycles(cfg, dict(dtype=dtype, out_h=pixels, out_w=1, kh=kh, kw=kw, in_c=in_c, oc=oc,
+                                     groups=layer.groups))
+    if layer.kind == "add":
+        return vector_cycles(cfg, "ADD", dict(dtype=dtype, rows=1, row_elems=layer.out_elems))
+    return vector_cycles(cfg, "POOL", dict(dtype=dtype, out_h=1, out_w=1, c=layer.out_elems,
+                                           kh=layer.window[0], kw=layer.window[1]))
 
 
 @dataclass

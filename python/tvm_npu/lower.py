@@ -59,6 +59,7 @@ class Layer:
     shift: int = 0
     clamp: tuple = (-128, 127)
     macs: int = 0
+    out_elems: int = 0
 
     @property
     def taps(self) -> tuple:
@@ -190,6 +191,7 @@ class _Lowerer:
             region_in = params.get(data, data)
             layer.inputs = [self._tensor(region_in, in_view, layout, dtype, host_dtype)]
         layer.out = self._tensor(out_var, out_view, layout, dtype, host_dtype, out_shape)
+        layer.out_elems = int(np.prod(out_view))
         return layer
 
     def _conv(self, layer: Layer, calls: dict):

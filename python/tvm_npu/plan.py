@@ -1,13 +1,14 @@
-"""Stage 4b — plan: place tensors in DDR and SRAM, tile each layer, schedule its DMA, emit commands.
+"""Stage 4 — plan: turn a lowered region into a command stream, in order:
 
-Per layer: the constants (weights, bias or requantization block) are loaded once on DMA channel 1; the
-output is split into row tiles whose input slices, output slice and constants fit SRAM with double
-buffering; input tiles stream in on channel 0 and results stream out on channel 1 while the compute
-engine (MAC array or vector unit) works on the next tile. The tile height is chosen with the cost model
-(cost_model.py), the same one the reports use.
+    constants   weights / biases / requantization blocks laid out in DDR (per output-channel block)
+    DDR         every region tensor that is not SRAM-resident gets a DDR home
+    SRAM        intermediates kept resident by live range (sram.py); per-layer working buffers
+    tiling      row tiles (and output-channel blocks for dense weights larger than SRAM), the tile
+                height chosen with the cost model among those that fit (tiling.py, cost_model.py)
+    DMA         inputs stream in on channel 0, results out on channel 1, weights on channel 1 and
+                prefetched during the previous layer; waits derived from data dependencies (schedule.py)
 
-Intermediates between layers go through DDR in this version; keeping chains in SRAM (cascading),
-liveness-based reuse and weight streaming are the compiler-core work of issue 4.
+If residency leaves a layer too little working SRAM, the region is planned again without residents.
 """
 
 from __future__ import annotations
@@ -21,20 +22,17 @@ from . import cost_model
 from .config import NPUConfig
 from .errors import NPUError
 from .lower import Graph, Layer
-from .stream import (ACTIVATIONS, DTYPE_BYTES, DTYPES, NO_BIAS, POOL_KINDS, Command, Stream, TensorDesc,
-                     f32_bits)
-
-ALL_ENGINES = ("dma0", "dma1", "mac", "vector")
-
-
-def align(n: int, a: int) -> int:
-    return (n + a - 1) // a * a
+from .schedule import Scoreboard
+from .sram import Arena, align, place_residents, resident_top
+from .stream import ACTIVATIONS, DTYPE_BYTES, DTYPES, NO_BIAS, POOL_KINDS, Command, Stream, TensorDesc, f32_bits
+from .tiling import oc_blocks, row_tiles, tile_heights
 
 
 @dataclass
 class Placed:
-    """A DDR-resident activation: address and row stride of its [N, H, W, C] view."""
+    """Where a region tensor lives: in DDR, or resident in SRAM; its [N, H, W, C] view and row stride."""
 
+    space: str  # "ddr" or "sram"
     addr: int
     view: tuple
     row_stride: int
@@ -44,201 +42,337 @@ class Placed:
     def row_bytes(self) -> int:
         return self.view[2] * self.view[3] * self.elem
 
+    def row_addr(self, n: int, r: int) -> int:
+        return self.addr + (n * self.view[1] + r) * self.row_stride
+
+    @property
+    def nbytes(self) -> int:
+        return self.view[0] * self.view[1] * self.row_stride
+
 
 @dataclass
-class Tile:
-    n: int
-    out_r0: int
-    out_r1: int
-    in_r0: int
-    in_r1: int
-    pad_top: int
+class Block:
+    """The constants of one output-channel block of a conv layer, as stored in DDR."""
+
+    oc0: int
+    oc1: int
+    ddr_addr: int
+    nbytes: int
+    w_stride: int
+    w_bytes: int
 
 
-def _tiles(layer: Layer, in_view, out_view, tile_oh: int) -> list[Tile]:
-    kh, sh, dh, pad_top = layer.taps
-    tiles = []
-    for n in range(out_view[0]):
-        for r0 in range(0, out_view[1], tile_oh):
-            r1 = min(out_view[1], r0 + tile_oh)
-            first = r0 * sh - pad_top
-            last = (r1 - 1) * sh - pad_top + (kh - 1) * dh  # inclusive
-            in_r0 = min(max(0, first), in_view[1] - 1)
-            in_r1 = max(in_r0 + 1, min(in_view[1], last + 1))
-            tiles.append(Tile(n, r0, r1, in_r0, in_r1, in_r0 - first))
-    return tiles
+@dataclass
+class LayerPlan:
+    tile_oh: int
+    blocks: list
+    w_slot: int | None
+    in_bufs: list  # per input: [ping, pong] SRAM addresses, or None when the input is resident
+    out_bufs: list | None  # [ping, pong], or None when the output is resident
+    base: int  # first SRAM byte of the layer's buffers
+    top: int  # first SRAM byte above them
+    cycles: int = 0
+    prefetchable: bool = False  # its first weights may load while the previous layer runs
+    prefetched: bool = False
 
 
-def constant_block(cfg: NPUConfig, layer: Layer) -> tuple[bytes, int, int]:
-    """(bytes, weight row stride, weight block size) of a conv layer's constants, as stored in DDR:
-    the weight rows, then the fp32 bias or the int8 requantization block (bias, M, n rows)."""
-    a = cfg.alignment
-    oc = layer.weight.shape[0]
-    row = int(np.prod(layer.weight.shape[1:])) * layer.weight.itemsize
-    w_stride = align(row, a)
-    block = np.zeros((oc, w_stride), np.uint8)
-    block[:, :row] = layer.weight.reshape(oc, -1).view(np.uint8)
-    data = block.tobytes()
-    vec = align(oc * 4, a)
-    if layer.dtype == "int8":  # the requantization block: bias (int32) and scale (fp32) rows
-        data += np.asarray(layer.bias, "<i4").tobytes().ljust(vec, b"\0")
-        data += np.asarray(layer.scale, "<f4").tobytes().ljust(vec, b"\0")
+def constant_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[bytes, int, int]:
+    """Weights rows [oc0, oc1) then the fp32 bias or the int8 requantization block (bias, scale)."""
+    w = layer.weight[oc0:oc1]
+    oc = oc1 - oc0
+    # Rows packed (docs/npu.md section 3); the bias / requantization rows start aligned after them.
+    w_stride = int(np.prod(w.shape[1:])) * w.itemsize
+    data = np.ascontiguousarray(w).tobytes()
+    data = data.ljust(align(len(data), cfg.alignment), b"\0")
+    vec = align(oc * 4, cfg.alignment)
+    if layer.dtype == "int8":
+        data += np.asarray(layer.bias[oc0:oc1], "<i4").tobytes().ljust(vec, b"\0")
+        data += np.asarray(layer.scale[oc0:oc1], "<f4").tobytes().ljust(vec, b"\0")
     elif layer.bias is not None:
-        data += layer.bias.astype("<f4").tobytes().ljust(vec, b"\0")
-    return data, w_stride, oc * w_stride
+        data += layer.bias[oc0:oc1].astype("<f4").tobytes().ljust(vec, b"\0")
+    return data, w_stride, align(oc * w_stride, cfg.alignment)
 
 
-def _compute(cfg: NPUConfig, layer: Layer, t: Tile, ins: list, src: list, dst: Placed, out_addr: int,
-             w_addr: int, w_stride: int, b_addr: int | None) -> Command:
-    """The CONV2D / ADD / POOL command of one tile."""
-    dtype = DTYPES[layer.dtype]
+def _block_size(cfg: NPUConfig, layer: Layer, dst: Placed) -> list[int]:
+    """Output-channel block sizes to try: all channels, then smaller aligned blocks for dense layers
+    (a conv's output row interleaves all channels per pixel, so only dense rows split cleanly)."""
+    oc = layer.weight.shape[0]
+    sizes = [oc]
+    if layer.kind == "conv" and dst.view[2] == 1 and layer.groups == 1:
+        step = math.lcm(cfg.mac_cols, cfg.alignment // dst.elem)
+        b = (oc // 2) // step * step
+        while b >= step:
+            sizes.append(b)
+            b = (b // 2) // step * step
+    return sizes
+
+
+def _layout(cfg, layer, srcs, dst, blocks, base, tile_oh) -> LayerPlan | None:
+    arena = Arena(cfg, base)
+    w_slot = arena.take(max(b.nbytes for b in blocks)) if blocks else None
+    tiles = row_tiles(layer, srcs[0].view, dst.view, tile_oh)
+    in_rows = max(t.in_rows for t in tiles)
+    in_bufs = [None if s.space == "sram" else [arena.take(in_rows * s.row_stride) for _ in (0, 1)]
+               for s in srcs]
+    out_bytes = tile_oh * align(max(b.oc1 - b.oc0 for b in blocks) * dst.elem, cfg.alignment) \
+        if blocks and len(blocks) > 1 else tile_oh * dst.row_stride
+    out_bufs = None if dst.space == "sram" else [arena.take(out_bytes) for _ in (0, 1)]
+    if arena.top > cfg.sram_bytes:
+        return None
+    return LayerPlan(tile_oh, blocks, w_slot, in_bufs, out_bufs, base, arena.top)
+
+
+def _compute(cfg, layer: Layer, t, ins: list, srcs: list, dst: Placed, out_addr: int, out_stride: int,
+             blk: Block | None, w_slot) -> Command:
+    """The CONV2D / ADD / POOL command of one tile (and one output-channel block)."""
     int8 = layer.dtype == "int8"
     lo, hi = layer.clamp if int8 else (f32_bits(layer.clip[0]), f32_bits(layer.clip[1]))
-    act = 0 if int8 else ACTIVATIONS[layer.act]
-    rows = t.out_r1 - t.out_r0
+    common = dict(dtype=DTYPES[layer.dtype], act=0 if int8 else ACTIVATIONS[layer.act], clip_lo=lo,
+                  clip_hi=hi)
     if layer.kind == "add":
-        a = dict(dtype=dtype, a_addr=ins[0], a_stride=src[0].row_stride, b_addr=ins[1],
-                 b_stride=src[1].row_stride, out_addr=out_addr, out_stride=dst.row_stride, rows=rows,
-                 row_elems=dst.view[2] * dst.view[3], act=act, clip_lo=lo, clip_hi=hi)
+        a = dict(common, a_addr=ins[0], a_stride=srcs[0].row_stride, b_addr=ins[1],
+                 b_stride=srcs[1].row_stride, out_addr=out_addr, out_stride=out_stride,
+                 rows=t.out_rows, row_elems=dst.view[2] * dst.view[3])
         if int8:
             a.update(a_zp=layer.in_zps[0], b_zp=layer.in_zps[1], out_zp=layer.out_zp,
                      a_mult=int(layer.mult[0]), b_mult=int(layer.mult[1]), shift=layer.shift)
-        return Command("ADD", a, {"dma0": 0, "dma1": 1}, layer.name)
-    s = src[0]
-    common = dict(dtype=dtype, in_addr=ins[0], in_h=t.in_r1 - t.in_r0, in_w=s.view[2], in_stride=s.row_stride,
-                  out_addr=out_addr, out_h=rows, out_w=dst.view[2], out_stride=dst.row_stride,
-                  stride_h=layer.stride[0], stride_w=layer.stride[1], pad_top=t.pad_top,
-                  pad_left=layer.padding[1], act=act, clip_lo=lo, clip_hi=hi)
+        return Command("ADD", a, {}, layer.name)
+    s = srcs[0]
+    a = dict(common, in_addr=ins[0], in_h=t.in_rows, in_w=s.view[2], in_stride=s.row_stride,
+             out_addr=out_addr, out_h=t.out_rows, out_w=dst.view[2], out_stride=out_stride,
+             stride_h=layer.stride[0], stride_w=layer.stride[1], pad_top=t.pad_top,
+             pad_left=layer.padding[1])
     if layer.kind == "pool":
-        a = dict(common, kind=POOL_KINDS[layer.pool_kind], c=s.view[3], kh=layer.window[0],
-                 kw=layer.window[1])
+        a.update(kind=POOL_KINDS[layer.pool_kind], c=s.view[3], kh=layer.window[0], kw=layer.window[1])
         if int8:
             a.update(in_zp=layer.in_zps[0], out_zp=layer.out_zp, scale=f32_bits(float(layer.scale[0])))
-        return Command("POOL", a, {"dma0": 0, "dma1": 1}, layer.name)
-    oc, kh, kw, _ = layer.weight.shape
-    a = dict(common, in_c=s.view[3], w_addr=w_addr, w_stride=w_stride, kh=kh, kw=kw, oc=oc,
-             bias_addr=NO_BIAS if b_addr is None else b_addr, dil_h=layer.dilation[0],
+        return Command("POOL", a, {}, layer.name)
+    _, kh, kw, _ = layer.weight.shape
+    has_bias = int8 or layer.bias is not None
+    a.update(in_c=s.view[3], w_addr=w_slot, w_stride=blk.w_stride, kh=kh, kw=kw, oc=blk.oc1 - blk.oc0,
+             bias_addr=w_slot + blk.w_bytes if has_bias else NO_BIAS, dil_h=layer.dilation[0],
              dil_w=layer.dilation[1], groups=layer.groups)
     if int8:
         a.update(in_zp=layer.in_zps[0], out_zp=layer.out_zp)
-    return Command("CONV2D", a, {"dma0": 0, "dma1": 1}, layer.name)
+    return Command("CONV2D", a, {}, layer.name)
 
 
-def _layer_commands(cfg: NPUConfig, layer: Layer, src: list, dst: Placed, consts: tuple | None,
-                    tile_oh: int) -> tuple[list[Command], int]:
-    """Commands of one layer for a given tile height, and the SRAM bytes they use."""
-    a = cfg.alignment
-    engine = "mac" if layer.kind == "conv" else "vector"
-    tiles = _tiles(layer, src[0].view, dst.view, tile_oh)
-    in_rows = max(t.in_r1 - t.in_r0 for t in tiles)
-    top = 0
-    cmds = []
-    w_addr = w_stride = 0
-    b_addr = None
-    barrier = {e: 0 for e in ALL_ENGINES}  # SRAM and DDR are reused across layers: start clean
-    if consts is not None:
-        ddr_addr, nbytes, w_stride, w_bytes = consts
-        w_addr = 0
-        if nbytes > w_bytes:
-            b_addr = w_bytes
-        top = align(nbytes, a)
-        cmds.append(Command("DMA_LOAD", dict(channel=1, ddr_addr=ddr_addr, sram_addr=0, rows=1,
-                                             row_bytes=nbytes, ddr_stride=align(nbytes, a),
-                                             sram_stride=align(nbytes, a)), barrier, layer.name))
-        barrier = {}
-    in_bufs = []
-    for s in src:
-        size = in_rows * s.row_stride
-        in_bufs.append([top, top + size])
-        top += 2 * size
-    out_size = tile_oh * dst.row_stride
-    out_bufs = [top, top + out_size]
-    used = top + 2 * out_size
-
-    def loads(i, t, waits):
-        out = []
-        for k, s in enumerate(src):
-            out.append(Command("DMA_LOAD", dict(
-                channel=0, ddr_addr=s.addr + (t.n * s.view[1] + t.in_r0) * s.row_stride,
-                sram_addr=in_bufs[k][i % 2], rows=t.in_r1 - t.in_r0, row_bytes=s.row_bytes,
-                ddr_stride=s.row_stride, sram_stride=s.row_stride), waits if k == 0 else {}, layer.name))
-        return out
-
-    cmds += loads(0, tiles[0], barrier)
-    for i, t in enumerate(tiles):
-        cmd = _compute(cfg, layer, t, [b[i % 2] for b in in_bufs], src, dst, out_bufs[i % 2], w_addr,
-                       w_stride, b_addr)
-        if i == 0:
-            cmd.waits["dma1"] = 0  # the constants are in
-        cmds.append(cmd)
-        if i + 1 < len(tiles):
-            # Refill the other input buffers once the compute that read them (tile i-1) is done.
-            cmds += loads(i + 1, tiles[i + 1], {engine: 1})
-        cmds.append(Command("DMA_STORE", dict(
-            channel=1, sram_addr=out_bufs[i % 2],
-            ddr_addr=dst.addr + (t.n * dst.view[1] + t.out_r0) * dst.row_stride, rows=t.out_r1 - t.out_r0,
-            row_bytes=dst.row_bytes, sram_stride=dst.row_stride, ddr_stride=dst.row_stride),
-            {engine: 0}, layer.name))
-    return cmds, used
+def _footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
+    """(reads, writes) of a compute command in SRAM, as (space, lo, hi) ranges."""
+    a = cmd.args
+    if cmd.op == "ADD":
+        return ([("sram", a["a_addr"], a["a_addr"] + a["rows"] * a["a_stride"]),
+                 ("sram", a["b_addr"], a["b_addr"] + a["rows"] * a["b_stride"])],
+                [("sram", a["out_addr"], a["out_addr"] + a["rows"] * a["out_stride"])])
+    reads = [("sram", a["in_addr"], a["in_addr"] + a["in_h"] * a["in_stride"])]
+    if cmd.op == "CONV2D":
+        reads.append(("sram", a["w_addr"], a["w_addr"] + a["oc"] * a["w_stride"]))
+        if a["bias_addr"] != NO_BIAS:
+            rows = 2 if a["dtype"] == DTYPES["int8"] else 1
+            reads.append(("sram", a["bias_addr"], a["bias_addr"] + rows * align(a["oc"] * 4, cfg.alignment)))
+    return reads, [("sram", a["out_addr"], a["out_addr"] + a["out_h"] * a["out_stride"])]
 
 
-def plan_layer(cfg: NPUConfig, layer: Layer, src: list, dst: Placed, consts: tuple | None):
-    """Pick the tile height with the lowest estimated cycles among those that fit SRAM."""
-    out_h = dst.view[1]
-    candidates = sorted({math.ceil(out_h / k) for k in range(1, min(out_h, 64) + 1)}, reverse=True)
-    best, smallest = None, None
-    for tile_oh in candidates:
-        cmds, used = _layer_commands(cfg, layer, src, dst, consts, tile_oh)
-        smallest = used
-        if used > cfg.sram_bytes:
+def _dma(sb: Scoreboard, op, channel, ddr, sram, rows, row_bytes, ddr_stride, sram_stride, note):
+    span_ddr = ("ddr", ddr, ddr + (rows - 1) * ddr_stride + row_bytes)
+    span_sram = ("sram", sram, sram + (rows - 1) * sram_stride + row_bytes)
+    if op == "DMA_LOAD":
+        args = dict(channel=channel, ddr_addr=ddr, sram_addr=sram, rows=rows, row_bytes=row_bytes,
+                    ddr_stride=ddr_stride, sram_stride=sram_stride)
+        return sb.emit(Command(op, args, {}, note), reads=[span_ddr], writes=[span_sram])
+    args = dict(channel=channel, sram_addr=sram, ddr_addr=ddr, rows=rows, row_bytes=row_bytes,
+                sram_stride=sram_stride, ddr_stride=ddr_stride)
+    return sb.emit(Command(op, args, {}, note), reads=[span_sram], writes=[span_ddr])
+
+
+def load_constants(sb: Scoreboard, lp: LayerPlan, blk: Block, note: str):
+    stride = align(blk.nbytes, 128)
+    _dma(sb, "DMA_LOAD", 1, blk.ddr_addr, lp.w_slot, 1, blk.nbytes, stride, stride, note)
+
+
+def emit_layer(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst: Placed, lp: LayerPlan,
+               constants_loaded: bool, after_first_compute=None):
+    """Commands of one layer into `sb`: per output-channel block, per row tile: load, compute, store."""
+    tiles = row_tiles(layer, srcs[0].view, dst.view, lp.tile_oh)
+    blocks = lp.blocks or [None]
+    first = True
+    for bi, blk in enumerate(blocks):
+        if blk is not None and not (bi == 0 and constants_loaded):
+            load_constants(sb, lp, blk, layer.name)
+        oc0 = blk.oc0 if blk is not None else 0
+        ocb = (blk.oc1 - blk.oc0) if blk is not None else dst.view[3]
+
+        def inputs_of(i, t):
+            addrs = []
+            for k, s in enumerate(srcs):
+                if lp.in_bufs[k] is None:
+                    addrs.append(s.row_addr(t.n, t.in_r0))
+                    continue
+                buf = lp.in_bufs[k][i % 2]
+                _dma(sb, "DMA_LOAD", 0, s.row_addr(t.n, t.in_r0), buf, t.in_rows, s.row_bytes,
+                     s.row_stride, s.row_stride, layer.name)
+                addrs.append(buf)
+            return addrs
+
+        pending = inputs_of(0, tiles[0])
+        for i, t in enumerate(tiles):
+            if dst.space == "sram":
+                out_addr, out_stride = dst.row_addr(t.n, t.out_r0) + oc0 * dst.elem, dst.row_stride
+            else:
+                out_addr = lp.out_bufs[i % 2]
+                out_stride = dst.row_stride if len(blocks) == 1 else align(ocb * dst.elem, cfg.alignment)
+            cmd = _compute(cfg, layer, t, pending, srcs, dst, out_addr, out_stride, blk, lp.w_slot)
+            reads, writes = _footprint(cfg, cmd)
+            sb.emit(cmd, reads, writes)
+            if first and after_first_compute is not None:
+                after_first_compute()
+            first = False
+            if i + 1 < len(tiles):
+                pending = inputs_of(i + 1, tiles[i + 1])
+            if dst.space != "sram":
+                row_bytes = dst.row_bytes if len(blocks) == 1 else ocb * dst.elem
+                _dma(sb, "DMA_STORE", 1, dst.row_addr(t.n, t.out_r0) + oc0 * dst.elem, out_addr, t.out_rows,
+                     row_bytes, dst.row_stride, out_stride, layer.name)
+
+
+def _choose(cfg, layer, srcs, dst, blocks_options, base) -> LayerPlan | None:
+    """The fastest (estimated) tile height and block size among those that fit above `base`."""
+    best = None
+    for blocks in blocks_options:
+        for tile_oh in tile_heights(dst.view[1]):
+            lp = _layout(cfg, layer, srcs, dst, blocks, base, tile_oh)
+            if lp is None:
+                continue
+            sb = Scoreboard()
+            emit_layer(sb, cfg, layer, srcs, dst, lp, constants_loaded=False)
+            lp.cycles = cost_model.estimate(cfg, sb.commands).total_cycles
+            if best is None or lp.cycles < best.cycles:
+                best = lp
+        if best is not None:
+            return best  # fewer, larger blocks first: smaller ones only when nothing fits
+    return None
+
+
+def _place(cfg: NPUConfig, graph: Graph, budget: int):
+    """Residents, constant-block options and DDR homes for a residency `budget`. DDR addresses are
+    relative to the end of the weight region, which is known only once every layer's blocks are
+    chosen (`_finish_ddr`)."""
+    sizes, elems = {}, {}
+    for name, info in graph.tensors.items():
+        elems[name] = DTYPE_BYTES[info.dtype]
+        n, h, w, c = info.view
+        sizes[name] = n * h * align(w * c * elems[name], cfg.alignment)
+    residents = place_residents(cfg, graph, sizes, budget) if budget else {}
+    blocks, data = {}, {}
+    for layer in graph.layers:
+        if layer.kind != "conv":
             continue
-        cycles = cost_model.estimate(cfg, cmds).total_cycles
-        if best is None or cycles < best[0]:
-            best = (cycles, cmds, used)
-    if best is None:
-        const_bytes = consts[1] if consts else 0
-        raise NPUError("ERR_SRAM_OVERFLOW",
-                       f"layer {layer.name} ({layer.composite}) needs {smallest} bytes of SRAM even with "
-                       f"one output row per tile ({const_bytes} bytes of weights); the NPU has "
-                       f"{cfg.sram_bytes}. Use a configuration with more SRAM, or fewer channels per layer")
-    return best[1], best[2]
+        oc = layer.weight.shape[0]
+        options = []
+        for size in _block_size(cfg, layer, Placed("ddr", 0, graph.tensors[layer.out].view, 0,
+                                                   elems[layer.out])):
+            opt = []
+            for oc0, oc1 in oc_blocks(oc, size):
+                raw, w_stride, w_bytes = constant_bytes(cfg, layer, oc0, oc1)
+                blk = Block(oc0, oc1, -1, len(raw), w_stride, w_bytes)
+                data[id(blk)] = raw
+                opt.append(blk)
+            options.append(opt)
+        blocks[layer.name] = options
+    top = 0
+    placed = {}
+    for name, info in graph.tensors.items():
+        stride = align(info.view[2] * info.view[3] * elems[name], cfg.alignment)
+        if name in residents:
+            placed[name] = Placed("sram", residents[name].addr, info.view, stride, elems[name])
+        else:
+            placed[name] = Placed("ddr", top, info.view, stride, elems[name])
+            top += align(sizes[name], cfg.alignment)
+    # A DMA footprint is rows x stride from its first byte; a channel block's rows start mid-row, so
+    # the last tensor's last block reaches up to one row past it.
+    top += max((p.row_stride for p in placed.values()), default=0)
+    return residents, data, blocks, placed, top, sizes
+
+
+def _finish_ddr(cfg, graph, plans, data, placed, rel_top):
+    """Lay out the chosen constant blocks from DDR address 0 and move the activations above them."""
+    weights, per_layer = bytearray(), {}
+    for layer, lp in zip(graph.layers, plans):
+        for blk in lp.blocks:
+            blk.ddr_addr = len(weights)
+            weights += data[id(blk)].ljust(align(blk.nbytes, cfg.alignment), b"\0")
+        per_layer[layer.name] = sum(align(b.nbytes, cfg.alignment) for b in lp.blocks)
+    base = align(len(weights), cfg.alignment)
+    for p in placed.values():
+        if p.space == "ddr":
+            p.addr += base
+    return bytes(weights), base + rel_top, per_layer
+
+
+def _plan_region(cfg: NPUConfig, graph: Graph, budget: int):
+    residents, data, blocks, placed, rel_top, sizes = _place(cfg, graph, budget)
+    sb = Scoreboard()
+    plans = []
+    for i, layer in enumerate(graph.layers):
+        srcs = [placed[t] for t in layer.inputs]
+        dst = placed[layer.out]
+        base = resident_top(residents, i)
+        # Above the previous layer's buffers, this layer's weights can load while that layer runs.
+        lp = None
+        if plans and layer.kind == "conv":
+            lp = _choose(cfg, layer, srcs, dst, blocks[layer.name], max(base, plans[-1].top))
+            if lp is not None:
+                lp.prefetchable = True
+        if lp is None:
+            lp = _choose(cfg, layer, srcs, dst, blocks.get(layer.name, [[]]), base)
+        if lp is None:
+            return None, layer, max(sizes[t] for t in layer.inputs + [layer.out])
+        plans.append(lp)
+    weights, ddr_top, layer_weight_bytes = _finish_ddr(cfg, graph, plans, data, placed, rel_top)
+    ideal = 0
+    for i, (layer, lp) in enumerate(zip(graph.layers, plans)):
+        srcs = [placed[t] for t in layer.inputs]
+        nxt = plans[i + 1] if i + 1 < len(plans) else None
+        prefetch = None
+        if nxt is not None and nxt.prefetchable and nxt.blocks:
+            def prefetch(nxt=nxt, note=graph.layers[i + 1].name):
+                load_constants(sb, nxt, nxt.blocks[0], note)
+        emit_layer(sb, cfg, layer, srcs, placed[layer.out], lp, constants_loaded=lp.prefetched,
+                   after_first_compute=prefetch)
+        if prefetch is not None:
+            nxt.prefetched = True
+        ideal += cost_model.ideal_cycles(cfg, layer)
+    commands = sb.finish()
+    # Without liveness reuse every resident and every layer's buffers would need bytes of their own.
+    info = {"residents": sorted(residents), "ideal_cycles": ideal, "layer_weight_bytes": layer_weight_bytes,
+            "sram_bytes_no_reuse": sum(sizes[r] for r in residents) + sum(p.top - p.base for p in plans)}
+    return (commands, weights, placed, ddr_top, max(p.top for p in plans), info), None, 0
 
 
 def plan(cfg: NPUConfig, graph: Graph) -> Stream:
     """Place every tensor, plan every layer, and return the stream (weights included)."""
-    a = cfg.alignment
-    weights = bytearray()
-    consts = {}
-    for layer in graph.layers:
-        if layer.kind == "conv":
-            data, w_stride, w_bytes = constant_block(cfg, layer)
-            consts[layer.name] = (len(weights), len(data), w_stride, w_bytes)
-            weights += data.ljust(align(len(data), a), b"\0")
-    ddr_top = align(len(weights), a)
-    placed = {}
-    for name, info in graph.tensors.items():
-        n, h, w, c = info.view
-        elem = DTYPE_BYTES[info.dtype]
-        row_stride = align(w * c * elem, a)
-        placed[name] = Placed(ddr_top, info.view, row_stride, elem)
-        ddr_top += align(n * h * row_stride, a)
-    commands, sram_used = [], 0
-    for layer in graph.layers:
-        cmds, used = plan_layer(cfg, layer, [placed[t] for t in layer.inputs], placed[layer.out],
-                                consts.get(layer.name))
-        commands += cmds
-        sram_used = max(sram_used, used)
-    # The call ends when the last results are in DDR.
-    commands.append(Command("END", {}, {e: 0 for e in ALL_ENGINES}))
+    result, layer, need = _plan_region(cfg, graph, cfg.sram_bytes // 2)
+    if result is None:
+        result, layer, need = _plan_region(cfg, graph, 0)
+    if result is None:
+        raise NPUError("ERR_SRAM_OVERFLOW",
+                       f"layer {layer.name} ({layer.composite}) does not fit {cfg.sram_bytes} bytes of SRAM "
+                       f"even with one output row per tile and its weights split into blocks (its largest "
+                       f"tensor is {need} bytes); use a configuration with more SRAM, or split the layer")
+    commands, weights, placed, ddr_top, sram_used, info = result
     tensors = []
     for role, names in (("input", graph.inputs), ("output", graph.outputs)):
         for i, name in enumerate(names):
-            info, p = graph.tensors[name], placed[name]
-            tensors.append(TensorDesc(role, i, info.dtype, info.host_dtype, info.host_layout,
-                                      info.host_shape, info.view, p.addr, p.row_stride))
-    n_tensors = len(tensors) + len(consts)
+            info_t, p = graph.tensors[name], placed[name]
+            tensors.append(TensorDesc(role, i, info_t.dtype, info_t.host_dtype, info_t.host_layout,
+                                      info_t.host_shape, info_t.view, p.addr, p.row_stride))
+    n_tensors = len(tensors) + sum(1 for layer in graph.layers if layer.kind == "conv")
     if n_tensors > cfg.max_tensors:
         raise NPUError("ERR_TASK_TOO_COMPLEX",
                        f"{graph.symbol} references {n_tensors} tensors; the NPU takes {cfg.max_tensors} "
                        "per task")
-    return Stream(cfg, tensors, commands, bytes(weights), ddr_top, sram_used)
+    # What any schedule must move: the constants once, the region's inputs in and outputs out.
+    info["compulsory_ddr_bytes"] = len(weights) + sum(placed[n].nbytes for n in graph.inputs + graph.outputs)
+    stream = Stream(cfg, tensors, commands, weights, ddr_top, sram_used)
+    stream.info = info
+    return stream

@@ -131,6 +131,7 @@ class Stream:
     ddr_bytes: int
     sram_bytes_used: int
     version: tuple = (VERSION_MAJOR, VERSION_MINOR)
+    info: dict = field(default_factory=dict)  # the planner's statistics for reports; not encoded
 
     @property
     def num_inputs(self) -> int:

@@ -35,10 +35,11 @@ void CheckAligned(const std::string& where, const char* what, uint64_t value, ui
 /*!
  * \brief A 2-D buffer of `rows` rows, `stride` bytes apart, each holding `row_bytes`: checks
  *        alignment, stride >= row_bytes and that the footprint rows * stride lies in [lo, hi).
+ *        With `packed_rows` (weights) only the start is aligned, not the stride.
  */
 void CheckBuffer(const std::string& where, const char* what, uint64_t addr, uint64_t rows,
                  uint64_t row_bytes, uint64_t stride, const NPUConfig& cfg, const char* space,
-                 uint64_t lo, uint64_t hi);
+                 uint64_t lo, uint64_t hi, bool packed_rows = false);
 
 inline bool Overlaps(uint64_t a, uint64_t a_bytes, uint64_t b, uint64_t b_bytes) {
   return a < b + b_bytes && b < a + a_bytes;
