@@ -25,6 +25,8 @@ from .partition import partition_for_npu  # noqa: F401
 from .report import BuildReport  # noqa: F401
 from .quantize import quantize, QuantReport  # noqa: F401
 from .accuracy import layer_sqnr, format_sqnr_table  # noqa: F401
+from .profile import profile, to_csv as profile_to_csv  # noqa: F401
+from .trace import write_chrome_trace  # noqa: F401
 from .build import build, npu_pipeline  # noqa: F401
 from . import codegen as _codegen  # noqa: F401  (registers "relax.ext.npu")
 

@@ -49,14 +49,15 @@ def npu_pipeline(config: NPUConfig | str | None = None, report: report_mod.Build
     def _pipeline(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         rejections: list = []
         streams: dict = {}
+        layers: dict = {}
         mod = _stage("partition", partition.partition_for_npu(mod, cfg, rejections), dump_after)
         if report is not None:
             report.config = cfg.to_dict()
             report.placements = report_mod.placements(mod, rejections)
-        with codegen.compiling(cfg, streams):
+        with codegen.compiling(cfg, streams, layers):
             mod = _stage("codegen", relax.transform.RunCodegen()(mod), dump_after)
         if report is not None:
-            report.regions = {s: _region_summary(cfg, st) for s, st in streams.items()}
+            report.regions = {s: _region_summary(cfg, st, layers.get(s)) for s, st in streams.items()}
         return _stage("cpu_lowering", cpu_pipeline()(mod), dump_after)
 
     return _pipeline
@@ -69,14 +70,19 @@ def _stage(name: str, mod: tvm.IRModule, dump_after: str | None) -> tvm.IRModule
     return mod
 
 
-def _region_summary(cfg: NPUConfig, planned) -> dict:
+def _region_summary(cfg: NPUConfig, planned, layers: dict | None = None) -> dict:
+    """A region's plan in JSON-serializable form; with `layers` (report.region_layers) also its
+    layers, I/O tensor bytes and command -> layer map, which tvm_npu.profile needs."""
     from .cost_model import estimate
 
     est = estimate(cfg, planned.commands)
-    return {"commands": len(planned.commands), "weight_bytes": len(planned.weights),
-            "sram_bytes_used": planned.sram_bytes_used, "ddr_bytes": planned.ddr_bytes,
-            "estimated_cycles": est.total_cycles, "macs": est.macs,
-            "ddr_read_bytes": est.ddr_read_bytes, "ddr_write_bytes": est.ddr_write_bytes}
+    summary = {"commands": len(planned.commands), "weight_bytes": len(planned.weights),
+               "sram_bytes_used": planned.sram_bytes_used, "ddr_bytes": planned.ddr_bytes,
+               "estimated_cycles": est.total_cycles, "macs": est.macs,
+               "ddr_read_bytes": est.ddr_read_bytes, "ddr_write_bytes": est.ddr_write_bytes}
+    summary.update(getattr(planned, "info", {}))  # the planner's own numbers (plan.py)
+    summary.update(layers or {})
+    return summary
 
 
 def bind_params(mod: tvm.IRModule, params: dict | None) -> tvm.IRModule:

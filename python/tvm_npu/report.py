@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
 import tvm
 from tvm import relax
 
@@ -66,6 +67,40 @@ class BuildReport:
     def to_dict(self) -> dict:
         return {"config": self.config, "placements": [asdict(p) for p in self.placements],
                 "regions": self.regions, "summary": self.summary()}
+
+
+def _device_bytes(info, alignment: int) -> int:
+    """Bytes of a tensor in DDR as the NPU stores it: N*H rows of align(W*C*elem, alignment)."""
+    from .stream import DTYPE_BYTES
+
+    n, h, w, c = info.view
+    return int(n * h * -(-w * c * DTYPE_BYTES[info.dtype] // alignment) * alignment)
+
+
+def region_layers(config, graph, planned) -> dict:
+    """What profiling needs of one region, JSON-serializable: its layers (name, composite, kind, dtype,
+    MACs, vector steps, weight and I/O tensor bytes as stored, and the bytes of those of its tensors
+    that are region inputs or outputs), the region's input / output tensor bytes, and
+    `command_layers`, the layer name of every planned command ("" for END)."""
+    a = config.alignment
+    tensor_bytes = {name: _device_bytes(info, a) for name, info in graph.tensors.items()}
+    io = set(graph.inputs) | set(graph.outputs)
+    layers = []
+    for layer in graph.layers:
+        out = graph.tensors[layer.out].view
+        elems = int(np.prod(out))
+        steps = {"conv": 0, "add": elems, "pool": elems * layer.window[0] * layer.window[1]}[layer.kind]
+        layers.append({"name": layer.name, "composite": layer.composite, "kind": layer.kind,
+                       "dtype": layer.dtype, "macs": int(layer.macs), "vector_steps": int(steps),
+                       "weight_bytes": planned.info.get("layer_weight_bytes", {}).get(layer.name, 0),
+                       "input_bytes": [tensor_bytes[t] for t in layer.inputs],
+                       "output_bytes": tensor_bytes[layer.out],
+                       "region_io_bytes": sum(tensor_bytes[t] for t in set(layer.inputs) & io)
+                       + (tensor_bytes[layer.out] if layer.out in io else 0)})
+    return {"layers": layers,
+            "input_bytes": [tensor_bytes[t] for t in graph.inputs],
+            "output_bytes": [tensor_bytes[t] for t in graph.outputs],
+            "command_layers": [c.note for c in planned.commands]}
 
 
 def _composite_ops(func: relax.Function):

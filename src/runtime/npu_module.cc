@@ -15,6 +15,7 @@
 #include <tvm/ffi/reflection/registry.h>
 #include <tvm/ffi/string.h>
 
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <sstream>
@@ -57,6 +58,13 @@ void RecordsJson(std::ostringstream& os, const std::vector<CommandRecord>& recor
        << ", \"macs\": " << r.macs << "}";
   }
   os << "]";
+}
+
+// Host wall-clock time (std::chrono::steady_clock, CLOCK_MONOTONIC on Linux) in nanoseconds.
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 void Accumulate(Stats* total, const Stats& st) {
@@ -185,10 +193,14 @@ class NPUModuleObj : public ffi::ModuleObj {
     std::vector<DLTensor*> outputs;
     for (size_t i = 0; i < ni; ++i) inputs.push_back(args[i].cast<DLTensor*>());
     for (size_t i = 0; i < no; ++i) outputs.push_back(args[ni + i].cast<DLTensor*>());
+    const int64_t host_start = SteadyNs();
     Stats st = Execute(ps_, inputs, outputs);
+    const int64_t host_end = SteadyNs();
     std::lock_guard<std::mutex> lock(mutex_);
     Accumulate(&total_, st);
     last_ = std::move(st);
+    last_host_ns_[0] = host_start;
+    last_host_ns_[1] = host_end;
     ++calls_;
   }
 
@@ -197,7 +209,8 @@ class NPUModuleObj : public ffi::ModuleObj {
     std::ostringstream os;
     os << "{\"symbol\": \"" << symbol_ << "\", \"calls\": " << calls_ << ", \"last\": {";
     StatsJson(os, last_);
-    os << ", \"records\": ";
+    os << ", \"host_start_ns\": " << last_host_ns_[0] << ", \"host_end_ns\": " << last_host_ns_[1]
+       << ", \"records\": ";
     RecordsJson(os, last_.records);
     os << "}, \"total\": {";
     StatsJson(os, total_);
@@ -209,6 +222,7 @@ class NPUModuleObj : public ffi::ModuleObj {
     std::lock_guard<std::mutex> lock(mutex_);
     last_ = Stats();
     total_ = Stats();
+    last_host_ns_[0] = last_host_ns_[1] = 0;
     calls_ = 0;
   }
 
@@ -218,6 +232,7 @@ class NPUModuleObj : public ffi::ModuleObj {
   std::mutex mutex_;  // guards the profile below; execution itself shares nothing mutable
   Stats last_;
   Stats total_;
+  int64_t last_host_ns_[2] = {0, 0};  // host wall clock (steady_clock) around the last call
   uint64_t calls_ = 0;
 };
 
