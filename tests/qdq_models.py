@@ -1,99 +1,10 @@
-"""Float ONNX models for the int8 tests, and onnxruntime's quantize_static (s8s8, per-channel QDQ)."""
+"""onnxruntime's quantize_static (s8s8, per-channel QDQ) and inference, for the int8 tests.
 
-import numpy as np
+The float models themselves are built by tvm_npu.models (re-exported here for the tests)."""
+
 import onnx
-from onnx import TensorProto, helper, numpy_helper
 
-
-class GraphBuilder:
-    """A few lines per layer; seeded He-initialised weights."""
-
-    def __init__(self, seed: int):
-        self.rng = np.random.default_rng(seed)
-        self.nodes, self.inits, self.n = [], [], 0
-
-    def _name(self, prefix):
-        self.n += 1
-        return f"{prefix}{self.n}"
-
-    def const(self, value, prefix="c"):
-        name = self._name(prefix)
-        self.inits.append(numpy_helper.from_array(np.asarray(value, np.float32), name))
-        return name
-
-    def node(self, op, inputs, **attrs):
-        out = self._name(op.lower())
-        self.nodes.append(helper.make_node(op, inputs, [out], **attrs))
-        return out
-
-    def conv(self, x, cin, cout, k=3, stride=1, group=1, act="Relu", gain=1.0):
-        fan_in = cin // group * k * k
-        w = self.rng.standard_normal((cout, cin // group, k, k)) * np.sqrt(2.0 / fan_in) * gain
-        b = self.rng.standard_normal(cout) * 0.1
-        y = self.node("Conv", [x, self.const(w, "w"), self.const(b, "b")], kernel_shape=[k, k],
-                      strides=[stride, stride], pads=[k // 2] * 4, group=group)
-        if act == "Relu":
-            y = self.node("Relu", [y])
-        elif act == "Relu6":
-            y = self.node("Clip", [y, self.const(0.0), self.const(6.0)])
-        return y
-
-    def gemm(self, x, k, n):
-        w = self.rng.standard_normal((n, k)) * np.sqrt(1.0 / k)
-        return self.node("Gemm", [x, self.const(w, "w"), self.const(self.rng.standard_normal(n) * 0.1, "b")],
-                         transB=1)
-
-    def model(self, x_shape, out, out_shape) -> onnx.ModelProto:
-        graph = helper.make_graph(self.nodes, "g",
-                                  [helper.make_tensor_value_info("input", TensorProto.FLOAT, x_shape)],
-                                  [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)],
-                                  self.inits)
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-
-
-def op_zoo(seed=0, size=17) -> onnx.ModelProto:
-    """conv, depthwise, pointwise, residual add, average pool, relu, clip, global pool, gemm."""
-    g = GraphBuilder(seed)
-    x = g.conv("input", 3, 16, 3, stride=2)                      # conv + relu
-    d = g.conv(x, 16, 16, 3, group=16, act="Relu6")              # depthwise + clip (relu6)
-    p = g.conv(d, 16, 16, 1, act=None)                           # pointwise, no activation
-    r = g.node("Add", [x, p])                                    # residual add
-    a = g.node("AveragePool", [r], kernel_shape=[3, 3], strides=[2, 2])
-    c = g.conv(a, 16, 24, 3, act="Relu")
-    gp = g.node("GlobalAveragePool", [c])
-    f = g.node("Flatten", [gp])
-    y = g.gemm(f, 24, 10)
-    return g.model([1, 3, size, size], y, [1, 10])
-
-
-def mobilenet_v2_shaped(seed=0, size=64, width=0.5, classes=100) -> onnx.ModelProto:
-    """MobileNetV2's structure (inverted residuals, relu6, depthwise 3x3) at a smaller width/resolution."""
-    g = GraphBuilder(seed)
-
-    def ch(c):
-        return max(8, int(c * width + 4) // 8 * 8)
-
-    x = g.conv("input", 3, ch(32), 3, stride=2, act="Relu6")
-    cin = ch(32)
-    settings = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
-                (6, 320, 1, 1)]
-    for t, c, n, s in settings:
-        cout = ch(c)
-        for i in range(n):
-            stride = s if i == 0 else 1
-            hidden = cin * t
-            y = g.conv(x, cin, hidden, 1, act="Relu6") if t != 1 else x
-            y = g.conv(y, hidden, hidden, 3, stride=stride, group=hidden, act="Relu6")
-            # Trained networks keep residual branches small (batch-norm scales well below 1); plain He
-            # initialisation without them makes a 1-LSB difference anywhere grow layer after layer.
-            y = g.conv(y, hidden, cout, 1, act=None, gain=0.3 if stride == 1 and cin == cout else 1.0)
-            x = g.node("Add", [x, y]) if stride == 1 and cin == cout else y
-            cin = cout
-    x = g.conv(x, cin, ch(1280), 1, act="Relu6")
-    x = g.node("GlobalAveragePool", [x])
-    x = g.node("Flatten", [x])
-    y = g.gemm(x, ch(1280), classes)
-    return g.model([1, 3, size, size], y, [1, classes])
+from tvm_npu.models import GraphBuilder, mobilenet_v2_shaped, op_zoo  # noqa: F401
 
 
 def quantize_with_ort(model: onnx.ModelProto, calib: list, path) -> onnx.ModelProto:
@@ -112,10 +23,3 @@ def quantize_with_ort(model: onnx.ModelProto, calib: list, path) -> onnx.ModelPr
     quantize_static(src, str(path), Reader(), quant_format=QuantFormat.QDQ,
                     activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=True)
     return onnx.load(str(path))
-
-
-def run_ort(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
-    import onnxruntime as ort
-
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, {"input": x})[0]

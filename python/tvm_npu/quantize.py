@@ -240,8 +240,8 @@ def quantize(mod: tvm.IRModule, calibration_data, method: str = "minmax", percen
     Parameters
     ----------
     mod : tvm.IRModule
-        A float32 model whose weights are constants of `main` (run ``relax.transform.FoldConstant``
-        after import), e.g. from ``tvm_npu.from_onnx`` or the BlockBuilder.
+        A float32 model whose weights are constants of `main`, e.g. from ``tvm_npu.from_onnx`` or the
+        BlockBuilder. Constant subgraphs (an ONNX conv bias is ``reshape(const)``) are folded first.
     calibration_data : iterable
         Batches of inputs for `main`: tuples/lists of arrays, dicts by input name, or single arrays.
     method : str
@@ -259,6 +259,8 @@ def quantize(mod: tvm.IRModule, calibration_data, method: str = "minmax", percen
         The QDQ module (int8 on quantized ops, float elsewhere) and what was quantized or skipped.
     """
     cal.make_observer(method, percentile)  # a bad method fails now, not after compiling the probe
+    # Fold constant subgraphs (reshaped biases, transposed weights) so every weight is one constant.
+    mod = relax.transform.FoldConstant()(mod)
     g = Graph(mod["main"])
     units, skip = _find_units(g), tuple(skip)
     for u in units:
