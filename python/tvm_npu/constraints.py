@@ -205,6 +205,35 @@ def constraint_clip_bounds(act):
     return None
 
 
+def _rows_of(shape) -> tuple:
+    """(rows, elements per row) of a tensor as the NPU stores it (docs/npu.md section 3): NCHW maps
+    are N*H rows of W*C; other ranks are row-major with the last dimension as the row."""
+    if len(shape) == 4:
+        return shape[0] * shape[2], shape[3] * shape[1]
+    rows = 1
+    for d in shape[:-1]:
+        rows *= d
+    return rows, shape[-1]
+
+
+def constraint_reshape_keeps_rows(call):
+    """NPU_E_LAYOUT: on the NPU a reshape is free only when it keeps the stored rows (e.g. flattening
+    [N, C, 1, 1] to [N, C]); other reshapes move data and stay on the CPU."""
+    if constant_value(call.args[0]) is not None:
+        return "constant input (folded at compile time instead)"
+    src, dst = static_shape(call.args[0]), static_shape(call)
+    if len(src) == 4 and src[2] * src[3] != 1 or len(dst) == 4 and dst[2] * dst[3] != 1:
+        return f"reshape {list(src)} -> {list(dst)} crosses NCHW spatial dimensions"
+    return None if _rows_of(src) == _rows_of(dst) else f"reshape {list(src)} -> {list(dst)}"
+
+
+def constraint_same_quantization(dq, q):
+    """NPU_E_QUANT_SCALE: a quantized reshape must keep its scale and zero point (it moves no data)."""
+    a = [float(constant_value(x).reshape(-1)[0]) for x in dq.args[1:3]]
+    b = [float(constant_value(x).reshape(-1)[0]) for x in q.args[1:3]]
+    return None if a == b else f"scale / zero point {a} -> {b}"
+
+
 def constraint_weight_2d(weight):
     """NPU_E_RANK: a matmul's weight must be a 2-D matrix (batched matmul stays on the CPU)."""
     return None if len(static_shape(weight)) == 2 else f"weight rank {len(static_shape(weight))}"
@@ -309,6 +338,17 @@ def check_add(ctx) -> bool:
     return _run(ctx, "add", [(constraint_width, ([shape[-1]],)), (constraint_clip_bounds, (_act(ctx),))])
 
 
+def check_reshape(ctx) -> bool:
+    call = ctx.annotated_expr["op"]
+    tensors = [call.args[0], call]
+    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
+              (constraint_rank, (tensors,)), (constraint_reshape_keeps_rows, (call,))] + _quant_checks(ctx)
+    if "quantize" in ctx.annotated_expr:
+        checks.append((constraint_same_quantization,
+                       (_resolve(ctx, ctx.annotated_expr["data"]), ctx.annotated_expr["quantize"])))
+    return _run(ctx, "reshape", checks)
+
+
 def check_pool(ctx) -> bool:
     call = ctx.annotated_expr["op"]
     tensors = [call.args[0], call]
@@ -330,4 +370,4 @@ ALL_CONSTRAINTS = [constraint_float32, constraint_static_shape, constraint_rank,
                    constraint_stride, constraint_groups, constraint_width, constraint_bias_per_channel,
                    constraint_clip_bounds, constraint_weight_2d, constraint_int8_activations,
                    constraint_per_tensor, constraint_symmetric_weights, constraint_same_shape,
-                   constraint_pool]
+                   constraint_pool, constraint_reshape_keeps_rows, constraint_same_quantization]

@@ -33,7 +33,8 @@ class TensorInfo:
 
 @dataclass
 class Layer:
-    """One NPU op: "conv" (MAC array; dense is a 1x1 conv over [1, M, 1, K]), "add" or "pool" (vector)."""
+    """One NPU op: "conv" (MAC array; dense is a 1x1 conv over [1, M, 1, K]), "add" or "pool" (vector),
+    or "view" (a reshape that keeps the stored rows: its output aliases its input, no command)."""
 
     name: str
     composite: str
@@ -173,6 +174,21 @@ class _Lowerer:
         layer.act, layer.clip = _activation(calls)
         int8 = kind.startswith("npu.q")
         layer.dtype = "int8" if int8 else "float16"
+        if "reshape" in calls and len(calls) <= 3 and not ("nn.conv2d" in calls or "matmul" in calls):
+            layer.kind = "view"  # no command: the output aliases the input's bytes
+            call = calls["reshape"][0]
+            data, out_shape = call.args[0], static_shape(call)
+            in_shape = static_shape(call.args[0])
+            layout = "NCHW" if len(in_shape) == 4 else "ROWS"
+            in_view = _conv_view(in_shape, "NCHW") if len(in_shape) == 4 else _rows_view(in_shape)
+            out_layout = "NCHW" if len(out_shape) == 4 else "ROWS"
+            out_view = _conv_view(out_shape, "NCHW") if len(out_shape) == 4 else _rows_view(out_shape)
+            if int8:
+                data = _data_dq(calls).args[0]
+            dtype, host_dtype = ("int8", "int8") if int8 else ("float16", "float32")
+            layer.inputs = [self._tensor(params.get(data, data), in_view, layout, dtype, host_dtype)]
+            layer.out = self._tensor(out_var, out_view, out_layout, dtype, host_dtype, out_shape)
+            return layer
         if "nn.conv2d" in calls or "matmul" in calls:
             layer.kind = "conv"
             data, in_view, layout, out_shape, out_view = self._conv(layer, calls)

@@ -121,11 +121,22 @@ def pool_patterns(quantized: bool):
     return out
 
 
+def reshape_patterns(quantized: bool):
+    """A reshape that keeps the stored rows is a view: no command, the output aliases the input."""
+    data = _dq(wildcard()) if quantized else wildcard()
+    reshape = is_op("relax.reshape")(data, wildcard())
+    pat, ann = reshape, {"op": reshape, "data": data}
+    if quantized:
+        pat = is_op("relax.quantize")(reshape, is_const(), is_const())
+        ann["quantize"] = pat
+    return [_entry("qreshape" if quantized else "reshape", pat, ann, C.check_reshape)]
+
+
 def register():
     """Register the table. Quantized entries come last: they are larger and must win."""
     entries = []
     for quantized in (False, True):
-        entries += pool_patterns(quantized) + add_patterns(quantized)
+        entries += reshape_patterns(quantized) + pool_patterns(quantized) + add_patterns(quantized)
         entries += conv2d_patterns(quantized) + dense_patterns(quantized)
     register_patterns(entries)
 

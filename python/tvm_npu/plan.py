@@ -23,7 +23,7 @@ from .config import NPUConfig
 from .errors import NPUError
 from .lower import Graph, Layer
 from .schedule import Scoreboard
-from .sram import Arena, align, place_residents, resident_top
+from .sram import Arena, align, live_ranges, place_residents, resident_top
 from .stream import ACTIVATIONS, DTYPE_BYTES, DTYPES, NO_BIAS, POOL_KINDS, Command, Stream, TensorDesc, f32_bits
 from .tiling import oc_blocks, row_tiles, tile_heights
 
@@ -253,6 +253,11 @@ def _choose(cfg, layer, srcs, dst, blocks_options, base) -> LayerPlan | None:
     return None
 
 
+def compute_layers(graph: Graph) -> list:
+    """The layers that become commands (views are resolved by aliasing)."""
+    return [layer for layer in graph.layers if layer.kind != "view"]
+
+
 def _place(cfg: NPUConfig, graph: Graph, budget: int):
     """Residents, constant-block options and DDR homes for a residency `budget`. DDR addresses are
     relative to the end of the weight region, which is known only once every layer's blocks are
@@ -262,9 +267,16 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int):
         elems[name] = DTYPE_BYTES[info.dtype]
         n, h, w, c = info.view
         sizes[name] = n * h * align(w * c * elems[name], cfg.alignment)
-    residents = place_residents(cfg, graph, sizes, budget) if budget else {}
-    blocks, data = {}, {}
+    # Views (reshapes that keep rows) alias their input's bytes: such tensors live in DDR, once.
+    roots = {}
     for layer in graph.layers:
+        if layer.kind == "view":
+            roots[layer.out] = roots.get(layer.inputs[0], layer.inputs[0])
+    boundary = set(graph.inputs) | set(graph.outputs) | set(roots) | set(roots.values())
+    ranges = live_ranges(compute_layers(graph), boundary)
+    residents = place_residents(cfg, ranges, sizes, budget) if budget else {}
+    blocks, data = {}, {}
+    for layer in compute_layers(graph):
         if layer.kind != "conv":
             continue
         oc = layer.weight.shape[0]
@@ -283,11 +295,16 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int):
     placed = {}
     for name, info in graph.tensors.items():
         stride = align(info.view[2] * info.view[3] * elems[name], cfg.alignment)
+        if name in roots:
+            continue
         if name in residents:
             placed[name] = Placed("sram", residents[name].addr, info.view, stride, elems[name])
         else:
             placed[name] = Placed("ddr", top, info.view, stride, elems[name])
             top += align(sizes[name], cfg.alignment)
+    for name, root in roots.items():  # same bytes and rows, the alias's own [N, H, W, C] view
+        r = placed[root]
+        placed[name] = Placed(r.space, r.addr, graph.tensors[name].view, r.row_stride, r.elem)
     # A DMA footprint is rows x stride from its first byte; a channel block's rows start mid-row, so
     # the last tensor's last block reaches up to one row past it.
     top += max((p.row_stride for p in placed.values()), default=0)
@@ -297,13 +314,13 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int):
 def _finish_ddr(cfg, graph, plans, data, placed, rel_top):
     """Lay out the chosen constant blocks from DDR address 0 and move the activations above them."""
     weights, per_layer = bytearray(), {}
-    for layer, lp in zip(graph.layers, plans):
+    for layer, lp in zip(compute_layers(graph), plans):
         for blk in lp.blocks:
             blk.ddr_addr = len(weights)
             weights += data[id(blk)].ljust(align(blk.nbytes, cfg.alignment), b"\0")
         per_layer[layer.name] = sum(align(b.nbytes, cfg.alignment) for b in lp.blocks)
     base = align(len(weights), cfg.alignment)
-    for p in placed.values():
+    for p in {id(p): p for p in placed.values()}.values():
         if p.space == "ddr":
             p.addr += base
     return bytes(weights), base + rel_top, per_layer
@@ -313,7 +330,8 @@ def _plan_region(cfg: NPUConfig, graph: Graph, budget: int):
     residents, data, blocks, placed, rel_top, sizes = _place(cfg, graph, budget)
     sb = Scoreboard()
     plans = []
-    for i, layer in enumerate(graph.layers):
+    layers = compute_layers(graph)
+    for i, layer in enumerate(layers):
         srcs = [placed[t] for t in layer.inputs]
         dst = placed[layer.out]
         base = resident_top(residents, i)
@@ -330,12 +348,12 @@ def _plan_region(cfg: NPUConfig, graph: Graph, budget: int):
         plans.append(lp)
     weights, ddr_top, layer_weight_bytes = _finish_ddr(cfg, graph, plans, data, placed, rel_top)
     ideal = 0
-    for i, (layer, lp) in enumerate(zip(graph.layers, plans)):
+    for i, (layer, lp) in enumerate(zip(layers, plans)):
         srcs = [placed[t] for t in layer.inputs]
         nxt = plans[i + 1] if i + 1 < len(plans) else None
         prefetch = None
         if nxt is not None and nxt.prefetchable and nxt.blocks:
-            def prefetch(nxt=nxt, note=graph.layers[i + 1].name):
+            def prefetch(nxt=nxt, note=layers[i + 1].name):
                 load_constants(sb, nxt, nxt.blocks[0], note)
         emit_layer(sb, cfg, layer, srcs, placed[layer.out], lp, constants_loaded=lp.prefetched,
                    after_first_compute=prefetch)
@@ -346,7 +364,7 @@ def _plan_region(cfg: NPUConfig, graph: Graph, budget: int):
     # Without liveness reuse every resident and every layer's buffers would need bytes of their own.
     info = {"residents": sorted(residents), "ideal_cycles": ideal, "layer_weight_bytes": layer_weight_bytes,
             "sram_bytes_no_reuse": sum(sizes[r] for r in residents) + sum(p.top - p.base for p in plans)}
-    return (commands, weights, placed, ddr_top, max(p.top for p in plans), info), None, 0
+    return (commands, weights, placed, ddr_top, max((p.top for p in plans), default=0), info), None, 0
 
 
 def plan(cfg: NPUConfig, graph: Graph) -> Stream:

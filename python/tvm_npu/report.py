@@ -87,6 +87,8 @@ def region_layers(config, graph, planned) -> dict:
     io = set(graph.inputs) | set(graph.outputs)
     layers = []
     for layer in graph.layers:
+        if layer.kind == "view":
+            continue  # a reshape that aliases its input: no command, nothing to profile
         out = graph.tensors[layer.out].view
         elems = int(np.prod(out))
         steps = {"conv": 0, "add": elems, "pool": elems * layer.window[0] * layer.window[1]}[layer.kind]

@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import NPUConfig
-from .lower import Graph
 
 
 def align(n: int, a: int) -> int:
@@ -32,21 +31,21 @@ class Resident:
     addr: int = 0
 
 
-def live_ranges(graph: Graph) -> dict:
-    """(first, last) layer index of every intermediate tensor: produced and consumed in the region."""
-    boundary = set(graph.inputs) | set(graph.outputs)
+def live_ranges(layers: list, boundary: set) -> dict:
+    """(first, last) layer index of every intermediate tensor (produced and consumed by `layers`,
+    not in `boundary`)."""
     first, last = {}, {}
-    for i, layer in enumerate(graph.layers):
+    for i, layer in enumerate(layers):
         for name in layer.inputs:
             last[name] = i
         first.setdefault(layer.out, i)
     return {n: (first[n], last[n]) for n in first if n in last and n not in boundary}
 
 
-def place_residents(cfg: NPUConfig, graph: Graph, sizes: dict, budget: int) -> dict:
+def place_residents(cfg: NPUConfig, ranges: dict, sizes: dict, budget: int) -> dict:
     """Residents by first fit over address and live range, within `budget` bytes of SRAM."""
     placed: list[Resident] = []
-    for name, (first, last) in sorted(live_ranges(graph).items(), key=lambda kv: kv[1]):
+    for name, (first, last) in sorted(ranges.items(), key=lambda kv: kv[1]):
         size = align(sizes[name], cfg.alignment)
         addr = 0
         for other in sorted(placed, key=lambda r: r.addr):
