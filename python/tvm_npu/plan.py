@@ -6,7 +6,7 @@
     tiling      row tiles (and output-channel blocks for dense weights larger than SRAM), the tile
                 height chosen with the cost model among those that fit (tiling.py, cost_model.py)
     DMA         inputs stream in on channel 0, results out on channel 1, weights on channel 1 and
-                prefetched during the previous layer; waits derived from data dependencies (schedule.py)
+                prefetched during earlier layers; waits derived from data dependencies (schedule.py)
 
 If residency leaves a layer too little working SRAM, the region is planned again without residents.
 """
@@ -26,6 +26,10 @@ from .schedule import Scoreboard
 from .sram import Arena, align, live_ranges, place_residents, resident_top
 from .stream import ACTIVATIONS, DTYPE_BYTES, DTYPES, NO_BIAS, POOL_KINDS, Command, Stream, TensorDesc, f32_bits
 from .tiling import oc_blocks, row_tiles, tile_heights
+
+
+# Fractions of SRAM offered to resident intermediates (0: everything streams through DDR).
+RESIDENT_SHARES = (0.0, 0.5, 0.7, 0.85)
 
 
 @dataclass
@@ -72,7 +76,7 @@ class LayerPlan:
     base: int  # first SRAM byte of the layer's buffers
     top: int  # first SRAM byte above them
     cycles: int = 0
-    prefetchable: bool = False  # its first weights may load while the previous layer runs
+    prefetchable: bool = False  # planned above its predecessor: its weights may load early
     prefetched: bool = False
 
 
@@ -253,6 +257,31 @@ def _choose(cfg, layer, srcs, dst, blocks_options, base) -> LayerPlan | None:
     return None
 
 
+def _prefetch_points(plans: list, residents: dict) -> dict:
+    """{k: [layers whose first weights load right after layer k's first compute]}. A layer planned
+    above its predecessor's buffers can load its weights during the layers before it, back to the
+    first one whose buffers or live residents overlap the weight slot: the earlier the load starts,
+    the more of a large weight block (a classifier's) hides behind compute."""
+    points: dict = {}
+    for i, lp in enumerate(plans):
+        if not (lp.prefetchable and lp.blocks):
+            continue
+        lo, hi = lp.w_slot, lp.w_slot + lp.blocks[0].nbytes
+        k = i - 1  # planned above plans[i - 1]: always clear of it
+
+        def clear(j):
+            if plans[j].base < hi and lo < plans[j].top:
+                return False
+            return all(r.addr + r.size <= lo or r.addr >= hi for r in residents.values()
+                       if r.first <= j <= r.last)
+
+        while k - 1 >= 0 and clear(k - 1):
+            k -= 1
+        points.setdefault(k, []).append(i)
+        lp.prefetched = True
+    return points
+
+
 def compute_layers(graph: Graph) -> list:
     """The layers that become commands (views are resolved by aliasing)."""
     return [layer for layer in graph.layers if layer.kind != "view"]
@@ -348,17 +377,13 @@ def _plan_region(cfg: NPUConfig, graph: Graph, budget: int):
         plans.append(lp)
     weights, ddr_top, layer_weight_bytes = _finish_ddr(cfg, graph, plans, data, placed, rel_top)
     ideal = 0
+    points = _prefetch_points(plans, residents)
     for i, (layer, lp) in enumerate(zip(layers, plans)):
-        srcs = [placed[t] for t in layer.inputs]
-        nxt = plans[i + 1] if i + 1 < len(plans) else None
-        prefetch = None
-        if nxt is not None and nxt.prefetchable and nxt.blocks:
-            def prefetch(nxt=nxt, note=layers[i + 1].name):
-                load_constants(sb, nxt, nxt.blocks[0], note)
-        emit_layer(sb, cfg, layer, srcs, placed[layer.out], lp, constants_loaded=lp.prefetched,
-                   after_first_compute=prefetch)
-        if prefetch is not None:
-            nxt.prefetched = True
+        def prefetch(targets=points.get(i, ())):
+            for j in targets:
+                load_constants(sb, plans[j], plans[j].blocks[0], layers[j].name)
+        emit_layer(sb, cfg, layer, [placed[t] for t in layer.inputs], placed[layer.out], lp,
+                   constants_loaded=lp.prefetched, after_first_compute=prefetch)
         ideal += cost_model.ideal_cycles(cfg, layer)
     commands = sb.finish()
     # Without liveness reuse every resident and every layer's buffers would need bytes of their own.
@@ -369,9 +394,17 @@ def _plan_region(cfg: NPUConfig, graph: Graph, budget: int):
 
 def plan(cfg: NPUConfig, graph: Graph) -> Stream:
     """Place every tensor, plan every layer, and return the stream (weights included)."""
-    result, layer, need = _plan_region(cfg, graph, cfg.sram_bytes // 2)
-    if result is None:
-        result, layer, need = _plan_region(cfg, graph, 0)
+    # How much SRAM to give resident intermediates is a trade: more residents mean less DDR traffic but
+    # smaller tiles. Plan with a few budgets and keep the fastest schedule (the cost model decides).
+    result, layer, need = None, None, 0
+    for share in RESIDENT_SHARES:
+        attempt, bad_layer, bad_need = _plan_region(cfg, graph, int(cfg.sram_bytes * share))
+        if attempt is None:
+            layer, need = layer or bad_layer, max(need, bad_need)
+            continue
+        if result is None or cost_model.estimate(cfg, attempt[0]).total_cycles < \
+                cost_model.estimate(cfg, result[0]).total_cycles:
+            result = attempt
     if result is None:
         raise NPUError("ERR_SRAM_OVERFLOW",
                        f"layer {layer.name} ({layer.composite}) does not fit {cfg.sram_bytes} bytes of SRAM "
