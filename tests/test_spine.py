@@ -45,6 +45,9 @@ def test_conv_chain_matches_numpy_and_tvm_cpu(rng):
     out = run_vm(ex, x)
     assert len(npu_modules(ex)) == 1, "the three layers merge into one NPU region"
     assert report.npu_ops == len(report.placements)
+    # NHWC inside the region: one transpose in (NCHW input), one out, none between the layers.
+    (region,) = report.regions.values()
+    assert region["boundary_transposes"] == 2
     np.testing.assert_array_equal(out, _numpy_chain(x, layers))
     np.testing.assert_allclose(out, run_cpu(mod, x), rtol=2e-2, atol=2e-2)
 

@@ -80,6 +80,11 @@ def _region_summary(cfg: NPUConfig, planned, layers: dict | None = None) -> dict
                "sram_bytes_used": planned.sram_bytes_used, "ddr_bytes": planned.ddr_bytes,
                "estimated_cycles": est.total_cycles, "macs": est.macs,
                "ddr_read_bytes": est.ddr_read_bytes, "ddr_write_bytes": est.ddr_write_bytes}
+    # NCHW host tensors are transposed to NHWC (and back) by the runtime at the region boundary only;
+    # a tensor with one channel or one pixel needs no data movement for it.
+    summary["boundary_transposes"] = sum(
+        1 for t in planned.tensors
+        if t.host_layout == "NCHW" and t.view[3] > 1 and t.view[1] * t.view[2] > 1)
     summary.update(getattr(planned, "info", {}))  # the planner's own numbers (plan.py)
     summary.update(layers or {})
     return summary

@@ -48,9 +48,11 @@ def run_demo(config: str = "npu-ref", out_dir: str | None = None, seed: int = 0)
         profiles[symbol] = prof
         last = prof["last"]
         total_cycles += last["total_cycles"]
-        est = report.regions[symbol]["estimated_cycles"]
-        print(f"  {alias.get(symbol, symbol)}: {last['total_cycles']} cycles (compiler estimate {est}), "
-              f"{last['macs']} MACs, DDR read {last['ddr_read_bytes']} B / write {last['ddr_write_bytes']} B")
+        region = report.regions[symbol]
+        print(f"  {alias.get(symbol, symbol)}: {last['total_cycles']} cycles (compiler estimate "
+              f"{region['estimated_cycles']}), {last['macs']} MACs, DDR read {last['ddr_read_bytes']} B / "
+              f"write {last['ddr_write_bytes']} B, SRAM peak {region['sram_bytes_used']} B, "
+              f"{region['boundary_transposes']} layout transposes at the boundary")
     print(f"  total: {total_cycles} NPU cycles = {total_cycles / cfg.clock_mhz:.1f} us at {cfg.clock_mhz} MHz")
     top_npu, top_cpu = np.argsort(-npu_out[0])[:3], np.argsort(-cpu_out[0])[:3]
     print(f"\nNPU (fp16) vs TVM CPU (fp32): max abs difference {max_err:.2e}; "
