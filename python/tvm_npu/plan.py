@@ -28,6 +28,8 @@ from .stream import ACTIVATIONS, DTYPE_BYTES, DTYPES, NO_BIAS, POOL_KINDS, Comma
 from .tiling import oc_blocks, row_tiles, tile_heights
 
 
+# How many earlier layers a layer's weight load may overlap (planning its buffers above theirs).
+PREFETCH_DEPTH = 4
 # Fractions of SRAM offered to resident intermediates (0: everything streams through DDR).
 RESIDENT_SHARES = (0.0, 0.5, 0.7, 0.85)
 
@@ -364,12 +366,16 @@ def _plan_region(cfg: NPUConfig, graph: Graph, budget: int):
         srcs = [placed[t] for t in layer.inputs]
         dst = placed[layer.out]
         base = resident_top(residents, i)
-        # Above the previous layer's buffers, this layer's weights can load while that layer runs.
+        # Above the buffers of the layers before it, this layer's weights can load while they run:
+        # try clearing the last PREFETCH_DEPTH layers first, then fewer.
         lp = None
         if plans and layer.kind == "conv":
-            lp = _choose(cfg, layer, srcs, dst, blocks[layer.name], max(base, plans[-1].top))
-            if lp is not None:
-                lp.prefetchable = True
+            for depth in range(min(PREFETCH_DEPTH, len(plans)), 0, -1):
+                above = max([base] + [p.top for p in plans[-depth:]])
+                lp = _choose(cfg, layer, srcs, dst, blocks[layer.name], above)
+                if lp is not None:
+                    lp.prefetchable = True
+                    break
         if lp is None:
             lp = _choose(cfg, layer, srcs, dst, blocks.get(layer.name, [[]]), base)
         if lp is None:
