@@ -81,11 +81,6 @@ class Estimate:
     ddr_write_bytes: int = 0
     schedule: list = field(default_factory=list)  # (issue, start, end) per command
 
-    def utilization(self, cfg: NPUConfig, dtype: str = "float16") -> float:
-        rate = cfg.fp16_rate_div if dtype == "float16" else 1
-        peak = self.total_cycles * cfg.int8_macs_per_cycle / rate
-        return self.macs / peak if peak else 0.0
-
 
 def estimate(cfg: NPUConfig, commands: list[Command]) -> Estimate:
     """Time a command list with the issue rule and engine formulas of docs/npu.md section 5."""

@@ -36,22 +36,6 @@ def common_shift(ms: list[float]) -> tuple[list[int], int]:
     return [int(round(float(m) * 2.0 ** n)) for m in ms], n
 
 
-def rshift_rne(p: np.ndarray, n) -> np.ndarray:
-    """p / 2^n rounded to nearest, ties to even, in int64 (docs/npu.md section 2)."""
-    p = np.asarray(p, np.int64)
-    n = np.asarray(n, np.int64)
-    q = p >> n
-    r = p - (q << n)
-    half = np.int64(1) << (n - 1)
-    return q + ((r > half) | ((r == half) & (q & 1 == 1)))
-
-
-def requantize(acc: np.ndarray, scale, zp: int, lo: int, hi: int) -> np.ndarray:
-    """y = clamp(zp + round_half_even(fp32(fp32(acc) * S)), lo, hi) (docs section 2)."""
-    y = np.rint(np.asarray(acc).astype(np.float32) * np.asarray(scale, np.float32)).astype(np.float64)
-    return np.clip(y + zp, lo, hi).astype(np.int8)
-
-
 def clamp_bounds(act: str, clip: tuple, scale: float, zp: int) -> tuple[int, int]:
     """The int8 clamp that implements a fused relu / clip at the output's scale and zero point."""
     lo, hi = -128, 127

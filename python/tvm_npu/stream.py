@@ -58,17 +58,8 @@ LAYOUT_NAMES = {v: k for k, v in LAYOUTS.items()}
 ACTIVATIONS = {"none": 0, "relu": 1, "clip": 2}
 
 
-def signed(word: int) -> int:
-    """A 32-bit word read back as a two's-complement int (zero points, int8 clamps)."""
-    return word - (1 << 32) if word & 0x80000000 else word
-
-
 def f32_bits(value: float) -> int:
     return struct.unpack("<I", struct.pack("<f", value))[0]
-
-
-def bits_f32(bits: int) -> float:
-    return struct.unpack("<f", struct.pack("<I", bits))[0]
 
 
 @dataclass
