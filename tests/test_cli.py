@@ -41,8 +41,22 @@ def test_user_mistake_is_one_line_with_a_code(capsys):
     assert "npu-huge" in capsys.readouterr().err
 
 
-def test_quickstart_tutorial_runs(tmp_path):
-    res = subprocess.run([sys.executable, str(ROOT / "tutorials" / "quickstart.py")], cwd=tmp_path,
+def _tutorial(name, cwd, *args):
+    res = subprocess.run([sys.executable, str(ROOT / "tutorials" / name), *args], cwd=cwd,
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert "top class:" in res.stdout and "cycles" in res.stdout
+    return res.stdout
+
+
+def test_quickstart_tutorial_runs(tmp_path):
+    out = _tutorial("quickstart.py", tmp_path)
+    assert "top class:" in out and "cycles" in out
+
+
+def test_mobilenet_v2_tutorial_runs_and_agrees(tmp_path):
+    out = _tutorial("mobilenet_v2.py", tmp_path, "--out", str(tmp_path / "mb"))
+    summary = json.loads((tmp_path / "mb" / "summary.json").read_text())
+    assert summary["cosine_vs_float"] > 0.99 and summary["total_cycles"] > 0
+    trace = json.loads((tmp_path / "mb" / "trace.json").read_text())
+    assert trace["traceEvents"]
+    assert "onnxruntime's QDQ model" in out
