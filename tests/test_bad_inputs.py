@@ -1,0 +1,82 @@
+"""Bad input ends in a coded error or a reasoned CPU fallback, never a crash or a silent wrong answer."""
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax
+
+import tvm_npu
+from builders import chain, conv_layer
+from conftest import npu_modules, run_cpu, run_vm
+from npu_numpy import conv2d_fp16
+
+
+def _single_op(shape, dtype, emit):
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(shape, dtype))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(emit(x)))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def _placement(mod, op):
+    report = tvm_npu.BuildReport()
+    ex = tvm_npu.build(mod, report=report)
+    return ex, [p for p in report.placements if p.op == op][0]
+
+
+def test_float64_conv_stays_on_cpu(rng):
+    w = rng.standard_normal((4, 3, 3, 3))
+    mod = _single_op((1, 3, 8, 8), "float64", lambda x: relax.op.nn.conv2d(x, relax.const(w, "float64")))
+    ex, row = _placement(mod, "relax.nn.conv2d")
+    assert row.device == "cpu" and row.code == "NPU_E_DTYPE"
+    x = rng.standard_normal((1, 3, 8, 8))
+    np.testing.assert_allclose(run_vm(ex, x), run_cpu(mod, x), rtol=1e-12)
+
+
+def test_rank_5_stays_on_cpu(rng):
+    shape = (1, 2, 3, 4, 5)
+    bb = relax.BlockBuilder()
+    a, b = (relax.Var(n, relax.TensorType(shape, "float32")) for n in "ab")
+    with bb.function("main", [a, b]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(relax.op.add(a, b)))
+        bb.emit_func_output(out)
+    report = tvm_npu.BuildReport()
+    tvm_npu.build(bb.get(), report=report)
+    (row,) = report.placements
+    assert row.device == "cpu" and row.code == "NPU_E_RANK"
+
+
+def test_width_over_2048_stays_on_cpu(rng):
+    layer = conv_layer(rng, 2, 2, 1)
+    ex, row = _placement(chain((1, 2, 2, 2100), [layer]), "relax.nn.conv2d")
+    assert row.device == "cpu" and row.code == "NPU_E_WIDTH" and "2100" in row.reason
+
+
+def test_wrong_input_dtype_at_run_time(rng):
+    ex = tvm_npu.build(chain((1, 3, 8, 8), [conv_layer(rng, 3, 4, 3)]))
+    (module,) = npu_modules(ex)
+    symbol = module["get_symbol"]()
+    x = tvm.runtime.tensor(np.zeros((1, 3, 8, 8), np.int32))
+    out = tvm.runtime.tensor(np.zeros((1, 4, 8, 8), np.float32))
+    with pytest.raises(tvm_npu.NPUError, match="ERR_SHAPE_MISMATCH") as info:
+        module[symbol](x, out)
+    assert "float32" in str(info.value)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast")  # 1e6 -> fp16 inf, on purpose
+def test_nan_and_inf_inputs_follow_ieee(rng):
+    """Defined behaviour (docs/npu.md section 2): NaN propagates to the outputs that read it, values
+    beyond fp16 become inf; the rest of the output is unaffected and bit-exact."""
+    layer = conv_layer(rng, 3, 4, 3, act="relu")
+    x = rng.standard_normal((1, 3, 12, 12)).astype(np.float32)
+    x[0, 1, 2, 3] = np.nan
+    x[0, 0, 9, 9] = 1e6  # beyond fp16's 65504
+    ex = tvm_npu.build(chain(x.shape, [layer]))
+    got = run_vm(ex, x)
+    want = conv2d_fp16(x, layer["w"], layer["b"], pad=(1,) * 4, act="relu")
+    np.testing.assert_array_equal(got, want)  # NaN positions equal too
+    assert np.isnan(got[0, :, 1:4, 2:5]).all() and np.isfinite(got[0, :, :, :1]).all()
