@@ -120,8 +120,9 @@ def _layout(cfg, layer, srcs, dst, blocks, base, tile_oh) -> LayerPlan | None:
     in_rows = max(t.in_rows for t in tiles)
     in_bufs = [None if s.space == "sram" else [arena.take(in_rows * s.row_stride) for _ in (0, 1)]
                for s in srcs]
-    out_bytes = tile_oh * align(max(b.oc1 - b.oc0 for b in blocks) * dst.elem, cfg.alignment) \
-        if blocks and len(blocks) > 1 else tile_oh * dst.row_stride
+    out_rows = max(t.out_rows for t in tiles)  # the last tile may have grown (tiling.row_tiles)
+    out_bytes = out_rows * align(max(b.oc1 - b.oc0 for b in blocks) * dst.elem, cfg.alignment) \
+        if blocks and len(blocks) > 1 else out_rows * dst.row_stride
     out_bufs = None if dst.space == "sram" else [arena.take(out_bytes) for _ in (0, 1)]
     if arena.top > cfg.sram_bytes:
         return None

@@ -32,19 +32,22 @@ class Tile:
 
 
 def row_tiles(layer: Layer, in_view: tuple, out_view: tuple, tile_oh: int) -> list[Tile]:
-    """Row tiles of `tile_oh` output rows over every image of the batch."""
+    """Row tiles of about `tile_oh` output rows over every image of the batch.
+
+    A tile must start with a real input row: the kernel can put virtual padding only above its slice
+    (docs/npu.md section 4), so output rows that read nothing but bottom padding join the tile before.
+    """
     kh, sh, dh, pad_top = layer.taps
     tiles = []
     for n in range(out_view[0]):
-        for r0 in range(0, out_view[1], tile_oh):
-            r1 = min(out_view[1], r0 + tile_oh)
+        starts = [r0 for r0 in range(0, out_view[1], tile_oh) if r0 == 0 or r0 * sh - pad_top < in_view[1]]
+        for i, r0 in enumerate(starts):
+            r1 = starts[i + 1] if i + 1 < len(starts) else out_view[1]
             first = r0 * sh - pad_top
             last = (r1 - 1) * sh - pad_top + (kh - 1) * dh  # inclusive
-            in_r0 = min(max(0, first), in_view[1] - 1)
+            in_r0 = max(0, first)
             in_r1 = max(in_r0 + 1, min(in_view[1], last + 1))
-            # A tile that starts inside the bottom padding still loads one real row; the kernel reads
-            # past it as zero, so only the virtual rows above the slice need saying.
-            tiles.append(Tile(n, r0, r1, in_r0, in_r1, max(0, in_r0 - first)))
+            tiles.append(Tile(n, r0, r1, in_r0, in_r1, in_r0 - first))
     return tiles
 
 
