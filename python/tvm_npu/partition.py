@@ -11,7 +11,7 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
-from . import patterns, relax_graph
+from . import patterns, relax_graph, rewrite
 from .config import NPUConfig, get_config
 from .constraints import checking
 
@@ -46,12 +46,13 @@ def duplicate_dequantize(mod: tvm.IRModule) -> tvm.IRModule:
 
 def prepare(mod: tvm.IRModule) -> tvm.IRModule:
     """Inline constant bindings, so a weight is a Constant inside its composite instead of a run-time
-    argument of the NPU function, and un-share dequantize nodes (see duplicate_dequantize).
+    argument of the NPU function; fold batch norms and zero pads into the convolutions next to them
+    (rewrite.py); and un-share dequantize nodes (see duplicate_dequantize).
 
     No FoldConstant here: it would fold dequantize(int8 weights) into float constants and hide the
     int8 weights from the QDQ patterns; the patterns accept constant expressions instead
     (lower.eval_const folds them at compile time)."""
-    mod = relax.transform.CanonicalizeBindings()(mod)
+    mod = rewrite.run(relax.transform.CanonicalizeBindings()(mod))
     try:
         return duplicate_dequantize(mod)
     except ValueError:  # main is not plain dataflow (e.g. control flow): partition it as it is

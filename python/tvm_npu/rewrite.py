@@ -1,0 +1,243 @@
+"""Graph rewrites of `main` that `partition.prepare` runs before pattern matching.
+
+Frontends emit some ops the NPU has no command for but that disappear into a neighbouring convolution
+at compile time: an inference batch norm after a convolution is a per-channel scale and shift of its
+weights and bias, and a zero pad before a convolution is the convolution's own padding. Folding them
+here, on constants, lets the conv patterns match one `conv2d (+add)` and run it as one NPU layer,
+instead of a CPU island that splits the NPU region. Each rewrite re-emits `main` through
+`relax_graph.rebuild`, so every untouched binding keeps its name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from . import relax_graph as rg
+from .constraints import static_shape
+from .errors import NPUError
+from .lower import eval_const
+
+CONV = "relax.nn.conv2d"
+
+
+def _value(g: rg.Graph, expr, what: str):
+    """Numpy value of a constant expression of `g` (through its bindings), or None."""
+    try:
+        return eval_const(expr, "rewrite", what, env=g.value)
+    except (NPUError, ValueError, TypeError):  # not a compile-time constant
+        return None
+
+
+def _conv2d(call, data, weight, padding=None):
+    """A copy of conv2d `call` on new operands (and padding), every other attribute kept."""
+    a = call.attrs
+    return relax.op.nn.conv2d(data, weight, strides=a.strides,
+                              padding=a.padding if padding is None else padding,
+                              dilation=a.dilation, groups=a.groups, data_layout=a.data_layout,
+                              kernel_layout=a.kernel_layout, out_layout=a.out_layout,
+                              out_dtype=a.out_dtype)
+
+
+def _drop_feeders(g: rg.Graph, expr, user, plan: dict) -> None:
+    """Drop the bindings that computed `expr` (a folded weight or bias) for `user` alone, so no dead
+    reshape of a constant is left behind to show up as a CPU op."""
+    for v in rg.free_vars(expr):
+        if v in g.value and g.sole_use(v) == user:
+            plan[v] = False
+            _drop_feeders(g, g.value[v], v, plan)
+
+
+def _rebuild(mod: tvm.IRModule, g: rg.Graph, plan: dict) -> tvm.IRModule:
+    """Re-emit `main` with the bindings of `plan` ({var: callback(m) -> new value, or False to drop})."""
+    def rewrite(bb, var, value, m, fresh):
+        return plan[var](m) if callable(plan.get(var)) else plan.get(var)
+
+    return rg.with_main(mod, rg.rebuild(g, rewrite=rewrite)[0]) if plan else mod
+
+
+# --- pad + conv2d -------------------------------------------------------------------------------
+
+def fuse_pad_into_conv(mod: tvm.IRModule) -> tvm.IRModule:
+    """Fold a zero `R.nn.pad` into the padding of the `conv2d` that reads it.
+
+    Matches ``p = R.nn.pad(x, pad_mode="constant", pad_value=0)`` on a float32 tensor, padding only
+    the H and W axes of the consumer's data layout by non-negative amounts, whose only use is the data
+    operand of a ``conv2d``; the pad binding is dropped and its amounts are added to the conv's
+    padding (top, left, bottom, right). Models exported from TensorFlow ("SAME" padding with an
+    explicit Pad) then run as one NPU convolution.
+
+    Only float graphs are handled for now. In int8 QDQ graphs the pad reads a dequantize (and is
+    usually followed by its own quantize -> dequantize pair before the conv); such pads are left
+    alone and run on the CPU, the conv on the NPU.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        A Relax module; only its `main` (plain dataflow, as frontends emit) is rewritten.
+
+    Returns
+    -------
+    tvm.IRModule
+        `mod` with the matches rewritten (`mod` itself when nothing matched).
+    """
+    g = rg.Graph(mod["main"])
+    plan: dict = {}
+    for var, pad in g.bindings:
+        if rg.op_name(pad) != "relax.nn.pad" or str(pad.attrs.pad_mode) != "constant" \
+                or float(pad.attrs.pad_value) != 0.0 or not rg.is_f32_tensor(var) \
+                or rg.op_name(g.value.get(pad.args[0])) == "relax.dequantize":
+            continue  # not a zero pad of a float tensor
+        user = g.sole_use(var)
+        conv = g.value.get(user)
+        if rg.op_name(conv) != CONV or not conv.args[0].same_as(var) or conv.args[1].same_as(var):
+            continue
+        width = [int(p) for p in pad.attrs.pad_width]
+        layout = str(conv.attrs.data_layout)
+        h, w = layout.index("H"), layout.index("W")
+        # before/after pairs per axis; anything on N or C (or a crop) is not a conv padding
+        if len(width) != 2 * len(layout) or min(width) < 0 or \
+                any(width[2 * i] or width[2 * i + 1] for i in range(len(layout)) if i not in (h, w)):
+            continue
+        top, left, bottom, right = (int(p) for p in conv.attrs.padding)
+        padding = [top + width[2 * h], left + width[2 * w], bottom + width[2 * h + 1],
+                   right + width[2 * w + 1]]
+        plan[var] = False
+        plan[user] = (lambda m, c=conv, x=pad.args[0], p=padding:
+                      _conv2d(c, rg.subst(x, m), rg.subst(c.args[1], m), p))
+    return _rebuild(mod, g, plan)
+
+
+# --- conv2d (+bias) + batch_norm ----------------------------------------------------------------
+
+def _per_channel(value: np.ndarray, channels: int, axis: int, rank: int):
+    """`value` as a [channels] vector when it broadcasts along `axis` of a rank-`rank` tensor only."""
+    if value is None or value.ndim > rank:
+        return None
+    shape = (1,) * (rank - value.ndim) + value.shape
+    if any(d != 1 for i, d in enumerate(shape) if i != axis) or shape[axis] not in (1, channels):
+        return None
+    return np.broadcast_to(value.reshape(-1), (channels,)).astype(np.float32)
+
+
+def _bn_producer(g: rg.Graph, x):
+    """(conv var, conv call, bias add var or None, bias expr or None) when `x` is conv2d(+bias add)
+    used only on the way to the batch norm; None otherwise."""
+    add_var, bias, e = None, None, g.value.get(x)
+    if rg.op_name(e) == "relax.add" and g.sole_use(x) is not None:
+        for conv_arg, bias_arg in ((e.args[0], e.args[1]), (e.args[1], e.args[0])):
+            if rg.op_name(g.value.get(conv_arg)) == CONV:
+                add_var, bias, x = x, bias_arg, conv_arg
+                break
+    conv = g.value.get(x)
+    if rg.op_name(conv) != CONV or g.sole_use(x) is None:
+        return None
+    return x, conv, add_var, bias
+
+
+def _batch_norm_fold(g: rg.Graph, bn_var, bn) -> dict | None:
+    """The rebuild plan folding batch norm binding `bn_var` into its producing conv, or None."""
+    a = bn.attrs
+    gets = g.uses.get(bn_var, [])
+    # Inference only (training normalizes by the batch's own statistics), and the tuple may only be
+    # taken apart: item 0 is the normalized tensor, items 1 and 2 the unchanged moving statistics.
+    if a.training or not gets or None in gets or not all(
+            isinstance(g.value[u], relax.TupleGetItem) for u in gets) \
+            or [g.value[u].index for u in gets].count(0) != 1:
+        return None
+    found = _bn_producer(g, bn.args[0])
+    if found is None:
+        return None
+    conv_var, conv, add_var, bias = found
+    shape = static_shape(conv_var)
+    if shape is None or not rg.is_f32_tensor(conv_var):
+        return None
+    c_axis, o_axis = str(conv.attrs.out_layout).index("C"), str(conv.attrs.kernel_layout).index("O")
+    if int(a.axis) % len(shape) != c_axis:
+        return None
+    channels = shape[c_axis]
+    weight = _value(g, conv.args[1], "weight")
+    gamma, beta, mean, var = (_per_channel(_value(g, e, "batch norm parameter"), channels, 0, 1)
+                              for e in bn.args[1:5])
+    b = np.zeros(channels, np.float32) if add_var is None else \
+        _per_channel(_value(g, bias, "bias"), channels, c_axis, len(shape))
+    if weight is None or weight.dtype != np.float32 or any(v is None for v in (gamma, beta, mean, var, b)):
+        return None
+    # center / scale off mean "no beta" / "no gamma" (the ops ignore those operands then).
+    gamma, beta = (gamma if a.scale else np.float32(1)), (beta if a.center else np.float32(0))
+    # All arithmetic in float32, as the batch norm itself computes on the CPU.
+    scale = (gamma / np.sqrt(var + np.float32(a.epsilon))).astype(np.float32)
+    w_shape = [1] * weight.ndim
+    w_shape[o_axis] = -1
+    new_w = (weight * scale.reshape(w_shape)).astype(np.float32)
+    b_shape = [1] * len(shape)
+    b_shape[c_axis] = -1
+    new_b = ((b - mean) * scale + beta).astype(np.float32).reshape(b_shape)
+
+    # The conv keeps its binding (and name) with the new weights; the bias add and the batch norm go,
+    # and the tuple's item 0 becomes conv + new bias, the conv2d_bias form the patterns match.
+    plan = {conv_var: lambda m: _conv2d(conv, rg.subst(conv.args[0], m), relax.const(new_w)),
+            bn_var: False}
+    _drop_feeders(g, conv.args[1], conv_var, plan)
+    if add_var is not None:
+        plan[add_var] = False
+        _drop_feeders(g, bias, add_var, plan)
+    for u in gets:
+        index = g.value[u].index
+        if index == 0:
+            plan[u] = lambda m: relax.op.add(m[conv_var], relax.const(new_b))
+        elif g.uses.get(u):
+            plan[u] = lambda m, e=bn.args[2 + index]: rg.subst(e, m)  # moving_mean / moving_var
+        else:
+            plan[u] = False  # the frontend's unused running statistics
+    return plan
+
+
+def fold_batch_norm(mod: tvm.IRModule) -> tvm.IRModule:
+    """Fold an inference `R.nn.batch_norm` into the `conv2d` before it.
+
+    Matches ``batch_norm(conv2d(x, W) [+ b], gamma, beta, mean, var, training=False)`` on the conv's
+    channel axis, where W, b and the four statistics are compile-time constants (per output channel),
+    the conv (and its bias add) feed only the batch norm, and the batch norm's result is only taken
+    apart by TupleGetItem (as TVM's ONNX frontend emits BatchNormalization). The pair becomes
+    ``conv2d(x, W') + b'`` with, per output channel, ``s = gamma / sqrt(var + eps)``, ``W' = W * s``
+    and ``b' = (b - mean) * s + beta``, computed in float32 with numpy.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        A Relax module; only its `main` (plain dataflow, as frontends emit) is rewritten.
+
+    Returns
+    -------
+    tvm.IRModule
+        `mod` with the matches rewritten (`mod` itself when nothing matched).
+    """
+    g = rg.Graph(mod["main"])
+    plan: dict = {}
+    for var, e in g.bindings:
+        if rg.op_name(e) == "relax.nn.batch_norm":
+            fold = _batch_norm_fold(g, var, e)
+            # a conv feeds only one batch norm (sole use), so two plans never touch one binding
+            plan.update(fold or {})
+    return _rebuild(mod, g, plan)
+
+
+def decompose_batch_norm(mod: tvm.IRModule) -> tvm.IRModule:
+    """Rewrite the batch norms no conv absorbed into elementwise ops (TVM's DecomposeOpsForInference),
+    so they run on the CPU with their moving statistics; `mod` itself when `main` has none."""
+    found = []
+    relax.analysis.post_order_visit(
+        mod["main"], lambda e: found.append(e) if rg.op_name(e) == "relax.nn.batch_norm" else None)
+    return relax.transform.DecomposeOpsForInference("main")(mod) if found else mod
+
+
+def run(mod: tvm.IRModule) -> tvm.IRModule:
+    """All rewrites, in order: pad fusion, batch norm folding, then decomposing the batch norms left;
+    returns the rewritten module with its bindings canonicalized (see `fold_batch_norm`)."""
+    try:
+        mod = fold_batch_norm(fuse_pad_into_conv(mod))
+    except ValueError:  # main is not plain dataflow (e.g. control flow): rewrite nothing
+        pass
+    return relax.transform.CanonicalizeBindings()(decompose_batch_norm(mod))
