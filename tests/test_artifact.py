@@ -11,7 +11,7 @@ import tvm
 import tvm_npu
 from tvm_npu import stream
 from builders import chain, conv_layer, dense_layer
-from conftest import npu_modules, run_vm
+from conftest import npu_modules, run_cpu, run_vm
 
 
 def _python(code: str, cwd) -> str:
@@ -25,7 +25,9 @@ def test_export_and_load_in_fresh_process(rng, tmp_path):
     layers = [conv_layer(rng, 3, 8, 3), {"op": "cpu", "fn": "sin"}, conv_layer(rng, 8, 4, 3, stride=2)]
     x = rng.standard_normal((1, 3, 16, 16)).astype(np.float32)
     ex = tvm_npu.build(chain(x.shape, layers))
+    assert len(npu_modules(ex)) == 2  # the sin is a CPU island between two NPU regions
     expected = run_vm(ex, x)
+    np.testing.assert_allclose(expected, run_cpu(chain(x.shape, layers), x), rtol=3e-2, atol=3e-2)
     ex.export_library(str(tmp_path / "model.so"))
     np.save(tmp_path / "x.npy", x)
     _python("""

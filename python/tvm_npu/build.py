@@ -53,7 +53,7 @@ def npu_pipeline(config: NPUConfig | str | None = None, report: report_mod.Build
         mod = _stage("partition", partition.partition_for_npu(mod, cfg, rejections), dump_after)
         if report is not None:
             report.config = cfg.to_dict()
-            report.placements = report_mod.placements(mod, rejections)
+            report.record_partition(mod, rejections)
         with codegen.compiling(cfg, streams, layers):
             mod = _stage("codegen", relax.transform.RunCodegen()(mod), dump_after)
         if report is not None:

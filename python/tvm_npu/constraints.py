@@ -244,7 +244,7 @@ def reason_code(constraint) -> str:
 
 
 def reason_text(constraint) -> str:
-    return constraint.__doc__.split(":", 1)[1].strip()
+    return " ".join(constraint.__doc__.split(":", 1)[1].split())
 
 
 def _run(ctx, pattern: str, checks) -> bool:
@@ -271,6 +271,23 @@ def _resolve(ctx, expr):
     return expr
 
 
+def applies(*constraints, int8=()):
+    """Declare the constraints a check function runs (in order), and those only its int8 (QDQ) form adds.
+
+    SUPPORTED_OPS.md is generated from these lists (supported_ops.py); a test keeps each list equal to
+    the constraints the function's code calls."""
+    def mark(check):
+        check.constraints = list(constraints)
+        check.int8_constraints = list(int8)
+        return check
+    return mark
+
+
+# What _quant_checks adds to an int8 match; with a weight, the weight must also be symmetric.
+QUANT_CONSTRAINTS = [constraint_int8_activations, constraint_per_tensor]
+QUANT_WEIGHT_CONSTRAINTS = QUANT_CONSTRAINTS + [constraint_symmetric_weights]
+
+
 def _quant_checks(ctx) -> list:
     """Checks of the QDQ parts of an int8 match: int8 data, per-tensor scales, symmetric weights."""
     ann = ctx.annotated_expr
@@ -287,6 +304,9 @@ def _quant_checks(ctx) -> list:
     return checks
 
 
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_conv_layout,
+         constraint_stride, constraint_groups, constraint_width, constraint_bias_per_channel,
+         constraint_clip_bounds, int8=QUANT_WEIGHT_CONSTRAINTS)
 def check_conv2d(ctx) -> bool:
     call = ctx.annotated_expr["op"]
     data, weight = call.args[0], call.args[1]
@@ -308,6 +328,9 @@ def check_conv2d(ctx) -> bool:
     return _run(ctx, "conv2d", checks)
 
 
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_width,
+         constraint_weight_2d, constraint_bias_per_channel, constraint_clip_bounds,
+         int8=QUANT_WEIGHT_CONSTRAINTS)
 def check_dense(ctx) -> bool:
     call = ctx.annotated_expr["op"]
     data, weight = call.args[0], call.args[1]
@@ -326,6 +349,8 @@ def check_dense(ctx) -> bool:
     return _run(ctx, "dense", checks)
 
 
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_same_shape,
+         constraint_width, constraint_clip_bounds, int8=QUANT_CONSTRAINTS)
 def check_add(ctx) -> bool:
     call = ctx.annotated_expr["op"]
     lhs, rhs = call.args[0], call.args[1]
@@ -338,6 +363,8 @@ def check_add(ctx) -> bool:
     return _run(ctx, "add", [(constraint_width, ([shape[-1]],)), (constraint_clip_bounds, (_act(ctx),))])
 
 
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_reshape_keeps_rows,
+         int8=QUANT_CONSTRAINTS + [constraint_same_quantization])
 def check_reshape(ctx) -> bool:
     call = ctx.annotated_expr["op"]
     tensors = [call.args[0], call]
@@ -349,6 +376,8 @@ def check_reshape(ctx) -> bool:
     return _run(ctx, "reshape", checks)
 
 
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_pool,
+         constraint_width, int8=QUANT_CONSTRAINTS)
 def check_pool(ctx) -> bool:
     call = ctx.annotated_expr["op"]
     tensors = [call.args[0], call]

@@ -65,5 +65,6 @@ def run_demo(config: str = "npu-ref", out_dir: str | None = None, seed: int = 0)
         path = Path(out_dir)
         path.mkdir(parents=True, exist_ok=True)
         (path / "report.json").write_text(json.dumps(result, indent=2))
-        print(f"report written to {path / 'report.json'}")
+        js, txt = report.write(path / "partition")
+        print(f"report written to {path / 'report.json'} (partition: {js.name}, {txt.name})")
     return result
