@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import tvm
-from tvm import relax
 from tqdm.auto import tqdm
+from tvm import relax
 
 from . import calibrate as cal
+from . import rewrite
 from .relax_graph import Graph, is_f32_tensor as _f32, op_name as _op, rebuild, run_probe, with_main
 
 WEIGHTED = ("relax.nn.conv2d", "relax.matmul")
@@ -259,8 +260,9 @@ def quantize(mod: tvm.IRModule, calibration_data, method: str = "minmax", percen
         The QDQ module (int8 on quantized ops, float elsewhere) and what was quantized or skipped.
     """
     cal.make_observer(method, percentile)  # a bad method fails now, not after compiling the probe
-    # Fold constant subgraphs (reshaped biases, transposed weights) so every weight is one constant.
-    mod = relax.transform.FoldConstant()(mod)
+    # Fold batch norms into convs and pads into conv padding (what the NPU will run), then constant
+    # subgraphs (reshaped biases, transposed weights), so every weight is one constant.
+    mod = relax.transform.FoldConstant()(rewrite.run(mod))
     g = Graph(mod["main"])
     units, skip = _find_units(g), tuple(skip)
     for u in units:
