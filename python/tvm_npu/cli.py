@@ -1,4 +1,4 @@
-"""`tvm-npu`: the command line. Subcommands grow with the tools issue (compile, run, profile, ...)."""
+"""`tvm-npu`: the command line: demo, compile, run, profile, report (commands in cli_commands.py)."""
 
 from __future__ import annotations
 
@@ -10,25 +10,63 @@ from .config import PRESETS
 from .errors import NPUError
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tvm-npu", description="tvm_npu: TVM's NPU backend")
     parser.add_argument("--verbose", "-v", action="store_true", help="log every compiler stage")
     sub = parser.add_subparsers(dest="command", required=True)
+
+    def config(p):
+        p.add_argument("--config", default="npu-ref", choices=sorted(PRESETS), help="NPU configuration")
+
     demo = sub.add_parser("demo", help="compile a small CNN for the NPU, run it, compare with TVM's CPU")
-    demo.add_argument("--config", default="npu-ref", choices=sorted(PRESETS), help="NPU configuration")
+    config(demo)
     demo.add_argument("--out", default="npu_demo", help="folder for report.json")
-    args = parser.parse_args(argv)
+
+    comp = sub.add_parser("compile", help="import an ONNX model, build it for the NPU, export a library")
+    comp.add_argument("model", help="the ONNX model file")
+    comp.add_argument("-o", "--output", required=True, help="the library to write, e.g. model.so")
+    config(comp)
+    comp.add_argument("--report", help="path stem of the partition report "
+                                       "(default: <output>.report.json / .txt next to the library)")
+
+    run = sub.add_parser("run", help="run an exported library on .npy inputs (reference NPU)")
+    run.add_argument("library", help="a library written by `tvm-npu compile`")
+    run.add_argument("inputs", nargs="+", help="one .npy file per input of main, in order")
+    run.add_argument("-o", "--output", help="save the output to this .npy file")
+
+    prof = sub.add_parser("profile", help="build, run once, print cycles / MACs / DDR bytes per layer")
+    prof.add_argument("model", help="the ONNX model file")
+    prof.add_argument("--input", action="append", help=".npy input (repeat per input; default: seeded random)")
+    config(prof)
+    prof.add_argument("--csv", help="write one row per layer to this CSV file")
+    prof.add_argument("--json", help="write the whole profile to this JSON file")
+    prof.add_argument("--trace", help="write a Chrome / Perfetto trace to this JSON file")
+
+    rep = sub.add_parser("report", help="print where each op runs and why the rest does not")
+    rep.add_argument("model", help="the ONNX model file")
+    config(rep)
+    return parser
+
+
+def _one_line(err: Exception) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(name)s: %(message)s")
+    from .cli_commands import COMMANDS, CLIError
+
     try:
         if args.command == "demo":
             from .demo import run_demo
 
             return 0 if run_demo(args.config, args.out)["ok"] else 1
-    except NPUError as err:
-        print(f"tvm-npu: error: {err}", file=sys.stderr)
+        return COMMANDS[args.command](args)
+    except (NPUError, CLIError) as err:
+        print(f"tvm-npu: error: {_one_line(err)}", file=sys.stderr)
         return 2
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,172 @@
+"""The `tvm-npu` subcommands compile, run, profile and report (argument parsing lives in cli.py).
+
+Each command takes the parsed argparse namespace and returns the exit code. A user mistake raises
+`CLIError` or `NPUError`; cli.main turns either into one line on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .errors import NPUError
+
+
+class CLIError(Exception):
+    """A user mistake found by the command line (a missing file, an unreadable input, ...)."""
+
+
+def _existing(path: str, what: str) -> Path:
+    p = Path(path)
+    if not p.is_file():
+        raise CLIError(f"{what} {str(p)!r} does not exist")
+    return p
+
+
+def _import(model: str):
+    from .frontend import from_onnx
+
+    return from_onnx(str(_existing(model, "model file")))
+
+
+def _load_npy(path: str) -> np.ndarray:
+    try:
+        return np.load(_existing(path, "input file"), allow_pickle=False)
+    except (ValueError, OSError) as err:
+        raise CLIError(f"cannot read input {path!r}: {err}") from None
+
+
+def _check_inputs(mod, inputs: list) -> None:
+    """Inputs that match `main`'s parameters in number, shape and dtype, else CLIError."""
+    params = mod["main"].params
+    if len(inputs) != len(params):
+        raise CLIError(f"main takes {len(params)} input(s), {len(inputs)} given")
+    for p, a in zip(params, inputs):
+        want = (tuple(int(d) for d in p.ty.shape), str(p.ty.dtype))
+        if (tuple(a.shape), str(a.dtype)) != want:
+            raise CLIError(f"input {p.name}: expected shape {want[0]} {want[1]}, "
+                           f"got {tuple(a.shape)} {a.dtype}")
+
+
+def _build(mod, config: str):
+    from .build import build
+    from .report import BuildReport
+
+    report = BuildReport()
+    return build(mod, target="npu", config=config, report=report), report
+
+
+def cmd_compile(args) -> int:
+    """Import an ONNX model, build it for the NPU, export the library and the partition report."""
+    ex, report = _build(_import(args.model), args.config)
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ex.export_library(str(out))
+    stem = Path(args.report) if args.report else out.with_name(out.stem + ".report")
+    js, txt = report.write(stem)
+    print(f"{out}: {report.summary()}")
+    print(f"partition report: {js}, {txt}")
+    return 0
+
+
+def _outputs(result) -> list:
+    import tvm
+
+    if isinstance(result, tvm.runtime.Tensor):
+        return [result.numpy()]
+    if isinstance(result, (list, tuple)) or hasattr(result, "__len__"):
+        return [o for r in result for o in _outputs(r)]
+    return [np.asarray(result)]
+
+
+def cmd_run(args) -> int:
+    """Load an exported library and run `main` on .npy inputs through the Relax VM."""
+    import tvm
+    from tvm import relax
+
+    from . import runtime
+
+    runtime.load_library()  # registers the loader of the "npu" modules inside the artifact
+    lib_path = _existing(args.library, "library")
+    inputs = [_load_npy(p) for p in args.inputs]
+    try:
+        lib = tvm.runtime.load_module(str(lib_path))
+    except Exception as err:  # noqa: BLE001  (not a shared library, wrong ABI, ...)
+        raise CLIError(f"cannot load {str(lib_path)!r}: {err}") from None
+    vm = relax.VirtualMachine(lib, tvm.cpu())
+    try:
+        result = vm["main"](*[tvm.runtime.tensor(np.ascontiguousarray(a)) for a in inputs])
+    except NPUError:
+        raise
+    except (TypeError, ValueError, RuntimeError) as err:  # TVM's checks: number, shape or dtype of inputs
+        raise CLIError(f"cannot run main on {len(inputs)} input(s): {err}") from None
+    outs = _outputs(result)
+    for i, o in enumerate(outs):
+        head = ", ".join(f"{v:.6g}" for v in o.reshape(-1)[:8].tolist())
+        print(f"output {i}: shape {tuple(o.shape)} {o.dtype}: [{head}{', ...' if o.size > 8 else ''}]")
+    if args.output:
+        out = Path(args.output)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if len(outs) == 1:
+            np.save(out, outs[0])
+            print(f"saved {out}")
+        else:
+            for i, o in enumerate(outs):
+                p = out.with_name(f"{out.stem}_{i}{out.suffix or '.npy'}")
+                np.save(p, o)
+                print(f"saved {p}")
+    return 0
+
+
+def layer_table(prof: dict) -> str:
+    """Per-layer table of a profile (name, kind, dtype, cycles, MACs, utilization, DDR bytes) + totals."""
+    head = ("layer", "pattern", "kind", "dtype", "cycles", "MACs", "util", "DDR bytes")
+    rows = [(lay["name"].replace(lay["symbol"], lay["region"]), lay["composite"], lay["kind"], lay["dtype"],
+             str(lay["cycles"]["total"]),
+             str(lay["macs"]), f"{100 * lay['mac_utilization']:.1f}%",
+             str(lay["ddr_read_bytes"] + lay["ddr_write_bytes"])) for lay in prof["layers"]]
+    rows.append(("total", f"{len(prof['layers'])} layers", "", "", str(prof["total_cycles"]),
+                 str(sum(lay["macs"] for lay in prof["layers"])), f"{100 * prof['mac_utilization']:.1f}%",
+                 str(prof["ddr_bytes"])))
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    fmt = lambda r: "  ".join(c.ljust(w) if i < 4 else c.rjust(w)  # noqa: E731
+                              for i, (c, w) in enumerate(zip(r, widths)))
+    lines = [fmt(head), "  ".join("-" * w for w in widths)]
+    lines += [fmt(r) for r in rows[:-1]] + ["  ".join("-" * w for w in widths), fmt(rows[-1])]
+    conf = prof["config"]
+    lines.append(f"compulsory DDR bytes {prof['compulsory_ddr_bytes']}, SRAM peak {prof['sram_peak_bytes']} B, "
+                 f"{prof['total_cycles'] / conf['clock_mhz']:.1f} us at {conf['clock_mhz']} MHz")
+    return "\n".join(lines)
+
+
+def cmd_profile(args) -> int:
+    """Build, run once on the reference NPU and print / write the per-layer profile."""
+    from .profile import profile, to_csv
+    from .trace import write_chrome_trace
+
+    mod = _import(args.model)
+    inputs = [_load_npy(p) for p in args.input] if args.input else None
+    if inputs is not None:
+        _check_inputs(mod, inputs)
+    prof = profile(mod, inputs=inputs, config=args.config)
+    print(layer_table(prof))
+    for path, write in ((args.csv, lambda p: to_csv(prof, p)),
+                        (args.json, lambda p: Path(p).write_text(json.dumps(prof, indent=2) + "\n")),
+                        (args.trace, lambda p: write_chrome_trace(prof, p))):
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            write(path)
+            print(f"wrote {path}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    """Partition the model and print where each op runs and why the rest does not (nothing runs)."""
+    _, report = _build(_import(args.model), args.config)
+    print(report.table())
+    return 0
+
+
+COMMANDS = {"compile": cmd_compile, "run": cmd_run, "profile": cmd_profile, "report": cmd_report}
