@@ -41,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     prof.add_argument("--csv", help="write one row per layer to this CSV file")
     prof.add_argument("--json", help="write the whole profile to this JSON file")
     prof.add_argument("--trace", help="write a Chrome / Perfetto trace to this JSON file")
+    prof.add_argument("--html", help="write an HTML report (+ PNG figures next to it) to this file")
 
     rep = sub.add_parser("report", help="print where each op runs and why the rest does not")
     rep.add_argument("model", help="the ONNX model file")

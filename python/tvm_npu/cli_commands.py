@@ -143,18 +143,22 @@ def layer_table(prof: dict) -> str:
 
 def cmd_profile(args) -> int:
     """Build, run once on the reference NPU and print / write the per-layer profile."""
+    from .html_report import write_html
     from .profile import profile, to_csv
+    from .report import BuildReport
     from .trace import write_chrome_trace
 
     mod = _import(args.model)
     inputs = [_load_npy(p) for p in args.input] if args.input else None
     if inputs is not None:
         _check_inputs(mod, inputs)
-    prof = profile(mod, inputs=inputs, config=args.config)
+    report = BuildReport()
+    prof = profile(mod, inputs=inputs, config=args.config, report=report)
     print(layer_table(prof))
     for path, write in ((args.csv, lambda p: to_csv(prof, p)),
                         (args.json, lambda p: Path(p).write_text(json.dumps(prof, indent=2) + "\n")),
-                        (args.trace, lambda p: write_chrome_trace(prof, p))):
+                        (args.trace, lambda p: write_chrome_trace(prof, p)),
+                        (args.html, lambda p: write_html(prof, report, p))):
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             write(path)

@@ -395,7 +395,8 @@ def _plan_region(cfg: NPUConfig, graph: Graph, budget: int):
     commands = sb.finish()
     # Without liveness reuse every resident and every layer's buffers would need bytes of their own.
     info = {"residents": sorted(residents), "ideal_cycles": ideal, "layer_weight_bytes": layer_weight_bytes,
-            "sram_bytes_no_reuse": sum(sizes[r] for r in residents) + sum(p.top - p.base for p in plans)}
+            "sram_bytes_no_reuse": sum(sizes[r] for r in residents) + sum(p.top - p.base for p in plans),
+            "layer_sram": {layer.name: [lp.base, lp.top] for layer, lp in zip(layers, plans)}}
     return (commands, weights, placed, ddr_top, max((p.top for p in plans), default=0), info), None, 0
 
 

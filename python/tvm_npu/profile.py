@@ -58,7 +58,8 @@ def random_inputs(mod: tvm.IRModule, seed: int = 0) -> list:
     return arrays
 
 
-def profile(mod: tvm.IRModule, inputs: list | None = None, config=None) -> dict:
+def profile(mod: tvm.IRModule, inputs: list | None = None, config=None,
+            report: BuildReport | None = None) -> dict:
     """Build `mod` for the NPU, run it once, and profile every NPU call, layer by layer.
 
     Parameters
@@ -69,6 +70,8 @@ def profile(mod: tvm.IRModule, inputs: list | None = None, config=None) -> dict:
         The arguments of `main`; default: `random_inputs(mod)` (seed 0).
     config : NPUConfig or str, optional
         The NPU to compile for (default "npu-ref").
+    report : BuildReport, optional
+        Filled by the build (placements, regions), e.g. for `html_report.write_html`.
 
     Returns
     -------
@@ -76,7 +79,7 @@ def profile(mod: tvm.IRModule, inputs: list | None = None, config=None) -> dict:
         JSON-serializable; see `collect` for the keys and their definitions.
     """
     cfg = get_config(config)
-    report = BuildReport()
+    report = BuildReport() if report is None else report
     ex = build(mod, config=cfg, report=report)
     vm = relax.VirtualMachine(ex, tvm.cpu())
     modules = runtime.npu_modules(vm)
