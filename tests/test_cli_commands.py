@@ -105,3 +105,34 @@ def test_profile_with_a_wrong_input_shape_is_a_one_line_error(files, tmp_path, c
     np.save(tmp_path / "small.npy", np.zeros((1, 3, 16, 16), np.float32))
     assert main(["profile", str(d / "model.onnx"), "--input", str(tmp_path / "small.npy")]) != 0
     assert "expected shape (1, 3, 32, 32) float32" in _error_line(capsys)
+
+
+def test_quantize_then_run_stays_close_to_float(tmp_path, capsys):
+    model = tmp_path / "cnn.onnx"
+    onnx.save(small_cnn(seed=4), model)
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    rng = np.random.default_rng(5)
+    for i in range(6):
+        np.save(calib / f"{i}.npy", rng.standard_normal((1, 3, 32, 32)).astype(np.float32))
+    lib = tmp_path / "int8.so"
+    assert main(["quantize", str(model), "--calib", str(calib), "-o", str(lib), "--method", "percentile",
+                 "--sqnr"]) == 0
+    out = capsys.readouterr().out
+    assert "of MACs on the NPU" in out and "dB" in out
+    x = rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["run", str(lib), str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy")]) == 0
+    got = np.load(tmp_path / "y.npy")
+    ref = relax.VirtualMachine(tvm.compile(tvm_npu.from_onnx(str(model)), target="llvm"), tvm.cpu())
+    want = ref["main"](tvm.runtime.tensor(x)).numpy()
+    assert np.abs(got - want).max() < 0.05 and got.argmax() == want.argmax()
+
+
+def test_quantize_without_calibration_files_is_one_line(tmp_path, capsys):
+    onnx.save(small_cnn(seed=4), tmp_path / "cnn.onnx")
+    (tmp_path / "empty").mkdir()
+    assert main(["quantize", str(tmp_path / "cnn.onnx"), "--calib", str(tmp_path / "empty"),
+                 "-o", str(tmp_path / "q.so")]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no .npy files" in err[0]

@@ -1,4 +1,4 @@
-"""`tvm-npu`: the command line: demo, compile, run, profile, report (commands in cli_commands.py)."""
+"""`tvm-npu`: the command line: demo, compile, quantize, run, profile, report (commands: cli_commands.py)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,16 @@ def _parser() -> argparse.ArgumentParser:
     config(comp)
     comp.add_argument("--report", help="path stem of the partition report "
                                        "(default: <output>.report.json / .txt next to the library)")
+
+    quant = sub.add_parser("quantize", help="calibrate on a folder of .npy inputs, quantize to int8, "
+                                            "build for the NPU, export a library")
+    quant.add_argument("model", help="the float ONNX model file")
+    quant.add_argument("--calib", required=True, help="folder of .npy files, one input array each")
+    quant.add_argument("-o", "--output", required=True, help="the library to write, e.g. model_int8.so")
+    quant.add_argument("--method", default="minmax", choices=["minmax", "percentile", "entropy"],
+                       help="activation range calibration")
+    quant.add_argument("--sqnr", action="store_true", help="print each quantized tensor's SQNR vs float")
+    config(quant)
 
     run = sub.add_parser("run", help="run an exported library on .npy inputs (reference NPU)")
     run.add_argument("library", help="a library written by `tvm-npu compile`")

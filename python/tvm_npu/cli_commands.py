@@ -1,4 +1,4 @@
-"""The `tvm-npu` subcommands compile, run, profile and report (argument parsing lives in cli.py).
+"""The `tvm-npu` subcommands compile, quantize, run, profile and report (argument parsing: cli.py).
 
 Each command takes the parsed argparse namespace and returns the exit code. A user mistake raises
 `CLIError` or `NPUError`; cli.main turns either into one line on stderr.
@@ -61,11 +61,15 @@ def _build(mod, config: str):
 def cmd_compile(args) -> int:
     """Import an ONNX model, build it for the NPU, export the library and the partition report."""
     ex, report = _build(_import(args.model), args.config)
-    out = Path(args.output)
+    return _export(ex, report, args.output, args.report)
+
+
+def _export(ex, report, output: str, report_stem: str | None = None) -> int:
+    """Write the library and its partition report (<output stem>.report.json / .txt by default)."""
+    out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
     ex.export_library(str(out))
-    stem = Path(args.report) if args.report else out.with_name(out.stem + ".report")
-    js, txt = report.write(stem)
+    js, txt = report.write(Path(report_stem) if report_stem else out.with_name(out.stem + ".report"))
     print(f"{out}: {report.summary()}")
     print(f"partition report: {js}, {txt}")
     return 0
@@ -173,4 +177,27 @@ def cmd_report(args) -> int:
     return 0
 
 
-COMMANDS = {"compile": cmd_compile, "run": cmd_run, "profile": cmd_profile, "report": cmd_report}
+def cmd_quantize(args) -> int:
+    """Calibrate a float ONNX model on a folder of .npy inputs, quantize it to int8, build it for the
+    NPU and export the library; print what was quantized and, per tensor, the SQNR against float."""
+    from .accuracy import format_sqnr_table, layer_sqnr
+    from .quantize import quantize
+
+    mod = _import(args.model)
+    folder = Path(args.calib)
+    files = sorted(folder.glob("*.npy")) if folder.is_dir() else []
+    if not files:
+        raise CLIError(f"calibration folder {str(folder)!r} has no .npy files (one input array each)")
+    batches = [_load_npy(str(f)) for f in files]
+    for b in batches:
+        _check_inputs(mod, [b])
+    qmod, qreport = quantize(mod, batches, method=args.method)
+    print(qreport.summary())
+    if args.sqnr:
+        print(format_sqnr_table(layer_sqnr(mod, qmod, qreport, batches[0])))
+    ex, report = _build(qmod, args.config)
+    return _export(ex, report, args.output)
+
+
+COMMANDS = {"compile": cmd_compile, "quantize": cmd_quantize, "run": cmd_run, "profile": cmd_profile,
+            "report": cmd_report}
