@@ -1,7 +1,6 @@
 """The fp16 datapath's other ops: depthwise convolution, residual add, max / average / global pooling."""
 
 import numpy as np
-import tvm
 from tvm import relax
 
 import tvm_npu

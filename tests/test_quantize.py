@@ -5,7 +5,6 @@ the QDQ model's accuracy, and the NPU pattern table for the QDQ form."""
 import math
 
 import numpy as np
-import onnx
 import pytest
 import tvm
 from onnx import TensorProto, helper, numpy_helper

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import pytest
 import tvm
-from onnx import TensorProto, helper
+from onnx import helper
 from tvm import relax
 
 import tvm_npu

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-import tvm
 
 import tvm_npu
 from builders import chain, conv_layer, dense_layer

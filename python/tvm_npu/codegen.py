@@ -35,12 +35,6 @@ def compiling(config: NPUConfig, streams: dict | None = None, layers: dict | Non
         _STATE.update(saved)
 
 
-def compile_function(func, config: NPUConfig) -> tuple[str, stream.Stream, bytes]:
-    """One NPU region -> (symbol, planned stream, encoded blob)."""
-    graph, planned, blob = compile_region(func, config)
-    return graph.symbol, planned, blob
-
-
 def compile_region(func, config: NPUConfig):
     """One NPU region -> (lowered graph, planned stream, encoded blob)."""
     graph = lower_function(func)

@@ -56,7 +56,7 @@ def families() -> list[dict]:
     """One dict per composite family and datapath: family, datapath, composites, anchor ops (the op the
     constraints judge), fused ops, constraints — in the table's priority order."""
     groups: dict = {}
-    for name, pattern, annotations, check in pattern_table():
+    for name, pattern, ann, check in pattern_table():
         int8 = name.startswith(f"{patterns.PREFIX}.q")
         if not hasattr(check, "constraints"):
             raise TypeError(f"{check.__name__} (pattern {name}) has no constraints.applies(...) list")
@@ -67,7 +67,7 @@ def families() -> list[dict]:
                                     "constraints": check.constraints + (check.int8_constraints if int8
                                                                        else [])})
         g["composites"].append(name)
-        for op in pattern_ops(annotations["op"].op):
+        for op in pattern_ops(ann["op"].op):
             if op not in g["anchor_ops"]:
                 g["anchor_ops"].append(op)
         for op in pattern_ops(pattern):

@@ -182,7 +182,7 @@ void CheckPoolParams(const std::string& where, const stream::PoolOperands& op) {
 }
 
 void CheckDma(const std::string& where, const stream::Command& cmd, const ParsedStream& ps) {
-  const stream::DmaOperands op = DmaOperandsOf(cmd);
+  const stream::DmaOperands op = OperandsOf<stream::DmaOperands>(cmd);
   const NPUConfig& c = ps.config;
   if (op.channel >= c.dma_channels) {
     NPU_THROW(kBadStream) << where << ": DMA channel " << op.channel << ", the NPU has "
@@ -201,7 +201,7 @@ void CheckDma(const std::string& where, const stream::Command& cmd, const Parsed
 }
 
 void CheckConv2D(const std::string& where, const stream::Command& cmd, const NPUConfig& c) {
-  const stream::Conv2DOperands op = Conv2DOperandsOf(cmd);
+  const stream::Conv2DOperands op = OperandsOf<stream::Conv2DOperands>(cmd);
   CheckConv2DParams(where, op);
   const uint64_t elem = stream::DTypeBytes(op.dtype);
   const uint64_t sram = c.sram_bytes;
@@ -248,7 +248,7 @@ void CheckVectorConfig(const std::string& where, const NPUConfig& c) {
 }  // namespace
 
 void CheckAdd(const std::string& where, const stream::Command& cmd, const NPUConfig& c) {
-  const stream::AddOperands op = AddOperandsOf(cmd);
+  const stream::AddOperands op = OperandsOf<stream::AddOperands>(cmd);
   CheckAddParams(where, op);
   CheckVectorConfig(where, c);
   const uint64_t sram = c.sram_bytes;
@@ -265,7 +265,7 @@ void CheckAdd(const std::string& where, const stream::Command& cmd, const NPUCon
 }
 
 void CheckPool(const std::string& where, const stream::Command& cmd, const NPUConfig& c) {
-  const stream::PoolOperands op = PoolOperandsOf(cmd);
+  const stream::PoolOperands op = OperandsOf<stream::PoolOperands>(cmd);
   CheckPoolParams(where, op);
   CheckVectorConfig(where, c);
   const uint64_t sram = c.sram_bytes;

@@ -49,10 +49,10 @@ uint64_t CycleModel::Conv2DCycles(const NPUConfig& config, const stream::Conv2DO
 
 uint64_t CycleModel::VectorSteps(const stream::Command& cmd) {
   if (cmd.opcode() == stream::kAdd) {
-    const stream::AddOperands op = AddOperandsOf(cmd);
+    const stream::AddOperands op = OperandsOf<stream::AddOperands>(cmd);
     return SatMul(op.rows, op.row_elems);
   }
-  const stream::PoolOperands op = PoolOperandsOf(cmd);
+  const stream::PoolOperands op = OperandsOf<stream::PoolOperands>(cmd);
   return SatMul(SatMul(SatMul(op.out_h, op.out_w), op.c), SatMul(op.kh, op.kw));
 }
 
@@ -67,7 +67,7 @@ CommandTiming CycleModel::OnCommand(const stream::Command& cmd) {
   CommandTiming t{kEngineNone, 0, 0, 0};
   const uint32_t opcode = cmd.opcode();
   if (opcode == stream::kDmaLoad || opcode == stream::kDmaStore) {
-    t.engine = DmaOperandsOf(cmd).channel;
+    t.engine = OperandsOf<stream::DmaOperands>(cmd).channel;
   } else if (opcode == stream::kConv2D) {
     t.engine = kEngineMac;
   } else if (opcode == stream::kAdd || opcode == stream::kPool) {
@@ -87,12 +87,12 @@ CommandTiming CycleModel::OnCommand(const stream::Command& cmd) {
   // The engine's queue runs its commands in order, one at a time.
   t.start = std::max(issue, busy_until_[t.engine]);
   if (t.engine == kEngineMac) {
-    t.end = t.start + Conv2DCycles(config_, Conv2DOperandsOf(cmd));
+    t.end = t.start + Conv2DCycles(config_, OperandsOf<stream::Conv2DOperands>(cmd));
   } else if (t.engine == kEngineVector) {
     t.end = t.start + VectorCycles(config_, cmd);
   } else {
     // Latency overlaps other transfers' data; data phases on the shared DDR bus do not.
-    const uint64_t bus = DmaBusBytes(config_, DmaOperandsOf(cmd));
+    const uint64_t bus = DmaBusBytes(config_, OperandsOf<stream::DmaOperands>(cmd));
     const uint64_t t_data = std::max(t.start + config_.dma_latency, ddr_busy_until_);
     t.end = t_data + CeilDiv(bus, config_.ddr_bytes_per_cycle);
     ddr_busy_until_ = t.end;

@@ -127,7 +127,7 @@ class Machine {
   }
 
   void Dma(const stream::Command& cmd) {
-    const stream::DmaOperands op = DmaOperandsOf(cmd);
+    const stream::DmaOperands op = OperandsOf<stream::DmaOperands>(cmd);
     const bool load = cmd.opcode() == stream::kDmaLoad;
     for (uint64_t r = 0; r < op.rows; ++r) {
       const uint64_t src = op.src_addr + r * op.src_stride;
@@ -141,7 +141,7 @@ class Machine {
   }
 
   void Conv2D(const stream::Command& cmd) {
-    const stream::Conv2DOperands op = Conv2DOperandsOf(cmd);
+    const stream::Conv2DOperands op = OperandsOf<stream::Conv2DOperands>(cmd);
     uint8_t* s = sram_.data();
     Conv2DRef(op, s + op.in_addr, s + op.w_addr,
               op.bias_addr == stream::kNoBias ? nullptr : s + op.bias_addr, s + op.out_addr,
@@ -149,13 +149,13 @@ class Machine {
   }
 
   void Add(const stream::Command& cmd) {
-    const stream::AddOperands op = AddOperandsOf(cmd);
+    const stream::AddOperands op = OperandsOf<stream::AddOperands>(cmd);
     uint8_t* s = sram_.data();
     AddRef(op, s + op.a_addr, s + op.b_addr, s + op.out_addr);
   }
 
   void Pool(const stream::Command& cmd) {
-    const stream::PoolOperands op = PoolOperandsOf(cmd);
+    const stream::PoolOperands op = OperandsOf<stream::PoolOperands>(cmd);
     uint8_t* s = sram_.data();
     PoolRef(op, s + op.in_addr, s + op.out_addr);
   }
@@ -220,11 +220,11 @@ Stats Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs
                       0, 0};
     if (cmd.opcode() == stream::kDmaLoad || cmd.opcode() == stream::kDmaStore) {
       machine.Dma(cmd);
-      rec.bus_bytes = CycleModel::DmaBusBytes(cfg, DmaOperandsOf(cmd));
+      rec.bus_bytes = CycleModel::DmaBusBytes(cfg, OperandsOf<stream::DmaOperands>(cmd));
       (cmd.opcode() == stream::kDmaLoad ? st.ddr_read_bytes : st.ddr_write_bytes) += rec.bus_bytes;
     } else if (cmd.opcode() == stream::kConv2D) {
       machine.Conv2D(cmd);
-      rec.macs = Conv2DMacs(Conv2DOperandsOf(cmd));
+      rec.macs = Conv2DMacs(OperandsOf<stream::Conv2DOperands>(cmd));
       st.macs += rec.macs;
     } else if (cmd.opcode() == stream::kAdd) {
       machine.Add(cmd);  // vector ops do no MACs

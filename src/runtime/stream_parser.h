@@ -39,26 +39,12 @@ ParsedStream ParseStream(const uint8_t* data, size_t size);
 /*! \brief CRC-32/IEEE (zlib's crc32, reflected polynomial 0xEDB88320). */
 uint32_t Crc32(const uint8_t* data, size_t size);
 
-inline stream::DmaOperands DmaOperandsOf(const stream::Command& cmd) {
-  stream::DmaOperands op;
-  std::memcpy(&op, &cmd.words[1], sizeof(op));
-  return op;
-}
-
-inline stream::Conv2DOperands Conv2DOperandsOf(const stream::Command& cmd) {
-  stream::Conv2DOperands op;
-  std::memcpy(&op, &cmd.words[1], sizeof(op));
-  return op;
-}
-
-inline stream::AddOperands AddOperandsOf(const stream::Command& cmd) {
-  stream::AddOperands op;
-  std::memcpy(&op, &cmd.words[1], sizeof(op));
-  return op;
-}
-
-inline stream::PoolOperands PoolOperandsOf(const stream::Command& cmd) {
-  stream::PoolOperands op;
+/*! \brief The operand words 1.. of `cmd` as the operand struct T of its opcode (memcpy: the blob
+ *         guarantees no alignment for the struct). */
+template <typename T>
+inline T OperandsOf(const stream::Command& cmd) {
+  static_assert(sizeof(T) <= sizeof(cmd.words) - sizeof(cmd.words[0]), "operands fit the command");
+  T op;
   std::memcpy(&op, &cmd.words[1], sizeof(op));
   return op;
 }
