@@ -36,6 +36,7 @@ def summarize(name, report, profiles, cfg):
     ddr = sum(p["ddr_read_bytes"] + p["ddr_write_bytes"] for p in profiles)
     compulsory = sum(r.get("compulsory_ddr_bytes", 0) for r in report.regions.values())
     ideal = sum(r.get("ideal_cycles", 0) for r in report.regions.values())
+    estimated = sum(r.get("estimated_cycles", 0) for r in report.regions.values())
     sram = max(r["sram_bytes_used"] for r in report.regions.values())
     sram_naive = max(r.get("sram_bytes_no_reuse", r["sram_bytes_used"]) for r in report.regions.values())
     int8 = any(p.precision == "int8" for p in report.placements)
@@ -45,7 +46,8 @@ def summarize(name, report, profiles, cfg):
           f"MAC utilization {util:.1%} ({'int8' if int8 else 'fp16'}), DDR {ddr} B"
           + (f" = {ddr / compulsory:.2f}x compulsory ({compulsory} B)" if compulsory else "")
           + f", SRAM peak {sram} B (without liveness reuse {sram_naive} B)"
-          + (f", cycles / ideal {cycles / ideal:.2f}" if ideal else ""))
+          + (f", cycles / ideal {cycles / ideal:.2f}" if ideal else "")
+          + f", cost model {estimated} cycles ({estimated / cycles - 1:+.2%} against the emulator)")
 
 
 def gemm(m=1024, k=2048, n=2048, seed=0):

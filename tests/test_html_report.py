@@ -61,9 +61,14 @@ def test_sram_spans_come_from_the_planner(rendered):
     # vector layers work on resident tensors in place: their own buffers may be empty (base == top)
     prof, report, _ = rendered
     spans = sram_spans(prof, report)
-    assert len(spans) == len(prof["layers"])
-    assert max(top for *_, top, _ in spans) == prof["sram_peak_bytes"]
-    assert all(0 <= base <= top <= prof["config"]["sram_bytes"] and s <= e for s, e, base, top, _ in spans)
+    assert len([sp for sp in spans if sp[5] == "buffers"]) == len(prof["layers"])
+    weights = [sp for sp in spans if sp[5] == "weights"]
+    assert len(weights) == sum(1 for lay in prof["layers"] if lay["weight_bytes"])
+    assert max(hi for _, _, _, hi, *_ in spans) == prof["sram_peak_bytes"]
+    assert all(0 <= lo <= hi <= prof["config"]["sram_bytes"] and s <= e for s, e, lo, hi, *_ in spans)
+    # A weight block's span starts no later than its layer's buffers' span and ends with it.
+    ends = {sp[4]["name"]: (sp[0], sp[1]) for sp in spans if sp[5] == "buffers"}
+    assert all(s <= ends[lay["name"]][0] and e == ends[lay["name"]][1] for s, e, _, _, lay, _ in weights)
 
 
 def test_without_a_report_there_is_no_sram_timeline_or_table(rendered, tmp_path):

@@ -44,6 +44,15 @@ def vector_cycles(cfg: NPUConfig, op: str, a: dict) -> int:
     return cfg.op_overhead + math.ceil(steps / lanes)
 
 
+def compute_cycles(cfg: NPUConfig, cmd: Command) -> int:
+    """Cycles of a CONV2D, ADD or POOL command on its engine (0 for DMA and END)."""
+    if cmd.op == "CONV2D":
+        return conv_cycles(cfg, cmd.args)
+    if cmd.engine == "vector":
+        return vector_cycles(cfg, cmd.op, cmd.args)
+    return 0
+
+
 def dma_bus_bytes(cfg: NPUConfig, rows: int, row_bytes: int) -> int:
     """Bytes on the DDR bus: each row moves whole bursts."""
     return rows * math.ceil(row_bytes / cfg.burst_bytes) * cfg.burst_bytes
@@ -103,11 +112,11 @@ def estimate(cfg: NPUConfig, commands: list[Command]) -> Estimate:
         start = max(t_issue, busy[engine])
         a = cmd.args
         if cmd.op == "CONV2D":
-            end = start + conv_cycles(cfg, a)
+            end = start + compute_cycles(cfg, cmd)
             est.mac_cycles += end - start
             est.macs += conv_macs(a)
         elif engine == "vector":
-            end = start + vector_cycles(cfg, cmd.op, a)
+            end = start + compute_cycles(cfg, cmd)
             est.vector_cycles += end - start
         else:
             bus = dma_bus_bytes(cfg, a["rows"], a["row_bytes"])

@@ -6,7 +6,7 @@
 
 Figures: per-layer cycles (compute / DMA / stall) with MAC utilization; a roofline (arithmetic intensity,
 MACs per DDR byte, against achieved MACs per cycle); the SRAM occupancy over the run (from the planner's
-per-layer buffers, `layer_sram` in report.regions). The page also holds the headline numbers and the
+per-layer buffers and weight slots, `layer_sram` and `weight_slots` in report.regions). The page also holds the headline numbers and the
 partition table (where each op runs, or the reason code of why not). Without a report (None) the SRAM
 timeline and the partition table are left out.
 """
@@ -94,15 +94,23 @@ def _roofline_figure(plt, prof: dict, path: Path) -> None:
 
 
 def sram_spans(prof: dict, report: BuildReport) -> list:
-    """(start, end, base, top, layer) per layer with a planned SRAM use; cycles are offset by the calls
-    of the regions before it (the regions run one after another)."""
+    """(start, end, lo, hi, layer, what) per planned SRAM use: each layer's activation buffers over its
+    span ("buffers"), and each of its weight blocks from the start of the layer its load may overlap
+    to the layer's end ("weights"). Cycles are offset by the calls of the regions before it (the
+    regions run one after another)."""
     spans, offset = [], 0
     for sym, reg in prof["regions"].items():
-        sram = report.regions.get(sym, {}).get("layer_sram", {})
-        for lay in prof["layers"]:
-            if lay["symbol"] == sym and lay["name"] in sram:
-                base, top = sram[lay["name"]]
-                spans.append((offset + lay["start"], offset + lay["end"], base, top, lay))
+        info = report.regions.get(sym, {})
+        sram, slots = info.get("layer_sram", {}), info.get("weight_slots", {})
+        layers = {lay["name"]: lay for lay in prof["layers"] if lay["symbol"] == sym}
+        order = [name for name in sram if name in layers]
+        for name in order:
+            lay = layers[name]
+            base, top = sram[name]
+            spans.append((offset + lay["start"], offset + lay["end"], base, top, lay, "buffers"))
+            for k, slot, nbytes in slots.get(name, []):
+                first = layers[order[k]] if k is not None else lay
+                spans.append((offset + first["start"], offset + lay["end"], slot, slot + nbytes, lay, "weights"))
         offset += reg["call_cycles"]
     return spans
 
@@ -110,20 +118,25 @@ def sram_spans(prof: dict, report: BuildReport) -> list:
 def _sram_figure(plt, prof: dict, spans: list, path: Path) -> None:
     size = prof["config"]["sram_bytes"]
     fig, ax = plt.subplots(figsize=(11, 5))
-    for i, (s, e, base, top, lay) in enumerate(spans):
-        label = f"{_short(lay)} {lay['kind']}" if len(spans) <= 12 else None
+    buffers = [sp for sp in spans if sp[5] == "buffers"]
+    for i, (s, e, base, top, lay, _) in enumerate(buffers):
+        label = f"{_short(lay)} {lay['kind']}" if len(buffers) <= 12 else None
         ax.fill_between([s, e], base, top, color=f"C{i % 10}", alpha=0.6, lw=0, label=label, zorder=2)
         ax.fill_between([s, e], 0, base, color="#999", alpha=0.15, lw=0, zorder=1)
+    for s, e, lo, hi, _, what in spans:
+        if what == "weights":
+            ax.fill_between([s, e], lo, hi, facecolor="none", edgecolor="#555", hatch="///", lw=0.3, zorder=3)
     edges = sorted({t for s, e, *_ in spans for t in (s, e)})
-    used = [max((top for s, e, _, top, _ in spans if s <= a < e), default=0) for a in edges]
-    ax.step(edges, used, where="post", color="k", lw=1.5, label="SRAM in use (bytes)")
+    used = [max((hi for s, e, _, hi, *_ in spans if s <= a < e), default=0) for a in edges]
+    ax.step(edges, used, where="post", color="k", lw=1.5, label="highest SRAM byte in use")
     ax.axhline(size, color="r", ls="--", label=f"SRAM size {size} B")
     ax.fill_between([], [], color="#999", alpha=0.25, label="residents (below the layer's buffers)")
+    ax.fill_between([], [], facecolor="none", edgecolor="#555", hatch="///", label="weight blocks, load to use")
     ax.set_xlabel("cycle")
     peak = max(used, default=1)
     if peak < size / 5:  # on a linear scale up to the SRAM size the use would be a line at the bottom
         ax.set_yscale("log", nonpositive="clip")
-        ax.set_ylim(max(1, min(top for *_, top, _ in spans if top) / 2), size * 1.5)
+        ax.set_ylim(max(1, min(hi for _, _, _, hi, *_ in spans if hi) / 2), size * 1.5)
     else:
         ax.set_ylim(0, size * 1.08)
     ax.set_ylabel("SRAM bytes" + (" (log scale)" if peak < size / 5 else ""))
@@ -186,7 +199,8 @@ def write_html(prof: dict, report: BuildReport | None, path) -> list[Path]:
             "roofline": "Roofline: arithmetic intensity against achieved MACs per cycle"}
     spans = sram_spans(prof, report) if report is not None else []
     if spans:
-        figs["sram"] = "SRAM occupancy over time (each layer's buffers over its span; grey: residents)"
+        figs["sram"] = ("SRAM occupancy over time (each layer's buffers over its span; grey: residents; "
+                       "hatched: weight blocks from the start of their load to their layer's end)")
     pngs = {k: out.with_name(f"{out.stem}_{k}.png") for k in figs}
     _cycles_figure(plt, prof, pngs["cycles"])
     _roofline_figure(plt, prof, pngs["roofline"])

@@ -5,8 +5,10 @@
     SRAM        intermediates kept resident by live range (sram.py); per-layer working buffers
     tiling      row tiles (and output-channel blocks for dense weights larger than SRAM), the tile
                 height chosen with the cost model among those that fit (tiling.py, cost_model.py)
-    DMA         inputs stream in on channel 0, results out on channel 1, weights on channel 1 and
-                prefetched during earlier layers; waits derived from data dependencies (schedule.py)
+    weights     each layer's weight slot placed in SRAM over the longest run of earlier layers it can
+                share SRAM with (weights.py), so its load overlaps their compute
+    DMA         inputs stream in on channel 0, results out on channel 1; weights on channel 1 in chunks
+                paced by the compute they hide behind; waits derived from data dependencies (schedule.py)
 
 If residency leaves a layer too little working SRAM, the region is planned again without residents.
 """
@@ -22,14 +24,12 @@ from . import cost_model
 from .config import NPUConfig
 from .errors import NPUError
 from .lower import Graph, Layer
-from .schedule import Scoreboard
+from .schedule import Scoreboard, emit_dma
 from .sram import Arena, align, live_ranges, place_residents, resident_top
 from .stream import ACTIVATIONS, DTYPE_BYTES, DTYPES, NO_BIAS, POOL_KINDS, Command, Stream, TensorDesc, f32_bits
 from .tiling import oc_blocks, row_tiles, tile_heights
+from .weights import WeightStreamer, place_weight_slots
 
-
-# How many earlier layers a layer's weight load may overlap (planning its buffers above theirs).
-PREFETCH_DEPTH = 4
 # Fractions of SRAM offered to resident intermediates (0: everything streams through DDR).
 RESIDENT_SHARES = (0.0, 0.5, 0.7, 0.85)
 
@@ -75,11 +75,18 @@ class LayerPlan:
     w_slot: int | None
     in_bufs: list  # per input: [ping, pong] SRAM addresses, or None when the input is resident
     out_bufs: list | None  # [ping, pong], or None when the output is resident
-    base: int  # first SRAM byte of the layer's buffers
-    top: int  # first SRAM byte above them
+    base: int  # first SRAM byte of the layer's activation buffers
+    top: int  # first SRAM byte above them (the weight slot is placed separately, weights.py)
     cycles: int = 0
-    prefetchable: bool = False  # planned above its predecessor: its weights may load early
-    prefetched: bool = False
+    # Per constant block: its SRAM slot, and the index of the layer during which the weight streamer
+    # may start loading it (None: loaded by the layer itself, after the previous block's computes,
+    # into the slot the previous block used). Set by weights.place_weight_slots.
+    w_slots: list | None = None
+    load_after: list | None = None
+
+    def __post_init__(self):
+        self.w_slots = self.w_slots or [self.w_slot] * len(self.blocks)
+        self.load_after = self.load_after or [None] * len(self.blocks)
 
 
 def constant_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[bytes, int, int]:
@@ -99,9 +106,12 @@ def constant_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[by
     return data, w_stride, align(oc * w_stride, cfg.alignment)
 
 
-def _block_size(cfg: NPUConfig, layer: Layer, dst: Placed) -> list[int]:
-    """Output-channel block sizes to try: all channels, then smaller aligned blocks for dense layers
-    (a conv's output row interleaves all channels per pixel, so only dense rows split cleanly)."""
+def _block_size(cfg: NPUConfig, layer: Layer, dst: Placed, in_bytes: int) -> list[int]:
+    """Output-channel block sizes to try, best first. A conv's output row interleaves all channels per
+    pixel, so only dense layers split. Every block re-reads the layer's input, so blocks are as large
+    as fit — except for a weight-heavy layer on a small input (a classifier): its weights come in
+    blocks of at most an eighth of SRAM, so the weight streamer (weights.py) can load each block into
+    whatever SRAM frees up earliest instead of waiting for room for the whole matrix."""
     oc = layer.weight.shape[0]
     sizes = [oc]
     if layer.kind == "conv" and dst.view[2] == 1 and layer.groups == 1:
@@ -110,12 +120,14 @@ def _block_size(cfg: NPUConfig, layer: Layer, dst: Placed) -> list[int]:
         while b >= step:
             sizes.append(b)
             b = (b // 2) // step * step
+        row = layer.weight[0].nbytes
+        small = [n for n in sizes if n * row <= cfg.sram_bytes // 8] if in_bytes * 64 <= layer.weight.nbytes else []
+        sizes = small + [n for n in sizes if n not in small]
     return sizes
 
 
 def _layout(cfg, layer, srcs, dst, blocks, base, tile_oh) -> LayerPlan | None:
     arena = Arena(cfg, base)
-    w_slot = arena.take(max(b.nbytes for b in blocks)) if blocks else None
     tiles = row_tiles(layer, srcs[0].view, dst.view, tile_oh)
     in_rows = max(t.in_rows for t in tiles)
     in_bufs = [None if s.space == "sram" else [arena.take(in_rows * s.row_stride) for _ in (0, 1)]
@@ -124,9 +136,12 @@ def _layout(cfg, layer, srcs, dst, blocks, base, tile_oh) -> LayerPlan | None:
     out_bytes = out_rows * align(max(b.oc1 - b.oc0 for b in blocks) * dst.elem, cfg.alignment) \
         if blocks and len(blocks) > 1 else out_rows * dst.row_stride
     out_bufs = None if dst.space == "sram" else [arena.take(out_bytes) for _ in (0, 1)]
+    top = arena.top
+    # Until weights.place_weight_slots finds it an earlier home, the weight slot sits right above.
+    w_slot = arena.take(max(b.nbytes for b in blocks)) if blocks else None
     if arena.top > cfg.sram_bytes:
         return None
-    return LayerPlan(tile_oh, blocks, w_slot, in_bufs, out_bufs, base, arena.top)
+    return LayerPlan(tile_oh, blocks, w_slot, in_bufs, out_bufs, base, top)
 
 
 def _compute(cfg, layer: Layer, t, ins: list, srcs: list, dst: Placed, out_addr: int, out_stride: int,
@@ -180,32 +195,20 @@ def _footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
     return reads, [("sram", a["out_addr"], a["out_addr"] + a["out_h"] * a["out_stride"])]
 
 
-def _dma(sb: Scoreboard, op, channel, ddr, sram, rows, row_bytes, ddr_stride, sram_stride, note):
-    span_ddr = ("ddr", ddr, ddr + (rows - 1) * ddr_stride + row_bytes)
-    span_sram = ("sram", sram, sram + (rows - 1) * sram_stride + row_bytes)
-    if op == "DMA_LOAD":
-        args = dict(channel=channel, ddr_addr=ddr, sram_addr=sram, rows=rows, row_bytes=row_bytes,
-                    ddr_stride=ddr_stride, sram_stride=sram_stride)
-        return sb.emit(Command(op, args, {}, note), reads=[span_ddr], writes=[span_sram])
-    args = dict(channel=channel, sram_addr=sram, ddr_addr=ddr, rows=rows, row_bytes=row_bytes,
-                sram_stride=sram_stride, ddr_stride=ddr_stride)
-    return sb.emit(Command(op, args, {}, note), reads=[span_sram], writes=[span_ddr])
-
-
-def load_constants(sb: Scoreboard, lp: LayerPlan, blk: Block, note: str):
+def load_constants(sb: Scoreboard, slot: int, blk: Block, note: str):
     stride = align(blk.nbytes, 128)
-    _dma(sb, "DMA_LOAD", 1, blk.ddr_addr, lp.w_slot, 1, blk.nbytes, stride, stride, note)
+    emit_dma(sb, "DMA_LOAD", 1, blk.ddr_addr, slot, 1, blk.nbytes, stride, stride, note)
 
 
 def emit_layer(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst: Placed, lp: LayerPlan,
-               constants_loaded: bool, after_first_compute=None):
-    """Commands of one layer into `sb`: per output-channel block, per row tile: load, compute, store."""
+               after_compute=None):
+    """Commands of one layer into `sb`: per output-channel block, per row tile: load, compute, store.
+    `after_compute(cmd)` runs after each tile's commands (the weight streamer paces itself on it)."""
     tiles = row_tiles(layer, srcs[0].view, dst.view, lp.tile_oh)
     blocks = lp.blocks or [None]
-    first = True
     for bi, blk in enumerate(blocks):
-        if blk is not None and not (bi == 0 and constants_loaded):
-            load_constants(sb, lp, blk, layer.name)
+        if blk is not None and lp.load_after[bi] is None:  # not streamed in (weights.py)
+            load_constants(sb, lp.w_slots[bi], blk, layer.name)
         oc0 = blk.oc0 if blk is not None else 0
         ocb = (blk.oc1 - blk.oc0) if blk is not None else dst.view[3]
 
@@ -216,7 +219,7 @@ def emit_layer(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst: Placed, lp: L
                     addrs.append(s.row_addr(t.n, t.in_r0))
                     continue
                 buf = lp.in_bufs[k][i % 2]
-                _dma(sb, "DMA_LOAD", 0, s.row_addr(t.n, t.in_r0), buf, t.in_rows, s.row_bytes,
+                emit_dma(sb, "DMA_LOAD", 0, s.row_addr(t.n, t.in_r0), buf, t.in_rows, s.row_bytes,
                      s.row_stride, s.row_stride, layer.name)
                 addrs.append(buf)
             return addrs
@@ -228,18 +231,18 @@ def emit_layer(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst: Placed, lp: L
             else:
                 out_addr = lp.out_bufs[i % 2]
                 out_stride = dst.row_stride if len(blocks) == 1 else align(ocb * dst.elem, cfg.alignment)
-            cmd = _compute(cfg, layer, t, pending, srcs, dst, out_addr, out_stride, blk, lp.w_slot)
+            cmd = _compute(cfg, layer, t, pending, srcs, dst, out_addr, out_stride, blk,
+                           lp.w_slots[bi] if blk is not None else None)
             reads, writes = _footprint(cfg, cmd)
             sb.emit(cmd, reads, writes)
-            if first and after_first_compute is not None:
-                after_first_compute()
-            first = False
             if i + 1 < len(tiles):
                 pending = inputs_of(i + 1, tiles[i + 1])
             if dst.space != "sram":
                 row_bytes = dst.row_bytes if len(blocks) == 1 else ocb * dst.elem
-                _dma(sb, "DMA_STORE", 1, dst.row_addr(t.n, t.out_r0) + oc0 * dst.elem, out_addr, t.out_rows,
+                emit_dma(sb, "DMA_STORE", 1, dst.row_addr(t.n, t.out_r0) + oc0 * dst.elem, out_addr, t.out_rows,
                      row_bytes, dst.row_stride, out_stride, layer.name)
+            if after_compute is not None:
+                after_compute(cmd)
 
 
 def _choose(cfg, layer, srcs, dst, blocks_options, base) -> LayerPlan | None:
@@ -251,38 +254,13 @@ def _choose(cfg, layer, srcs, dst, blocks_options, base) -> LayerPlan | None:
             if lp is None:
                 continue
             sb = Scoreboard()
-            emit_layer(sb, cfg, layer, srcs, dst, lp, constants_loaded=False)
+            emit_layer(sb, cfg, layer, srcs, dst, lp)
             lp.cycles = cost_model.estimate(cfg, sb.commands).total_cycles
             if best is None or lp.cycles < best.cycles:
                 best = lp
         if best is not None:
             return best  # fewer, larger blocks first: smaller ones only when nothing fits
     return None
-
-
-def _prefetch_points(plans: list, residents: dict) -> dict:
-    """{k: [layers whose first weights load right after layer k's first compute]}. A layer planned
-    above its predecessor's buffers can load its weights during the layers before it, back to the
-    first one whose buffers or live residents overlap the weight slot: the earlier the load starts,
-    the more of a large weight block (a classifier's) hides behind compute."""
-    points: dict = {}
-    for i, lp in enumerate(plans):
-        if not (lp.prefetchable and lp.blocks):
-            continue
-        lo, hi = lp.w_slot, lp.w_slot + lp.blocks[0].nbytes
-        k = i - 1  # planned above plans[i - 1]: always clear of it
-
-        def clear(j):
-            if plans[j].base < hi and lo < plans[j].top:
-                return False
-            return all(r.addr + r.size <= lo or r.addr >= hi for r in residents.values()
-                       if r.first <= j <= r.last)
-
-        while k - 1 >= 0 and clear(k - 1):
-            k -= 1
-        points.setdefault(k, []).append(i)
-        lp.prefetched = True
-    return points
 
 
 def compute_layers(graph: Graph) -> list:
@@ -304,6 +282,11 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int):
     for layer in graph.layers:
         if layer.kind == "view":
             roots[layer.out] = roots.get(layer.inputs[0], layer.inputs[0])
+    # A dense layer may write its output in channel blocks; a block's footprint (rows x stride from the
+    # block's first byte, docs/npu.md section 6) reaches up to one row past the tensor: reserve it.
+    for layer in compute_layers(graph):
+        if layer.kind == "conv" and layer.groups == 1 and graph.tensors[layer.out].view[2] == 1:
+            sizes[layer.out] += align(graph.tensors[layer.out].view[3] * elems[layer.out], cfg.alignment)
     boundary = set(graph.inputs) | set(graph.outputs) | set(roots) | set(roots.values())
     ranges = live_ranges(compute_layers(graph), boundary)
     residents = place_residents(cfg, ranges, sizes, budget) if budget else {}
@@ -313,8 +296,8 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int):
             continue
         oc = layer.weight.shape[0]
         options = []
-        for size in _block_size(cfg, layer, Placed("ddr", 0, graph.tensors[layer.out].view, 0,
-                                                   elems[layer.out])):
+        dst = Placed("ddr", 0, graph.tensors[layer.out].view, 0, elems[layer.out])
+        for size in _block_size(cfg, layer, dst, sizes[layer.inputs[0]]):
             opt = []
             for oc0, oc1 in oc_blocks(oc, size):
                 raw, w_stride, w_bytes = constant_bytes(cfg, layer, oc0, oc1)
@@ -367,37 +350,35 @@ def _plan_region(cfg: NPUConfig, graph: Graph, budget: int):
         srcs = [placed[t] for t in layer.inputs]
         dst = placed[layer.out]
         base = resident_top(residents, i)
-        # Above the buffers of the layers before it, this layer's weights can load while they run:
-        # try clearing the last PREFETCH_DEPTH layers first, then fewer.
+        # Above the previous layer's buffers, this layer's first input tiles can load while it runs.
         lp = None
-        if plans and layer.kind == "conv":
-            for depth in range(min(PREFETCH_DEPTH, len(plans)), 0, -1):
-                above = max([base] + [p.top for p in plans[-depth:]])
-                lp = _choose(cfg, layer, srcs, dst, blocks[layer.name], above)
-                if lp is not None:
-                    lp.prefetchable = True
-                    break
+        if plans and any(t.space == "ddr" for t in srcs + [dst]):
+            lp = _choose(cfg, layer, srcs, dst, blocks.get(layer.name, [[]]), max(base, plans[-1].top))
         if lp is None:
             lp = _choose(cfg, layer, srcs, dst, blocks.get(layer.name, [[]]), base)
         if lp is None:
             return None, layer, max(sizes[t] for t in layer.inputs + [layer.out])
         plans.append(lp)
     weights, ddr_top, layer_weight_bytes = _finish_ddr(cfg, graph, plans, data, placed, rel_top)
+    sram_top = place_weight_slots(cfg, plans, residents)
+    streamer = WeightStreamer(cfg, sb, plans, [layer.name for layer in layers])
     ideal = 0
-    points = _prefetch_points(plans, residents)
     for i, (layer, lp) in enumerate(zip(layers, plans)):
-        def prefetch(targets=points.get(i, ())):
-            for j in targets:
-                load_constants(sb, plans[j], plans[j].blocks[0], layers[j].name)
+        streamer.flush(i)  # whatever of this layer's first block has not streamed in yet
         emit_layer(sb, cfg, layer, [placed[t] for t in layer.inputs], placed[layer.out], lp,
-                   constants_loaded=lp.prefetched, after_first_compute=prefetch)
+                   after_compute=lambda cmd, i=i: streamer.after_compute(i, cmd))
         ideal += cost_model.ideal_cycles(cfg, layer)
     commands = sb.finish()
-    # Without liveness reuse every resident and every layer's buffers would need bytes of their own.
+    # Without liveness reuse every resident, every layer's buffers and every weight slot would need
+    # bytes of their own.
     info = {"residents": sorted(residents), "ideal_cycles": ideal, "layer_weight_bytes": layer_weight_bytes,
-            "sram_bytes_no_reuse": sum(sizes[r] for r in residents) + sum(p.top - p.base for p in plans),
-            "layer_sram": {layer.name: [lp.base, lp.top] for layer, lp in zip(layers, plans)}}
-    return (commands, weights, placed, ddr_top, max((p.top for p in plans), default=0), info), None, 0
+            "sram_bytes_no_reuse": sum(sizes[r] for r in residents) + sum(
+                p.top - p.base + sum(align(b.nbytes, cfg.alignment) for b in p.blocks) for p in plans),
+            "layer_sram": {layer.name: [lp.base, lp.top] for layer, lp in zip(layers, plans)},
+            "weight_slots": {layer.name: [[k, slot, b.nbytes] for k, slot, b in
+                                          zip(lp.load_after, lp.w_slots, lp.blocks)]
+                             for layer, lp in zip(layers, plans) if lp.blocks}}
+    return (commands, weights, placed, ddr_top, sram_top, info), None, 0
 
 
 def plan(cfg: NPUConfig, graph: Graph) -> Stream:

@@ -103,3 +103,16 @@ class Scoreboard:
         """Close the stream with END, which waits for every engine to drain."""
         self.commands.append(Command("END", {}, {e: 0 for e in ENGINES}))
         return self.commands
+
+
+def emit_dma(sb: Scoreboard, op, channel, ddr, sram, rows, row_bytes, ddr_stride, sram_stride, note):
+    """Emit a DMA_LOAD (DDR -> SRAM) or DMA_STORE (SRAM -> DDR) of `rows` rows with its footprints."""
+    span_ddr = ("ddr", ddr, ddr + (rows - 1) * ddr_stride + row_bytes)
+    span_sram = ("sram", sram, sram + (rows - 1) * sram_stride + row_bytes)
+    if op == "DMA_LOAD":
+        args = dict(channel=channel, ddr_addr=ddr, sram_addr=sram, rows=rows, row_bytes=row_bytes,
+                    ddr_stride=ddr_stride, sram_stride=sram_stride)
+        return sb.emit(Command(op, args, {}, note), reads=[span_ddr], writes=[span_sram])
+    args = dict(channel=channel, sram_addr=sram, ddr_addr=ddr, rows=rows, row_bytes=row_bytes,
+                sram_stride=sram_stride, ddr_stride=ddr_stride)
+    return sb.emit(Command(op, args, {}, note), reads=[span_sram], writes=[span_ddr])
