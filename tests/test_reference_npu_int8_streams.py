@@ -44,10 +44,10 @@ def clip_words(dtype, clip):
 
 def conv_cmd(dtype, in_addr, in_h, in_w, in_c, in_stride, w_addr, w_stride, kh, kw, oc, bias_addr,
              out_addr, out_h, out_w, out_stride, stride=(1, 1), dil=(1, 1), pad=(0, 0), act=0,
-             clip=(0, 0), groups=1, in_zp=0, out_zp=0, wait=None):
+             clip=(0, 0), groups=1, in_zp=0, out_zp=0, pstride=(0, 0), wait=None):
     return command(CONV2D, [dtype, in_addr, in_h, in_w, in_c, in_stride, w_addr, w_stride, kh, kw,
                             oc, bias_addr, out_addr, out_h, out_w, out_stride, *stride, *dil, *pad,
-                            act, *clip_words(dtype, clip), groups, in_zp, out_zp], wait)
+                            act, *clip_words(dtype, clip), groups, in_zp, out_zp, *pstride], wait)
 
 
 def add_cmd(dtype, a_addr, a_stride, b_addr, b_stride, out_addr, out_stride, rows, row_elems,
@@ -59,11 +59,11 @@ def add_cmd(dtype, a_addr, a_stride, b_addr, b_stride, out_addr, out_stride, row
 
 def pool_cmd(dtype, kind, in_addr, in_h, in_w, c, in_stride, out_addr, out_h, out_w, out_stride,
              k, stride=(1, 1), pad=(0, 0), act=0, clip=(0, 0), in_zp=0, out_zp=0, scale=0.0,
-             wait=None):
+             pstride=(0, 0), wait=None):
     """`scale` is S as a float (packed as its fp32 bits; 0.0 for fp16)."""
     return command(POOL, [dtype, kind, in_addr, in_h, in_w, c, in_stride, out_addr, out_h, out_w,
                           out_stride, *k, *stride, *pad, act, *clip_words(dtype, clip), in_zp,
-                          out_zp, f32_bits(scale)], wait)
+                          out_zp, f32_bits(scale), *pstride], wait)
 
 
 def rows_bytes(a2d, stride):
@@ -343,6 +343,9 @@ def test_new_commands_validate(rt):
     rt["validate"](one(conv_cmd(**{**OK_CONV8, "groups": 8, "w_stride": 128})))
     rt["validate"](one(add_cmd(**{**OK_ADD, "b_addr": 0})))  # a and b may alias
     rt["validate"](one(pool_cmd(**{**OK_POOL, "scale": 1e-45})))  # any finite S > 0
+    # Channel slices (1.1): beat-aligned addresses, pixels further apart than their bytes.
+    rt["validate"](one(pool_cmd(**{**OK_POOL, "in_addr": 16, "out_addr": 1040, "pstride": (16, 40)})))
+    rt["validate"](one(conv_cmd(**{**OK_CONV8, "in_addr": 48, "out_addr": 4112, "pstride": (24, 32)})))
     rt["validate"](one(pool_cmd(**{**OK_POOL, "scale": 3.4e38})))
     rt["validate"](one(pool_cmd(**{**OK_POOL, "dtype": FP16, "clip": (0.0, 0.0), "c": 4,
                                     "scale": 0.0})))
@@ -405,7 +408,10 @@ def test_bad_vector_commands_are_refused(rt):
         ("ERR_BAD_STREAM", dict(pad=(2, 0))),                   # a max window all padding
         ("ERR_BAD_STREAM", dict(out_h=4, stride=(2, 2))),        # last window past the tile
         ("ERR_INVALID_ADDR", dict(out_addr=256)),               # output on the input
-        ("ERR_INVALID_ADDR", dict(in_addr=64)),
+        ("ERR_INVALID_ADDR", dict(in_addr=8)),                  # not on a 16-byte beat
+        ("ERR_BAD_STREAM", dict(pstride=(4, 0))),               # pixels of 8 bytes, 4 apart
+        ("ERR_BAD_STREAM", dict(pstride=(0, 7))),
+        ("ERR_BAD_STREAM", dict(pstride=(48, 0))),              # 3 * 48 + 8 > the row stride 128
     ]:
         bad(code, rt, pool_cmd, OK_POOL, **changes)
     # The average of a window in the padding is defined (0 + bias-free): accepted.

@@ -1,6 +1,7 @@
 /*!
  * \file tvm_npu/stream_format.h
- * \brief The command stream's on-blob layout, version 1.0 (docs/npu.md section 6).
+ * \brief The command stream's on-blob layout, version 1.1 (docs/npu.md section 6). A 1.1 runtime
+ *        reads 1.0 streams: 1.1 only appended operands whose value 0 keeps the 1.0 meaning.
  *
  * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
  * little-endian host reads one with a memcpy. The structs carry no behaviour: parsing and
@@ -16,7 +17,7 @@ namespace stream {
 
 constexpr uint32_t kMagic = 0x5355504E;  // bytes "NPUS"
 constexpr uint16_t kVersionMajor = 1;
-constexpr uint16_t kVersionMinor = 0;
+constexpr uint16_t kVersionMinor = 1;
 
 constexpr uint32_t kHeaderBytes = 64;
 constexpr uint32_t kConfigOffset = 64;
@@ -26,6 +27,9 @@ constexpr uint32_t kTensorBytes = 64;
 constexpr uint32_t kCommandBytes = 128;
 constexpr uint32_t kCommandWords = 32;
 constexpr uint32_t kWeightsAlignment = 128;
+// CONV2D and POOL input / output addresses need only be multiples of one SRAM beat (16 bytes), so a
+// command can read or write a channel slice of a tensor (docs/npu.md section 3).
+constexpr uint32_t kSliceAlignment = 16;
 
 enum Opcode : uint32_t {
   kEnd = 0x00,
@@ -200,8 +204,10 @@ struct Conv2DOperands {
   uint32_t groups;
   uint32_t in_zp;
   uint32_t out_zp;
+  uint32_t in_pstride;   // bytes between input pixels; 0: packed (in_c elements)
+  uint32_t out_pstride;  // bytes between output pixels; 0: packed (oc elements)
 };
-constexpr uint32_t kConv2DOperandWords = 28;
+constexpr uint32_t kConv2DOperandWords = 30;
 
 /*! \brief True for the depthwise mapping (groups == in_c == oc, checked at load); groups == 1 is
  *         always the dense mapping, also when in_c == oc == 1. */
@@ -259,8 +265,15 @@ struct PoolOperands {
   uint32_t in_zp;
   uint32_t out_zp;
   uint32_t scale;
+  uint32_t in_pstride;   // bytes between input pixels; 0: packed (c elements)
+  uint32_t out_pstride;  // bytes between output pixels; 0: packed (c elements)
 };
-constexpr uint32_t kPoolOperandWords = 23;
+constexpr uint32_t kPoolOperandWords = 25;
+
+/*! \brief Bytes between consecutive pixels of a row: the pixel stride operand, or packed. */
+inline uint64_t PixelStride(uint32_t pstride, uint64_t channels, uint64_t elem) {
+  return pstride != 0 ? pstride : channels * elem;
+}
 
 static_assert(sizeof(Header) == kHeaderBytes, "header layout");
 static_assert(sizeof(TensorDesc) == kTensorBytes, "tensor descriptor layout");
@@ -279,6 +292,20 @@ inline uint32_t DTypeBytes(uint32_t dtype) {
     case kFP32: return 4;
     default: return 0;
   }
+}
+
+/*! \brief Pixel strides in bytes of a CONV2D's input and output, and a POOL's. */
+inline uint64_t InPixelStride(const Conv2DOperands& op) {
+  return PixelStride(op.in_pstride, op.in_c, DTypeBytes(op.dtype));
+}
+inline uint64_t OutPixelStride(const Conv2DOperands& op) {
+  return PixelStride(op.out_pstride, op.oc, DTypeBytes(op.dtype));
+}
+inline uint64_t InPixelStride(const PoolOperands& op) {
+  return PixelStride(op.in_pstride, op.c, DTypeBytes(op.dtype));
+}
+inline uint64_t OutPixelStride(const PoolOperands& op) {
+  return PixelStride(op.out_pstride, op.c, DTypeBytes(op.dtype));
 }
 
 }  // namespace stream

@@ -16,12 +16,13 @@ from .errors import NPUError
 
 MAGIC = 0x5355504E  # b"NPUS"
 VERSION_MAJOR = 1
-VERSION_MINOR = 0
+VERSION_MINOR = 1  # 1.1 appended the pixel strides of CONV2D and POOL (0: packed, as in 1.0)
 HEADER_BYTES = 64
 CONFIG_BYTES = 64
 TENSOR_BYTES = 64
 COMMAND_BYTES = 128
 NO_BIAS = 0xFFFFFFFF
+SLICE_ALIGNMENT = 16  # CONV2D / POOL input and output addresses: one SRAM beat (channel slices)
 NO_IO = 0xFFFFFFFF
 
 # Opcodes and their operand names, in word order (words 1..).
@@ -33,12 +34,12 @@ OPERANDS = {
     "CONV2D": ("dtype", "in_addr", "in_h", "in_w", "in_c", "in_stride", "w_addr", "w_stride", "kh", "kw",
                "oc", "bias_addr", "out_addr", "out_h", "out_w", "out_stride", "stride_h", "stride_w",
                "dil_h", "dil_w", "pad_top", "pad_left", "act", "clip_lo", "clip_hi", "groups", "in_zp",
-               "out_zp"),
+               "out_zp", "in_pstride", "out_pstride"),
     "ADD": ("dtype", "a_addr", "a_stride", "b_addr", "b_stride", "out_addr", "out_stride", "rows",
             "row_elems", "act", "clip_lo", "clip_hi", "a_zp", "b_zp", "out_zp", "a_mult", "b_mult", "shift"),
     "POOL": ("dtype", "kind", "in_addr", "in_h", "in_w", "c", "in_stride", "out_addr", "out_h", "out_w",
              "out_stride", "kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left", "act", "clip_lo",
-             "clip_hi", "in_zp", "out_zp", "scale"),
+             "clip_hi", "in_zp", "out_zp", "scale", "in_pstride", "out_pstride"),
 }
 ENGINE_OF = {"CONV2D": "mac", "ADD": "vector", "POOL": "vector"}
 POOL_KINDS = {"avg": 0, "max": 1}
@@ -164,10 +165,10 @@ def decode(blob: bytes) -> Stream:
     if h[0] != MAGIC:
         raise NPUError("ERR_BAD_STREAM", "not an NPU command stream (bad magic)")
     major, minor = h[1] & 0xFFFF, h[1] >> 16
-    if major != VERSION_MAJOR:
+    if major != VERSION_MAJOR or minor > VERSION_MINOR:
         raise NPUError("ERR_BAD_STREAM",
-                       f"stream format version {major}.{minor}; this tvm_npu reads {VERSION_MAJOR}.x: "
-                       "recompile the model with this version")
+                       f"stream format version {major}.{minor}; this tvm_npu reads {VERSION_MAJOR}.0 to "
+                       f"{VERSION_MAJOR}.{VERSION_MINOR}: recompile the model with this version")
     num_tensors, num_commands, weights_offset, weights_bytes = h[4], h[5], h[6], h[7]
     need = HEADER_BYTES + CONFIG_BYTES + num_tensors * TENSOR_BYTES + num_commands * COMMAND_BYTES
     if need > weights_offset or weights_offset + weights_bytes != len(blob):

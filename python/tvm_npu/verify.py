@@ -26,7 +26,7 @@ from __future__ import annotations
 from bisect import bisect_right
 
 from .errors import NPUError
-from .stream import DTYPE_BYTES, DTYPE_NAMES, ENGINES, NO_BIAS, NO_WAIT, OPERANDS, Stream
+from .stream import DTYPE_BYTES, DTYPE_NAMES, ENGINES, NO_BIAS, NO_WAIT, OPERANDS, SLICE_ALIGNMENT, Stream
 
 _NEVER = None  # byte state: never written (reading it is a bug)
 _BEFORE = -1  # "command" that ends before command 0: the weight image and the staged inputs
@@ -76,6 +76,11 @@ def _fail(i: int, cmd, what: str):
     raise NPUError("ERR_BAD_STREAM", f"command {i} ({cmd.op}{' ' + cmd.note if cmd.note else ''}): {what}")
 
 
+def _pixel_row(width: int, channel_bytes: int, pstride: int) -> int:
+    """Bytes of a row of `width` pixels `pstride` apart (0: packed), docs/npu.md section 3."""
+    return width * channel_bytes if not pstride else (width - 1) * pstride + channel_bytes
+
+
 def _footprints(cmd, alignment: int) -> tuple[list, list]:
     """(reads, writes) of a command: lists of ``(space, what, addr, rows, row_bytes, stride)``."""
     op = cmd.op
@@ -91,7 +96,8 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
     elem = DTYPE_BYTES.get(DTYPE_NAMES.get(a["dtype"], ""), 0)
     if op == "CONV2D":
         tap = 1 if a["groups"] > 1 else a["in_c"]  # depthwise weights are [C][KH][KW][1]
-        reads = [("SRAM", "input", a["in_addr"], a["in_h"], a["in_w"] * a["in_c"] * elem, a["in_stride"]),
+        in_row = _pixel_row(a["in_w"], a["in_c"] * elem, a["in_pstride"])
+        reads = [("SRAM", "input", a["in_addr"], a["in_h"], in_row, a["in_stride"]),
                  ("SRAM", "weights", a["w_addr"], a["oc"], a["kh"] * a["kw"] * tap * elem, a["w_stride"])]
         if elem == 1:  # int8: the requantization block, two rows of OC words
             vec = _align(a["oc"] * 4, alignment)
@@ -99,15 +105,18 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
         elif a["bias_addr"] != NO_BIAS:
             # OC fp32 words; an aligned address and an aligned span end in the same space.
             reads.append(("SRAM", "bias", a["bias_addr"], 1, a["oc"] * 4, _align(a["oc"] * 4, alignment)))
-        out = ("SRAM", "output", a["out_addr"], a["out_h"], a["out_w"] * a["oc"] * elem, a["out_stride"])
+        out_row = _pixel_row(a["out_w"], a["oc"] * elem, a["out_pstride"])
+        out = ("SRAM", "output", a["out_addr"], a["out_h"], out_row, a["out_stride"])
         return reads, [out]
     if op == "ADD":
         row = a["row_elems"] * elem
         return ([("SRAM", "a", a["a_addr"], a["rows"], row, a["a_stride"]),
                  ("SRAM", "b", a["b_addr"], a["rows"], row, a["b_stride"])],
                 [("SRAM", "output", a["out_addr"], a["rows"], row, a["out_stride"])])
-    return ([("SRAM", "input", a["in_addr"], a["in_h"], a["in_w"] * a["c"] * elem, a["in_stride"])],
-            [("SRAM", "output", a["out_addr"], a["out_h"], a["out_w"] * a["c"] * elem, a["out_stride"])])
+    in_row, out_row = (_pixel_row(w, a["c"] * elem, a[p]) for w, p in ((a["in_w"], "in_pstride"),
+                                                                        (a["out_w"], "out_pstride")))
+    return ([("SRAM", "input", a["in_addr"], a["in_h"], in_row, a["in_stride"])],
+            [("SRAM", "output", a["out_addr"], a["out_h"], out_row, a["out_stride"])])
 
 
 def _check_static(i: int, cmd, stream: Stream, reads: list, writes: list) -> None:
@@ -125,10 +134,13 @@ def _check_static(i: int, cmd, stream: Stream, reads: list, writes: list) -> Non
     for n, (space, what, addr, rows, row_bytes, stride) in enumerate(reads + writes):
         if rows <= 0 or row_bytes <= 0:
             _fail(i, cmd, f"{what} moves no data ({rows} rows of {row_bytes} bytes)")
-        # Weight rows are packed (docs/npu.md section 3): only the block start is aligned.
-        if addr % cfg.alignment or (stride % cfg.alignment and what != "weights"):
+        # Weight rows are packed (docs/npu.md section 3): only the block start is aligned. A CONV2D's
+        # or POOL's input and output may start at a channel slice: one SRAM beat is enough.
+        start = SLICE_ALIGNMENT if cmd.op in ("CONV2D", "POOL") and what in ("input", "output") \
+            else cfg.alignment
+        if addr % start or (stride % cfg.alignment and what != "weights"):
             _fail(i, cmd, f"{what} address {addr} / row stride {stride} not a multiple of the "
-                          f"alignment {cfg.alignment}")
+                          f"alignment {start} / {cfg.alignment}")
         if stride < row_bytes:
             _fail(i, cmd, f"{what} row stride {stride} is less than its row of {row_bytes} bytes")
         lo, hi = limits[space]

@@ -99,8 +99,8 @@ void CheckAligned(const std::string& where, const char* what, uint64_t value, ui
 
 void CheckBuffer(const std::string& where, const char* what, uint64_t addr, uint64_t rows,
                  uint64_t row_bytes, uint64_t stride, const NPUConfig& cfg, const char* space,
-                 uint64_t lo, uint64_t hi, bool packed_rows) {
-  CheckAligned(where, what, addr, cfg.alignment);
+                 uint64_t lo, uint64_t hi, bool packed_rows, uint32_t addr_align) {
+  CheckAligned(where, what, addr, addr_align != 0 ? addr_align : cfg.alignment);
   // Weight rows are packed (docs/npu.md section 3): only the block start is aligned.
   if (!packed_rows) CheckAligned(where, (std::string(what) + " row stride").c_str(), stride, cfg.alignment);
   if (stride < row_bytes) {
@@ -108,6 +108,17 @@ void CheckBuffer(const std::string& where, const char* what, uint64_t addr, uint
                           << " is less than its row of " << row_bytes << " bytes";
   }
   CheckRange(where, what, addr, SatMul(rows, stride), space, lo, hi);
+}
+
+uint64_t PixelRowBytes(const std::string& where, const char* what, uint64_t width,
+                       uint64_t channel_bytes, uint32_t pixel_stride, uint64_t elem) {
+  if (pixel_stride == 0) return SatMul(width, channel_bytes);
+  if (pixel_stride < channel_bytes || pixel_stride % elem != 0) {
+    NPU_THROW(kBadStream) << where << ": " << what << " pixel stride " << pixel_stride
+                          << " must be 0 (packed) or a multiple of " << elem
+                          << " of at least the pixel's " << channel_bytes << " bytes";
+  }
+  return SatMul(width - 1, pixel_stride) + channel_bytes;  // width >= 1: checked before
 }
 
 void CheckConv2DParams(const std::string& where, const stream::Conv2DOperands& op) {
@@ -206,13 +217,18 @@ void CheckConv2D(const std::string& where, const stream::Command& cmd, const NPU
   const uint64_t elem = stream::DTypeBytes(op.dtype);
   const uint64_t sram = c.sram_bytes;
   const uint64_t w_tap = stream::IsDepthwise(op) ? 1 : op.in_c;  // depthwise: [C][KH][KW][1]
-  const uint64_t in_row = SatMul(SatMul(op.in_w, op.in_c), elem);
+  const uint64_t in_row =
+      PixelRowBytes(where, "input", op.in_w, SatMul(op.in_c, elem), op.in_pstride, elem);
   const uint64_t w_row = SatMul(SatMul(SatMul(op.kh, op.kw), w_tap), elem);
-  const uint64_t out_row = SatMul(SatMul(op.out_w, op.oc), elem);
-  CheckBuffer(where, "input", op.in_addr, op.in_h, in_row, op.in_stride, c, "SRAM", 0, sram);
+  const uint64_t out_row =
+      PixelRowBytes(where, "output", op.out_w, SatMul(op.oc, elem), op.out_pstride, elem);
+  // Input and output may start at a channel slice of a tensor (section 3): beat-aligned.
+  CheckBuffer(where, "input", op.in_addr, op.in_h, in_row, op.in_stride, c, "SRAM", 0, sram,
+              false, stream::kSliceAlignment);
   CheckBuffer(where, "weights", op.w_addr, op.oc, w_row, op.w_stride, c, "SRAM", 0, sram,
               /*packed_rows=*/true);
-  CheckBuffer(where, "output", op.out_addr, op.out_h, out_row, op.out_stride, c, "SRAM", 0, sram);
+  CheckBuffer(where, "output", op.out_addr, op.out_h, out_row, op.out_stride, c, "SRAM", 0, sram,
+              false, stream::kSliceAlignment);
   const uint64_t out_bytes = uint64_t{op.out_h} * op.out_stride;  // bounded by the check above
   uint64_t bias_bytes = 0;
   if (op.dtype == stream::kInt8) {
@@ -270,10 +286,13 @@ void CheckPool(const std::string& where, const stream::Command& cmd, const NPUCo
   CheckVectorConfig(where, c);
   const uint64_t sram = c.sram_bytes;
   const uint64_t elem = stream::DTypeBytes(op.dtype);
-  const uint64_t in_row = SatMul(SatMul(op.in_w, op.c), elem);
-  const uint64_t out_row = SatMul(SatMul(op.out_w, op.c), elem);
-  CheckBuffer(where, "input", op.in_addr, op.in_h, in_row, op.in_stride, c, "SRAM", 0, sram);
-  CheckBuffer(where, "output", op.out_addr, op.out_h, out_row, op.out_stride, c, "SRAM", 0, sram);
+  const uint64_t px = SatMul(op.c, elem);
+  const uint64_t in_row = PixelRowBytes(where, "input", op.in_w, px, op.in_pstride, elem);
+  const uint64_t out_row = PixelRowBytes(where, "output", op.out_w, px, op.out_pstride, elem);
+  CheckBuffer(where, "input", op.in_addr, op.in_h, in_row, op.in_stride, c, "SRAM", 0, sram, false,
+              stream::kSliceAlignment);
+  CheckBuffer(where, "output", op.out_addr, op.out_h, out_row, op.out_stride, c, "SRAM", 0, sram,
+              false, stream::kSliceAlignment);
   if (Overlaps(op.out_addr, uint64_t{op.out_h} * op.out_stride, op.in_addr,
                uint64_t{op.in_h} * op.in_stride)) {
     NPU_THROW(kInvalidAddr) << where << ": the output tile overlaps its input in SRAM";

@@ -35,11 +35,20 @@ void CheckAligned(const std::string& where, const char* what, uint64_t value, ui
 /*!
  * \brief A 2-D buffer of `rows` rows, `stride` bytes apart, each holding `row_bytes`: checks
  *        alignment, stride >= row_bytes and that the footprint rows * stride lies in [lo, hi).
- *        With `packed_rows` (weights) only the start is aligned, not the stride.
+ *        With `packed_rows` (weights) only the start is aligned, not the stride. `addr_align`
+ *        (default: the configuration's alignment) is the start's alignment.
  */
 void CheckBuffer(const std::string& where, const char* what, uint64_t addr, uint64_t rows,
                  uint64_t row_bytes, uint64_t stride, const NPUConfig& cfg, const char* space,
-                 uint64_t lo, uint64_t hi, bool packed_rows = false);
+                 uint64_t lo, uint64_t hi, bool packed_rows = false, uint32_t addr_align = 0);
+
+/*!
+ * \brief The bytes of one row of `width` pixels of `channel_bytes` each, `pixel_stride` apart, after
+ *        checking the pixel stride: 0 (packed) or at least the pixel's bytes and a multiple of the
+ *        element size (ERR_BAD_STREAM).
+ */
+uint64_t PixelRowBytes(const std::string& where, const char* what, uint64_t width,
+                       uint64_t channel_bytes, uint32_t pixel_stride, uint64_t elem);
 
 inline bool Overlaps(uint64_t a, uint64_t a_bytes, uint64_t b, uint64_t b_bytes) {
   return a < b + b_bytes && b < a + a_bytes;

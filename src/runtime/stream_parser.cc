@@ -24,10 +24,12 @@ void CheckHeader(const stream::Header& h, size_t size) {
     NPU_THROW(kBadStream) << "bad magic 0x" << std::hex << h.magic << ", expected 0x"
                           << stream::kMagic << " (\"NPUS\"); this is not an NPU command stream";
   }
-  if (h.version_major != stream::kVersionMajor) {
+  // Minor versions only append operands whose 0 keeps the older meaning: read any minor up to ours.
+  if (h.version_major != stream::kVersionMajor || h.version_minor > stream::kVersionMinor) {
     NPU_THROW(kBadStream) << "stream version " << h.version_major << "." << h.version_minor
-                          << ", this runtime reads " << stream::kVersionMajor
-                          << ".x; recompile the model with this tvm_npu";
+                          << ", this runtime reads " << stream::kVersionMajor << ".0 to "
+                          << stream::kVersionMajor << "." << stream::kVersionMinor
+                          << "; recompile the model with this tvm_npu, or update the runtime";
   }
   if (h.header_bytes != stream::kHeaderBytes || h.flags != 0 || h.reserved[0] != 0 ||
       h.reserved[1] != 0 || h.reserved[2] != 0) {

@@ -36,7 +36,7 @@ void Conv2DInt8Ref(const stream::Conv2DOperands& op, const uint8_t* in, const ui
   const int8_t* w8 = reinterpret_cast<const int8_t*>(w);
   for (uint64_t r = 0; r < op.out_h; ++r) {
     for (uint64_t q = 0; q < op.out_w; ++q) {
-      int8_t* out_px = reinterpret_cast<int8_t*>(out + r * op.out_stride + q * op.oc);
+      int8_t* out_px = reinterpret_cast<int8_t*>(out + r * op.out_stride + q * stream::OutPixelStride(op));
       for (uint64_t o = 0; o < op.oc; ++o) {
         const int8_t* w_row = w8 + o * op.w_stride;
         const uint64_t c_first = depthwise ? o : 0;
@@ -50,7 +50,7 @@ void Conv2DInt8Ref(const stream::Conv2DOperands& op, const uint8_t* in, const ui
             if (!ref::InputCoord(q, op.stride_w, j, op.dil_w, op.pad_left, op.in_w, &x)) {
               continue;
             }
-            const int8_t* in_px = x8 + y * op.in_stride + x * op.in_c + c_first;
+            const int8_t* in_px = x8 + y * op.in_stride + x * stream::InPixelStride(op) + c_first;
             const int8_t* w_px = w_row + (i * op.kw + j) * w_tap;
             for (uint64_t c = 0; c < w_tap; ++c) {
               // |(x - z_x) * w| <= 255 * 128: exact in int32.

@@ -27,7 +27,7 @@ void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8
   const uint64_t w_tap = depthwise ? 1 : op.in_c;
   for (uint64_t r = 0; r < op.out_h; ++r) {
     for (uint64_t q = 0; q < op.out_w; ++q) {
-      uint8_t* out_px = out + r * op.out_stride + q * op.oc * 2;
+      uint8_t* out_px = out + r * op.out_stride + q * stream::OutPixelStride(op);
       for (uint64_t o = 0; o < op.oc; ++o) {
         const uint8_t* w_row = w + o * op.w_stride;
         const uint64_t c_first = depthwise ? o : 0;
@@ -38,7 +38,7 @@ void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8
           for (uint64_t j = 0; j < op.kw; ++j) {
             uint64_t x;
             if (!InputCoord(q, op.stride_w, j, op.dil_w, op.pad_left, op.in_w, &x)) continue;
-            const uint8_t* in_px = in + y * op.in_stride + (x * op.in_c + c_first) * 2;
+            const uint8_t* in_px = in + y * op.in_stride + x * stream::InPixelStride(op) + c_first * 2;
             const uint8_t* w_px = w_row + (i * op.kw + j) * w_tap * 2;
             for (uint64_t c = 0; c < w_tap; ++c) {
               // The product of two halves is exact in fp32; only the add rounds.

@@ -23,12 +23,12 @@ namespace {
 // Visits the input pixels of output (r, q)'s window, in tap order, as byte offsets of their
 // first channel.
 template <typename F>
-void ForWindow(const stream::PoolOperands& op, uint64_t r, uint64_t q, uint64_t elem, F&& f) {
+void ForWindow(const stream::PoolOperands& op, uint64_t r, uint64_t q, F&& f) {
   uint64_t y0, y1, x0, x1;
   ref::WindowRange(r, op.stride_h, op.kh, op.pad_top, op.in_h, &y0, &y1);
   ref::WindowRange(q, op.stride_w, op.kw, op.pad_left, op.in_w, &x0, &x1);
   for (uint64_t y = y0; y < y1; ++y) {
-    for (uint64_t x = x0; x < x1; ++x) f(y * op.in_stride + x * op.c * elem);
+    for (uint64_t x = x0; x < x1; ++x) f(y * op.in_stride + x * stream::InPixelStride(op));
   }
 }
 
@@ -39,11 +39,11 @@ void PoolFp16(const stream::PoolOperands& op, const uint8_t* in, uint8_t* out) {
   const bool is_max = op.kind == stream::kPoolMax;
   for (uint64_t r = 0; r < op.out_h; ++r) {
     for (uint64_t q = 0; q < op.out_w; ++q) {
-      uint8_t* out_px = out + r * op.out_stride + q * op.c * 2;
+      uint8_t* out_px = out + r * op.out_stride + q * stream::OutPixelStride(op);
       for (uint64_t ch = 0; ch < op.c; ++ch) {
         float acc = 0.0f;
         bool first = true;
-        ForWindow(op, r, q, 2, [&](uint64_t off) {
+        ForWindow(op, r, q, [&](uint64_t off) {
           const float v = ref::LoadHalf(in + off + ch * 2);
           if (!is_max) {
             acc += v;
@@ -66,12 +66,12 @@ void PoolInt8(const stream::PoolOperands& op, const uint8_t* in, uint8_t* out) {
   const bool is_max = op.kind == stream::kPoolMax;
   for (uint64_t r = 0; r < op.out_h; ++r) {
     for (uint64_t q = 0; q < op.out_w; ++q) {
-      int8_t* out_px = reinterpret_cast<int8_t*>(out + r * op.out_stride + q * op.c);
+      int8_t* out_px = reinterpret_cast<int8_t*>(out + r * op.out_stride + q * stream::OutPixelStride(op));
       for (uint64_t ch = 0; ch < op.c; ++ch) {
         uint32_t sum = 0;  // uint32: the int32 wrap-around of the accumulator, defined in C++
         int32_t max = 0;
         bool first = true;
-        ForWindow(op, r, q, 1, [&](uint64_t off) {
+        ForWindow(op, r, q, [&](uint64_t off) {
           const int32_t v = int32_t{static_cast<int8_t>(in[off + ch])} - in_zp;
           sum += static_cast<uint32_t>(v);
           max = first ? v : std::max(max, v);
