@@ -234,6 +234,29 @@ def constraint_same_quantization(dq, q):
     return None if a == b else f"scale / zero point {a} -> {b}"
 
 
+# Slice addresses are 16-byte aligned (docs/npu.md section 3); a joined tensor stays resident in SRAM
+# while its inputs are written into it, so it may take at most this share of SRAM.
+CONCAT_SRAM_SHARE = 4
+
+
+def constraint_concat(call, inputs: list, elem: int):
+    """NPU_E_CONCAT: a concatenation runs on the NPU when it joins 4-D NCHW tensors along the channels
+    (axis 1), every input's channels fill whole 16-byte SRAM beats (multiples of 8 fp16 or 16 int8
+    channels), and the result fits in a quarter of SRAM (it stays there while its inputs are written
+    into it)."""
+    shape = static_shape(call)
+    axis = int(call.attrs.axis) if call.attrs.axis is not None else 0
+    if len(shape) != 4 or axis % 4 != 1:
+        return f"axis {axis} of a rank-{len(shape)} tensor"
+    odd = [static_shape(t)[1] for t in inputs if static_shape(t)[1] * elem % 16]
+    if odd:
+        return f"input channels {odd} are not multiples of {16 // elem}"
+    n, c, h, w = shape
+    nbytes = n * h * -(-w * c * elem // _config().alignment) * _config().alignment
+    limit = _config().sram_bytes // CONCAT_SRAM_SHARE
+    return f"result of {nbytes} bytes > {limit}" if nbytes > limit else None
+
+
 def constraint_weight_2d(weight):
     """NPU_E_RANK: a matmul's weight must be a 2-D matrix (batched matmul stays on the CPU)."""
     return None if len(static_shape(weight)) == 2 else f"weight rank {len(static_shape(weight))}"
@@ -294,6 +317,8 @@ def _quant_checks(ctx) -> list:
     if "quantize" not in ann:
         return []
     data_dqs = [ann[k] for k in ("data", "lhs", "rhs") if k in ann]
+    if ann["op"].op.name == "relax.concat":  # its dequantized inputs come as one tuple
+        data_dqs = [_resolve(ctx, f) for f in _resolve(ctx, ann["op"].args[0]).fields]
     checks = [(constraint_int8_activations, ([d.args[0] for d in data_dqs] + [ann["quantize"]],)),
               (constraint_per_tensor, (data_dqs + [ann["quantize"]],))]
     if "weight" in ann:
@@ -389,6 +414,23 @@ def check_pool(ctx) -> bool:
     return _run(ctx, "pool", [(constraint_width, ([static_shape(call.args[0])[layout.index("W")]],))])
 
 
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_concat,
+         constraint_width, int8=QUANT_CONSTRAINTS)
+def check_concat(ctx) -> bool:
+    call = ctx.annotated_expr["op"]
+    fields = list(_resolve(ctx, call.args[0]).fields)
+    quantized = "quantize" in ctx.annotated_expr
+    dqs = [_resolve(ctx, f) for f in fields] if quantized else []
+    inputs = [dq.args[0] for dq in dqs] if quantized else fields
+    tensors = (dqs or fields) + [call]
+    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
+              (constraint_rank, (tensors,))] + _quant_checks(ctx)
+    if not _run(ctx, "concat", checks):
+        return False
+    return _run(ctx, "concat", [(constraint_concat, (call, inputs, 1 if quantized else 2)),
+                                (constraint_width, ([static_shape(call)[-1]],))])
+
+
 def _act(ctx):
     act = ctx.annotated_expr.get("act")
     return act if act is not None and act.op.name == "relax.clip" else None
@@ -399,4 +441,5 @@ ALL_CONSTRAINTS = [constraint_float32, constraint_static_shape, constraint_rank,
                    constraint_stride, constraint_groups, constraint_width, constraint_bias_per_channel,
                    constraint_clip_bounds, constraint_weight_2d, constraint_int8_activations,
                    constraint_per_tensor, constraint_symmetric_weights, constraint_same_shape,
-                   constraint_pool, constraint_reshape_keeps_rows, constraint_same_quantization]
+                   constraint_pool, constraint_reshape_keeps_rows, constraint_same_quantization,
+                   constraint_concat]

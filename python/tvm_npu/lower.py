@@ -34,7 +34,8 @@ class TensorInfo:
 @dataclass
 class Layer:
     """One NPU op: "conv" (MAC array; dense is a 1x1 conv over [1, M, 1, K]), "add" or "pool" (vector),
-    or "view" (a reshape that keeps the stored rows: its output aliases its input, no command)."""
+    "view" (a reshape that keeps the stored rows: its output aliases its input, no command) or "concat"
+    (a channel concatenation: its inputs are written into its channels, no command; slices.py)."""
 
     name: str
     composite: str
@@ -61,6 +62,7 @@ class Layer:
     clamp: tuple = (-128, 127)
     macs: int = 0
     out_elems: int = 0
+    offsets: tuple = ()  # concat: the first channel of each input in the output
 
     @property
     def taps(self) -> tuple:
@@ -174,6 +176,8 @@ class _Lowerer:
         layer.act, layer.clip = _activation(calls)
         int8 = kind.startswith("npu.q")
         layer.dtype = "int8" if int8 else "float16"
+        if "concat" in calls:
+            return self._concat(layer, calls, params, out_var)
         if "reshape" in calls and len(calls) <= 3 and not ("nn.conv2d" in calls or "matmul" in calls):
             layer.kind = "view"  # no command: the output aliases the input's bytes
             call = calls["reshape"][0]
@@ -208,6 +212,35 @@ class _Lowerer:
             layer.inputs = [self._tensor(region_in, in_view, layout, dtype, host_dtype)]
         layer.out = self._tensor(out_var, out_view, layout, dtype, host_dtype, out_shape)
         layer.out_elems = int(np.prod(out_view))
+        return layer
+
+    def _concat(self, layer: Layer, calls: dict, params: dict, out_var) -> Layer:
+        """Inputs and their channel offsets; int8: each input's zero point and requantization scale into
+        the output's (1 when they share it: the input is then written in place, slices.py)."""
+        layer.kind = "concat"
+        call = calls["concat"][0]
+        int8 = layer.dtype == "int8"
+        dtype, host_dtype = ("int8", "int8") if int8 else ("float16", "float32")
+        offsets, c0, zps, scales = [], 0, [], []
+        s_y, z_y = _qparams(calls["quantize"][-1]) if int8 else (1.0, 0)
+        for field in self.resolve(call.args[0]).fields:
+            src = field
+            if int8:  # concat(dequantize(x_i), ...)
+                s_i, z_i = _qparams(self.resolve(field))
+                zps.append(z_i)
+                scales.append(qp.pool_scale(s_i, s_y, 1))
+                src = self.resolve(field).args[0]
+            shape = static_shape(src)
+            layer.inputs.append(self._tensor(params.get(src, src), _conv_view(shape, "NCHW"), "NCHW", dtype,
+                                             host_dtype))
+            offsets.append(c0)
+            c0 += shape[1]
+        layer.offsets = tuple(offsets)
+        if int8:
+            layer.out_zp, layer.in_zps, layer.scale = z_y, tuple(zps), np.array(scales, np.float32)
+        out_shape = static_shape(call)
+        layer.out = self._tensor(out_var, _conv_view(out_shape, "NCHW"), "NCHW", dtype, host_dtype, out_shape)
+        layer.out_elems = int(np.prod(out_shape))
         return layer
 
     def _conv(self, layer: Layer, calls: dict):

@@ -10,7 +10,7 @@ docstrings are the reasons a user reads when an op stays on the CPU.
 from __future__ import annotations
 
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix, register_patterns
-from tvm.relax.dpl import is_const, is_op, wildcard
+from tvm.relax.dpl import is_const, is_op, is_tuple, wildcard
 
 from . import constraints as C
 
@@ -132,11 +132,30 @@ def reshape_patterns(quantized: bool):
     return [_entry("qreshape" if quantized else "reshape", pat, ann, C.check_reshape)]
 
 
+# Concatenations of up to this many tensors are matched (DenseNet-121's widest joins 24).
+MAX_CONCAT_INPUTS = 32
+
+
+def concat_patterns(quantized: bool):
+    """A channel concatenation: no data moves on the NPU — its inputs are written into its channels."""
+    out = []
+    for k in range(2, MAX_CONCAT_INPUTS + 1):
+        fields = [_dq(wildcard()) if quantized else wildcard() for _ in range(k)]
+        concat = is_op("relax.concat")(is_tuple(fields))
+        pat, ann = concat, {"op": concat}
+        if quantized:
+            pat = is_op("relax.quantize")(concat, is_const(), is_const())
+            ann["quantize"] = pat
+        out.append(_entry("qconcat" if quantized else "concat", pat, ann, C.check_concat))
+    return out
+
+
 def register():
     """Register the table. Quantized entries come last: they are larger and must win."""
     entries = []
     for quantized in (False, True):
-        entries += reshape_patterns(quantized) + pool_patterns(quantized) + add_patterns(quantized)
+        entries += concat_patterns(quantized) + reshape_patterns(quantized) + pool_patterns(quantized)
+        entries += add_patterns(quantized)
         entries += conv2d_patterns(quantized) + dense_patterns(quantized)
     register_patterns(entries)
 

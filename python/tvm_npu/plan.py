@@ -2,6 +2,7 @@
 
     constants   weights / biases / requantization blocks laid out in DDR (per output-channel block)
     DDR         every region tensor that is not SRAM-resident gets a DDR home
+    slices      concatenations resident in SRAM, their inputs written into their channels (slices.py)
     SRAM        intermediates kept resident by live range (sram.py); per-layer working buffers
     tiling      row tiles (and output-channel blocks for dense weights larger than SRAM), the tile
                 height chosen with the cost model among those that fit (tiling.py, cost_model.py)
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import cost_model
+from . import cost_model, slices
 from .config import NPUConfig
 from .errors import NPUError
 from .lower import Graph, Layer
@@ -43,10 +44,12 @@ class Placed:
     view: tuple
     row_stride: int
     elem: int
+    pstride: int = 0  # bytes between pixels when the tensor is a channel slice (slices.py); 0: packed
 
     @property
     def row_bytes(self) -> int:
-        return self.view[2] * self.view[3] * self.elem
+        px = self.view[3] * self.elem
+        return (self.view[2] - 1) * self.pstride + px if self.pstride else self.view[2] * px
 
     def row_addr(self, n: int, r: int) -> int:
         return self.addr + (n * self.view[1] + r) * self.row_stride
@@ -160,10 +163,13 @@ def _compute(cfg, layer: Layer, t, ins: list, srcs: list, dst: Placed, out_addr:
                      a_mult=int(layer.mult[0]), b_mult=int(layer.mult[1]), shift=layer.shift)
         return Command("ADD", a, {}, layer.name)
     s = srcs[0]
+    # A slice keeps its pixel stride in SRAM: resident, or loaded row by row into a tile buffer. An
+    # output tile bound for DDR is packed (slices are resident, so that never meets a pstride).
     a = dict(common, in_addr=ins[0], in_h=t.in_rows, in_w=s.view[2], in_stride=s.row_stride,
              out_addr=out_addr, out_h=t.out_rows, out_w=dst.view[2], out_stride=out_stride,
              stride_h=layer.stride[0], stride_w=layer.stride[1], pad_top=t.pad_top,
-             pad_left=layer.padding[1])
+             pad_left=layer.padding[1], in_pstride=s.pstride,
+             out_pstride=dst.pstride if dst.space == "sram" else 0)
     if layer.kind == "pool":
         a.update(kind=POOL_KINDS[layer.pool_kind], c=s.view[3], kh=layer.window[0], kw=layer.window[1])
         if int8:
@@ -265,13 +271,14 @@ def _choose(cfg, layer, srcs, dst, blocks_options, base) -> LayerPlan | None:
 
 def compute_layers(graph: Graph) -> list:
     """The layers that become commands (views are resolved by aliasing)."""
-    return [layer for layer in graph.layers if layer.kind != "view"]
+    return [layer for layer in graph.layers if layer.kind not in ("view", "concat")]
 
 
-def _place(cfg: NPUConfig, graph: Graph, budget: int):
+def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set):
     """Residents, constant-block options and DDR homes for a residency `budget`. DDR addresses are
     relative to the end of the weight region, which is known only once every layer's blocks are
-    chosen (`_finish_ddr`)."""
+    chosen (`_finish_ddr`). Concatenations (`joined`) are always resident, their inputs (`slices`)
+    channel slices of them; None when one does not fit."""
     sizes, elems = {}, {}
     for name, info in graph.tensors.items():
         elems[name] = DTYPE_BYTES[info.dtype]
@@ -284,12 +291,18 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int):
             roots[layer.out] = roots.get(layer.inputs[0], layer.inputs[0])
     # A dense layer may write its output in channel blocks; a block's footprint (rows x stride from the
     # block's first byte, docs/npu.md section 6) reaches up to one row past the tensor: reserve it.
+    # So does a channel slice's footprint past its concatenation.
     for layer in compute_layers(graph):
         if layer.kind == "conv" and layer.groups == 1 and graph.tensors[layer.out].view[2] == 1:
             sizes[layer.out] += align(graph.tensors[layer.out].view[3] * elems[layer.out], cfg.alignment)
+    for name in joined:
+        info = graph.tensors[name]
+        sizes[name] += align(info.view[2] * info.view[3] * elems[name], cfg.alignment)
     boundary = set(graph.inputs) | set(graph.outputs) | set(roots) | set(roots.values())
-    ranges = live_ranges(compute_layers(graph), boundary)
-    residents = place_residents(cfg, ranges, sizes, budget) if budget else {}
+    ranges = live_ranges(compute_layers(graph), boundary, {t: s.root for t, s in slices.items()})
+    residents = place_residents(cfg, ranges, sizes, budget, joined) if budget or joined else {}
+    if joined - set(residents):
+        return None
     blocks, data = {}, {}
     for layer in compute_layers(graph):
         if layer.kind != "conv":
@@ -310,7 +323,7 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int):
     placed = {}
     for name, info in graph.tensors.items():
         stride = align(info.view[2] * info.view[3] * elems[name], cfg.alignment)
-        if name in roots:
+        if name in roots or name in slices:
             continue
         if name in residents:
             placed[name] = Placed("sram", residents[name].addr, info.view, stride, elems[name])
@@ -320,6 +333,10 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int):
     for name, root in roots.items():  # same bytes and rows, the alias's own [N, H, W, C] view
         r = placed[root]
         placed[name] = Placed(r.space, r.addr, graph.tensors[name].view, r.row_stride, r.elem)
+    for name, s in slices.items():  # channels [offset, offset + C) of the resident concatenation
+        r = placed[s.root]
+        placed[name] = Placed("sram", r.addr + s.offset * r.elem, graph.tensors[name].view, r.row_stride,
+                              r.elem, pstride=r.view[3] * r.elem)
     # A DMA footprint is rows x stride from its first byte; a channel block's rows start mid-row, so
     # the last tensor's last block reaches up to one row past it.
     top += max((p.row_stride for p in placed.values()), default=0)
@@ -341,8 +358,13 @@ def _finish_ddr(cfg, graph, plans, data, placed, rel_top):
     return bytes(weights), base + rel_top, per_layer
 
 
-def _plan_region(cfg: NPUConfig, graph: Graph, budget: int):
-    residents, data, blocks, placed, rel_top, sizes = _place(cfg, graph, budget)
+def _plan_region(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set):
+    placement = _place(cfg, graph, budget, slices, joined)
+    if placement is None:
+        layer = next(lay for lay in graph.layers if lay.kind == "concat" and lay.out in joined)
+        n, h, w, c = graph.tensors[layer.out].view
+        return None, layer, n * h * align(w * c * DTYPE_BYTES[layer.dtype], cfg.alignment)
+    residents, data, blocks, placed, rel_top, sizes = placement
     sb = Scoreboard()
     plans = []
     layers = compute_layers(graph)
@@ -385,9 +407,10 @@ def plan(cfg: NPUConfig, graph: Graph) -> Stream:
     """Place every tensor, plan every layer, and return the stream (weights included)."""
     # How much SRAM to give resident intermediates is a trade: more residents mean less DDR traffic but
     # smaller tiles. Plan with a few budgets and keep the fastest schedule (the cost model decides).
+    slices_of, joined = slices.resolve(graph)
     result, layer, need = None, None, 0
     for share in RESIDENT_SHARES:
-        attempt, bad_layer, bad_need = _plan_region(cfg, graph, int(cfg.sram_bytes * share))
+        attempt, bad_layer, bad_need = _plan_region(cfg, graph, int(cfg.sram_bytes * share), slices_of, joined)
         if attempt is None:
             layer, need = layer or bad_layer, max(need, bad_need)
             continue

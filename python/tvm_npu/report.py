@@ -351,8 +351,8 @@ def region_layers(config, graph, planned) -> dict:
     io = set(graph.inputs) | set(graph.outputs)
     layers = []
     for layer in graph.layers:
-        if layer.kind == "view":
-            continue  # a reshape that aliases its input: no command, nothing to profile
+        if layer.kind in ("view", "concat"):
+            continue  # a reshape or concat that aliases its inputs: no command, nothing to profile
         out = graph.tensors[layer.out].view
         elems = int(np.prod(out))
         steps = {"conv": 0, "add": elems, "pool": elems * layer.window[0] * layer.window[1]}[layer.kind]
@@ -385,8 +385,9 @@ def _composite_ops(func: relax.Function):
                     call = cb.value
                     if not (isinstance(call, relax.Call) and isinstance(call.op, tvm.ir.Op)):
                         continue
-                    if not any(isinstance(a, relax.Var) and a in data for a in call.args):
-                        continue
+                    args = [f for a in call.args for f in (a.fields if isinstance(a, relax.Tuple) else [a])]
+                    if not any(isinstance(a, relax.Var) and a in data for a in args):
+                        continue  # a concat's inputs come as one tuple
                     data.add(cb.var)
                     if call.op.name not in ("relax.quantize", "relax.dequantize"):
                         yield str(comp.attrs["Composite"]), call.op.name, cb.var.name, call

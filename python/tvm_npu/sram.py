@@ -31,21 +31,24 @@ class Resident:
     addr: int = 0
 
 
-def live_ranges(layers: list, boundary: set) -> dict:
+def live_ranges(layers: list, boundary: set, root=None) -> dict:
     """(first, last) layer index of every intermediate tensor (produced and consumed by `layers`,
-    not in `boundary`)."""
+    not in `boundary`). `root` maps a tensor stored inside another (a channel slice) to that one."""
+    root = root or {}
     first, last = {}, {}
     for i, layer in enumerate(layers):
         for name in layer.inputs:
-            last[name] = i
-        first.setdefault(layer.out, i)
+            last[root.get(name, name)] = i
+        first.setdefault(root.get(layer.out, layer.out), i)
     return {n: (first[n], last[n]) for n in first if n in last and n not in boundary}
 
 
-def place_residents(cfg: NPUConfig, ranges: dict, sizes: dict, budget: int) -> dict:
-    """Residents by first fit over address and live range, within `budget` bytes of SRAM."""
+def place_residents(cfg: NPUConfig, ranges: dict, sizes: dict, budget: int, required=()) -> dict:
+    """Residents by first fit over address and live range, within `budget` bytes of SRAM; the
+    `required` ones first, anywhere in SRAM (a concatenation exists only there)."""
     placed: list[Resident] = []
-    for name, (first, last) in sorted(ranges.items(), key=lambda kv: kv[1]):
+    order = sorted(ranges.items(), key=lambda kv: (kv[0] not in required, kv[1]))
+    for name, (first, last) in order:
         size = align(sizes[name], cfg.alignment)
         addr = 0
         for other in sorted(placed, key=lambda r: r.addr):
@@ -54,7 +57,7 @@ def place_residents(cfg: NPUConfig, ranges: dict, sizes: dict, budget: int) -> d
             if addr + size <= other.addr:
                 break
             addr = max(addr, align(other.addr + other.size, cfg.alignment))
-        if addr + size <= budget:
+        if addr + size <= (cfg.sram_bytes if name in required else budget):
             placed.append(Resident(name, size, first, last, addr))
     return {r.name: r for r in placed}
 

@@ -44,6 +44,9 @@ def pattern_ops(pattern) -> list:
         elif isinstance(p, dpl.OrPattern):
             walk(p.left)
             walk(p.right)
+        elif isinstance(p, dpl.TuplePattern):
+            for f in p.fields:
+                walk(f)
         elif isinstance(p, dpl.ExprPattern) and isinstance(p.expr, tvm.ir.Op):
             if p.expr.name not in out:
                 out.append(p.expr.name)
@@ -116,7 +119,7 @@ def render() -> str:
         lines += ["", f"## {g['family']} ({g['datapath']})", "",
                   f"Relax ops: {_code_list(g['anchor_ops'])}" + (f"; fused: {_code_list(fused)}" if fused
                                                                  else ""), "",
-                  f"Composites: {_code_list(g['composites'])}", "",
+                  f"Composites: {_code_list(list(dict.fromkeys(g['composites'])))}", "",
                   "| # | reason code | constraint |", "|---|---|---|"]
         for i, c in enumerate(g["constraints"], 1):
             lines.append(f"| {i} | `{C.reason_code(c)}` | {_text(c)} |")
