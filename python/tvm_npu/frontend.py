@@ -3,8 +3,9 @@
 `from_onnx` is TVM's ONNX frontend plus tvm_npu's own converters for what TVM lowers in a way the NPU
 patterns cannot see (Clip becomes two TIR calls in TVM 0.27; here it stays one `R.clip`, so relu6
 fuses into the convolution before it; constant Pad stays one `R.nn.pad`, so a zero pad can fold into
-the convolution after it), and QOperator-format quantized models (QLinearConv,
-QLinearMatMul) are rewritten into the QDQ format the NPU patterns match (onnx_qlinear.py).
+the convolution after it), LSTM, which TVM's frontend lacks (onnx_lstm.py), and QOperator-format
+quantized models (QLinearConv, QLinearMatMul) are rewritten into the QDQ format the NPU patterns match
+(onnx_qlinear.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tvm.relax.frontend.onnx import onnx_frontend
 
 from .constraints import constant_value
 from .errors import NPUError
+from .onnx_lstm import LSTM
 from .onnx_qlinear import qoperator_to_qdq
 
 
@@ -70,7 +72,7 @@ class Pad(onnx_frontend.Pad):
         return super()._lower_pad(bb, inputs, attr, params, allowed_modes)
 
 
-CONVERTERS = {"Clip": Clip, "Pad": Pad}
+CONVERTERS = {"Clip": Clip, "Pad": Pad, "LSTM": LSTM}
 
 
 @contextlib.contextmanager

@@ -1,0 +1,112 @@
+"""ONNX LSTM import (onnx_lstm.py) against onnxruntime's LSTM: forward, reverse, bidirectional, with and
+without biases and initial states, layout 1; built for the CPU (llvm) and with tvm_npu.build."""
+
+import numpy as np
+import onnx
+import pytest
+import tvm
+from onnx import TensorProto, helper, numpy_helper
+
+import tvm_npu
+from conftest import run_vm
+
+
+def lstm_model(T=5, B=2, I=3, H=4, direction="forward", layout=0, bias=True, init=True, seed=0,
+               extra_inputs=(), **attrs):
+    rng = np.random.default_rng(seed)
+    D = 2 if direction == "bidirectional" else 1
+    inits = [numpy_helper.from_array((rng.standard_normal((D, 4 * H, I)) * 0.5).astype(np.float32), "W"),
+             numpy_helper.from_array((rng.standard_normal((D, 4 * H, H)) * 0.5).astype(np.float32), "R")]
+    if bias:
+        inits.append(numpy_helper.from_array((rng.standard_normal((D, 8 * H)) * 0.1).astype(np.float32), "B"))
+    names = ["X", "W", "R", "B" if bias else "", "", "h0" if init else "", "c0" if init else ""]
+    for index, value in extra_inputs:  # (input position, initializer) pairs
+        names += [""] * (index + 1 - len(names))
+        names[index] = f"in{index}"
+        inits.append(numpy_helper.from_array(value, f"in{index}"))
+    while names[-1] == "":
+        names.pop()
+    xs, hs = ([T, B, I], [D, B, H]) if layout == 0 else ([B, T, I], [B, D, H])
+    graph_in = [helper.make_tensor_value_info("X", TensorProto.FLOAT, xs)]
+    if init:
+        graph_in += [helper.make_tensor_value_info(n, TensorProto.FLOAT, hs) for n in ("h0", "c0")]
+    node = helper.make_node("LSTM", names, ["Y", "Y_h", "Y_c"], hidden_size=H, direction=direction,
+                            layout=layout, **attrs)
+    ys = [T, D, B, H] if layout == 0 else [B, T, D, H]
+    outs = [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ys)] + \
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, hs) for n in ("Y_h", "Y_c")]
+    graph = helper.make_graph([node], "lstm", graph_in, outs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
+def feeds_of(model, seed=1):
+    rng = np.random.default_rng(seed)
+    return {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+            for i in model.graph.input}
+
+
+def ort_run(model, feeds):
+    import onnxruntime as ort
+
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def llvm_run(model, feeds):
+    ex = tvm.compile(tvm_npu.from_onnx(model), target="llvm")
+    vm = tvm.relax.VirtualMachine(ex, tvm.cpu())
+    out = vm["main"](*[tvm.runtime.tensor(feeds[i.name]) for i in model.graph.input])
+    return [o.numpy() for o in out]
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(direction="reverse"), dict(direction="bidirectional"),
+                                dict(bias=False, init=False), dict(T=1, B=1, H=16, I=10)])
+def test_lstm_matches_onnxruntime(kw):
+    model = lstm_model(**kw)
+    feeds = feeds_of(model)
+    for got, want in zip(llvm_run(model, feeds), ort_run(model, feeds)):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_layout_1_is_the_batch_major_form_of_layout_0():
+    # onnxruntime refuses layout 1, so its layout-0 result, transposed, is the reference.
+    m0, m1 = lstm_model(direction="bidirectional"), lstm_model(direction="bidirectional", layout=1)
+    f0 = feeds_of(m0)
+    f1 = {"X": f0["X"].transpose(1, 0, 2), "h0": f0["h0"].transpose(1, 0, 2), "c0": f0["c0"].transpose(1, 0, 2)}
+    y, y_h, y_c = ort_run(m0, f0)
+    got = llvm_run(m1, f1)
+    np.testing.assert_allclose(got[0], y.transpose(2, 0, 1, 3), rtol=1e-5, atol=1e-6)
+    for g, w in zip(got[1:], (y_h, y_c)):
+        np.testing.assert_allclose(g, w.transpose(1, 0, 2), rtol=1e-5, atol=1e-6)
+
+
+def test_lstm_through_the_npu_build_matches_onnxruntime():
+    # The input projections run as one fp16 dense layer on the NPU (the rest on the CPU until the
+    # NPU LSTM cell lands): fp16 tolerance.
+    model = lstm_model(T=8, B=1, I=10, H=16, seed=3)
+    feeds = feeds_of(model)
+    report = tvm_npu.BuildReport()
+    ex = tvm_npu.build(tvm_npu.from_onnx(model), report=report)
+    assert any(p.device == "npu" and p.op == "relax.matmul" for p in report.placements)
+    got = run_vm(ex, *[feeds[i.name] for i in model.graph.input])
+    for g, w in zip(got, ort_run(model, feeds)):
+        np.testing.assert_allclose(g, w, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("kw,what", [
+    (dict(extra_inputs=[(7, np.zeros((1, 12), np.float32))]), "peephole"),
+    (dict(clip=1.0), "clip"),
+    (dict(input_forget=1), "input_forget"),
+    (dict(activations=["Sigmoid", "Relu", "Tanh"]), "activations"),
+    (dict(extra_inputs=[(4, np.array([3, 5], np.int32))]), "sequence_lens"),
+])
+def test_unsupported_lstm_variants_are_refused_with_a_reason(kw, what):
+    with pytest.raises(tvm_npu.NPUError, match=f"ERR_OP_NOT_SUPPORTED.*{what}"):
+        tvm_npu.from_onnx(lstm_model(**kw))
+
+
+def test_full_length_sequence_lens_is_accepted():
+    model = lstm_model(extra_inputs=[(4, np.array([5, 5], np.int32))])
+    feeds = feeds_of(model)
+    for got, want in zip(llvm_run(model, feeds), ort_run(model, feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
