@@ -110,12 +110,13 @@ def test_config_is_selectable_per_build(rng):
 
 
 def test_sram_overflow_is_a_compile_time_error(rng):
-    # 3x3x256 fp16 weights for 256 output channels are 1.2 MB: more than npu-small's 512 KiB SRAM, and a
-    # convolution's output channels cannot be streamed in blocks (its rows interleave them per pixel).
-    mod = chain((1, 256, 8, 8), [conv_layer(rng, 256, 256, 3)])
+    # 3x3x512 fp16 weights are 9216 bytes per output channel; written to DDR, a channel block must
+    # start on a 128-byte DMA boundary (64 channels), and 64 x 9216 bytes already exceed npu-small's
+    # 512 KiB of SRAM. (256 output channels would run, in blocks: test_tiling_property.)
+    mod = chain((1, 512, 4, 4), [conv_layer(rng, 512, 512, 3)])
     with pytest.raises(tvm_npu.NPUError, match="ERR_SRAM_OVERFLOW") as info:
         tvm_npu.build(mod, config="npu-small")
-    assert "524288" in str(info.value)
+    assert "524288" in str(info.value) and str(64 * 9216 + 256) in str(info.value)
 
 
 def test_dense_weights_larger_than_sram_are_streamed(rng):

@@ -54,3 +54,19 @@ def test_pool_tiles_match_the_untiled_reference(c, h, w, kind, k, stride, seed):
     xv = rng.standard_normal((1, c, h, w)).astype(np.float32)
     ex = tvm_npu.build(bb.get(), config="npu-small")
     np.testing.assert_array_equal(run_vm(ex, xv), pool_fp16(xv, kind, k, stride))
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cin=st.integers(100, 300), cout=st.sampled_from([192, 256, 320]), hw=st.integers(3, 14),
+       depth=st.integers(1, 2), seed=st.integers(0, 1000))
+def test_convs_with_weights_larger_than_sram_match_the_untiled_reference(cin, cout, hw, depth, seed):
+    # 3x3 fp16 weights of 0.35-1.7 MB on npu-small's 512 KiB: the layers run in output-channel blocks
+    # that write their channels of each pixel through the output pixel stride (resident or DDR output).
+    rng = np.random.default_rng(seed)
+    layers = [conv_layer(rng, cin, cout, 3)] + [conv_layer(rng, cout, cout, 3) for _ in range(depth - 1)]
+    x = rng.standard_normal((1, cin, hw, hw)).astype(np.float32)
+    ex = tvm_npu.build(chain(x.shape, layers), config="npu-small")
+    want = x
+    for layer in layers:
+        want = conv2d_fp16(want, layer["w"], layer["b"], (1, 1), (1,) * 4, act=layer["act"])
+    np.testing.assert_array_equal(run_vm(ex, x), want)

@@ -27,7 +27,8 @@ from .errors import NPUError
 from .lower import Graph, Layer
 from .schedule import Scoreboard, emit_dma
 from .sram import Arena, align, live_ranges, place_residents, resident_top
-from .stream import ACTIVATIONS, DTYPE_BYTES, DTYPES, NO_BIAS, POOL_KINDS, Command, Stream, TensorDesc, f32_bits
+from .stream import (ACTIVATIONS, DTYPE_BYTES, DTYPES, NO_BIAS, POOL_KINDS, SLICE_ALIGNMENT, Command, Stream,
+                     TensorDesc, f32_bits)
 from .tiling import oc_blocks, row_tiles, tile_heights
 from .weights import WeightStreamer, place_weight_slots
 
@@ -110,15 +111,21 @@ def constant_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[by
 
 
 def _block_size(cfg: NPUConfig, layer: Layer, dst: Placed, in_bytes: int) -> list[int]:
-    """Output-channel block sizes to try, best first. A conv's output row interleaves all channels per
-    pixel, so only dense layers split. Every block re-reads the layer's input, so blocks are as large
-    as fit — except for a weight-heavy layer on a small input (a classifier): its weights come in
-    blocks of at most an eighth of SRAM, so the weight streamer (weights.py) can load each block into
-    whatever SRAM frees up earliest instead of waiting for room for the whole matrix."""
+    """Output-channel block sizes to try, best first. Every block re-reads the layer's input, so blocks
+    are as large as fit — except for a weight-heavy layer on a small input (a classifier): its weights
+    come in blocks of at most an eighth of SRAM, so the weight streamer (weights.py) can load each
+    block into whatever SRAM frees up earliest instead of waiting for room for the whole matrix.
+
+    A convolution's output pixel interleaves all its channels: a block writes its channels of each
+    pixel through the output pixel stride (docs/npu.md section 3), into the resident tensor or a packed
+    tile that DMA scatters to DDR pixel by pixel — which needs the DDR pixel stride aligned."""
     oc = layer.weight.shape[0]
     sizes = [oc]
-    if layer.kind == "conv" and dst.view[2] == 1 and layer.groups == 1:
-        step = math.lcm(cfg.mac_cols, cfg.alignment // dst.elem)
+    scatter_ok = dst.space == "sram" or dst.view[3] * dst.elem % cfg.alignment == 0
+    if layer.kind == "conv" and layer.groups == 1 and (dst.view[2] == 1 or scatter_ok):
+        # Block starts: aligned for a DMA scatter or a dense row, one 16-byte beat inside SRAM.
+        beat = SLICE_ALIGNMENT if dst.space == "sram" and dst.view[2] > 1 else cfg.alignment
+        step = math.lcm(cfg.mac_cols, max(1, beat // dst.elem))
         b = (oc // 2) // step * step
         while b >= step:
             sizes.append(b)
@@ -136,7 +143,7 @@ def _layout(cfg, layer, srcs, dst, blocks, base, tile_oh) -> LayerPlan | None:
     in_bufs = [None if s.space == "sram" else [arena.take(in_rows * s.row_stride) for _ in (0, 1)]
                for s in srcs]
     out_rows = max(t.out_rows for t in tiles)  # the last tile may have grown (tiling.row_tiles)
-    out_bytes = out_rows * align(max(b.oc1 - b.oc0 for b in blocks) * dst.elem, cfg.alignment) \
+    out_bytes = out_rows * align(dst.view[2] * max(b.oc1 - b.oc0 for b in blocks) * dst.elem, cfg.alignment) \
         if blocks and len(blocks) > 1 else out_rows * dst.row_stride
     out_bufs = None if dst.space == "sram" else [arena.take(out_bytes) for _ in (0, 1)]
     top = arena.top
@@ -168,8 +175,10 @@ def _compute(cfg, layer: Layer, t, ins: list, srcs: list, dst: Placed, out_addr:
     a = dict(common, in_addr=ins[0], in_h=t.in_rows, in_w=s.view[2], in_stride=s.row_stride,
              out_addr=out_addr, out_h=t.out_rows, out_w=dst.view[2], out_stride=out_stride,
              stride_h=layer.stride[0], stride_w=layer.stride[1], pad_top=t.pad_top,
-             pad_left=layer.padding[1], in_pstride=s.pstride,
-             out_pstride=dst.pstride if dst.space == "sram" else 0)
+             pad_left=layer.padding[1], in_pstride=s.pstride, out_pstride=0)
+    if dst.space == "sram":  # a slice, or one channel block of the resident tensor: its pixel stride
+        partial = blk is not None and blk.oc1 - blk.oc0 != dst.view[3]
+        a["out_pstride"] = dst.pstride or (dst.view[3] * dst.elem if partial and dst.view[2] > 1 else 0)
     if layer.kind == "pool":
         a.update(kind=POOL_KINDS[layer.pool_kind], c=s.view[3], kh=layer.window[0], kw=layer.window[1])
         if int8:
@@ -236,17 +245,24 @@ def emit_layer(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst: Placed, lp: L
                 out_addr, out_stride = dst.row_addr(t.n, t.out_r0) + oc0 * dst.elem, dst.row_stride
             else:
                 out_addr = lp.out_bufs[i % 2]
-                out_stride = dst.row_stride if len(blocks) == 1 else align(ocb * dst.elem, cfg.alignment)
+                out_stride = dst.row_stride if len(blocks) == 1 else \
+                    align(dst.view[2] * ocb * dst.elem, cfg.alignment)
             cmd = _compute(cfg, layer, t, pending, srcs, dst, out_addr, out_stride, blk,
                            lp.w_slots[bi] if blk is not None else None)
             reads, writes = _footprint(cfg, cmd)
             sb.emit(cmd, reads, writes)
             if i + 1 < len(tiles):
                 pending = inputs_of(i + 1, tiles[i + 1])
-            if dst.space != "sram":
+            if dst.space != "sram" and (len(blocks) == 1 or dst.view[2] == 1):
                 row_bytes = dst.row_bytes if len(blocks) == 1 else ocb * dst.elem
                 emit_dma(sb, "DMA_STORE", 1, dst.row_addr(t.n, t.out_r0) + oc0 * dst.elem, out_addr, t.out_rows,
-                     row_bytes, dst.row_stride, out_stride, layer.name)
+                         row_bytes, dst.row_stride, out_stride, layer.name)
+            elif dst.space != "sram":  # a channel block of a feature map: scatter each row's pixels
+                px = dst.view[3] * dst.elem
+                for r in range(t.out_rows):
+                    emit_dma(sb, "DMA_STORE", 1, dst.row_addr(t.n, t.out_r0 + r) + oc0 * dst.elem,
+                             out_addr + r * out_stride, dst.view[2], ocb * dst.elem, px, ocb * dst.elem,
+                             layer.name)
             if after_compute is not None:
                 after_compute(cmd)
 
@@ -289,12 +305,14 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set)
     for layer in graph.layers:
         if layer.kind == "view":
             roots[layer.out] = roots.get(layer.inputs[0], layer.inputs[0])
-    # A dense layer may write its output in channel blocks; a block's footprint (rows x stride from the
-    # block's first byte, docs/npu.md section 6) reaches up to one row past the tensor: reserve it.
-    # So does a channel slice's footprint past its concatenation.
-    for layer in compute_layers(graph):
-        if layer.kind == "conv" and layer.groups == 1 and graph.tensors[layer.out].view[2] == 1:
-            sizes[layer.out] += align(graph.tensors[layer.out].view[3] * elems[layer.out], cfg.alignment)
+    # A dense layer, or a convolution with large weights, may write its output in channel blocks; a
+    # block's footprint (rows x stride from the block's first byte, docs/npu.md section 6) reaches up
+    # to one row past the tensor: reserve it. So does a channel slice's past its concatenation.
+    blockable = {layer.out for layer in compute_layers(graph) if layer.kind == "conv" and layer.groups == 1
+                 and (graph.tensors[layer.out].view[2] == 1 or layer.weight.nbytes > cfg.sram_bytes // 8)}
+    for name in blockable:
+        info = graph.tensors[name]
+        sizes[name] += align(info.view[2] * info.view[3] * elems[name], cfg.alignment)
     for name in joined:
         info = graph.tensors[name]
         sizes[name] += align(info.view[2] * info.view[3] * elems[name], cfg.alignment)
@@ -309,8 +327,10 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set)
             continue
         oc = layer.weight.shape[0]
         options = []
-        dst = Placed("ddr", 0, graph.tensors[layer.out].view, 0, elems[layer.out])
-        for size in _block_size(cfg, layer, dst, sizes[layer.inputs[0]]):
+        dst = Placed("sram" if layer.out in residents or layer.out in slices else "ddr", 0,
+                     graph.tensors[layer.out].view, 0, elems[layer.out])
+        for size in (_block_size(cfg, layer, dst, sizes[layer.inputs[0]]) if layer.out in blockable or
+                     dst.space == "ddr" else [layer.weight.shape[0]]):
             opt = []
             for oc0, oc1 in oc_blocks(oc, size):
                 raw, w_stride, w_bytes = constant_bytes(cfg, layer, oc0, oc1)
@@ -379,7 +399,8 @@ def _plan_region(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined
         if lp is None:
             lp = _choose(cfg, layer, srcs, dst, blocks.get(layer.name, [[]]), base)
         if lp is None:
-            return None, layer, max(sizes[t] for t in layer.inputs + [layer.out])
+            smallest = min((b.nbytes for opt in blocks.get(layer.name, []) for b in opt), default=0)
+            return None, layer, max([sizes[t] for t in layer.inputs + [layer.out]] + [smallest])
         plans.append(lp)
     weights, ddr_top, layer_weight_bytes = _finish_ddr(cfg, graph, plans, data, placed, rel_top)
     sram_top = place_weight_slots(cfg, plans, residents)
@@ -421,7 +442,8 @@ def plan(cfg: NPUConfig, graph: Graph) -> Stream:
         raise NPUError("ERR_SRAM_OVERFLOW",
                        f"layer {layer.name} ({layer.composite}) does not fit {cfg.sram_bytes} bytes of SRAM "
                        f"even with one output row per tile and its weights split into blocks (its largest "
-                       f"tensor is {need} bytes); use a configuration with more SRAM, or split the layer")
+                       f"tensor or smallest weight block is {need} bytes); use a configuration with more SRAM, "
+                       f"or split the layer")
     commands, weights, placed, ddr_top, sram_used, info = result
     tensors = []
     for role, names in (("input", graph.inputs), ("output", graph.outputs)):
