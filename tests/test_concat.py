@@ -1,4 +1,4 @@
-"""Channel concatenation on the NPU (slices.py): producers write straight into their channels of a
+"""Concatenation and row slices on the NPU (slices.py): producers write straight into their channels of a
 resident tensor; other inputs are copied (int8: requantized) into theirs. Checked against the numpy
 model of the fp16 datapath, TVM's llvm build and onnxruntime (fp16 and int8 QDQ)."""
 
@@ -119,3 +119,56 @@ def test_concat_the_npu_cannot_take_stays_on_the_cpu_with_its_reason(shapes, axi
     assert concat.device == "cpu" and concat.code == "NPU_E_CONCAT" and detail in concat.reason + str(concat)
     xs = [np.random.default_rng(i).standard_normal(s).astype(np.float32) for i, s in enumerate(shapes)]
     np.testing.assert_array_equal(run_vm(ex, *xs), np.concatenate([np.maximum(x, 0) for x in xs], axis))
+
+
+def recurrent_rows(rng, T=4, B=2, K=24, H=32):
+    """x [T*B, K] projected once, then per step: rows t of the projection + h W2 -> relu; the steps'
+    outputs stacked along rows. The row slices are views and the stack writes each step in place."""
+    w1, w2 = ((rng.standard_normal(s) / 5).astype(np.float32) for s in ((H, K), (H, H)))
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((T * B, K), "float32"))
+    h0 = relax.Var("h0", relax.TensorType((B, H), "float32"))
+    with bb.function("main", [x, h0]):
+        with bb.dataflow():
+            xw = bb.emit(relax.op.matmul(x, relax.const(w1.T.copy())))
+            h, hs = h0, []
+            for t in range(T):
+                step = bb.emit(relax.op.strided_slice(xw, [0], [t * B], [(t + 1) * B]))
+                h = bb.emit(relax.op.nn.relu(relax.op.add(step, relax.op.matmul(h, relax.const(w2.T.copy())))))
+                hs.append(h)
+            out = bb.emit_output(bb.emit(relax.op.concat(hs, axis=0)))
+        bb.emit_func_output(out)
+    return bb.get(), (w1, w2)
+
+
+def test_row_slices_and_row_stacks_run_in_place_bit_exact(rng):
+    from npu_numpy import add_fp16, dense_fp16
+
+    mod, (w1, w2) = recurrent_rows(rng)
+    report = tvm_npu.BuildReport()
+    ex = tvm_npu.build(mod, report=report)
+    assert len(report.regions) == 1 and all(p.device == "npu" for p in report.placements), report.table()
+    (info,) = report.regions.values()
+    assert not [lay for lay in info["layers"] if ".copy" in lay["name"]]  # no data moved for them
+    x = rng.standard_normal((8, 24)).astype(np.float32)
+    h0 = rng.standard_normal((2, 32)).astype(np.float32)
+    xw, h, hs = dense_fp16(x, w1), h0, []
+    for t in range(4):
+        h = add_fp16(xw[2 * t:2 * t + 2], dense_fp16(h, w2), act="relu")
+        hs.append(h)
+    np.testing.assert_array_equal(run_vm(ex, x, h0), np.concatenate(hs))
+
+
+def test_a_slice_across_columns_stays_on_the_cpu_with_its_reason(rng):
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((4, 32), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(relax.op.strided_slice(x, [1], [8], [24])))
+        bb.emit_func_output(out)
+    report = tvm_npu.BuildReport()
+    ex = tvm_npu.build(bb.get(), report=report)
+    (sl,) = report.placements
+    assert sl.device == "cpu" and sl.code == "NPU_E_LAYOUT"
+    xv = rng.standard_normal((4, 32)).astype(np.float32)
+    np.testing.assert_array_equal(run_vm(ex, xv), xv[:, 8:24])

@@ -228,7 +228,8 @@ def constraint_reshape_keeps_rows(call):
 
 
 def constraint_same_quantization(dq, q):
-    """NPU_E_QUANT_SCALE: a quantized reshape must keep its scale and zero point (it moves no data)."""
+    """NPU_E_QUANT_SCALE: a quantized reshape or slice must keep its scale and zero point (it moves no
+    data)."""
     a = [float(constant_value(x).reshape(-1)[0]) for x in dq.args[1:3]]
     b = [float(constant_value(x).reshape(-1)[0]) for x in q.args[1:3]]
     return None if a == b else f"scale / zero point {a} -> {b}"
@@ -240,12 +241,14 @@ CONCAT_SRAM_SHARE = 4
 
 
 def constraint_concat(call, inputs: list, elem: int):
-    """NPU_E_CONCAT: a concatenation runs on the NPU when it joins 4-D NCHW tensors along the channels
-    (axis 1), every input's channels fill whole 16-byte SRAM beats (multiples of 8 fp16 or 16 int8
-    channels), and the result fits in a quarter of SRAM (it stays there while its inputs are written
-    into it)."""
+    """NPU_E_CONCAT: a concatenation runs on the NPU when it stacks matrices along their rows (axis 0 of
+    a tensor of rank 2 or 3), or joins 4-D NCHW tensors along the channels (axis 1) with every input's
+    channels filling whole 16-byte SRAM beats (multiples of 8 fp16 or 16 int8 channels) and the
+    result fitting in a quarter of SRAM (it stays there while its inputs are written into it)."""
     shape = static_shape(call)
     axis = int(call.attrs.axis) if call.attrs.axis is not None else 0
+    if len(shape) in (2, 3) and axis % len(shape) == 0:
+        return None  # whole rows: each input is written at its row offset
     if len(shape) != 4 or axis % 4 != 1:
         return f"axis {axis} of a rank-{len(shape)} tensor"
     odd = [static_shape(t)[1] for t in inputs if static_shape(t)[1] * elem % 16]
@@ -255,6 +258,22 @@ def constraint_concat(call, inputs: list, elem: int):
     nbytes = n * h * -(-w * c * elem // _config().alignment) * _config().alignment
     limit = _config().sram_bytes // CONCAT_SRAM_SHARE
     return f"result of {nbytes} bytes > {limit}" if nbytes > limit else None
+
+
+def _ints(tup) -> list:
+    return [int(f.value) for f in tup.fields]
+
+
+def constraint_slice_rows(call):
+    """NPU_E_LAYOUT: on the NPU a slice is free only when it takes whole leading rows (axis 0 of a
+    tensor of rank 2 or 3, step 1): it becomes a view at a row offset; other slices move data and stay
+    on the CPU."""
+    shape = static_shape(call.args[0])
+    axes = _ints(call.args[1])
+    steps = _ints(call.args[4]) if len(call.args) > 4 else [1]
+    if len(shape) not in (2, 3) or axes != [0] or steps != [1]:
+        return f"axes {axes}, steps {steps} of a rank-{len(shape)} tensor"
+    return None
 
 
 def constraint_weight_2d(weight):
@@ -414,6 +433,19 @@ def check_pool(ctx) -> bool:
     return _run(ctx, "pool", [(constraint_width, ([static_shape(call.args[0])[layout.index("W")]],))])
 
 
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_slice_rows,
+         int8=QUANT_CONSTRAINTS + [constraint_same_quantization])
+def check_slice(ctx) -> bool:
+    call = ctx.annotated_expr["op"]
+    tensors = [call.args[0], call]
+    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
+              (constraint_rank, (tensors,)), (constraint_slice_rows, (call,))] + _quant_checks(ctx)
+    if "quantize" in ctx.annotated_expr:
+        checks.append((constraint_same_quantization,
+                       (_resolve(ctx, ctx.annotated_expr["data"]), ctx.annotated_expr["quantize"])))
+    return _run(ctx, "slice", checks)
+
+
 @applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_concat,
          constraint_width, int8=QUANT_CONSTRAINTS)
 def check_concat(ctx) -> bool:
@@ -442,4 +474,4 @@ ALL_CONSTRAINTS = [constraint_float32, constraint_static_shape, constraint_rank,
                    constraint_clip_bounds, constraint_weight_2d, constraint_int8_activations,
                    constraint_per_tensor, constraint_symmetric_weights, constraint_same_shape,
                    constraint_pool, constraint_reshape_keeps_rows, constraint_same_quantization,
-                   constraint_concat]
+                   constraint_concat, constraint_slice_rows]

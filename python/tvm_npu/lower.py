@@ -62,7 +62,9 @@ class Layer:
     clamp: tuple = (-128, 127)
     macs: int = 0
     out_elems: int = 0
-    offsets: tuple = ()  # concat: the first channel of each input in the output
+    # concat: each input's first channel in the output (rows: first row); view (rows): its first row.
+    offsets: tuple = ()
+    rows: bool = False
 
     @property
     def taps(self) -> tuple:
@@ -178,6 +180,8 @@ class _Lowerer:
         layer.dtype = "int8" if int8 else "float16"
         if "concat" in calls:
             return self._concat(layer, calls, params, out_var)
+        if "strided_slice" in calls:
+            return self._slice_rows(layer, calls, params, out_var)
         if "reshape" in calls and len(calls) <= 3 and not ("nn.conv2d" in calls or "matmul" in calls):
             layer.kind = "view"  # no command: the output aliases the input's bytes
             call = calls["reshape"][0]
@@ -214,6 +218,20 @@ class _Lowerer:
         layer.out_elems = int(np.prod(out_view))
         return layer
 
+    def _slice_rows(self, layer: Layer, calls: dict, params: dict, out_var) -> Layer:
+        """A slice of whole leading rows (constraints.constraint_slice_rows): a view at a row offset."""
+        layer.kind, layer.rows = "view", True
+        call = calls["strided_slice"][0]
+        data = _data_dq(calls).args[0] if layer.dtype == "int8" else call.args[0]
+        in_shape, out_shape = static_shape(call.args[0]), static_shape(call)
+        begin = int(call.args[2].fields[0].value)
+        begin += in_shape[0] if begin < 0 else 0
+        layer.offsets = (begin * int(np.prod(in_shape[1:-1])),)  # rows of the [1, rows, 1, K] view
+        dtype, host_dtype = ("int8", "int8") if layer.dtype == "int8" else ("float16", "float32")
+        layer.inputs = [self._tensor(params.get(data, data), _rows_view(in_shape), "ROWS", dtype, host_dtype)]
+        layer.out = self._tensor(out_var, _rows_view(out_shape), "ROWS", dtype, host_dtype, out_shape)
+        return layer
+
     def _concat(self, layer: Layer, calls: dict, params: dict, out_var) -> Layer:
         """Inputs and their channel offsets; int8: each input's zero point and requantization scale into
         the output's (1 when they share it: the input is then written in place, slices.py)."""
@@ -223,6 +241,8 @@ class _Lowerer:
         dtype, host_dtype = ("int8", "int8") if int8 else ("float16", "float32")
         offsets, c0, zps, scales = [], 0, [], []
         s_y, z_y = _qparams(calls["quantize"][-1]) if int8 else (1.0, 0)
+        layer.rows = len(static_shape(call)) != 4  # stacked along rows (axis 0), else channels
+        view, layout = (_rows_view, "ROWS") if layer.rows else (lambda s: _conv_view(s, "NCHW"), "NCHW")
         for field in self.resolve(call.args[0]).fields:
             src = field
             if int8:  # concat(dequantize(x_i), ...)
@@ -231,15 +251,14 @@ class _Lowerer:
                 scales.append(qp.pool_scale(s_i, s_y, 1))
                 src = self.resolve(field).args[0]
             shape = static_shape(src)
-            layer.inputs.append(self._tensor(params.get(src, src), _conv_view(shape, "NCHW"), "NCHW", dtype,
-                                             host_dtype))
+            layer.inputs.append(self._tensor(params.get(src, src), view(shape), layout, dtype, host_dtype))
             offsets.append(c0)
-            c0 += shape[1]
+            c0 += view(shape)[1] if layer.rows else shape[1]
         layer.offsets = tuple(offsets)
         if int8:
             layer.out_zp, layer.in_zps, layer.scale = z_y, tuple(zps), np.array(scales, np.float32)
         out_shape = static_shape(call)
-        layer.out = self._tensor(out_var, _conv_view(out_shape, "NCHW"), "NCHW", dtype, host_dtype, out_shape)
+        layer.out = self._tensor(out_var, view(out_shape), layout, dtype, host_dtype, out_shape)
         layer.out_elems = int(np.prod(out_shape))
         return layer
 

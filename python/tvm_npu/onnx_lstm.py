@@ -1,11 +1,15 @@
 """ONNX LSTM import (TVM 0.27's ONNX frontend has none): the recurrence unrolled into Relax.
 
-For each direction, the input projection of every time step is one matmul (X [T*B, I] by W^T, with
-both biases folded in), so it runs as one large dense layer; each step then adds h_{t-1} R^T and
-applies the gates in ONNX's order (i, o, f, c):
+For each direction and gate (ONNX's order i, o, f, c), the input projection of every time step is one
+matmul (X [T*B, I] by W_gate^T, both biases folded in), so it runs as one large dense layer; each step
+takes its rows of it (a row slice, a view on the NPU), adds h_{t-1} R_gate^T and applies the gate:
 
     i = sigmoid(.), o = sigmoid(.), f = sigmoid(.), g = tanh(.)
     c_t = f * c_{t-1} + i * g,    h_t = o * tanh(c_t)
+
+One matmul per gate rather than one [4H]-wide one keeps every gate a whole tensor (no column slices),
+and the outputs over time are stacked by a concat along rows, which the NPU does by writing each h_t
+at its row offset.
 
 Supported: forward, reverse and bidirectional; layout 0 and 1; optional B, initial_h, initial_c; the
 default activations. Refused with a coded error that says what to change: peepholes (P), cell clip,
@@ -82,22 +86,21 @@ def lstm(bb: relax.BlockBuilder, inputs, attr) -> relax.Tuple:
             return relax.const(np.zeros((batch, hidden), np.float32))
         h, c = state(5), state(6)
         bias = b[d, :GATES * hidden] + b[d, GATES * hidden:]
-        xw = bb.emit(relax.op.add(relax.op.matmul(x2d, relax.const(np.ascontiguousarray(w[d].T))),
-                                  relax.const(bias)))
-        xw = bb.emit(relax.op.reshape(xw, [seq, batch, GATES * hidden]))
-        rt = relax.const(np.ascontiguousarray(r[d].T))
+        rows = [slice(k * hidden, (k + 1) * hidden) for k in range(GATES)]
+        xw = [bb.emit(relax.op.add(relax.op.matmul(x2d, relax.const(np.ascontiguousarray(w[d][g].T))),
+                                   relax.const(bias[g]))) for g in rows]  # [T*B, H] per gate
+        rt = [relax.const(np.ascontiguousarray(r[d][g].T)) for g in rows]
         outs = [None] * seq
         for t in (reversed(range(seq)) if reverse else range(seq)):
-            step = bb.emit(relax.op.squeeze(relax.op.strided_slice(xw, [0], [t], [t + 1]), [0]))
-            gates = bb.emit(relax.op.add(step, relax.op.matmul(h, rt)))
-            i, o, f, g = (bb.emit(relax.op.strided_slice(gates, [1], [k * hidden], [(k + 1) * hidden]))
-                          for k in range(GATES))
-            i, o, f = (bb.emit(relax.op.sigmoid(v)) for v in (i, o, f))
-            g = bb.emit(relax.op.tanh(g))
+            pre = [bb.emit(relax.op.add(relax.op.strided_slice(xw[k], [0], [t * batch], [(t + 1) * batch]),
+                                        relax.op.matmul(h, rt[k]))) for k in range(GATES)]
+            i, o, f = (bb.emit(relax.op.sigmoid(v)) for v in pre[:3])
+            g = bb.emit(relax.op.tanh(pre[3]))
             c = bb.emit(relax.op.add(relax.op.multiply(f, c), relax.op.multiply(i, g)))
             h = bb.emit(relax.op.multiply(o, relax.op.tanh(c)))
             outs[t] = h
-        ys.append(bb.emit(relax.op.stack(outs, axis=0)))  # [T, B, H]
+        y = bb.emit(relax.op.concat(outs, axis=0)) if seq > 1 else outs[0]  # [T*B, H]: rows over time
+        ys.append(bb.emit(relax.op.reshape(y, [seq, batch, hidden])))
         hs.append(h)
         cs.append(c)
     y = bb.emit(relax.op.stack(ys, axis=1))  # [T, D, B, H]

@@ -150,11 +150,26 @@ def concat_patterns(quantized: bool):
     return out
 
 
+def slice_patterns(quantized: bool):
+    """A slice of whole leading rows is a view at a row offset: no command."""
+    out = []
+    for extra in (3, 4):  # axes, begin, end [, strides]
+        data = _dq(wildcard()) if quantized else wildcard()
+        sl = is_op("relax.strided_slice")(data, *[wildcard() for _ in range(extra)])
+        pat, ann = sl, {"op": sl, "data": data}
+        if quantized:
+            pat = is_op("relax.quantize")(sl, is_const(), is_const())
+            ann["quantize"] = pat
+        out.append(_entry("qslice_rows" if quantized else "slice_rows", pat, ann, C.check_slice))
+    return out
+
+
 def register():
     """Register the table. Quantized entries come last: they are larger and must win."""
     entries = []
     for quantized in (False, True):
-        entries += concat_patterns(quantized) + reshape_patterns(quantized) + pool_patterns(quantized)
+        entries += concat_patterns(quantized) + slice_patterns(quantized) + reshape_patterns(quantized)
+        entries += pool_patterns(quantized)
         entries += add_patterns(quantized)
         entries += conv2d_patterns(quantized) + dense_patterns(quantized)
     register_patterns(entries)

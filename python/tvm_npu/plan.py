@@ -301,10 +301,11 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set)
         n, h, w, c = info.view
         sizes[name] = n * h * align(w * c * elems[name], cfg.alignment)
     # Views (reshapes that keep rows) alias their input's bytes: such tensors live in DDR, once.
-    roots = {}
+    roots, view_rows = {}, {}  # view -> the tensor whose bytes it is, and its first row in it
     for layer in graph.layers:
         if layer.kind == "view":
             roots[layer.out] = roots.get(layer.inputs[0], layer.inputs[0])
+            view_rows[layer.out] = view_rows.get(layer.inputs[0], 0) + (layer.offsets[0] if layer.rows else 0)
     # A dense layer, or a convolution with large weights, may write its output in channel blocks; a
     # block's footprint (rows x stride from the block's first byte, docs/npu.md section 6) reaches up
     # to one row past the tensor: reserve it. So does a channel slice's past its concatenation.
@@ -352,11 +353,16 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set)
             top += align(sizes[name], cfg.alignment)
     for name, root in roots.items():  # same bytes and rows, the alias's own [N, H, W, C] view
         r = placed[root]
-        placed[name] = Placed(r.space, r.addr, graph.tensors[name].view, r.row_stride, r.elem)
-    for name, s in slices.items():  # channels [offset, offset + C) of the resident concatenation
+        placed[name] = Placed(r.space, r.addr + view_rows[name] * r.row_stride, graph.tensors[name].view,
+                              r.row_stride, r.elem)
+    for name, s in slices.items():
         r = placed[s.root]
-        placed[name] = Placed("sram", r.addr + s.offset * r.elem, graph.tensors[name].view, r.row_stride,
-                              r.elem, pstride=r.view[3] * r.elem)
+        if s.rows:  # rows [offset, offset + H) of the stacked tensor, wherever it lives
+            placed[name] = Placed(r.space, r.addr + s.offset * r.row_stride, graph.tensors[name].view,
+                                  r.row_stride, r.elem)
+        else:  # channels [offset, offset + C) of the resident concatenation
+            placed[name] = Placed("sram", r.addr + s.offset * r.elem, graph.tensors[name].view, r.row_stride,
+                                  r.elem, pstride=r.view[3] * r.elem)
     # A DMA footprint is rows x stride from its first byte; a channel block's rows start mid-row, so
     # the last tensor's last block reaches up to one row past it.
     top += max((p.row_stride for p in placed.values()), default=0)

@@ -9,6 +9,10 @@ copy pass (a 1x1 max pooling: exact in fp16, and in int8 the requantization y = 
 with S = s_x / s_y, the identity when they agree) writes it into its slice. A joined tensor that must also live in DDR (a region output, or the input of a view)
 is built in SRAM and copied out once.
 
+Stacking matrices along their rows (a concat on axis 0, e.g. an LSTM's outputs over time) needs no pixel
+stride: each input is the rows at its offset, in SRAM or in DDR alike, and whatever else reads it reads
+it there.
+
 `resolve(graph)` rewrites the layer list accordingly and returns the aliases for the planner.
 """
 
@@ -26,10 +30,11 @@ WRITES_SLICES = ("conv", "pool")
 
 @dataclass
 class Slice:
-    """A tensor stored as channels [offset, offset + C) of `root`."""
+    """A tensor stored as channels [offset, offset + C) of `root`, or (rows) as its rows from `offset`."""
 
     root: str
     offset: int
+    rows: bool = False
 
 
 def _copy(graph: Graph, concat: Layer, src: str, tag: str, k: int | None = None) -> tuple[Layer, str]:
@@ -48,6 +53,20 @@ def _copy(graph: Graph, concat: Layer, src: str, tag: str, k: int | None = None)
     return layer, dst
 
 
+def _stack_rows(graph: Graph, layer: Layer, producer: dict, external: set, slices: dict, out: list):
+    """A concat along rows: each input produced in the region is written at its row offset."""
+    inputs = []
+    for k, src in enumerate(layer.inputs):
+        p = producer.get(src)
+        if p is None or p.kind in ("view", "concat") or src in external or src in slices:
+            copy, src = _copy(graph, layer, src, f"copy{k}", k)
+            out.append(copy)
+        slices[src] = Slice(layer.out, layer.offsets[k], rows=True)
+        inputs.append(src)
+    layer.inputs = inputs
+    out.append(layer)
+
+
 def resolve(graph: Graph) -> tuple[dict, set]:
     """Rewrite `graph.layers` so every concat input is produced in place; return ({tensor: Slice},
     {joined tensors, which must be SRAM-resident})."""
@@ -62,6 +81,9 @@ def resolve(graph: Graph) -> tuple[dict, set]:
     for layer in graph.layers:
         if layer.kind != "concat":
             out.append(layer)
+            continue
+        if layer.rows:
+            _stack_rows(graph, layer, producer, external, slices, out)
             continue
         if layer.out in external:  # build it in SRAM, then copy it out once
             inner = f"{layer.out}<sram"
