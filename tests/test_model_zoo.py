@@ -25,13 +25,12 @@ MODELS = {
     "mobilenet_v2": (zoo.mobilenet_v2_shaped, dict(size=64, width=0.5, classes=100)),
     "resnet50": (zoo.resnet50_shaped, dict(size=32, width=0.25, classes=10)),
     "squeezenet1_1": (zoo.squeezenet1_1, dict(size=64, width=0.25, classes=10)),
-    "shufflenet_v2": (zoo.shufflenet_v2, dict(size=64, width=0.25, classes=10)),
+    "shufflenet_v2": (zoo.shufflenet_v2, dict(size=64, width=0.25, classes=10, repeats=(2, 2, 2))),
     "densenet": (zoo.densenet_shaped, dict(size=32, growth=8, blocks=(2, 2, 2), classes=10)),
     "inception": (zoo.inception_shaped, dict(size=64, width=0.25, classes=10)),
     "vgg": (zoo.vgg_shaped, dict(size=32, width=0.125, classes=10, fc=256)),
 }
 MOSTLY_NPU = {"mobilenet_v2", "resnet50"}  # issue 5: >= 99% of the MACs on the NPU
-CPU_CODES = {"NPU_E_UNSUPPORTED_OP", "NPU_E_RANK", "NPU_E_LAYOUT", "NPU_E_REGION_TOO_SMALL"}
 
 
 def input_shape(model):
@@ -69,7 +68,7 @@ def ort_session(model, int8_kernels=False):
 def check_report(name, report, macs, record_property):
     """Every op is placed, every CPU op has a reason, the MACs add up; record the NPU's share."""
     cpu = [p for p in report.placements if p.device == "cpu"]
-    assert all(p.code in CPU_CODES and p.reason for p in cpu), [(p.op, p.code) for p in cpu]
+    assert all(p.code.startswith("NPU_E_") and p.reason for p in cpu), [(p.op, p.code) for p in cpu]
     m = report.macs()
     assert m["npu"] + m["cpu"] == macs and m["unknown_ops"] == 0
     record_property("npu_mac_percent", round(report.mac_percent(), 2))
