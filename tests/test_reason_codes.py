@@ -204,19 +204,18 @@ def fan_out(rng, n):
 
 
 def fan_in(rng, n):
-    """split into n parts on the CPU -> n convs summed by a chain of adds: one NPU region with n inputs
-    and 1 output; and its numpy reference."""
-    ws = [rng.standard_normal((4, 4, 1, 1)).astype(np.float32) / 2 for _ in range(n)]
+    """split into n parts on the CPU -> a chain of adds -> conv: one NPU region with n inputs and
+    1 output; and its numpy reference."""
+    w = rng.standard_normal((4, 4, 1, 1)).astype(np.float32) / 2
 
     def body(bb, x):
         parts = bb.emit(relax.op.split(x, n, axis=1))
-        acc = None
-        for i, w in enumerate(ws):
-            y = bb.emit(relax.op.nn.conv2d(bb.emit(relax.TupleGetItem(parts, i)), relax.const(w)))
-            acc = y if acc is None else bb.emit(relax.op.add(acc, y))
-        return acc
+        acc = bb.emit(relax.TupleGetItem(parts, 0))
+        for i in range(1, n):
+            acc = bb.emit(relax.op.add(acc, bb.emit(relax.TupleGetItem(parts, i))))
+        return bb.emit(relax.op.nn.conv2d(acc, relax.const(w)))
     return (module(body, shapes=((1, 4 * n, 8, 8),)), [4 * n, 8, 8],
-            lambda x: [sum(conv1x1(x[:, 4 * i:4 * i + 4], w) for i, w in enumerate(ws))])
+            lambda x: [conv1x1(x.reshape(n, 4, 8, 8).sum(axis=0, keepdims=True), w)])
 
 
 @pytest.mark.parametrize("make", [fan_out, fan_in])

@@ -4,7 +4,8 @@
   composites are inlined into `main`, and every op of it is reported with NPU_E_REGION_TOO_SMALL.
 - A region whose inputs plus outputs exceed `max_tensors` (the tensor table of one command stream,
   docs/npu.md section 1) is cut into several regions, each a run of its ops in order, so every cut
-  only reads what earlier ones wrote; ERR_TASK_TOO_COMPLEX only when a single op cannot fit.
+  only reads what earlier ones wrote; ERR_TASK_TOO_COMPLEX only when a single op cannot fit. The
+  size check runs before the cut and not again: the cuts of a large region pass data to each other.
 
 Both run after MergeCompositeFunctions and before RunCodegen (partition.partition_for_npu).
 """
