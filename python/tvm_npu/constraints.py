@@ -29,6 +29,9 @@ class Rejection:
     code: str
     reason: str
     detail: str
+    # The op's constant weight (int8 codes or float values), when it has one: fusion renames vars, so
+    # the report finds the op again inside an NPU composite by its weight.
+    weight: object = None
 
 
 @contextlib.contextmanager
@@ -298,12 +301,47 @@ def _run(ctx, pattern: str, checks) -> bool:
         if detail is not None:
             log = _ACTIVE["log"]
             if log is not None:
-                var = ctx.value_to_bound_var.get(ctx.annotated_expr["op"])
+                var = _fused_part(ctx, constraint)
+                if var is None:
+                    var = ctx.value_to_bound_var.get(ctx.annotated_expr["op"])
                 log.append(Rejection(var.name if var is not None else "?",
                                      ctx.annotated_expr["op"].op.name, pattern,
-                                     reason_code(constraint), reason_text(constraint), detail))
+                                     reason_code(constraint), reason_text(constraint), detail,
+                                     weight_constant(ctx.annotated_expr["op"], ctx.matched_bindings)))
             return False
     return True
+
+
+def weight_constant(call, bindings: dict):
+    """The Constant under a conv / matmul call's weight (through vars, permute_dims, reshape and
+    dequantize), or None."""
+    if len(call.args) < 2:
+        return None
+    expr = call.args[1]
+    for _ in range(8):
+        while isinstance(expr, tvm.relax.Var) and expr in bindings:
+            expr = bindings[expr]
+        if isinstance(expr, tvm.ir.Constant):
+            return expr
+        if not (isinstance(expr, tvm.relax.Call) and getattr(expr.op, "name", "") in
+                ("relax.dequantize", "relax.permute_dims", "relax.reshape")):
+            return None
+        expr = expr.args[0]
+    return None
+
+
+def _fused_part(ctx, constraint):
+    """The var of the op a bias or activation constraint is about (the add or clip that could not
+    fuse): the op itself may still run on the NPU without it, so the reason belongs to the part."""
+    ann = ctx.annotated_expr
+    if constraint is constraint_clip_bounds and "act" in ann:
+        return ctx.value_to_bound_var.get(ann["act"])
+    if constraint is constraint_bias_per_channel:
+        for var, value in ctx.matched_bindings.items():
+            if isinstance(value, tvm.relax.Call) and getattr(value.op, "name", "") == "relax.add" \
+                    and _resolve(ctx, value.args[0]).same_as(ann["op"]):
+                return var
+    return None
 
 
 def _resolve(ctx, expr):

@@ -2,8 +2,9 @@
 
 FuseOpsByPattern groups each supported op chain into a composite ("npu.conv2d_bias_relu", ...) and
 MergeCompositeFunctions merges neighbouring composites into one function per NPU region, marked
-Codegen="npu"; everything else stays in `main` for TVM's CPU pipeline. Every rejection a constraint
-makes is collected, so the report can say why each op stayed on the CPU.
+Codegen="npu"; everything else stays in `main` for TVM's CPU pipeline. regions.py then holds each
+region to the limits of one NPU task (too small: back to the CPU; too many tensors: split). Every
+rejection a constraint makes is collected, so the report can say why each op stayed on the CPU.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
-from . import patterns, relax_graph, rewrite
+from . import patterns, regions, relax_graph, rewrite
 from .config import NPUConfig, get_config
 from .constraints import checking
 
@@ -84,4 +85,5 @@ def partition_for_npu(mod: tvm.IRModule, config: NPUConfig | str | None = None,
         mod = relax.transform.FuseOpsByPattern(patterns.npu_patterns(), bind_constants=True,
                                                annotate_codegen=False)(mod)
         mod = relax.transform.MergeCompositeFunctions()(mod)
+        mod = regions.apply(mod, get_config(config), log)  # task limits: minimum size, max_tensors
     return mod

@@ -20,6 +20,7 @@ import tvm
 from tvm import relax
 from tvm.ir.prim.expr import IntImm
 
+from .constraints import weight_constant
 from .relax_graph import free_vars
 
 
@@ -381,6 +382,7 @@ def _composite_ops(func: relax.Function):
             elif isinstance(b.value, relax.Call) and b.value.op in composites:
                 comp = composites[b.value.op]
                 data = set(comp.params)
+                env = {cb.var: cb.value for cb in comp.body.blocks[0].bindings}
                 for cb in comp.body.blocks[0].bindings:
                     call = cb.value
                     if not (isinstance(call, relax.Call) and isinstance(call.op, tvm.ir.Op)):
@@ -390,12 +392,16 @@ def _composite_ops(func: relax.Function):
                         continue  # a concat's inputs come as one tuple
                     data.add(cb.var)
                     if call.op.name not in ("relax.quantize", "relax.dequantize"):
-                        yield str(comp.attrs["Composite"]), call.op.name, cb.var.name, call
+                        yield str(comp.attrs["Composite"]), call.op.name, cb.var.name, call, env
 
 
 def placements(mod: tvm.IRModule, rejections: list) -> list[Placement]:
     """One Placement per op call in `main` of a partitioned module (before RunCodegen)."""
     refused = {r.var: r for r in rejections}
+    # A bias add or clip refused as part of a conv / dense says why it could not fuse; that beats
+    # its own check's refusal as a lone op (a constant operand, no lone clip pattern).
+    refused.update({r.var: r for r in rejections if r.code in ("NPU_E_BIAS", "NPU_E_ACTIVATION")})
+    by_weight = {r.weight: r for r in rejections if r.weight is not None and r.pattern.startswith("q")}
     rows = []
     for block in mod["main"].body.blocks:
         for b in block.bindings:
@@ -405,11 +411,11 @@ def placements(mod: tvm.IRModule, rejections: list) -> list[Placement]:
             if isinstance(call.op, tvm.ir.GlobalVar):
                 func = mod[call.op]
                 if func.attrs is not None and func.attrs.get("Codegen") == "npu":
-                    for composite, op, var, inner in _composite_ops(func):
+                    for composite, op, var, inner, env in _composite_ops(func):
                         int8 = composite.startswith("npu.q")
                         row = Placement(var, op, "npu", call.op.name_hint, composite,
                                         precision="int8" if int8 else "fp16", macs=op_macs(inner))
-                        r = refused.get(var)
+                        r = refused.get(var) or by_weight.get(weight_constant(inner, env))
                         if r is not None and not int8 and r.pattern.startswith("q"):
                             row.code, row.reason = r.code, f"{r.reason} ({r.detail})"
                         rows.append(row)

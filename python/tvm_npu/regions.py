@@ -1,0 +1,215 @@
+"""Stage 3b — region limits: the NPU regions MergeCompositeFunctions made, held to the limits of a task.
+
+- A region too small to pay for its boundary (constraint_region_size) goes back to the CPU: its
+  composites are inlined into `main`, and every op of it is reported with NPU_E_REGION_TOO_SMALL.
+- A region whose inputs plus outputs exceed `max_tensors` (the tensor table of one command stream,
+  docs/npu.md section 1) is cut into several regions, each a run of its ops in order, so every cut
+  only reads what earlier ones wrote; ERR_TASK_TOO_COMPLEX only when a single op cannot fit. The
+  size check runs before the cut and not again: the cuts of a large region pass data to each other.
+
+Both run after MergeCompositeFunctions and before RunCodegen (partition.partition_for_npu).
+"""
+
+from __future__ import annotations
+
+import math
+
+import tvm
+from tvm import relax
+
+from . import relax_graph
+from .config import NPUConfig
+from .constraints import Rejection, reason_code, reason_text, static_shape
+from .errors import NPUError
+
+
+def constraint_region_size(compute_cycles: int, boundary_cycles: int):
+    """NPU_E_REGION_TOO_SMALL: an NPU region of vector ops only (add, pooling; no convolution or dense
+    layer) next to CPU ops must compute at least as long as its boundary costs: its cycles (vector
+    steps / lanes + op_overhead per op) must be at least one DMA per region input and output
+    (dma_latency + device bytes / ddr_bytes_per_cycle); e.g. a lone add between CPU ops stays there."""
+    if compute_cycles >= boundary_cycles:
+        return None
+    return f"{compute_cycles} compute cycles < {boundary_cycles} boundary cycles"
+
+
+REGION_CONSTRAINTS = [constraint_region_size]
+
+
+def _npu_functions(mod: tvm.IRModule) -> dict:
+    return {gv: f for gv, f in mod.functions.items()
+            if isinstance(f, relax.Function) and f.attrs is not None and f.attrs.get("Codegen") == "npu"}
+
+
+def _calls(func: relax.Function) -> tuple[list, dict]:
+    """(var, composite var, args) of every composite call of a region, in order; composite defs."""
+    defs, calls = {}, []
+    for block in func.body.blocks:
+        for b in block.bindings:
+            if isinstance(b.value, relax.Function):
+                defs[b.var] = b
+            else:
+                calls.append((b.var, b.value.op, list(b.value.args)))
+    return calls, defs
+
+
+def _elems(expr) -> int:
+    return math.prod(static_shape(expr) or (0,))
+
+
+def _device_bytes(var) -> int:
+    """Bytes of a region input or output on the device: int8 stays int8, float32 becomes fp16."""
+    tys = var.ty.fields if isinstance(var.ty, relax.TupleType) else [var.ty]
+    return sum(math.prod(int(d) for d in t.shape) * (1 if str(t.dtype) == "int8" else 2) for t in tys)
+
+
+def compute_cycles(cfg: NPUConfig, func: relax.Function) -> int | None:
+    """A region's compute in the cycle model's terms (docs/npu.md section 5), from the Relax shapes;
+    None when it has a convolution or dense layer: those always stay on the NPU (the MAC array is what
+    the NPU is for, and such a layer costs the CPU far more than its boundary costs the NPU)."""
+    total = 0
+    calls, defs = _calls(func)
+    for _, comp_var, _ in calls:
+        comp = defs[comp_var].value
+        int8 = str(comp.attrs["Composite"]).startswith("npu.q")
+        for b in comp.body.blocks[0].bindings:
+            name = relax_graph.op_name(b.value)
+            if name in ("relax.nn.conv2d", "relax.matmul"):
+                return None
+            if name in ("relax.add", "relax.nn.max_pool2d", "relax.nn.avg_pool2d", "relax.mean"):
+                steps = _elems(b.value.args[0]) if name == "relax.mean" else _elems(b.value)
+                if "pool2d" in name:
+                    steps *= math.prod(int(k) for k in b.value.attrs.pool_size)
+                lanes = cfg.vector_lanes if int8 else cfg.vector_lanes // 2
+                total += cfg.op_overhead + math.ceil(steps / lanes)
+    return total
+
+
+def boundary_cycles(cfg: NPUConfig, func: relax.Function) -> int:
+    body = func.body.body
+    outs = list(body.fields) if isinstance(body, relax.Tuple) else [body]
+    return sum(cfg.dma_latency + math.ceil(_device_bytes(v) / cfg.ddr_bytes_per_cycle)
+               for v in list(func.params) + outs)
+
+
+def _inline(bb, func, args, fresh, rejections, detail):
+    """Emit the ops of `func`'s composites into `bb`; returns the region's result (var or tuple)."""
+    m = dict(zip(func.params, args))
+    calls, defs = _calls(func)
+    for var, comp_var, cargs in calls:
+        comp = defs[comp_var].value
+        inner = dict(zip(comp.params, [relax_graph.subst(a, m) for a in cargs]))
+        for b in comp.body.blocks[0].bindings:
+            inner[b.var] = bb.emit(relax_graph.subst(b.value, inner), name_hint=fresh(var.name))
+            rejections.append(Rejection(inner[b.var].name, relax_graph.op_name(b.value), "region",
+                                        reason_code(constraint_region_size),
+                                        reason_text(constraint_region_size), detail))
+        m[var] = inner[comp.body.body]
+    return relax_graph.subst(func.body.body, m)
+
+
+def _chunks(calls: list, result_vars: set, limit: int, symbol: str) -> list:
+    """Cut the calls into runs [s, e) in order, each with at most `limit` inputs plus outputs."""
+    where = {var: i for i, (var, _, _) in enumerate(calls)}
+    users: dict = {}
+    for i, (_, _, args) in enumerate(calls):
+        for a in relax_graph.free_vars(relax.Tuple(args)):
+            users.setdefault(a, set()).add(i)
+
+    def tensors(s, e):
+        ins = {a for _, _, args in calls[s:e] for a in relax_graph.free_vars(relax.Tuple(args))
+               if not s <= where.get(a, -1) < e}
+        outs = [v for v, _, _ in calls[s:e]
+                if v in result_vars or any(not s <= u < e for u in users.get(v, ()))]
+        return len(ins) + len(outs)
+
+    cuts, s = [], 0
+    while s < len(calls):
+        if tensors(s, s + 1) > limit:
+            raise NPUError("ERR_TASK_TOO_COMPLEX",
+                           f"{symbol}: op {calls[s][0].name} alone needs {tensors(s, s + 1)} tensors; the "
+                           f"NPU takes {limit} per task")
+        e = s + 1
+        while e < len(calls) and tensors(s, e + 1) <= limit:  # greedy: the longest run that fits
+            e += 1
+        cuts.append((s, e))
+        s = e
+    return cuts
+
+
+def _split(gv, func, limit: int) -> list:
+    """New region functions for `func`, each within `limit`: [(gv, func, input vars, output vars)]."""
+    calls, defs = _calls(func)
+    body = func.body.body
+    result = list(body.fields) if isinstance(body, relax.Tuple) else [body]
+    parts = []
+    for k, (s, e) in enumerate(_chunks(calls, set(result), limit, gv.name_hint)):
+        run = calls[s:e]
+        defined = {v for v, _, _ in run}
+        ins = list(dict.fromkeys(a for _, _, args in run for a in relax_graph.free_vars(relax.Tuple(args))
+                                 if a not in defined))
+        later = {a for _, _, args in calls[e:] for a in relax_graph.free_vars(relax.Tuple(args))}
+        outs = [v for v, _, _ in run if v in later or v in result]
+        params = [relax.Var(f"{v.name}_in", v.ty) for v in ins]
+        m = dict(zip(ins, params))
+        bindings = []
+        for var, comp_var, args in run:
+            bindings += [defs[comp_var], relax.VarBinding(var, relax.Call(comp_var, [relax_graph.subst(a, m)
+                                                                                      for a in args]))]
+        out = outs[0] if len(outs) == 1 else relax.Tuple(outs)
+        new = relax.Function(params, relax.SeqExpr([relax.BindingBlock(bindings)], out),
+                             out.ty if len(outs) == 1 else relax.TupleType([o.ty for o in outs]),
+                             attrs=func.attrs)
+        name = f"{gv.name_hint}_part{k}"
+        new = relax.BlockBuilder().normalize(new.with_attr("global_symbol", name))
+        part = relax.GlobalVar(name)
+        relax.expr._update_type(part, new.ty)  # calls to it in main are normalized against this type
+        parts.append((part, new, ins, outs))
+    return parts
+
+
+def apply(mod: tvm.IRModule, cfg: NPUConfig, rejections: list) -> tvm.IRModule:
+    """Hold every NPU region of a partitioned module to the task limits (see the module docstring)."""
+    regions = _npu_functions(mod)
+    try:
+        main = relax_graph.Graph(mod["main"])
+    except ValueError:  # main is not plain dataflow (partition.prepare left it as it is): plan() still
+        return mod      # refuses an oversized region with ERR_TASK_TOO_COMPLEX
+    whole_model = all(isinstance(e, relax.Call) and e.op in regions or relax_graph.op_name(e) == ""
+                      for _, e in main.bindings)  # nothing on the CPU to fold a small region into
+    small = {}
+    if not whole_model:
+        for gv, f in regions.items():
+            cycles = compute_cycles(cfg, f)
+            detail = None if cycles is None else constraint_region_size(cycles, boundary_cycles(cfg, f))
+            if detail is not None:
+                small[gv] = detail
+    too_big = {gv: f for gv, f in regions.items() if gv not in small and
+               len(f.params) + len(getattr(f.body.body, "fields", [f.body.body])) > cfg.max_tensors}
+    if not small and not too_big:
+        return mod
+    new_mod = tvm.IRModule({g: f for g, f in mod.functions.items() if g not in small and g not in too_big
+                            and g.name_hint != "main"}, attrs=mod.attrs)
+    parts = {}
+    for gv, f in too_big.items():
+        parts[gv] = _split(gv, f, cfg.max_tensors)
+        for pgv, pf, _, _ in parts[gv]:
+            new_mod[pgv] = pf
+
+    def rewrite(bb, var, value, m, fresh):
+        if not (isinstance(value, relax.Call) and value.op in small or
+                isinstance(value, relax.Call) and value.op in too_big):
+            return None
+        func = mod[value.op]
+        args = [relax_graph.subst(a, m) for a in value.args]
+        if value.op in small:
+            return _inline(bb, func, args, fresh, rejections, small[value.op])
+        env = dict(zip(func.params, args))
+        for pgv, _, ins, outs in parts[value.op]:
+            res = bb.emit(relax.Call(pgv, [env[v] for v in ins]), name_hint=fresh(f"{var.name}_part"))
+            for i, o in enumerate(outs):
+                env[o] = res if len(outs) == 1 else bb.emit(relax.TupleGetItem(res, i), fresh(o.name))
+        return relax_graph.subst(func.body.body, env)
+
+    new_mod["main"] = relax_graph.rebuild(main, rewrite=rewrite)[0]
+    return new_mod
