@@ -41,7 +41,7 @@ def _copy(graph: Graph, concat: Layer, src: str, tag: str, k: int | None = None)
     """A layer that copies `src` into a new tensor of the same shape: a 1x1 max pooling; int8: with
     the requantization of concat input `k` (None: the output's own, the identity)."""
     info = graph.tensors[src]
-    dst = f"{src}>{tag}"
+    dst = f"{src}>{concat.name}.{tag}"  # one tensor may be copied into several concatenations
     graph.tensors[dst] = TensorInfo(dst, info.host_shape, info.host_layout, info.view, info.dtype,
                                     info.host_dtype)
     layer = Layer(f"{concat.name}.{tag}", concat.composite, "pool", concat.dtype, inputs=[src], out=dst,
