@@ -34,3 +34,47 @@ def test_bad_state_names_and_feeds_are_refused():
     sess = tvm_npu.StreamingSession.from_onnx(model, state={"h0": "Y_h", "c0": "Y_c"})
     with pytest.raises(tvm_npu.NPUError, match="ERR_SHAPE_MISMATCH.*feed"):
         sess(X=np.zeros((2, 1, 3), np.float32), h0=np.zeros((1, 1, 4), np.float32))
+
+
+def test_async_start_poll_wait_and_timeout():
+    import tvm
+    from tvm import relax
+
+    from tvm_npu.models import mobilenet_v2_shaped
+
+    ex = tvm_npu.build(tvm_npu.from_onnx(mobilenet_v2_shaped(seed=0, size=64)))
+    x = np.random.default_rng(2).standard_normal((1, 3, 64, 64)).astype(np.float32)
+    want = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    am = tvm_npu.AsyncModel(ex)
+    pending = am.start(x)
+    # A MobileNetV2 call takes tens of milliseconds on the reference NPU: a 0 s budget times out, cleanly.
+    with pytest.raises(tvm_npu.NPUError, match="ERR_TIMEOUT"):
+        pending.wait(timeout=0)
+    np.testing.assert_array_equal(pending.wait(), want)
+    assert pending.poll()
+    np.testing.assert_array_equal(am.start(x).wait(timeout=60), want)  # still usable
+
+
+def test_threads_with_their_own_vms_give_identical_results():
+    import threading
+
+    import tvm
+    from tvm import relax
+
+    from tvm_npu.models import small_cnn
+
+    ex = tvm_npu.build(tvm_npu.from_onnx(small_cnn(seed=1)))
+    x = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    want = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    results = []
+
+    def work():
+        vm = relax.VirtualMachine(ex, tvm.cpu())
+        results.extend(bool(np.array_equal(vm["main"](tvm.runtime.tensor(x)).numpy(), want)) for _ in range(50))
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 400 and all(results)

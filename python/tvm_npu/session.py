@@ -1,4 +1,7 @@
-"""Streaming inference: a recurrent model run chunk by chunk, its state carried from call to call.
+"""Sessions: streaming inference with carried state (StreamingSession), and asynchronous calls with a
+timeout (AsyncModel, below).
+
+A recurrent model runs chunk by chunk, its state carried from call to call:
 
     sess = tvm_npu.StreamingSession.from_onnx(onnx_model, state={"h0": "Y_h", "c0": "Y_c"})
     for chunk in audio_chunks:               # each [T_chunk, batch, features], the model's chunk length
@@ -68,3 +71,51 @@ class StreamingSession:
         for inp, out in self.state_map.items():
             self.state[inp] = named[out]
         return {k: v.numpy() for k, v in named.items()}
+
+
+class AsyncModel:
+    """Asynchronous calls of a built model: `start` returns at once, `Pending.wait(timeout)` collects.
+
+        am = tvm_npu.AsyncModel(ex)
+        pending = am.start(x)
+        pending.poll()                 # True once done
+        y = pending.wait(timeout=0.1)  # NPUError ERR_TIMEOUT if not done in 100 ms; wait again later
+
+    Calls run one at a time on a worker thread (a Relax VM is not re-entrant; load one AsyncModel per
+    thread of parallel work). The call releases the GIL, so Python keeps running meanwhile. A timeout
+    leaves the call running and the model usable.
+    """
+
+    def __init__(self, ex, entry: str = "main"):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.vm = relax.VirtualMachine(ex, tvm.cpu())
+        self.entry = entry
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tvm_npu")
+
+    def start(self, *inputs) -> "Pending":
+        args = [a if isinstance(a, tvm.runtime.Tensor) else tvm.runtime.tensor(np.ascontiguousarray(a))
+                for a in inputs]
+        return Pending(self._worker.submit(self.vm[self.entry], *args))
+
+
+class Pending:
+    """A started call of an AsyncModel."""
+
+    def __init__(self, future):
+        self._future = future
+
+    def poll(self) -> bool:
+        return self._future.done()
+
+    def wait(self, timeout: float | None = None):
+        """The call's result (numpy arrays, a list for several outputs); NPUError ERR_TIMEOUT when it
+        has not finished within `timeout` seconds (None: wait as long as it takes)."""
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        try:
+            out = self._future.result(timeout=timeout)
+        except FutureTimeout:
+            raise NPUError("ERR_TIMEOUT", f"the call did not finish within {timeout} s; wait again, or "
+                                          "allow more time") from None
+        return out.numpy() if hasattr(out, "numpy") else [o.numpy() for o in out]
