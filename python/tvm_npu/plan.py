@@ -26,7 +26,8 @@ from .errors import NPUError
 from .lower import Graph, Layer
 from .schedule import Scoreboard, emit_dma
 from .sram import Arena, align, live_ranges, place_residents, resident_top
-from .stream import ACTIVATIONS, DTYPE_BYTES, DTYPES, NO_BIAS, POOL_KINDS, Command, Stream, TensorDesc, f32_bits
+from .stream import (ACTIVATIONS, B_MODES, DTYPE_BYTES, DTYPES, ELTWISE_KINDS, NO_BIAS, NO_TABLE, POOL_KINDS,
+                     UNARY_FUNCS, Command, Stream, TensorDesc, f32_bits)
 from .tiling import oc_blocks, row_tiles, tile_heights
 from .weights import WeightStreamer, place_weight_slots
 
@@ -90,7 +91,11 @@ class LayerPlan:
 
 
 def constant_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[bytes, int, int]:
-    """Weights rows [oc0, oc1) then the fp32 bias or the int8 requantization block (bias, scale)."""
+    """Weights rows [oc0, oc1) then the fp32 bias or the int8 requantization block (bias, scale); for a
+    vector layer its one constant row (ELTWISE's b, or UNARY's int8 table)."""
+    if layer.const is not None:
+        raw = np.ascontiguousarray(layer.const).tobytes()
+        return raw, 0, 0
     w = layer.weight[oc0:oc1]
     oc = oc1 - oc0
     # Rows packed (docs/npu.md section 3); the bias / requantization rows start aligned after them.
@@ -126,12 +131,22 @@ def _block_size(cfg: NPUConfig, layer: Layer, dst: Placed, in_bytes: int) -> lis
     return sizes
 
 
+def _broadcast(layer: Layer, k: int) -> bool:
+    """Input `k` is a per-channel ELTWISE b: the one row (0, 0) of its tensor serves every tile."""
+    return layer.kind == "eltwise" and k == 1 and layer.b_mode != "same"
+
+
+def _src_rows(layer: Layer, k: int, rows: int) -> int:
+    return 1 if _broadcast(layer, k) else rows
+
+
 def _layout(cfg, layer, srcs, dst, blocks, base, tile_oh) -> LayerPlan | None:
     arena = Arena(cfg, base)
     tiles = row_tiles(layer, srcs[0].view, dst.view, tile_oh)
     in_rows = max(t.in_rows for t in tiles)
-    in_bufs = [None if s.space == "sram" else [arena.take(in_rows * s.row_stride) for _ in (0, 1)]
-               for s in srcs]
+    in_bufs = [None if s.space == "sram" else [arena.take(_src_rows(layer, k, in_rows) * s.row_stride)
+                                               for _ in (0, 1)]
+               for k, s in enumerate(srcs)]
     out_rows = max(t.out_rows for t in tiles)  # the last tile may have grown (tiling.row_tiles)
     out_bytes = out_rows * align(max(b.oc1 - b.oc0 for b in blocks) * dst.elem, cfg.alignment) \
         if blocks and len(blocks) > 1 else out_rows * dst.row_stride
@@ -151,6 +166,8 @@ def _compute(cfg, layer: Layer, t, ins: list, srcs: list, dst: Placed, out_addr:
     lo, hi = layer.clamp if int8 else (f32_bits(layer.clip[0]), f32_bits(layer.clip[1]))
     common = dict(dtype=DTYPES[layer.dtype], act=0 if int8 else ACTIVATIONS[layer.act], clip_lo=lo,
                   clip_hi=hi)
+    if layer.kind in ("eltwise", "unary"):
+        return _vector_compute(cfg, layer, t, ins, srcs, dst, out_addr, out_stride, w_slot, common)
     if layer.kind == "add":
         a = dict(common, a_addr=ins[0], a_stride=srcs[0].row_stride, b_addr=ins[1],
                  b_stride=srcs[1].row_stride, out_addr=out_addr, out_stride=out_stride,
@@ -179,9 +196,42 @@ def _compute(cfg, layer: Layer, t, ins: list, srcs: list, dst: Placed, out_addr:
     return Command("CONV2D", a, {}, layer.name)
 
 
+def _vector_compute(cfg: NPUConfig, layer: Layer, t, ins, srcs, dst, out_addr, out_stride, w_slot, common) -> Command:
+    """The ELTWISE or UNARY command of one row tile; a constant b / int8 table sits in the weight slot."""
+    int8 = layer.dtype == "int8"
+    rows = dict(out_addr=out_addr, out_stride=out_stride, rows=t.out_rows, row_elems=dst.view[2] * dst.view[3])
+    if layer.kind == "unary":
+        a = dict(rows, dtype=common["dtype"], func=UNARY_FUNCS[layer.func], in_addr=ins[0],
+                 in_stride=srcs[0].row_stride, table_addr=w_slot if int8 else NO_TABLE,
+                 alpha=0 if int8 else f32_bits(layer.alpha))
+        return Command("UNARY", a, {}, layer.name)
+    elem = DTYPE_BYTES[layer.dtype]
+    if layer.const is not None:  # from the weight slot: one aligned row
+        b_addr, b_stride = w_slot, align(layer.const.size * elem, cfg.alignment)
+    else:
+        b_addr, b_stride = ins[1], srcs[1].row_stride
+    a = dict(common, **rows, kind=ELTWISE_KINDS[layer.func], b_mode=B_MODES[layer.b_mode], a_addr=ins[0],
+             a_stride=srcs[0].row_stride, b_addr=b_addr, b_stride=b_stride,
+             channels=dst.view[3] if layer.b_mode == "channel" else 0)
+    if int8:
+        a.update(a_zp=layer.in_zps[0], b_zp=layer.in_zps[1], out_zp=layer.out_zp,
+                 a_mult=int(layer.mult[0]), b_mult=int(layer.mult[1]), shift=layer.shift)
+    return Command("ELTWISE", a, {}, layer.name)
+
+
 def _footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
     """(reads, writes) of a compute command in SRAM, as (space, lo, hi) ranges."""
     a = cmd.args
+    if cmd.op in ("ELTWISE", "UNARY"):
+        span = lambda addr, rows, stride: ("sram", addr, addr + rows * stride)  # noqa: E731
+        out = [span(a["out_addr"], a["rows"], a["out_stride"])]
+        if cmd.op == "UNARY":
+            reads = [span(a["in_addr"], a["rows"], a["in_stride"])]
+            if a["table_addr"] != NO_TABLE:
+                reads.append(span(a["table_addr"], 1, align(256, cfg.alignment)))
+            return reads, out
+        b_rows = a["rows"] if a["b_mode"] == B_MODES["same"] else 1
+        return [span(a["a_addr"], a["rows"], a["a_stride"]), span(a["b_addr"], b_rows, a["b_stride"])], out
     if cmd.op == "ADD":
         return ([("sram", a["a_addr"], a["a_addr"] + a["rows"] * a["a_stride"]),
                  ("sram", a["b_addr"], a["b_addr"] + a["rows"] * a["b_stride"])],
@@ -215,12 +265,14 @@ def emit_layer(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst: Placed, lp: L
         def inputs_of(i, t):
             addrs = []
             for k, s in enumerate(srcs):
+                # A broadcast b is the one row (0, 0) of its tensor for every tile.
+                n, r0 = (0, 0) if _broadcast(layer, k) else (t.n, t.in_r0)
                 if lp.in_bufs[k] is None:
-                    addrs.append(s.row_addr(t.n, t.in_r0))
+                    addrs.append(s.row_addr(n, r0))
                     continue
                 buf = lp.in_bufs[k][i % 2]
-                emit_dma(sb, "DMA_LOAD", 0, s.row_addr(t.n, t.in_r0), buf, t.in_rows, s.row_bytes,
-                     s.row_stride, s.row_stride, layer.name)
+                emit_dma(sb, "DMA_LOAD", 0, s.row_addr(n, r0), buf, _src_rows(layer, k, t.in_rows),
+                         s.row_bytes, s.row_stride, s.row_stride, layer.name)
                 addrs.append(buf)
             return addrs
 
@@ -292,6 +344,12 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int):
     residents = place_residents(cfg, ranges, sizes, budget) if budget else {}
     blocks, data = {}, {}
     for layer in compute_layers(graph):
+        if layer.const is not None:  # one block: ELTWISE's b or UNARY's table
+            raw, _, _ = constant_bytes(cfg, layer, 0, 1)
+            blk = Block(0, 1, -1, len(raw), 0, 0)
+            data[id(blk)] = raw
+            blocks[layer.name] = [[blk]]
+            continue
         if layer.kind != "conv":
             continue
         oc = layer.weight.shape[0]

@@ -16,7 +16,7 @@ from .errors import NPUError
 
 MAGIC = 0x5355504E  # b"NPUS"
 VERSION_MAJOR = 1
-VERSION_MINOR = 0
+VERSION_MINOR = 1  # 1.1 added ELTWISE and UNARY; 1.0 streams stay valid
 HEADER_BYTES = 64
 CONFIG_BYTES = 64
 TENSOR_BYTES = 64
@@ -25,7 +25,8 @@ NO_BIAS = 0xFFFFFFFF
 NO_IO = 0xFFFFFFFF
 
 # Opcodes and their operand names, in word order (words 1..).
-OPCODES = {"END": 0x00, "DMA_LOAD": 0x01, "DMA_STORE": 0x02, "CONV2D": 0x10, "ADD": 0x20, "POOL": 0x21}
+OPCODES = {"END": 0x00, "DMA_LOAD": 0x01, "DMA_STORE": 0x02, "CONV2D": 0x10, "ADD": 0x20, "POOL": 0x21,
+           "ELTWISE": 0x22, "UNARY": 0x23}
 OPERANDS = {
     "END": (),
     "DMA_LOAD": ("channel", "ddr_addr", "sram_addr", "rows", "row_bytes", "ddr_stride", "sram_stride"),
@@ -39,9 +40,19 @@ OPERANDS = {
     "POOL": ("dtype", "kind", "in_addr", "in_h", "in_w", "c", "in_stride", "out_addr", "out_h", "out_w",
              "out_stride", "kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left", "act", "clip_lo",
              "clip_hi", "in_zp", "out_zp", "scale"),
+    "ELTWISE": ("dtype", "kind", "b_mode", "a_addr", "a_stride", "b_addr", "b_stride", "out_addr",
+                "out_stride", "rows", "row_elems", "channels", "act", "clip_lo", "clip_hi", "a_zp", "b_zp",
+                "out_zp", "a_mult", "b_mult", "shift"),
+    "UNARY": ("dtype", "func", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems",
+              "table_addr", "alpha"),
 }
-ENGINE_OF = {"CONV2D": "mac", "ADD": "vector", "POOL": "vector"}
+ENGINE_OF = {"CONV2D": "mac", "ADD": "vector", "POOL": "vector", "ELTWISE": "vector", "UNARY": "vector"}
 POOL_KINDS = {"avg": 0, "max": 1}
+ELTWISE_KINDS = {"add": 0, "subtract": 1, "multiply": 2, "maximum": 3, "minimum": 4}
+B_MODES = {"same": 0, "channel": 1, "scalar": 2}
+UNARY_FUNCS = {"sigmoid": 0, "tanh": 1, "hardswish": 2, "gelu": 3, "leaky_relu": 4}
+UNARY_TABLE_BYTES = 256
+NO_TABLE = 0xFFFFFFFF
 OPNAMES = {v: k for k, v in OPCODES.items()}
 
 # Engines, in the order of the wait fields of word 0.

@@ -210,6 +210,22 @@ void CheckCommands(const ParsedStream& ps) {
         CheckPool(where, cmd, ps.config);
         used = stream::kPoolOperandWords;
         break;
+      case stream::kEltwise:
+      case stream::kUnary:
+        // A 1.0 reader does not know these opcodes: a stream that says 1.0 may not carry them.
+        if (ps.header.version_minor < stream::kVectorOpsMinor) {
+          NPU_THROW(kBadStream) << where << ": opcode 0x" << std::hex << opcode << std::dec
+                                << " needs stream format 1." << stream::kVectorOpsMinor
+                                << ", the stream says 1." << ps.header.version_minor;
+        }
+        if (opcode == stream::kEltwise) {
+          CheckEltwise(where, cmd, ps.config);
+          used = stream::kEltwiseOperandWords;
+        } else {
+          CheckUnary(where, cmd, ps.config);
+          used = stream::kUnaryOperandWords;
+        }
+        break;
       default:
         NPU_THROW(kBadStream) << where << ": unknown opcode 0x" << std::hex << opcode;
     }
