@@ -336,8 +336,8 @@ def test_damaged_streams_are_refused(rt):
     raises_code("ERR_BAD_STREAM", rt["validate"], b"XPUS" + blob[4:])
     raises_code("ERR_BAD_STREAM", rt["validate"], blob[:4] + struct.pack("<H", 2) + blob[6:])
     raises_code("ERR_BAD_STREAM", rt["create"], "x", blob[:-5])
-    newer_minor = blob[:6] + struct.pack("<H", 1) + blob[8:]
-    assert json.loads(rt["validate"](newer_minor))["version"] == "1.1"
+    newer_minor = blob[:6] + struct.pack("<H", 2) + blob[8:]
+    assert json.loads(rt["validate"](newer_minor))["version"] == "1.2"
 
 
 def single_command_stream(cmd, config=NPU_REF, weights=b"\0" * 256, ddr_bytes=4096):

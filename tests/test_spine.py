@@ -76,10 +76,11 @@ def test_rejected_op_falls_back_with_reason(rng):
     mod = chain(x.shape, [layer])
     report = tvm_npu.BuildReport()
     ex = tvm_npu.build(mod, report=report)
-    assert npu_modules(ex) == []
+    # Only the conv falls back; its bias add and relu run on the vector unit (ELTWISE).
+    assert {p.composite for p in report.placements if p.device == "npu"} == {"npu.eltwise_add_relu"}
     conv = [p for p in report.placements if p.op == "relax.nn.conv2d"][0]
     assert conv.device == "cpu" and conv.code == "NPU_E_STRIDE" and "[3, 3]" in conv.reason
-    np.testing.assert_allclose(run_vm(ex, x), run_cpu(mod, x), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(run_vm(ex, x), run_cpu(mod, x), rtol=2e-3, atol=2e-3)  # fp16 bias add
 
 
 def test_params_are_bound_like_relay_build(rng):

@@ -145,8 +145,8 @@ def constraint_symmetric_weights(dq):
 
 
 def constraint_same_shape(lhs, rhs):
-    """NPU_E_BROADCAST: both operands of an elementwise op must have the same static shape (broadcast
-    comes with a later version); neither may be a constant."""
+    """NPU_E_BROADCAST: both operands of the ADD command must be tensors of the same static shape
+    (broadcast and constant operands run as ELTWISE instead, see eltwise)."""
     if constant_value(lhs) is not None or constant_value(rhs) is not None:
         return "constant operand"
     a, b = static_shape(lhs), static_shape(rhs)
@@ -483,7 +483,13 @@ def is_hardswish(ann) -> bool:
     is not a hardswish: it is no rejection, its ops are matched one by one (ELTWISE) instead."""
     add, clip, div = ann["hs_add"], ann["hs_clip"], ann["hs_div"]
     bounds = [b.value for b in clip.args[1:] if isinstance(b, (IntImm, FloatImm))]
-    return _scalar(add.args[1], 3.0) and _scalar(div.args[1], 6.0) and bounds == [0, 6]
+    x, x2 = ann["data"], ann["data_b"]
+    if "quantize" in ann:  # two dequantizes: of the same tensor, with the same scale and zero point
+        same = x.args[0].same_as(x2.args[0]) and all(
+            _scalar(b, float(constant_value(a).reshape(-1)[0])) for a, b in zip(x.args[1:3], x2.args[1:3]))
+    else:
+        same = x.same_as(x2)
+    return same and _scalar(add.args[1], 3.0) and _scalar(div.args[1], 6.0) and bounds == [0, 6]
 
 
 @applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_width,

@@ -132,7 +132,9 @@ def unary_patterns(quantized: bool):
         data = _dq(wildcard()) if quantized else wildcard()
         ann = {"data": data}
         if name == "hardswish":  # x * (clip(x + 3, 0, 6) / 6)
-            ann["hs_add"] = add = is_op("relax.add")(data, is_const())
+            # TVM's QDQ import dequantizes x once per use: the check makes sure both are the same x.
+            x2 = ann["data_b"] = _dq(wildcard()) if quantized else data
+            ann["hs_add"] = add = is_op("relax.add")(x2, is_const())
             ann["hs_clip"] = clip = is_op("relax.clip")(add, wildcard(), wildcard())
             ann["hs_div"] = div = is_op("relax.divide")(clip, is_const())
             call = is_op("relax.multiply")(data, div)
