@@ -1,4 +1,4 @@
-"""The reference NPU's ELTWISE (0x22) and UNARY (0x23), from hand-packed streams (docs/npu.md section 6,
+"""The reference NPU's ELTWISE (0x22), UNARY (0x23) and SOFTMAX (0x24), from hand-packed streams (docs/npu.md section 6,
 packed by tests/npu_stream_pack.py, not by the compiler): results, cycles, and the ERR_* code of every
 bad operand."""
 
@@ -13,7 +13,7 @@ from npu_stream_pack import (ALL_DONE, DMA0, DMA1, DMA_LOAD, DMA_STORE, END, FP1
                              VECTOR, T, align, command, dma, f32_bits, pack_stream, raises_code,
                              runtime_functions, tensor)
 
-ELTWISE, UNARY = 0x22, 0x23
+ELTWISE, UNARY, SOFTMAX = 0x22, 0x23, 0x24
 NO_TABLE = 0xFFFFFFFF
 V11 = (1, 1)
 
@@ -153,3 +153,18 @@ def test_fp16_per_channel_eltwise(rt):
     rec = json.loads(mod["get_profile"]())["last"]["records"][2]
     assert rec["opcode"] == "ELTWISE" and rec["end"] - rec["start"] == 32 + h * w * c // 32
     assert struct.unpack("<H", blob[6:8])[0] == 1
+
+
+def softmax(dtype=FP16, inp=0, in_stride=128, out=2048, out_stride=128, rows=2, row_elems=16):
+    return command(SOFTMAX, [dtype, inp, in_stride, out, out_stride, rows, row_elems])
+
+
+def test_softmax_operands(rt):
+    v = rt["validate"]
+    v(one_command(softmax()))
+    raises_code("ERR_OP_NOT_SUPPORTED", v, one_command(softmax(dtype=INT8)))
+    for bad in (softmax(dtype=3), softmax(rows=0), softmax(row_elems=0)):
+        raises_code("ERR_BAD_STREAM", v, one_command(bad))
+    for bad in (softmax(out=0), softmax(out=2097152 - 128), softmax(in_stride=64)):
+        raises_code("ERR_INVALID_ADDR", v, one_command(bad))
+    assert "1.1" in raises_code("ERR_BAD_STREAM", v, one_command(softmax(), version=(1, 0)))

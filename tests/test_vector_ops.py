@@ -1,5 +1,5 @@
-"""ELTWISE (broadcast add / subtract / multiply / maximum / minimum) and UNARY (sigmoid, tanh, hardswish,
-gelu, leaky relu) end to end: fp16 against the numpy model of docs/npu.md (tests/npu_numpy.py) and TVM's
+"""ELTWISE (broadcast add / subtract / multiply / maximum / minimum), UNARY (sigmoid, tanh, hardswish,
+gelu, leaky relu) and SOFTMAX (fp16) end to end: fp16 against the numpy model of docs/npu.md (tests/npu_numpy.py) and TVM's
 llvm build; int8 against onnxruntime and the numpy int8 model (tests/npu_numpy_int8.py); the reasons
 unsupported forms stay on the CPU."""
 
@@ -11,7 +11,7 @@ from tvm import relax
 
 import tvm_npu
 from conftest import npu_modules, run_cpu, run_vm
-from npu_numpy import eltwise_fp16, fp16_ulps, unary_exact, unary_fp16_exact_ops
+from npu_numpy import eltwise_fp16, fp16_ulps, softmax_exact, unary_exact, unary_fp16_exact_ops
 from npu_numpy_int8 import QDQInterpreter
 from qdq_models import GraphBuilder, quantize_with_ort
 
@@ -139,6 +139,36 @@ def test_vector_chain_is_one_region_and_cycles_match_the_cost_model(rng):
             assert r["end"] - r["start"] in {32 + -(-16 * 40 * rows // 32) for rows in range(1, 41)}
 
 
+@pytest.mark.parametrize("shape,scale", [((1, 1000), 4.0), ((3, 5, 40), 20.0), ((2, 7), 0.01)])
+def test_fp16_softmax_within_1_ulp_and_close_to_tvm(rng, shape, scale):
+    mod = module(lambda x: relax.op.nn.softmax(x, axis=-1), [shape])
+    ex, report = build(mod)
+    assert [(p.device, p.composite) for p in report.placements] == [("npu", "npu.softmax")], report.table()
+    x = rng.standard_normal(shape).astype(np.float32) * np.float32(scale)
+    out, vm = run_vm(ex, x, return_vm=True)
+    ulps = fp16_ulps(out, softmax_exact(x))
+    assert ulps.max() <= 1, ulps.max()
+    # The inputs round to fp16 first (a logit of 60 moves by up to 0.016): a loose bound against fp32.
+    np.testing.assert_allclose(out, run_cpu(mod, x), rtol=3e-2, atol=1e-3)
+    (module_,) = npu_modules(vm)
+    prof = tvm_npu.runtime.profile_of(module_)["last"]
+    (est,) = report.regions.values()
+    assert prof["total_cycles"] == est["estimated_cycles"]
+    rows, k = int(np.prod(shape[:-1])), shape[-1]
+    recs = [r for r in prof["records"] if r["opcode"] == "SOFTMAX"]  # one per row tile
+    assert recs and all(r["end"] - r["start"] in {32 + -(-3 * n * k // 32) for n in range(1, rows + 1)}
+                        for r in recs)  # docs section 5, npu-ref fp16 lanes = 32
+
+
+def test_fp16_softmax_with_nan_row_is_nan_only_there(rng):
+    mod = module(lambda x: relax.op.nn.softmax(x, axis=-1), [(3, 16)])
+    ex, _ = build(mod)
+    x = rng.standard_normal((3, 16)).astype(np.float32)
+    x[1, 5] = np.nan
+    out = run_vm(ex, x)
+    assert np.isnan(out[1]).all() and not np.isnan(out[[0, 2]]).any()
+
+
 # --- reasons --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("shapes", [((1, 8, 4, 4), (1, 1, 4, 4)),   # spatial broadcast
@@ -151,6 +181,16 @@ def test_unsupported_broadcast_stays_on_cpu_with_reason(rng, shapes):
     assert row.device == "cpu" and row.code == "NPU_E_BROADCAST", report.table()
     a, b = (rng.standard_normal(s).astype(np.float32) for s in shapes)
     np.testing.assert_allclose(run_vm(ex, a, b), a - b, rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape,axis", [((1, 8, 4, 4), -1), ((4, 10), 0)])
+def test_softmax_off_the_last_row_axis_stays_on_cpu_with_reason(rng, shape, axis):
+    mod = module(lambda x: relax.op.nn.softmax(x, axis=axis), [shape])
+    ex, report = build(mod)
+    (row,) = report.placements
+    assert row.device == "cpu" and row.code == "NPU_E_AXIS", report.table()
+    x = rng.standard_normal(shape).astype(np.float32)
+    np.testing.assert_allclose(run_vm(ex, x), run_cpu(mod, x), rtol=1e-6)
 
 
 def test_int8_multiplier_out_of_range_runs_fp16_with_reason(rng):

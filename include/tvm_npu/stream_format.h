@@ -17,7 +17,7 @@ namespace stream {
 constexpr uint32_t kMagic = 0x5355504E;  // bytes "NPUS"
 constexpr uint16_t kVersionMajor = 1;
 constexpr uint16_t kVersionMinor = 1;
-// ELTWISE and UNARY appeared in 1.1; a stream that says 1.0 may not use them.
+// ELTWISE, UNARY and SOFTMAX appeared in 1.1; a stream that says 1.0 may not use them.
 constexpr uint16_t kVectorOpsMinor = 1;
 
 constexpr uint32_t kHeaderBytes = 64;
@@ -38,6 +38,7 @@ enum Opcode : uint32_t {
   kPool = 0x21,
   kEltwise = 0x22,
   kUnary = 0x23,
+  kSoftmax = 0x24,
 };
 
 /*! \brief The opcode's name as written in docs/npu.md section 4, or "unknown". */
@@ -51,6 +52,7 @@ inline const char* OpcodeName(uint32_t opcode) {
     case kPool: return "POOL";
     case kEltwise: return "ELTWISE";
     case kUnary: return "UNARY";
+    case kSoftmax: return "SOFTMAX";
     default: return "unknown";
   }
 }
@@ -344,6 +346,19 @@ struct UnaryOperands {
 };
 constexpr uint32_t kUnaryOperandWords = 10;
 
+/*! \brief Operands of SOFTMAX, words 1..7: each of `rows` rows of `row_elems` fp16 elements
+ *         normalized on its own. */
+struct SoftmaxOperands {
+  uint32_t dtype;
+  uint32_t in_addr;
+  uint32_t in_stride;
+  uint32_t out_addr;
+  uint32_t out_stride;
+  uint32_t rows;
+  uint32_t row_elems;
+};
+constexpr uint32_t kSoftmaxOperandWords = 7;
+
 static_assert(sizeof(Header) == kHeaderBytes, "header layout");
 static_assert(sizeof(TensorDesc) == kTensorBytes, "tensor descriptor layout");
 static_assert(sizeof(Command) == kCommandBytes, "command layout");
@@ -353,6 +368,7 @@ static_assert(sizeof(AddOperands) == 4 * kAddOperandWords, "ADD operand layout")
 static_assert(sizeof(PoolOperands) == 4 * kPoolOperandWords, "POOL operand layout");
 static_assert(sizeof(EltwiseOperands) == 4 * kEltwiseOperandWords, "ELTWISE operand layout");
 static_assert(sizeof(UnaryOperands) == 4 * kUnaryOperandWords, "UNARY operand layout");
+static_assert(sizeof(SoftmaxOperands) == 4 * kSoftmaxOperandWords, "SOFTMAX operand layout");
 
 /*! \brief Bytes per element of a stream dtype, 0 for an unknown code. */
 inline uint32_t DTypeBytes(uint32_t dtype) {

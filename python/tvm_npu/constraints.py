@@ -507,6 +507,31 @@ def check_unary(ctx) -> bool:
     return _run(ctx, "unary", [(constraint_width, ([static_shape(call)[-1]],))])
 
 
+def constraint_softmax_axis(call):
+    """NPU_E_AXIS: softmax must run over the last axis of a tensor of rank 1 to 3 (a matrix's rows); a 4-D
+    map's last axis (W) is not contiguous in the NPU's NHWC layout, and other axes stay on the CPU."""
+    rank = len(static_shape(call))
+    axis = int(call.attrs.axis) % max(rank, 1)
+    if rank == 4 or axis != rank - 1:
+        return f"axis {int(call.attrs.axis)} of a rank-{rank} tensor"
+    return None
+
+
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_softmax_axis,
+         constraint_width, int8=QUANT_CONSTRAINTS)
+def check_softmax(ctx) -> bool:
+    call = ctx.annotated_expr["op"]
+    tensors = [call.args[0], call]
+    # No int8 softmax pattern exists (SOFTMAX is fp16): _quant_checks adds nothing today, and keeps the
+    # shape every check has for when one does.
+    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
+              (constraint_rank, (tensors,))] + _quant_checks(ctx)
+    if not _run(ctx, "softmax", checks):
+        return False
+    return _run(ctx, "softmax", [(constraint_softmax_axis, (call,)),
+                                 (constraint_width, ([static_shape(call)[-1]],))])
+
+
 def _act(ctx):
     act = ctx.annotated_expr.get("act")
     return act if act is not None and act.op.name == "relax.clip" else None
@@ -518,4 +543,4 @@ ALL_CONSTRAINTS = [constraint_float32, constraint_static_shape, constraint_rank,
                    constraint_clip_bounds, constraint_weight_2d, constraint_int8_activations,
                    constraint_per_tensor, constraint_symmetric_weights, constraint_same_shape,
                    constraint_pool, constraint_reshape_keeps_rows, constraint_same_quantization,
-                   constraint_broadcast, constraint_eltwise_scales]
+                   constraint_broadcast, constraint_eltwise_scales, constraint_softmax_axis]

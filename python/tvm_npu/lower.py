@@ -33,8 +33,8 @@ class TensorInfo:
 
 @dataclass
 class Layer:
-    """One NPU op: "conv" (MAC array; dense is a 1x1 conv over [1, M, 1, K]), "add", "pool", "eltwise"
-    or "unary" (vector), or "view" (a reshape that keeps the stored rows: its output aliases its input,
+    """One NPU op: "conv" (MAC array; dense is a 1x1 conv over [1, M, 1, K]), "add", "pool", "eltwise",
+    "unary" or "softmax" (vector), or "view" (a reshape that keeps the stored rows: its output aliases its input,
     no command)."""
 
     name: str
@@ -205,6 +205,9 @@ class _Lowerer:
         if base.startswith("eltwise_"):
             layer.kind, layer.func = "eltwise", base.split("_")[1]
             data, in_view, layout, out_shape, out_view = self._eltwise(layer, calls, params)
+        elif base == "softmax":
+            layer.kind = "softmax"
+            data, in_view, layout, out_shape, out_view = self._unary(layer, calls, "nn.softmax")
         elif base in UNARY_COMPOSITES:
             layer.kind, layer.func = "unary", base
             data, in_view, layout, out_shape, out_view = self._unary(layer, calls)
@@ -320,8 +323,9 @@ class _Lowerer:
             layer.inputs.append(self._tensor(params.get(b, b), b_view, b_layout, dtype, host_dtype))
         return None, view, layout, shape, view
 
-    def _unary(self, layer: Layer, calls: dict):
-        call = calls["multiply" if layer.func == "hardswish" else UNARY_COMPOSITES[layer.func]][-1]
+    def _unary(self, layer: Layer, calls: dict, op: str | None = None):
+        """UNARY, or with `op` = "nn.softmax" SOFTMAX: one input of the output's shape and view."""
+        call = calls[op or UNARY_COMPOSITES[layer.func]][-1]
         layer.act = "none"  # hardswish's clip is part of the function, not a fused activation
         if layer.func == "leaky_relu":
             layer.alpha = float(call.attrs.alpha)

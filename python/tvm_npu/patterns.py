@@ -147,6 +147,14 @@ def unary_patterns(quantized: bool):
     return out
 
 
+def softmax_patterns():
+    """Softmax over a matrix's rows (SOFTMAX, fp16 only: in a QDQ model it runs between the CPU's
+    dequantize and quantize)."""
+    data = wildcard()
+    call = is_op("relax.nn.softmax")(data)
+    return [_entry("softmax", call, {"op": call, "data": data}, C.check_softmax)]
+
+
 def pool_patterns(quantized: bool):
     out = []
     for op, name in (("relax.nn.max_pool2d", "max_pool2d"), ("relax.nn.avg_pool2d", "avg_pool2d"),
@@ -179,7 +187,7 @@ def register():
         entries += eltwise_patterns(quantized) + reshape_patterns(quantized) + pool_patterns(quantized)
         entries += add_patterns(quantized) + unary_patterns(quantized)
         entries += conv2d_patterns(quantized) + dense_patterns(quantized)
-    register_patterns(entries)
+    register_patterns(entries + softmax_patterns())
 
 
 def npu_patterns():

@@ -26,9 +26,9 @@ from .errors import NPUError
 from .lower import Graph, Layer
 from .schedule import Scoreboard, emit_dma
 from .sram import Arena, align, live_ranges, place_residents, resident_top
-from .stream import (ACTIVATIONS, B_MODES, DTYPE_BYTES, DTYPES, ELTWISE_KINDS, NO_BIAS, NO_TABLE, POOL_KINDS,
-                     UNARY_FUNCS, Command, Stream, TensorDesc, f32_bits)
+from .stream import ACTIVATIONS, DTYPE_BYTES, DTYPES, NO_BIAS, POOL_KINDS, Command, Stream, TensorDesc, f32_bits
 from .tiling import oc_blocks, row_tiles, tile_heights
+from .vector_commands import VECTOR_OPS, vector_command, vector_footprint
 from .weights import WeightStreamer, place_weight_slots
 
 # Fractions of SRAM offered to resident intermediates (0: everything streams through DDR).
@@ -166,8 +166,8 @@ def _compute(cfg, layer: Layer, t, ins: list, srcs: list, dst: Placed, out_addr:
     lo, hi = layer.clamp if int8 else (f32_bits(layer.clip[0]), f32_bits(layer.clip[1]))
     common = dict(dtype=DTYPES[layer.dtype], act=0 if int8 else ACTIVATIONS[layer.act], clip_lo=lo,
                   clip_hi=hi)
-    if layer.kind in ("eltwise", "unary"):
-        return _vector_compute(cfg, layer, t, ins, srcs, dst, out_addr, out_stride, w_slot, common)
+    if layer.kind in ("eltwise", "unary", "softmax"):
+        return vector_command(cfg, layer, t, ins, srcs, dst, out_addr, out_stride, w_slot, common)
     if layer.kind == "add":
         a = dict(common, a_addr=ins[0], a_stride=srcs[0].row_stride, b_addr=ins[1],
                  b_stride=srcs[1].row_stride, out_addr=out_addr, out_stride=out_stride,
@@ -196,42 +196,11 @@ def _compute(cfg, layer: Layer, t, ins: list, srcs: list, dst: Placed, out_addr:
     return Command("CONV2D", a, {}, layer.name)
 
 
-def _vector_compute(cfg: NPUConfig, layer: Layer, t, ins, srcs, dst, out_addr, out_stride, w_slot, common) -> Command:
-    """The ELTWISE or UNARY command of one row tile; a constant b / int8 table sits in the weight slot."""
-    int8 = layer.dtype == "int8"
-    rows = dict(out_addr=out_addr, out_stride=out_stride, rows=t.out_rows, row_elems=dst.view[2] * dst.view[3])
-    if layer.kind == "unary":
-        a = dict(rows, dtype=common["dtype"], func=UNARY_FUNCS[layer.func], in_addr=ins[0],
-                 in_stride=srcs[0].row_stride, table_addr=w_slot if int8 else NO_TABLE,
-                 alpha=0 if int8 else f32_bits(layer.alpha))
-        return Command("UNARY", a, {}, layer.name)
-    elem = DTYPE_BYTES[layer.dtype]
-    if layer.const is not None:  # from the weight slot: one aligned row
-        b_addr, b_stride = w_slot, align(layer.const.size * elem, cfg.alignment)
-    else:
-        b_addr, b_stride = ins[1], srcs[1].row_stride
-    a = dict(common, **rows, kind=ELTWISE_KINDS[layer.func], b_mode=B_MODES[layer.b_mode], a_addr=ins[0],
-             a_stride=srcs[0].row_stride, b_addr=b_addr, b_stride=b_stride,
-             channels=dst.view[3] if layer.b_mode == "channel" else 0)
-    if int8:
-        a.update(a_zp=layer.in_zps[0], b_zp=layer.in_zps[1], out_zp=layer.out_zp,
-                 a_mult=int(layer.mult[0]), b_mult=int(layer.mult[1]), shift=layer.shift)
-    return Command("ELTWISE", a, {}, layer.name)
-
-
 def _footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
     """(reads, writes) of a compute command in SRAM, as (space, lo, hi) ranges."""
     a = cmd.args
-    if cmd.op in ("ELTWISE", "UNARY"):
-        span = lambda addr, rows, stride: ("sram", addr, addr + rows * stride)  # noqa: E731
-        out = [span(a["out_addr"], a["rows"], a["out_stride"])]
-        if cmd.op == "UNARY":
-            reads = [span(a["in_addr"], a["rows"], a["in_stride"])]
-            if a["table_addr"] != NO_TABLE:
-                reads.append(span(a["table_addr"], 1, align(256, cfg.alignment)))
-            return reads, out
-        b_rows = a["rows"] if a["b_mode"] == B_MODES["same"] else 1
-        return [span(a["a_addr"], a["rows"], a["a_stride"]), span(a["b_addr"], b_rows, a["b_stride"])], out
+    if cmd.op in VECTOR_OPS:
+        return vector_footprint(cfg, cmd)
     if cmd.op == "ADD":
         return ([("sram", a["a_addr"], a["a_addr"] + a["rows"] * a["a_stride"]),
                  ("sram", a["b_addr"], a["b_addr"] + a["rows"] * a["b_stride"])],

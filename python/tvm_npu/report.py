@@ -355,7 +355,7 @@ def region_layers(config, graph, planned) -> dict:
             continue  # a reshape that aliases its input: no command, nothing to profile
         out = graph.tensors[layer.out].view
         elems = int(np.prod(out))
-        steps = {"conv": 0, "add": elems, "eltwise": elems, "unary": elems,
+        steps = {"conv": 0, "add": elems, "eltwise": elems, "unary": elems, "softmax": 3 * elems,
                  "pool": elems * layer.window[0] * layer.window[1]}[layer.kind]
         layers.append({"name": layer.name, "composite": layer.composite, "kind": layer.kind,
                        "dtype": layer.dtype, "macs": int(layer.macs), "vector_steps": int(steps),

@@ -16,7 +16,7 @@ from .errors import NPUError
 
 MAGIC = 0x5355504E  # b"NPUS"
 VERSION_MAJOR = 1
-VERSION_MINOR = 1  # 1.1 added ELTWISE and UNARY; 1.0 streams stay valid
+VERSION_MINOR = 1  # 1.1 added ELTWISE, UNARY and SOFTMAX; 1.0 streams stay valid
 HEADER_BYTES = 64
 CONFIG_BYTES = 64
 TENSOR_BYTES = 64
@@ -26,7 +26,7 @@ NO_IO = 0xFFFFFFFF
 
 # Opcodes and their operand names, in word order (words 1..).
 OPCODES = {"END": 0x00, "DMA_LOAD": 0x01, "DMA_STORE": 0x02, "CONV2D": 0x10, "ADD": 0x20, "POOL": 0x21,
-           "ELTWISE": 0x22, "UNARY": 0x23}
+           "ELTWISE": 0x22, "UNARY": 0x23, "SOFTMAX": 0x24}
 OPERANDS = {
     "END": (),
     "DMA_LOAD": ("channel", "ddr_addr", "sram_addr", "rows", "row_bytes", "ddr_stride", "sram_stride"),
@@ -45,8 +45,10 @@ OPERANDS = {
                 "out_zp", "a_mult", "b_mult", "shift"),
     "UNARY": ("dtype", "func", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems",
               "table_addr", "alpha"),
+    "SOFTMAX": ("dtype", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems"),
 }
-ENGINE_OF = {"CONV2D": "mac", "ADD": "vector", "POOL": "vector", "ELTWISE": "vector", "UNARY": "vector"}
+ENGINE_OF = {"CONV2D": "mac", "ADD": "vector", "POOL": "vector", "ELTWISE": "vector", "UNARY": "vector",
+             "SOFTMAX": "vector"}
 POOL_KINDS = {"avg": 0, "max": 1}
 ELTWISE_KINDS = {"add": 0, "subtract": 1, "multiply": 2, "maximum": 3, "minimum": 4}
 B_MODES = {"same": 0, "channel": 1, "scalar": 2}

@@ -101,7 +101,7 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
             reads.append(("SRAM", "bias", a["bias_addr"], 1, a["oc"] * 4, _align(a["oc"] * 4, alignment)))
         out = ("SRAM", "output", a["out_addr"], a["out_h"], a["out_w"] * a["oc"] * elem, a["out_stride"])
         return reads, [out]
-    if op in ("ELTWISE", "UNARY"):
+    if op in ("ELTWISE", "UNARY", "SOFTMAX"):
         return _vector_footprints(a, op, elem, alignment)
     if op == "ADD":
         row = a["row_elems"] * elem
@@ -112,16 +112,17 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
             [("SRAM", "output", a["out_addr"], a["out_h"], a["out_w"] * a["c"] * elem, a["out_stride"])])
 
 
-COMPUTE_OPS = ("CONV2D", "ADD", "POOL", "ELTWISE", "UNARY")
+COMPUTE_OPS = ("CONV2D", "ADD", "POOL", "ELTWISE", "UNARY", "SOFTMAX")
 
 
 def _vector_footprints(a: dict, op: str, elem: int, alignment: int) -> tuple[list, list]:
-    """ELTWISE: a, b (its rows per b_mode), output; UNARY: input, the int8 table, output."""
+    """ELTWISE: a, b (its rows per b_mode), output; UNARY: input, the int8 table, output; SOFTMAX: input,
+    output."""
     row = a["row_elems"] * elem
     out = [("SRAM", "output", a["out_addr"], a["rows"], row, a["out_stride"])]
-    if op == "UNARY":
+    if op in ("UNARY", "SOFTMAX"):
         reads = [("SRAM", "input", a["in_addr"], a["rows"], row, a["in_stride"])]
-        if elem == 1:
+        if op == "UNARY" and elem == 1:
             reads.append(("SRAM", "table", a["table_addr"], 1, UNARY_TABLE_BYTES,
                           _align(UNARY_TABLE_BYTES, alignment)))
         return reads, out

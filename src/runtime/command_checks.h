@@ -62,6 +62,7 @@ void CheckAddParams(const std::string& where, const stream::AddOperands& op);
 void CheckPoolParams(const std::string& where, const stream::PoolOperands& op);
 void CheckEltwiseParams(const std::string& where, const stream::EltwiseOperands& op);
 void CheckUnaryParams(const std::string& where, const stream::UnaryOperands& op);
+void CheckSoftmaxParams(const std::string& where, const stream::SoftmaxOperands& op);
 
 void CheckDma(const std::string& where, const stream::Command& cmd, const ParsedStream& ps);
 void CheckConv2D(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
@@ -69,6 +70,7 @@ void CheckAdd(const std::string& where, const stream::Command& cmd, const NPUCon
 void CheckPool(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 void CheckEltwise(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 void CheckUnary(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
+void CheckSoftmax(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 
 }  // namespace tvm_npu
 

@@ -167,6 +167,11 @@ class Machine {
     EltwiseRef(op, s + op.a_addr, s + op.b_addr, s + op.out_addr);
   }
 
+  void Softmax(const stream::Command& cmd) {
+    const stream::SoftmaxOperands op = OperandsOf<stream::SoftmaxOperands>(cmd);
+    SoftmaxRef(op, sram_.data() + op.in_addr, sram_.data() + op.out_addr);
+  }
+
   void Unary(const stream::Command& cmd) {
     const stream::UnaryOperands op = OperandsOf<stream::UnaryOperands>(cmd);
     uint8_t* s = sram_.data();
@@ -248,6 +253,8 @@ Stats Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs
       machine.Eltwise(cmd);
     } else if (cmd.opcode() == stream::kUnary) {
       machine.Unary(cmd);
+    } else if (cmd.opcode() == stream::kSoftmax) {
+      machine.Softmax(cmd);
     }
     st.records.push_back(rec);
   }

@@ -212,6 +212,7 @@ void CheckCommands(const ParsedStream& ps) {
         break;
       case stream::kEltwise:
       case stream::kUnary:
+      case stream::kSoftmax:
         // A 1.0 reader does not know these opcodes: a stream that says 1.0 may not carry them.
         if (ps.header.version_minor < stream::kVectorOpsMinor) {
           NPU_THROW(kBadStream) << where << ": opcode 0x" << std::hex << opcode << std::dec
@@ -221,9 +222,12 @@ void CheckCommands(const ParsedStream& ps) {
         if (opcode == stream::kEltwise) {
           CheckEltwise(where, cmd, ps.config);
           used = stream::kEltwiseOperandWords;
-        } else {
+        } else if (opcode == stream::kUnary) {
           CheckUnary(where, cmd, ps.config);
           used = stream::kUnaryOperandWords;
+        } else {
+          CheckSoftmax(where, cmd, ps.config);
+          used = stream::kSoftmaxOperandWords;
         }
         break;
       default:

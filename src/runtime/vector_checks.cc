@@ -1,6 +1,6 @@
 /*!
  * \file vector_checks.cc
- * \brief Load-time validation of the format-1.1 vector commands ELTWISE and UNARY (docs/npu.md
+ * \brief Load-time validation of the format-1.1 vector commands ELTWISE, UNARY, SOFTMAX (docs/npu.md
  *        section 6), with the same code rules as command_checks.cc: an undecodable field is
  *        ERR_BAD_STREAM, a footprint outside SRAM or an output overlapping an operand is
  *        ERR_INVALID_ADDR.
@@ -112,6 +112,28 @@ void CheckUnary(const std::string& where, const stream::Command& cmd, const NPUC
     overlap = overlap || Overlaps(op.out_addr, out_bytes, op.table_addr, stream::kUnaryTableBytes);
   }
   if (overlap) NPU_THROW(kInvalidAddr) << where << ": the output tile overlaps an input in SRAM";
+}
+
+void CheckSoftmaxParams(const std::string& where, const stream::SoftmaxOperands& op) {
+  CheckDType(where, op.dtype);
+  if (op.dtype != stream::kFP16) {
+    NPU_THROW(kOpNotSupported) << where << ": SOFTMAX runs on the fp16 datapath only; an int8 "
+                               << "softmax needs exp and a division the integer datapath lacks";
+  }
+  if (op.rows == 0 || op.row_elems == 0) NPU_THROW(kBadStream) << where << ": a size is 0";
+}
+
+void CheckSoftmax(const std::string& where, const stream::Command& cmd, const NPUConfig& c) {
+  const stream::SoftmaxOperands op = OperandsOf<stream::SoftmaxOperands>(cmd);
+  CheckSoftmaxParams(where, op);
+  CheckVectorConfig(where, c);
+  const uint64_t sram = c.sram_bytes, row = SatMul(op.row_elems, 2);
+  CheckBuffer(where, "input", op.in_addr, op.rows, row, op.in_stride, c, "SRAM", 0, sram);
+  CheckBuffer(where, "output", op.out_addr, op.rows, row, op.out_stride, c, "SRAM", 0, sram);
+  if (Overlaps(op.out_addr, uint64_t{op.rows} * op.out_stride, op.in_addr,
+               uint64_t{op.rows} * op.in_stride)) {
+    NPU_THROW(kInvalidAddr) << where << ": the output tile overlaps its input in SRAM";
+  }
 }
 
 }  // namespace tvm_npu

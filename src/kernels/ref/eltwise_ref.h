@@ -1,6 +1,6 @@
 /*!
  * \file eltwise_ref.h
- * \brief Reference ELTWISE and UNARY on the vector unit (docs/npu.md sections 2 and 6).
+ * \brief Reference ELTWISE, UNARY and SOFTMAX on the vector unit (docs/npu.md sections 2 and 6).
  */
 #ifndef TVM_NPU_KERNELS_REF_ELTWISE_REF_H_
 #define TVM_NPU_KERNELS_REF_ELTWISE_REF_H_
@@ -26,6 +26,12 @@ void EltwiseRef(const stream::EltwiseOperands& op, const uint8_t* a, const uint8
  *        CheckUnaryParams.
  */
 void UnaryRef(const stream::UnaryOperands& op, const uint8_t* in, const uint8_t* table, uint8_t* out);
+
+/*!
+ * \brief fp16 softmax of every row: max, exp(x - max) and their in-order sum in fp32, one division
+ *        and one rounding per element (section 2). The operands passed CheckSoftmaxParams.
+ */
+void SoftmaxRef(const stream::SoftmaxOperands& op, const uint8_t* in, uint8_t* out);
 
 }  // namespace tvm_npu
 
