@@ -1,7 +1,7 @@
 /*!
  * \file vector_checks.cc
- * \brief Load-time validation of the format-1.1 vector commands ELTWISE, UNARY, SOFTMAX (docs/npu.md
- *        section 6), with the same code rules as command_checks.cc: an undecodable field is
+ * \brief Load-time validation of the format-1.1 vector commands ELTWISE, UNARY, SOFTMAX
+ *        (docs/npu.md section 6), with the same code rules as command_checks.cc: an undecodable field is
  *        ERR_BAD_STREAM, a footprint outside SRAM or an output overlapping an operand is
  *        ERR_INVALID_ADDR.
  */

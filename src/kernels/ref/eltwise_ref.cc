@@ -31,14 +31,16 @@ inline float Fp32Op(uint32_t kind, float a, float b) {
 
 }  // namespace
 
-void EltwiseRef(const stream::EltwiseOperands& op, const uint8_t* a, const uint8_t* b, uint8_t* out) {
+void EltwiseRef(const stream::EltwiseOperands& op, const uint8_t* a, const uint8_t* b,
+                uint8_t* out) {
   if (op.dtype == stream::kFP16) {
     const float lo = ref::BitsToFloat(op.clip_lo), hi = ref::BitsToFloat(op.clip_hi);
     for (uint64_t r = 0; r < op.rows; ++r) {
       const uint8_t* ar = a + r * op.a_stride;
       uint8_t* outr = out + r * op.out_stride;
       for (uint64_t e = 0; e < op.row_elems; ++e) {
-        const float v = Fp32Op(op.kind, ref::LoadHalf(ar + e * 2), ref::LoadHalf(b + BOffset(op, r, e, 2)));
+        const float bv = ref::LoadHalf(b + BOffset(op, r, e, 2));
+        const float v = Fp32Op(op.kind, ref::LoadHalf(ar + e * 2), bv);
         ref::StoreHalf(outr + e * 2, ref::Activate(v, op.act, lo, hi));
       }
     }

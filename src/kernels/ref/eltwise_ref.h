@@ -18,14 +18,16 @@ namespace tvm_npu {
  * section 2 (ta, tb scaled by the multipliers, one rshift_rne). The *_addr fields are ignored (the
  * caller resolves them); the operands passed CheckEltwiseParams.
  */
-void EltwiseRef(const stream::EltwiseOperands& op, const uint8_t* a, const uint8_t* b, uint8_t* out);
+void EltwiseRef(const stream::EltwiseOperands& op, const uint8_t* a, const uint8_t* b,
+                uint8_t* out);
 
 /*!
  * \brief out = f(in): fp16 evaluates f in fp32 as section 2's table orders it; int8 looks the
  *        code up in the 256-entry `table` (ignored for fp16). The operands passed
  *        CheckUnaryParams.
  */
-void UnaryRef(const stream::UnaryOperands& op, const uint8_t* in, const uint8_t* table, uint8_t* out);
+void UnaryRef(const stream::UnaryOperands& op, const uint8_t* in, const uint8_t* table,
+              uint8_t* out);
 
 /*!
  * \brief fp16 softmax of every row: max, exp(x - max) and their in-order sum in fp32, one division

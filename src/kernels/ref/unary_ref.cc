@@ -31,7 +31,8 @@ inline float Fp32Func(uint32_t func, float x, float alpha) {
 
 }  // namespace
 
-void UnaryRef(const stream::UnaryOperands& op, const uint8_t* in, const uint8_t* table, uint8_t* out) {
+void UnaryRef(const stream::UnaryOperands& op, const uint8_t* in, const uint8_t* table,
+              uint8_t* out) {
   for (uint64_t r = 0; r < op.rows; ++r) {
     const uint8_t* ir = in + r * op.in_stride;
     uint8_t* outr = out + r * op.out_stride;
