@@ -183,6 +183,21 @@ def test_unsupported_broadcast_stays_on_cpu_with_reason(rng, shapes):
     np.testing.assert_allclose(run_vm(ex, a, b), a - b, rtol=1e-6)
 
 
+@pytest.mark.parametrize("fn,n", [(relax.op.sigmoid, 1), (relax.op.multiply, 2), (relax.op.add, 2)])
+def test_rank_0_tensors_stay_on_cpu_with_reason(fn, n):
+    """A scalar tensor has no stored row; a scalar *constant* operand is fine (scalar_const above)."""
+    import tvm
+
+    mod = module(fn, [()] * n)
+    ex, report = build(mod)
+    (row,) = report.placements
+    assert row.device == "cpu" and row.code == "NPU_E_RANK", report.table()
+    args = [tvm.runtime.tensor(np.array(0.5, np.float32)) for _ in range(n)]  # run_vm would make them 1-D
+    got = relax.VirtualMachine(ex, tvm.cpu())["main"](*args).numpy()
+    want = {"sigmoid": 1 / (1 + np.exp(-0.5)), "multiply": 0.25, "add": 1.0}[fn.__name__]
+    assert got.shape == () and np.isclose(got, want)
+
+
 @pytest.mark.parametrize("shape,axis", [((1, 8, 4, 4), -1), ((4, 10), 0)])
 def test_softmax_off_the_last_row_axis_stays_on_cpu_with_reason(rng, shape, axis):
     mod = module(lambda x: relax.op.nn.softmax(x, axis=axis), [shape])

@@ -86,9 +86,11 @@ def constraint_static_shape(exprs):
 
 
 def constraint_rank(exprs):
-    """NPU_E_RANK: tensors must have rank at most max_rank (4)."""
-    worst = max(len(static_shape(e)) for e in exprs)
-    return f"rank {worst} > {_config().max_rank}" if worst > _config().max_rank else None
+    """NPU_E_RANK: tensors must have rank 1 to max_rank (4); scalar (rank-0) tensors stay on the CPU."""
+    ranks = [len(static_shape(e)) for e in exprs]
+    if min(ranks) == 0:  # no stored row (docs/npu.md section 3) to lay it out in
+        return "a rank-0 tensor"
+    return f"rank {max(ranks)} > {_config().max_rank}" if max(ranks) > _config().max_rank else None
 
 
 def constraint_conv_layout(call):
@@ -460,8 +462,12 @@ def check_eltwise(ctx) -> bool:
     call = ctx.annotated_expr["op"]
     lhs, rhs = call.args[0], call.args[1]
     tensors = [lhs, rhs, call]
-    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors,))] + _quant_checks(ctx)
+    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,))]
+    if not _run(ctx, "eltwise", checks):
+        return False
+    # A scalar constant b is a rank-0 tensor that broadcasts: only the tensors need a stored row.
+    ranked = [call] + [arg for arg, op in zip(call.args, _operands(ctx, call)) if constant_value(op) is None]
+    checks = [(constraint_rank, (ranked,))] + _quant_checks(ctx)
     if not _run(ctx, "eltwise", checks):
         return False
     checks = [(constraint_broadcast, (call,) + _operands(ctx, call))]
