@@ -67,3 +67,64 @@ def dense_fp16(x, w, bias=None, act="none"):
     """x: [M, K]; w: [N, K] (y = x w^T + b) as the NPU computes it (a 1x1 convolution)."""
     y = conv2d_fp16(x.T[None, :, :, None], w[:, :, None, None], bias, act=act)
     return y[0, :, :, 0].T
+
+
+def _f16(v):
+    return np.asarray(v, np.float32).astype(np.float16).astype(np.float32)
+
+
+def eltwise_fp16(kind, a, b, act="none", clip=(0, 6)):
+    """ELTWISE on fp16 (docs section 2): the op in fp32 on fp16 operands (numpy broadcasts b), maximum /
+    minimum as the comparisons a > b ? a : b and a < b ? a : b, activation in fp32, one rounding."""
+    a, b = _f16(a), _f16(b)
+    out = {"add": lambda: a + b, "subtract": lambda: a - b, "multiply": lambda: a * b,
+           "maximum": lambda: np.where(a > b, a, b), "minimum": lambda: np.where(a < b, a, b)}[kind]()
+    return _finish(out.astype(np.float32), act, clip)
+
+
+def unary_fp16_exact_ops(func, x, alpha=0.01):
+    """The bit-exact UNARY functions (docs section 2), fp32 operations in the documented order."""
+    x = _f16(x)
+    f = np.float32
+    with np.errstate(invalid="ignore"):
+        if func == "hardswish":
+            t = x + f(3)
+            t = np.where(t < f(0), f(0), np.where(t > f(6), f(6), t))
+            t = t / f(6)
+            y = x * t
+        elif func == "leaky_relu":
+            y = np.where(x < f(0), x * f(alpha), x)
+        else:
+            raise ValueError(func)
+    return y.astype(np.float32).astype(np.float16).astype(np.float32)
+
+
+def unary_exact(func, x):
+    """f computed in float64 (exact to far below an fp16 ulp) on the fp16 input, then rounded to fp16:
+    the value docs section 2 promises sigmoid, tanh and gelu within 1 fp16 ulp of."""
+    import math
+    x = _f16(x).astype(np.float64)
+    fn = {"sigmoid": lambda v: 1.0 / (1.0 + math.exp(-v)) if v > -700 else 0.0,
+          "tanh": math.tanh,
+          "gelu": lambda v: 0.5 * v * math.erfc(-v / math.sqrt(2.0))}[func]
+    y = np.array([fn(v) if np.isfinite(v) else {"sigmoid": float(v > 0), "tanh": math.copysign(1.0, v),
+                                                 "gelu": max(v, 0.0)}[func] if not np.isnan(v) else v
+                  for v in x.reshape(-1)], np.float64).reshape(x.shape)
+    return y.astype(np.float16).astype(np.float32)
+
+
+def fp16_ulps(a, b):
+    """Distance in fp16 steps between fp16-representable a and b (0 for equal bits or two NaNs)."""
+    def ordered(v):
+        bits = np.asarray(v, np.float32).astype(np.float16).view(np.int16).astype(np.int32)
+        return np.where(bits < 0, -32768 - bits, bits)
+    d = np.abs(ordered(a) - ordered(b))
+    return np.where(np.isnan(a) & np.isnan(b), 0, d)
+
+
+def softmax_exact(x):
+    """Softmax of each last-axis row of the fp16 input in float64, rounded to fp16: what docs section 2
+    promises SOFTMAX within 1 fp16 ulp of."""
+    x = _f16(x).astype(np.float64)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)).astype(np.float16).astype(np.float32)

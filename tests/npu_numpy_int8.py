@@ -59,6 +59,47 @@ def clamp_for(act, s_y, z_y):
     return max(lo, z_y + int(np.rint(a / s_y))), min(hi, z_y + int(np.rint(b / s_y)))
 
 
+BINARY = ("Sub", "Mul", "Max", "Min")
+
+
+def _shift_for(ratios):
+    """The largest n <= 62 keeping every round(ratio * 2^n) below 2^31 (docs section 2)."""
+    return next(k for k in range(62, 0, -1) if max(round(r * 2.0 ** k) for r in ratios) < 2 ** 31)
+
+
+def eltwise_int8(kind, a, b, s_y, z_y, lo=-128, hi=127):
+    """ELTWISE / ADD on int8 (docs section 2): a, b are (codes, scale, zp), b broadcast by numpy."""
+    (a, s_a, z_a), (b, s_b, z_b) = a, b
+    da, db = a.astype(np.int64) - z_a, b.astype(np.int64) - z_b
+    if kind == "Mul":
+        n = _shift_for([s_a * s_b / s_y])
+        return rescale(da * db * round(s_a * s_b / s_y * 2.0 ** n), 1, n, z_y, lo, hi)
+    n = _shift_for([s_a / s_y, s_b / s_y])
+    ta, tb = da * round(s_a / s_y * 2.0 ** n), db * round(s_b / s_y * 2.0 ** n)
+    t = {"Add": lambda: ta + tb, "Sub": lambda: ta - tb, "Max": lambda: np.maximum(ta, tb),
+         "Min": lambda: np.minimum(ta, tb)}[kind]()
+    return rescale(t, 1, n, z_y, lo, hi)
+
+
+def _gelu(v):
+    import math
+    return 0.5 * v * math.erfc(-v / math.sqrt(2.0))
+
+
+UNARY = {"Sigmoid": "sigmoid", "Tanh": "tanh", "LeakyRelu": "leaky_relu", "Gelu": "gelu", "HardSwish": "hardswish"}
+F64 = {"sigmoid": lambda v, al: 1.0 / (1.0 + np.exp(-v)), "tanh": lambda v, al: np.tanh(v),
+       "leaky_relu": lambda v, al: np.where(v < 0, v * al, v), "gelu": lambda v, al: np.vectorize(_gelu)(v),
+       "hardswish": lambda v, al: v * np.clip(v + 3.0, 0.0, 6.0) / 6.0}
+
+
+def unary_table(func, alpha, s_x, z_x, s_y, z_y):
+    """The int8 UNARY table (docs section 2): entry q + 128 = clamp(z_y + round_half_even(f(s_x (q - z_x))
+    / s_y)), f in float64."""
+    q = np.arange(-128, 128, dtype=np.float64)
+    y = F64[func](s_x * (q - z_x), alpha) / s_y
+    return np.clip(np.rint(y) + z_y, -128, 127).astype(np.int8)
+
+
 class QDQInterpreter:
     """Runs a QDQ ONNX model (from onnxruntime's quantize_static) with the NPU's int8 arithmetic."""
 
@@ -95,13 +136,20 @@ class QDQInterpreter:
                 kind, node0, ins0, attrs0, _ = pending.pop(ins[0])
                 act = ("relu",) if op == "Relu" else ("clip", (float(self.init[ins[1]]), float(self.init[ins[2]])))
                 pending[out] = (kind, node0, ins0, attrs0, act)
-            elif op in ("Add", "AveragePool", "GlobalAveragePool", "MaxPool"):
+            elif op in ("Add", "AveragePool", "GlobalAveragePool", "MaxPool") + BINARY + tuple(UNARY):
                 pending[out] = (op, node, ins, attrs, None)
             elif op == "Flatten":
                 f[out] = f[ins[0]].reshape(f[ins[0]].shape[0], -1)
             else:
                 raise NotImplementedError(op)
         return f[self.model.graph.output[0].name]
+
+    def _operand(self, name):
+        """(codes, scale, zp) of an elementwise operand: a quantized tensor or a dequantized constant."""
+        if name in self.dq_of:
+            return self.q[self.dq_of[name]]
+        _, codes, s, z = self.init[name]
+        return codes, float(s), int(0 if z is None else z)
 
     def _finish(self, item, s_y, z_y):
         kind, node, ins, attrs, act = item
@@ -126,14 +174,12 @@ class QDQInterpreter:
             S = np.array([f32(f32(f32(s_x) * f32(ws)) / f32(s_y)) for ws in w_s], np.float32)
             y = requant(acc4, S.reshape(1, -1, 1, 1), z_y, lo, hi)
             return y[:, :, 0, 0] if node.op_type == "Gemm" else y
-        if kind == "Add":
-            (a, s_a, z_a), (b, s_b, z_b) = (self.q[self.dq_of[i]] for i in ins)
-            top = max(s_a / s_y, s_b / s_y)  # add: integer multipliers, one shift
-            n = next(k for k in range(62, 0, -1) if round(top * 2.0 ** k) < 2 ** 31)
-            Ma, Mb = round(s_a / s_y * 2.0 ** n), round(s_b / s_y * 2.0 ** n)
-            t = (a.astype(np.int64) - z_a) * Ma + (b.astype(np.int64) - z_b) * Mb
-            return rescale(t, 1, n, z_y, lo, hi)
+        if kind in ("Add",) + BINARY:
+            return eltwise_int8(kind, self._operand(ins[0]), self._operand(ins[1]), s_y, z_y, lo, hi)
         codes, s_x, z_x = self.q[self.dq_of[ins[0]]]
+        if kind in UNARY:
+            alpha = attrs["alpha"].f if "alpha" in attrs else 0.01
+            return unary_table(UNARY[kind], alpha, s_x, z_x, s_y, z_y)[codes.astype(np.int64) + 128]
         x = codes.astype(np.int64) - z_x
         if kind == "GlobalAveragePool":
             kh, kw, sh, sw = x.shape[2], x.shape[3], 1, 1

@@ -67,7 +67,7 @@ def test_vector_and_depthwise_cycles_agree_with_the_cost_model(rng):
 def test_broadcast_add_stays_on_cpu_with_reason(rng):
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType((1, 8, 4, 4), "float32"))
-    y = relax.Var("y", relax.TensorType((1, 8, 1, 1), "float32"))
+    y = relax.Var("y", relax.TensorType((1, 1, 4, 4), "float32"))  # per-channel b runs (ELTWISE); spatial not
     with bb.function("main", [x, y]):
         with bb.dataflow():
             out = bb.emit_output(bb.emit(relax.op.add(x, y)))
@@ -76,5 +76,5 @@ def test_broadcast_add_stays_on_cpu_with_reason(rng):
     ex = tvm_npu.build(bb.get(), report=report)
     (row,) = report.placements
     assert row.device == "cpu" and row.code == "NPU_E_BROADCAST"
-    a, b = rng.standard_normal((1, 8, 4, 4)).astype("float32"), rng.standard_normal((1, 8, 1, 1)).astype("float32")
+    a, b = rng.standard_normal((1, 8, 4, 4)).astype("float32"), rng.standard_normal((1, 1, 4, 4)).astype("float32")
     np.testing.assert_allclose(run_vm(ex, a, b), a + b, rtol=1e-6)

@@ -76,9 +76,12 @@ def test_rejected_op_falls_back_with_reason(rng):
     mod = chain(x.shape, [layer])
     report = tvm_npu.BuildReport()
     ex = tvm_npu.build(mod, report=report)
+    # The conv falls back; its bias add and relu alone would not pay for an NPU region's boundary.
     assert npu_modules(ex) == []
     conv = [p for p in report.placements if p.op == "relax.nn.conv2d"][0]
     assert conv.device == "cpu" and conv.code == "NPU_E_STRIDE" and "[3, 3]" in conv.reason
+    add = [p for p in report.placements if p.op == "relax.add"][0]
+    assert add.device == "cpu" and add.code == "NPU_E_REGION_TOO_SMALL"
     np.testing.assert_allclose(run_vm(ex, x), run_cpu(mod, x), rtol=1e-5, atol=1e-5)
 
 

@@ -1,7 +1,8 @@
 /*!
  * \file tvm_npu/stream_format.h
  * \brief The command stream's on-blob layout, version 1.1 (docs/npu.md section 6). A 1.1 runtime
- *        reads 1.0 streams: 1.1 only appended operands whose value 0 keeps the 1.0 meaning.
+ *        reads 1.0 streams: 1.1 appended operands whose value 0 keeps the 1.0 meaning (the pixel
+ *        strides of CONV2D and POOL) and the opcodes ELTWISE, UNARY and SOFTMAX.
  *
  * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
  * little-endian host reads one with a memcpy. The structs carry no behaviour: parsing and
@@ -18,6 +19,8 @@ namespace stream {
 constexpr uint32_t kMagic = 0x5355504E;  // bytes "NPUS"
 constexpr uint16_t kVersionMajor = 1;
 constexpr uint16_t kVersionMinor = 1;
+// ELTWISE, UNARY and SOFTMAX appeared in 1.1; a stream that says 1.0 may not use them.
+constexpr uint16_t kVectorOpsMinor = 1;
 
 constexpr uint32_t kHeaderBytes = 64;
 constexpr uint32_t kConfigOffset = 64;
@@ -38,6 +41,9 @@ enum Opcode : uint32_t {
   kConv2D = 0x10,
   kAdd = 0x20,
   kPool = 0x21,
+  kEltwise = 0x22,
+  kUnary = 0x23,
+  kSoftmax = 0x24,
 };
 
 /*! \brief The opcode's name as written in docs/npu.md section 4, or "unknown". */
@@ -49,6 +55,9 @@ inline const char* OpcodeName(uint32_t opcode) {
     case kConv2D: return "CONV2D";
     case kAdd: return "ADD";
     case kPool: return "POOL";
+    case kEltwise: return "ELTWISE";
+    case kUnary: return "UNARY";
+    case kSoftmax: return "SOFTMAX";
     default: return "unknown";
   }
 }
@@ -83,6 +92,33 @@ enum PoolKind : uint32_t {
   kPoolAvg = 0,
   kPoolMax = 1,
 };
+
+enum EltwiseKind : uint32_t {
+  kEltAdd = 0,
+  kEltSub = 1,
+  kEltMul = 2,
+  kEltMax = 3,
+  kEltMin = 4,
+};
+
+/*! \brief What ELTWISE's b is: same shape as a, one row of `channels` elements, or one element. */
+enum BMode : uint32_t {
+  kBSame = 0,
+  kBChannel = 1,
+  kBScalar = 2,
+};
+
+enum UnaryFunc : uint32_t {
+  kUnarySigmoid = 0,
+  kUnaryTanh = 1,
+  kUnaryHardSwish = 2,
+  kUnaryGelu = 3,
+  kUnaryLeakyRelu = 4,
+};
+
+/*! \brief An int8 UNARY's table: one int8 output per input code, indexed by x + 128. */
+constexpr uint32_t kUnaryTableBytes = 256;
+constexpr uint32_t kNoTable = 0xFFFFFFFF;
 
 /*!
  * \brief The int8 requantization block a CONV2D's bias_addr points at: two rows of OC words,
@@ -275,6 +311,68 @@ inline uint64_t PixelStride(uint32_t pstride, uint64_t channels, uint64_t elem) 
   return pstride != 0 ? pstride : channels * elem;
 }
 
+/*!
+ * \brief Operands of ELTWISE, words 1..21: out = a (kind) b over `rows` rows of `row_elems`
+ *        elements, b broadcast per b_mode. int8 fields as for ADD (b_mult 0 for multiply).
+ */
+struct EltwiseOperands {
+  uint32_t dtype;
+  uint32_t kind;    // EltwiseKind
+  uint32_t b_mode;  // BMode
+  uint32_t a_addr;
+  uint32_t a_stride;
+  uint32_t b_addr;
+  uint32_t b_stride;
+  uint32_t out_addr;
+  uint32_t out_stride;
+  uint32_t rows;
+  uint32_t row_elems;
+  uint32_t channels;  // b's length in mode kBChannel, else 0
+  uint32_t act;
+  uint32_t clip_lo;
+  uint32_t clip_hi;
+  uint32_t a_zp;
+  uint32_t b_zp;
+  uint32_t out_zp;
+  uint32_t a_mult;
+  uint32_t b_mult;
+  uint32_t shift;
+};
+constexpr uint32_t kEltwiseOperandWords = 21;
+
+/*!
+ * \brief Operands of UNARY, words 1..10: out = f(in) over `rows` rows of `row_elems` elements.
+ *
+ * fp16: table_addr is kNoTable, alpha the fp32 bits of leaky relu's slope (0 otherwise).
+ * int8: table_addr is the 256-byte table in SRAM, alpha 0.
+ */
+struct UnaryOperands {
+  uint32_t dtype;
+  uint32_t func;  // UnaryFunc
+  uint32_t in_addr;
+  uint32_t in_stride;
+  uint32_t out_addr;
+  uint32_t out_stride;
+  uint32_t rows;
+  uint32_t row_elems;
+  uint32_t table_addr;
+  uint32_t alpha;
+};
+constexpr uint32_t kUnaryOperandWords = 10;
+
+/*! \brief Operands of SOFTMAX, words 1..7: each of `rows` rows of `row_elems` fp16 elements
+ *         normalized on its own. */
+struct SoftmaxOperands {
+  uint32_t dtype;
+  uint32_t in_addr;
+  uint32_t in_stride;
+  uint32_t out_addr;
+  uint32_t out_stride;
+  uint32_t rows;
+  uint32_t row_elems;
+};
+constexpr uint32_t kSoftmaxOperandWords = 7;
+
 static_assert(sizeof(Header) == kHeaderBytes, "header layout");
 static_assert(sizeof(TensorDesc) == kTensorBytes, "tensor descriptor layout");
 static_assert(sizeof(Command) == kCommandBytes, "command layout");
@@ -282,6 +380,9 @@ static_assert(sizeof(DmaOperands) == 4 * kDmaOperandWords, "DMA operand layout")
 static_assert(sizeof(Conv2DOperands) == 4 * kConv2DOperandWords, "CONV2D operand layout");
 static_assert(sizeof(AddOperands) == 4 * kAddOperandWords, "ADD operand layout");
 static_assert(sizeof(PoolOperands) == 4 * kPoolOperandWords, "POOL operand layout");
+static_assert(sizeof(EltwiseOperands) == 4 * kEltwiseOperandWords, "ELTWISE operand layout");
+static_assert(sizeof(UnaryOperands) == 4 * kUnaryOperandWords, "UNARY operand layout");
+static_assert(sizeof(SoftmaxOperands) == 4 * kSoftmaxOperandWords, "SOFTMAX operand layout");
 
 /*! \brief Bytes per element of a stream dtype, 0 for an unknown code. */
 inline uint32_t DTypeBytes(uint32_t dtype) {

@@ -89,9 +89,11 @@ def constraint_static_shape(exprs):
 
 
 def constraint_rank(exprs):
-    """NPU_E_RANK: tensors must have rank at most max_rank (4)."""
-    worst = max(len(static_shape(e)) for e in exprs)
-    return f"rank {worst} > {_config().max_rank}" if worst > _config().max_rank else None
+    """NPU_E_RANK: tensors must have rank 1 to max_rank (4); scalar (rank-0) tensors stay on the CPU."""
+    ranks = [len(static_shape(e)) for e in exprs]
+    if min(ranks) == 0:  # no stored row (docs/npu.md section 3) to lay it out in
+        return "a rank-0 tensor"
+    return f"rank {max(ranks)} > {_config().max_rank}" if max(ranks) > _config().max_rank else None
 
 
 def constraint_conv_layout(call):
@@ -148,8 +150,8 @@ def constraint_symmetric_weights(dq):
 
 
 def constraint_same_shape(lhs, rhs):
-    """NPU_E_BROADCAST: both operands of an elementwise op must have the same static shape (broadcast
-    comes with a later version); neither may be a constant."""
+    """NPU_E_BROADCAST: both operands of the ADD command must be tensors of the same static shape
+    (broadcast and constant operands run as ELTWISE instead, see eltwise)."""
     if constant_value(lhs) is not None or constant_value(rhs) is not None:
         return "constant operand"
     a, b = static_shape(lhs), static_shape(rhs)
@@ -282,6 +284,62 @@ def constraint_slice_rows(call):
 def constraint_weight_2d(weight):
     """NPU_E_RANK: a matmul's weight must be a 2-D matrix (batched matmul stays on the CPU)."""
     return None if len(static_shape(weight)) == 2 else f"weight rank {len(static_shape(weight))}"
+
+
+COMMUTATIVE = ("relax.add", "relax.multiply", "relax.maximum", "relax.minimum")
+
+
+def _b_mode(out, a, b) -> str | None:
+    """The b_mode of ELTWISE for a = `a`, b = `b` (docs/npu.md section 6), or None. The channel axis is
+    1 of a 4-D NCHW map, else the last (a matrix row, section 3)."""
+    sa, sb = static_shape(a), static_shape(b)
+    if sa != out or constant_value(a) is not None or len(sb) > len(out):
+        return None
+    const_b = constant_value(b) is not None
+    if sb == out:
+        return None if const_b else "same"  # a full-size constant would cost a full-size DMA per tile
+    full = [1] * (len(out) - len(sb)) + list(sb)
+    axis = 1 if len(out) == 4 else len(out) - 1
+    if all(d == 1 for d in full):
+        return "scalar" if const_b else None
+    if full[axis] != out[axis] or any(d != 1 for i, d in enumerate(full) if i != axis):
+        return None
+    # A tensor b is a region input staged by the runtime: its host form must be one stored row.
+    return "channel" if const_b or len(out) != 4 or len(sb) == 4 else None
+
+
+def broadcast_mode(call, lhs, rhs) -> tuple:
+    """How ELTWISE runs `call(lhs, rhs)`: (b_mode, swapped), `swapped` when the broadcast operand comes
+    first (commutative ops only); or (None, detail)."""
+    if constant_value(lhs) is not None and constant_value(rhs) is not None:
+        return None, "both operands are constants (folded at compile time instead)"
+    out = static_shape(call)
+    order = [(lhs, rhs, False)] + ([(rhs, lhs, True)] if call.op.name in COMMUTATIVE else [])
+    for a, b, swapped in order:
+        mode = _b_mode(out, a, b)
+        if mode is not None:
+            return mode, swapped
+    kinds = ["constant" if constant_value(e) is not None else "tensor" for e in (lhs, rhs)]
+    return None, (f"{kinds[0]} {list(static_shape(lhs))} and {kinds[1]} {list(static_shape(rhs))} "
+                  f"-> {list(out)}")
+
+
+def constraint_broadcast(call, lhs, rhs):
+    """NPU_E_BROADCAST: the second operand of an elementwise add / subtract / multiply / maximum /
+    minimum must be a tensor of the output's shape, a per-channel vector (axis 1 of an NCHW map, the last
+    axis otherwise; as a tensor only [C], [1, C] or [1, C, 1, 1]) or a scalar constant; the first
+    operand must have the output's shape (a broadcast first operand only for add, multiply, maximum,
+    minimum); not both constants."""
+    mode, detail = broadcast_mode(call, lhs, rhs)
+    return detail if mode is None else None
+
+
+def constraint_eltwise_scales(dq_a, dq_b, q, multiply: bool):
+    """NPU_E_QUANT_SCALE: an int8 elementwise op's input-to-output scale ratio (s_a * s_b / s_y for
+    multiply) must be below 2^30, so its integer multiplier keeps a shift of at least 1."""
+    s = [float(constant_value(x.args[1]).reshape(-1)[0]) for x in (dq_a, dq_b, q)]
+    ratios = [s[0] * s[1] / s[2]] if multiply else [s[0] / s[2], s[1] / s[2]]
+    return f"scale ratio {max(ratios):.3g}" if max(ratios) >= 2.0 ** 30 else None
 
 
 def reason_code(constraint) -> str:
@@ -499,6 +557,95 @@ def check_concat(ctx) -> bool:
         return False
     return _run(ctx, "concat", [(constraint_concat, (call, inputs, 1 if quantized else 2)),
                                 (constraint_width, ([static_shape(call)[-1]],))])
+def _operands(ctx, call) -> tuple:
+    """The operands an elementwise op reads on the NPU: the int8 codes under the dequantizes in QDQ
+    form (their constness decides the broadcast mode), else the call's own arguments."""
+    ann = ctx.annotated_expr
+    if "quantize" in ann:
+        return ann["lhs"].args[0], ann["rhs"].args[0]
+    return call.args[0], call.args[1]
+
+
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_broadcast,
+         constraint_width, constraint_clip_bounds, int8=QUANT_CONSTRAINTS + [constraint_eltwise_scales])
+def check_eltwise(ctx) -> bool:
+    call = ctx.annotated_expr["op"]
+    lhs, rhs = call.args[0], call.args[1]
+    tensors = [lhs, rhs, call]
+    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,))]
+    if not _run(ctx, "eltwise", checks):
+        return False
+    # A scalar constant b is a rank-0 tensor that broadcasts: only the tensors need a stored row.
+    ranked = [call] + [arg for arg, op in zip(call.args, _operands(ctx, call)) if constant_value(op) is None]
+    checks = [(constraint_rank, (ranked,))] + _quant_checks(ctx)
+    if not _run(ctx, "eltwise", checks):
+        return False
+    checks = [(constraint_broadcast, (call,) + _operands(ctx, call))]
+    ann = ctx.annotated_expr
+    if "quantize" in ann:
+        checks.append((constraint_eltwise_scales, (ann["lhs"], ann["rhs"], ann["quantize"],
+                                                   call.op.name == "relax.multiply")))
+    checks += [(constraint_width, ([static_shape(call)[-1]],)), (constraint_clip_bounds, (_act(ctx),))]
+    return _run(ctx, "eltwise", checks)
+
+
+def _scalar(expr, value: float) -> bool:
+    v = constant_value(expr)
+    return v is not None and v.size == 1 and float(v.reshape(-1)[0]) == value
+
+
+def is_hardswish(ann) -> bool:
+    """x * (clip(x + 3, 0, 6) / 6), as TVM imports ONNX HardSwish. Another expression of this shape
+    is not a hardswish: it is no rejection, its ops are matched one by one (ELTWISE) instead."""
+    add, clip, div = ann["hs_add"], ann["hs_clip"], ann["hs_div"]
+    bounds = [b.value for b in clip.args[1:] if isinstance(b, (IntImm, FloatImm))]
+    x, x2 = ann["data"], ann["data_b"]
+    if "quantize" in ann:  # two dequantizes: of the same tensor, with the same scale and zero point
+        same = x.args[0].same_as(x2.args[0]) and all(
+            _scalar(b, float(constant_value(a).reshape(-1)[0])) for a, b in zip(x.args[1:3], x2.args[1:3]))
+    else:
+        same = x.same_as(x2)
+    return same and _scalar(add.args[1], 3.0) and _scalar(div.args[1], 6.0) and bounds == [0, 6]
+
+
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_width,
+         int8=QUANT_CONSTRAINTS)
+def check_unary(ctx) -> bool:
+    ann = ctx.annotated_expr
+    call = ann["op"]
+    if "hs_add" in ann and not is_hardswish(ann):
+        return False
+    tensors = [call.args[0], call]
+    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
+              (constraint_rank, (tensors,))] + _quant_checks(ctx)
+    if not _run(ctx, "unary", checks):
+        return False
+    return _run(ctx, "unary", [(constraint_width, ([static_shape(call)[-1]],))])
+
+
+def constraint_softmax_axis(call):
+    """NPU_E_AXIS: softmax must run over the last axis of a tensor of rank 1 to 3 (a matrix's rows); a 4-D
+    map's last axis (W) is not contiguous in the NPU's NHWC layout, and other axes stay on the CPU."""
+    rank = len(static_shape(call))
+    axis = int(call.attrs.axis) % max(rank, 1)
+    if rank == 4 or axis != rank - 1:
+        return f"axis {int(call.attrs.axis)} of a rank-{rank} tensor"
+    return None
+
+
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_softmax_axis,
+         constraint_width, int8=QUANT_CONSTRAINTS)
+def check_softmax(ctx) -> bool:
+    call = ctx.annotated_expr["op"]
+    tensors = [call.args[0], call]
+    # No int8 softmax pattern exists (SOFTMAX is fp16): _quant_checks adds nothing today, and keeps the
+    # shape every check has for when one does.
+    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
+              (constraint_rank, (tensors,))] + _quant_checks(ctx)
+    if not _run(ctx, "softmax", checks):
+        return False
+    return _run(ctx, "softmax", [(constraint_softmax_axis, (call,)),
+                                 (constraint_width, ([static_shape(call)[-1]],))])
 
 
 def _act(ctx):
@@ -512,4 +659,5 @@ ALL_CONSTRAINTS = [constraint_float32, constraint_static_shape, constraint_rank,
                    constraint_clip_bounds, constraint_weight_2d, constraint_int8_activations,
                    constraint_per_tensor, constraint_symmetric_weights, constraint_same_shape,
                    constraint_pool, constraint_reshape_keeps_rows, constraint_same_quantization,
-                   constraint_concat, constraint_slice_rows]
+                   constraint_concat, constraint_slice_rows, constraint_broadcast, constraint_eltwise_scales,
+                   constraint_softmax_axis]

@@ -35,10 +35,12 @@ def conv_cycles(cfg: NPUConfig, a: dict) -> int:
 
 
 def vector_cycles(cfg: NPUConfig, op: str, a: dict) -> int:
-    """op_overhead + ceil(steps / lanes) for an ADD or POOL (docs section 5)."""
+    """op_overhead + ceil(steps / lanes) for an ADD, ELTWISE, UNARY, SOFTMAX or POOL (docs section 5)."""
     lanes = cfg.vector_lanes // 2 if DTYPE_NAMES[a["dtype"]] == "float16" else cfg.vector_lanes
-    if op == "ADD":
+    if op in ("ADD", "ELTWISE", "UNARY"):  # one step per element (a table lookup is one step)
         steps = a["rows"] * a["row_elems"]
+    elif op == "SOFTMAX":  # a maximum pass, an exp-and-sum pass, a division pass
+        steps = 3 * a["rows"] * a["row_elems"]
     else:
         steps = a["out_h"] * a["out_w"] * a["c"] * a["kh"] * a["kw"]
     return cfg.op_overhead + math.ceil(steps / lanes)
@@ -72,7 +74,9 @@ def ideal_cycles(cfg: NPUConfig, layer) -> int:
         pixels = layer.macs // (oc * kh * kw * icg)
         return conv_cycles(cfg, dict(dtype=dtype, out_h=pixels, out_w=1, kh=kh, kw=kw, in_c=in_c, oc=oc,
                                      groups=layer.groups))
-    if layer.kind == "add":
+    if layer.kind == "softmax":
+        return vector_cycles(cfg, "SOFTMAX", dict(dtype=dtype, rows=1, row_elems=layer.out_elems))
+    if layer.kind in ("add", "eltwise", "unary"):
         return vector_cycles(cfg, "ADD", dict(dtype=dtype, rows=1, row_elems=layer.out_elems))
     return vector_cycles(cfg, "POOL", dict(dtype=dtype, out_h=1, out_w=1, c=layer.out_elems,
                                            kh=layer.window[0], kw=layer.window[1]))

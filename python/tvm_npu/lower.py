@@ -15,7 +15,7 @@ import tvm
 from tvm import relax
 
 from . import quant_params as qp
-from .constraints import constant_value, static_shape
+from .constraints import broadcast_mode, constant_value, static_shape
 from .errors import NPUError
 
 
@@ -33,9 +33,10 @@ class TensorInfo:
 
 @dataclass
 class Layer:
-    """One NPU op: "conv" (MAC array; dense is a 1x1 conv over [1, M, 1, K]), "add" or "pool" (vector),
-    "view" (a reshape that keeps the stored rows: its output aliases its input, no command) or "concat"
-    (a channel concatenation: its inputs are written into its channels, no command; slices.py)."""
+    """One NPU op: "conv" (MAC array; dense is a 1x1 conv over [1, M, 1, K]), "add", "pool", "eltwise",
+    "unary" or "softmax" (vector), "view" (a reshape that keeps the stored rows: its output aliases its
+    input, no command) or "concat" (its inputs are written into its channels or rows, no command;
+    slices.py)."""
 
     name: str
     composite: str
@@ -65,6 +66,12 @@ class Layer:
     # concat: each input's first channel in the output (rows: first row); view (rows): its first row.
     offsets: tuple = ()
     rows: bool = False
+    # eltwise / unary (docs/npu.md section 6): the op ("add", "sigmoid", ...), b's broadcast mode, the
+    # constant the command reads from the weight region (b, or the int8 table), leaky relu's slope.
+    func: str = ""
+    b_mode: str = "same"
+    const: np.ndarray | None = None
+    alpha: float = 0.0
 
     @property
     def taps(self) -> tuple:
@@ -149,6 +156,11 @@ def _activation(calls: dict) -> tuple[str, tuple]:
     return "none", (0.0, 0.0)
 
 
+# UNARY composites (patterns.unary_patterns) and the Relax op each is built around.
+UNARY_COMPOSITES = {"sigmoid": "sigmoid", "tanh": "tanh", "gelu": "nn.gelu", "leaky_relu": "nn.leakyrelu",
+                    "hardswish": "multiply"}
+
+
 def _conv_view(shape, layout):
     return tuple(shape[layout.index(d)] for d in "NHWC")
 
@@ -197,7 +209,17 @@ class _Lowerer:
             layer.inputs = [self._tensor(params.get(data, data), in_view, layout, dtype, host_dtype)]
             layer.out = self._tensor(out_var, out_view, out_layout, dtype, host_dtype, out_shape)
             return layer
-        if "nn.conv2d" in calls or "matmul" in calls:
+        base = kind.removeprefix("npu.q" if int8 else "npu.")
+        if base.startswith("eltwise_"):
+            layer.kind, layer.func = "eltwise", base.split("_")[1]
+            data, in_view, layout, out_shape, out_view = self._eltwise(layer, calls, params)
+        elif base == "softmax":
+            layer.kind = "softmax"
+            data, in_view, layout, out_shape, out_view = self._unary(layer, calls, "nn.softmax")
+        elif base in UNARY_COMPOSITES:
+            layer.kind, layer.func = "unary", base
+            data, in_view, layout, out_shape, out_view = self._unary(layer, calls)
+        elif "nn.conv2d" in calls or "matmul" in calls:
             layer.kind = "conv"
             data, in_view, layout, out_shape, out_view = self._conv(layer, calls)
         elif "add" in calls:
@@ -208,10 +230,10 @@ class _Lowerer:
             data, in_view, layout, out_shape, out_view = self._pool(layer, calls)
         if int8:
             self._requant(layer, calls)
-            if layer.kind != "add":  # the region tensor is the int8 one under the data dequantize
+            if layer.kind not in ("add", "eltwise"):  # the int8 region tensor under the dequantize
                 data = _data_dq(calls).args[0]
         dtype, host_dtype = ("int8", "int8") if int8 else ("float16", "float32")
-        if layer.kind != "add":
+        if layer.kind not in ("add", "eltwise"):
             region_in = params.get(data, data)
             layer.inputs = [self._tensor(region_in, in_view, layout, dtype, host_dtype)]
         layer.out = self._tensor(out_var, out_view, layout, dtype, host_dtype, out_shape)
@@ -324,6 +346,46 @@ class _Lowerer:
         layer.inputs = operands
         return None, view, layout, shape, view
 
+    def _eltwise(self, layer: Layer, calls: dict, params: dict):
+        """a (kind) b: `a` has the output's shape; b is a tensor of that shape, or a per-channel / scalar
+        constant (carried in the weight region) or per-channel tensor, per constraints.broadcast_mode."""
+        call = calls[layer.func][0]
+        shape = static_shape(call)
+        layout = "NCHW" if len(shape) == 4 else "ROWS"
+        view = _conv_view(shape, "NCHW") if len(shape) == 4 else _rows_view(shape)
+        int8 = layer.dtype == "int8"
+        dqs = [self.resolve(arg) for arg in call.args[:2]]
+        ops = [self.resolve(dq.args[0]) if int8 else self.resolve(arg) for dq, arg in zip(dqs, call.args)]
+        mode, swapped = broadcast_mode(call, *ops)
+        if mode is None:  # the pattern check refused this already; reaching here is a compiler bug
+            raise NPUError("ERR_OP_NOT_SUPPORTED", f"{self.graph.symbol}: {swapped}")
+        if swapped:
+            dqs, ops = dqs[::-1], ops[::-1]
+        layer.b_mode, self.elt_dqs = mode, dqs
+        dtype, host_dtype = ("int8", "int8") if int8 else ("float16", "float32")
+        a, b = ops
+        layer.inputs = [self._tensor(params.get(a, a), view, layout, dtype, host_dtype)]
+        value = constant_value(b)
+        if value is not None:  # carried in the weight region, loaded like weights
+            layer.const = value.reshape(-1).astype(np.int8 if int8 else np.float16)
+        else:
+            b_shape = static_shape(b)
+            b_view = view if mode == "same" else (1, 1, 1, b_shape[1] if len(b_shape) == 4 else b_shape[-1])
+            b_layout = "NCHW" if len(b_shape) == 4 else "ROWS"
+            layer.inputs.append(self._tensor(params.get(b, b), b_view, b_layout, dtype, host_dtype))
+        return None, view, layout, shape, view
+
+    def _unary(self, layer: Layer, calls: dict, op: str | None = None):
+        """UNARY, or with `op` = "nn.softmax" SOFTMAX: one input of the output's shape and view."""
+        call = calls[op or UNARY_COMPOSITES[layer.func]][-1]
+        layer.act = "none"  # hardswish's clip is part of the function, not a fused activation
+        if layer.func == "leaky_relu":
+            layer.alpha = float(call.attrs.alpha)
+        shape = static_shape(call)
+        layout = "NCHW" if len(shape) == 4 else "ROWS"
+        view = _conv_view(shape, "NCHW") if len(shape) == 4 else _rows_view(shape)
+        return call.args[0], view, layout, shape, view
+
     def _pool(self, layer: Layer, calls: dict):
         if "mean" in calls:  # global average pooling: mean over H and W with keepdims
             call = calls["mean"][0]
@@ -350,6 +412,17 @@ class _Lowerer:
         s_y, z_y = _qparams(calls["quantize"][-1])
         layer.out_zp = z_y
         layer.clamp = qp.clamp_bounds(layer.act, layer.clip, s_y, z_y)
+        if layer.kind == "eltwise":
+            (s_a, z_a), (s_b, z_b) = (_qparams(dq) for dq in self.elt_dqs)
+            ratios = [s_a * s_b / s_y] if layer.func == "multiply" else [s_a / s_y, s_b / s_y]
+            mults, n = qp.common_shift(ratios)
+            layer.in_zps, layer.mult, layer.shift = (z_a, z_b), np.array(mults + [0])[:2], n
+            return
+        if layer.kind == "unary":
+            s_x, z_x = _qparams(_data_dq(calls))
+            layer.in_zps = (z_x,)
+            layer.const = qp.unary_table(layer.func, layer.alpha, s_x, z_x, s_y, z_y)
+            return
         if layer.kind == "add":
             (s_a, z_a), (s_b, z_b) = (_qparams(self.resolve(a)) for a in calls["add"][0].args[:2])
             mults, n = qp.common_shift([s_a / s_y, s_b / s_y])

@@ -90,21 +90,69 @@ def dense_patterns(quantized: bool):
                               C.check_dense, quantized, _qbias if quantized else _const_expr)
 
 
-def add_patterns(quantized: bool):
+def _binary(op: str, name: str, quantized: bool, check):
+    """op(a, b)[+act][->quantize]: one entry per fused activation."""
     a, b = (_dq(wildcard()), _dq(wildcard())) if quantized else (wildcard(), wildcard())
-    add = is_op("relax.add")(a, b)
+    call = is_op(op)(a, b)
     out = []
     for act in (None,) + ACTIVATIONS:
-        pat = _activation(add, act)
-        ann = {"op": add, "lhs": a, "rhs": b}
+        pat = _activation(call, act)
+        ann = {"op": call, "lhs": a, "rhs": b}
         if act:
             ann["act"] = pat
         if quantized:
             pat = is_op("relax.quantize")(pat, is_const(), is_const())
             ann["quantize"] = pat
-        out.append(_entry(("qadd" if quantized else "add") + (f"_{act}" if act else ""), pat, ann,
-                          C.check_add))
+        out.append(_entry(("q" if quantized else "") + name + (f"_{act}" if act else ""), pat, ann, check))
     return out
+
+
+def add_patterns(quantized: bool):
+    return _binary("relax.add", "add", quantized, C.check_add)
+
+
+ELTWISE_OPS = ("add", "subtract", "multiply", "maximum", "minimum")
+
+
+def eltwise_patterns(quantized: bool):
+    """Binary ops with a broadcast second operand (ELTWISE); the same-shape tensor add keeps its own
+    entry ("npu.add", opcode ADD), registered after these so it wins."""
+    return [e for name in ELTWISE_OPS
+            for e in _binary(f"relax.{name}", f"eltwise_{name}", quantized, C.check_eltwise)]
+
+
+UNARY_OPS = {"sigmoid": "relax.sigmoid", "tanh": "relax.tanh", "gelu": "relax.nn.gelu",
+             "leaky_relu": "relax.nn.leakyrelu"}
+
+
+def unary_patterns(quantized: bool):
+    """Activations on the vector unit (UNARY); hardswish in the form TVM imports ONNX HardSwish."""
+    out = []
+    for name in list(UNARY_OPS) + ["hardswish"]:
+        data = _dq(wildcard()) if quantized else wildcard()
+        ann = {"data": data}
+        if name == "hardswish":  # x * (clip(x + 3, 0, 6) / 6)
+            # TVM's QDQ import dequantizes x once per use: the check makes sure both are the same x.
+            x2 = ann["data_b"] = _dq(wildcard()) if quantized else data
+            ann["hs_add"] = add = is_op("relax.add")(x2, is_const())
+            ann["hs_clip"] = clip = is_op("relax.clip")(add, wildcard(), wildcard())
+            ann["hs_div"] = div = is_op("relax.divide")(clip, is_const())
+            call = is_op("relax.multiply")(data, div)
+        else:
+            call = is_op(UNARY_OPS[name])(data)
+        pat = ann["op"] = call
+        if quantized:
+            pat = ann["quantize"] = is_op("relax.quantize")(call, is_const(), is_const())
+        out.append(_entry(("q" if quantized else "") + name, pat, ann, C.check_unary))
+    return out
+
+
+def softmax_patterns():
+    """Softmax over a matrix's rows (SOFTMAX, fp16 only: in a QDQ model it runs between the CPU's
+    dequantize and quantize)."""
+    data = wildcard()
+    call = is_op("relax.nn.softmax")(data)
+    return [_entry("softmax", call, {"op": call, "data": data}, C.check_softmax)]
 
 
 def pool_patterns(quantized: bool):
@@ -168,11 +216,11 @@ def register():
     """Register the table. Quantized entries come last: they are larger and must win."""
     entries = []
     for quantized in (False, True):
-        entries += concat_patterns(quantized) + slice_patterns(quantized) + reshape_patterns(quantized)
-        entries += pool_patterns(quantized)
-        entries += add_patterns(quantized)
+        entries += eltwise_patterns(quantized) + concat_patterns(quantized) + slice_patterns(quantized)
+        entries += reshape_patterns(quantized) + pool_patterns(quantized) + add_patterns(quantized)
+        entries += unary_patterns(quantized)
         entries += conv2d_patterns(quantized) + dense_patterns(quantized)
-    register_patterns(entries)
+    register_patterns(entries + softmax_patterns())
 
 
 def npu_patterns():

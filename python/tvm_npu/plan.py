@@ -30,6 +30,7 @@ from .sram import Arena, align, live_ranges, place_residents, resident_top
 from .stream import (ACTIVATIONS, DTYPE_BYTES, DTYPES, NO_BIAS, POOL_KINDS, SLICE_ALIGNMENT, Command, Stream,
                      TensorDesc, f32_bits)
 from .tiling import oc_blocks, row_tiles, tile_heights
+from .vector_commands import VECTOR_OPS, vector_command, vector_footprint
 from .weights import WeightStreamer, place_weight_slots
 
 # Fractions of SRAM offered to resident intermediates (0: everything streams through DDR).
@@ -94,7 +95,11 @@ class LayerPlan:
 
 
 def constant_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[bytes, int, int]:
-    """Weights rows [oc0, oc1) then the fp32 bias or the int8 requantization block (bias, scale)."""
+    """Weights rows [oc0, oc1) then the fp32 bias or the int8 requantization block (bias, scale); for a
+    vector layer its one constant row (ELTWISE's b, or UNARY's int8 table)."""
+    if layer.const is not None:
+        raw = np.ascontiguousarray(layer.const).tobytes()
+        return raw, 0, 0
     w = layer.weight[oc0:oc1]
     oc = oc1 - oc0
     # Rows packed (docs/npu.md section 3); the bias / requantization rows start aligned after them.
@@ -136,12 +141,22 @@ def _block_size(cfg: NPUConfig, layer: Layer, dst: Placed, in_bytes: int) -> lis
     return sizes
 
 
+def _broadcast(layer: Layer, k: int) -> bool:
+    """Input `k` is a per-channel ELTWISE b: the one row (0, 0) of its tensor serves every tile."""
+    return layer.kind == "eltwise" and k == 1 and layer.b_mode != "same"
+
+
+def _src_rows(layer: Layer, k: int, rows: int) -> int:
+    return 1 if _broadcast(layer, k) else rows
+
+
 def _layout(cfg, layer, srcs, dst, blocks, base, tile_oh) -> LayerPlan | None:
     arena = Arena(cfg, base)
     tiles = row_tiles(layer, srcs[0].view, dst.view, tile_oh)
     in_rows = max(t.in_rows for t in tiles)
-    in_bufs = [None if s.space == "sram" else [arena.take(in_rows * s.row_stride) for _ in (0, 1)]
-               for s in srcs]
+    in_bufs = [None if s.space == "sram" else [arena.take(_src_rows(layer, k, in_rows) * s.row_stride)
+                                               for _ in (0, 1)]
+               for k, s in enumerate(srcs)]
     out_rows = max(t.out_rows for t in tiles)  # the last tile may have grown (tiling.row_tiles)
     out_bytes = out_rows * align(dst.view[2] * max(b.oc1 - b.oc0 for b in blocks) * dst.elem, cfg.alignment) \
         if blocks and len(blocks) > 1 else out_rows * dst.row_stride
@@ -161,6 +176,8 @@ def _compute(cfg, layer: Layer, t, ins: list, srcs: list, dst: Placed, out_addr:
     lo, hi = layer.clamp if int8 else (f32_bits(layer.clip[0]), f32_bits(layer.clip[1]))
     common = dict(dtype=DTYPES[layer.dtype], act=0 if int8 else ACTIVATIONS[layer.act], clip_lo=lo,
                   clip_hi=hi)
+    if layer.kind in ("eltwise", "unary", "softmax"):
+        return vector_command(cfg, layer, t, ins, srcs, dst, out_addr, out_stride, w_slot, common)
     if layer.kind == "add":
         a = dict(common, a_addr=ins[0], a_stride=srcs[0].row_stride, b_addr=ins[1],
                  b_stride=srcs[1].row_stride, out_addr=out_addr, out_stride=out_stride,
@@ -197,6 +214,8 @@ def _compute(cfg, layer: Layer, t, ins: list, srcs: list, dst: Placed, out_addr:
 def _footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
     """(reads, writes) of a compute command in SRAM, as (space, lo, hi) ranges."""
     a = cmd.args
+    if cmd.op in VECTOR_OPS:
+        return vector_footprint(cfg, cmd)
     if cmd.op == "ADD":
         return ([("sram", a["a_addr"], a["a_addr"] + a["rows"] * a["a_stride"]),
                  ("sram", a["b_addr"], a["b_addr"] + a["rows"] * a["b_stride"])],
@@ -230,12 +249,14 @@ def emit_layer(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst: Placed, lp: L
         def inputs_of(i, t):
             addrs = []
             for k, s in enumerate(srcs):
+                # A broadcast b is the one row (0, 0) of its tensor for every tile.
+                n, r0 = (0, 0) if _broadcast(layer, k) else (t.n, t.in_r0)
                 if lp.in_bufs[k] is None:
-                    addrs.append(s.row_addr(t.n, t.in_r0))
+                    addrs.append(s.row_addr(n, r0))
                     continue
                 buf = lp.in_bufs[k][i % 2]
-                emit_dma(sb, "DMA_LOAD", 0, s.row_addr(t.n, t.in_r0), buf, t.in_rows, s.row_bytes,
-                     s.row_stride, s.row_stride, layer.name)
+                emit_dma(sb, "DMA_LOAD", 0, s.row_addr(n, r0), buf, _src_rows(layer, k, t.in_rows),
+                         s.row_bytes, s.row_stride, s.row_stride, layer.name)
                 addrs.append(buf)
             return addrs
 
@@ -324,6 +345,12 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set)
         return None
     blocks, data = {}, {}
     for layer in compute_layers(graph):
+        if layer.const is not None:  # one block: ELTWISE's b or UNARY's table
+            raw, _, _ = constant_bytes(cfg, layer, 0, 1)
+            blk = Block(0, 1, -1, len(raw), 0, 0)
+            data[id(blk)] = raw
+            blocks[layer.name] = [[blk]]
+            continue
         if layer.kind != "conv":
             continue
         oc = layer.weight.shape[0]

@@ -7,6 +7,8 @@ these numbers; the model's float scales stay in the compiler.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 MAX_SHIFT = 62
@@ -45,3 +47,25 @@ def clamp_bounds(act: str, clip: tuple, scale: float, zp: int) -> tuple[int, int
         lo = max(lo, zp + int(np.rint(clip[0] / scale)))
         hi = min(hi, zp + int(np.rint(clip[1] / scale)))
     return lo, max(lo, hi)
+
+
+def _gelu(x: float) -> float:
+    return 0.5 * x * math.erfc(-x / math.sqrt(2.0))
+
+
+# The activations of UNARY in float64 (docs/npu.md section 2); alpha is leaky relu's slope.
+UNARY_F64 = {
+    "sigmoid": lambda x, alpha: 1.0 / (1.0 + math.exp(-x)) if x > -700 else 0.0,
+    "tanh": lambda x, alpha: math.tanh(x),
+    "hardswish": lambda x, alpha: x * min(max(x + 3.0, 0.0), 6.0) / 6.0,
+    "gelu": lambda x, alpha: _gelu(x),
+    "leaky_relu": lambda x, alpha: x if x >= 0 else x * alpha,
+}
+
+
+def unary_table(func: str, alpha: float, s_x: float, z_x: int, s_y: float, z_y: int) -> np.ndarray:
+    """The 256-entry int8 table of an int8 UNARY: entry q + 128 is
+    clamp(z_y + round_half_even(f(s_x * (q - z_x)) / s_y), -128, 127), all in float64."""
+    f = UNARY_F64[func]
+    codes = [z_y + np.rint(f(s_x * (q - z_x), alpha) / s_y) for q in range(-128, 128)]
+    return np.clip(np.array(codes, np.float64), -128, 127).astype(np.int8)

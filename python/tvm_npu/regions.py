@@ -24,10 +24,12 @@ from .errors import NPUError
 
 
 def constraint_region_size(compute_cycles: int, boundary_cycles: int):
-    """NPU_E_REGION_TOO_SMALL: an NPU region of vector ops only (add, pooling; no convolution or dense
-    layer) next to CPU ops must compute at least as long as its boundary costs: its cycles (vector
-    steps / lanes + op_overhead per op) must be at least one DMA per region input and output
-    (dma_latency + device bytes / ddr_bytes_per_cycle); e.g. a lone add between CPU ops stays there."""
+    """NPU_E_REGION_TOO_SMALL: an NPU region of vector ops only (elementwise ops, activations, pooling,
+    softmax; no convolution or dense layer) next to CPU ops must compute at least as long as its
+    boundary costs: its cycles (vector steps / lanes + op_overhead per op) must be at least one DMA per
+    region input and output (dma_latency + device bytes / ddr_bytes_per_cycle); e.g. a lone add between
+    CPU ops stays there. A region that is the whole model (apart from an int8 model's quantize and
+    dequantize at its edges) is kept."""
     if compute_cycles >= boundary_cycles:
         return None
     return f"{compute_cycles} compute cycles < {boundary_cycles} boundary cycles"
@@ -53,6 +55,11 @@ def _calls(func: relax.Function) -> tuple[list, dict]:
     return calls, defs
 
 
+# Ops of a composite that move no data on the NPU (views, in-place joins, the QDQ around an int8 op).
+NO_DATA = ("relax.reshape", "relax.strided_slice", "relax.concat", "relax.permute_dims", "relax.quantize",
+           "relax.dequantize")
+
+
 def _elems(expr) -> int:
     return math.prod(static_shape(expr) or (0,))
 
@@ -76,12 +83,16 @@ def compute_cycles(cfg: NPUConfig, func: relax.Function) -> int | None:
             name = relax_graph.op_name(b.value)
             if name in ("relax.nn.conv2d", "relax.matmul"):
                 return None
-            if name in ("relax.add", "relax.nn.max_pool2d", "relax.nn.avg_pool2d", "relax.mean"):
-                steps = _elems(b.value.args[0]) if name == "relax.mean" else _elems(b.value)
-                if "pool2d" in name:
-                    steps *= math.prod(int(k) for k in b.value.attrs.pool_size)
-                lanes = cfg.vector_lanes if int8 else cfg.vector_lanes // 2
-                total += cfg.op_overhead + math.ceil(steps / lanes)
+            if name in NO_DATA or name == "":
+                continue
+            # One vector step per output element (docs/npu.md section 5): per window tap for pooling,
+            # over the input for a mean, three passes for a softmax.
+            steps = _elems(b.value.args[0]) if name == "relax.mean" else _elems(b.value)
+            if "pool2d" in name:
+                steps *= math.prod(int(k) for k in b.value.attrs.pool_size)
+            steps *= 3 if name == "relax.nn.softmax" else 1
+            lanes = cfg.vector_lanes if int8 else cfg.vector_lanes // 2
+            total += cfg.op_overhead + math.ceil(steps / lanes)
     return total
 
 
@@ -175,8 +186,18 @@ def apply(mod: tvm.IRModule, cfg: NPUConfig, rejections: list) -> tvm.IRModule:
         main = relax_graph.Graph(mod["main"])
     except ValueError:  # main is not plain dataflow (partition.prepare left it as it is): plan() still
         return mod      # refuses an oversized region with ERR_TASK_TOO_COMPLEX
-    whole_model = all(isinstance(e, relax.Call) and e.op in regions or relax_graph.op_name(e) == ""
-                      for _, e in main.bindings)  # nothing on the CPU to fold a small region into
+    # Nothing on the CPU to fold a small region into: every op is a region call, or a quantize /
+    # dequantize of a model input, a constant or a model output (an int8 model's boundary, not CPU work).
+    params = set(mod["main"].params)
+    body = mod["main"].body.body
+    outputs = set(body.fields) if isinstance(body, relax.Tuple) else {body}
+
+    def boundary(var, e) -> bool:
+        name = relax_graph.op_name(e)
+        qdq = name in ("relax.quantize", "relax.dequantize")
+        return (name == "" or isinstance(e, relax.Call) and e.op in regions
+                or qdq and (e.args[0] in params or isinstance(e.args[0], tvm.ir.Constant) or var in outputs))
+    whole_model = all(boundary(v, e) for v, e in main.bindings)
     small = {}
     if not whole_model:
         for gv, f in regions.items():

@@ -356,7 +356,8 @@ def region_layers(config, graph, planned) -> dict:
             continue  # a reshape or concat that aliases its inputs: no command, nothing to profile
         out = graph.tensors[layer.out].view
         elems = int(np.prod(out))
-        steps = {"conv": 0, "add": elems, "pool": elems * layer.window[0] * layer.window[1]}[layer.kind]
+        steps = {"conv": 0, "add": elems, "eltwise": elems, "unary": elems, "softmax": 3 * elems,
+                 "pool": elems * layer.window[0] * layer.window[1]}[layer.kind]
         layers.append({"name": layer.name, "composite": layer.composite, "kind": layer.kind,
                        "dtype": layer.dtype, "macs": int(layer.macs), "vector_steps": int(steps),
                        "weight_bytes": planned.info.get("layer_weight_bytes", {}).get(layer.name, 0),

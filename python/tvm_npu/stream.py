@@ -16,7 +16,7 @@ from .errors import NPUError
 
 MAGIC = 0x5355504E  # b"NPUS"
 VERSION_MAJOR = 1
-VERSION_MINOR = 1  # 1.1 appended the pixel strides of CONV2D and POOL (0: packed, as in 1.0)
+VERSION_MINOR = 1  # 1.1: pixel strides of CONV2D and POOL (0: packed, as in 1.0); ELTWISE, UNARY, SOFTMAX
 HEADER_BYTES = 64
 CONFIG_BYTES = 64
 TENSOR_BYTES = 64
@@ -26,7 +26,8 @@ SLICE_ALIGNMENT = 16  # CONV2D / POOL input and output addresses: one SRAM beat 
 NO_IO = 0xFFFFFFFF
 
 # Opcodes and their operand names, in word order (words 1..).
-OPCODES = {"END": 0x00, "DMA_LOAD": 0x01, "DMA_STORE": 0x02, "CONV2D": 0x10, "ADD": 0x20, "POOL": 0x21}
+OPCODES = {"END": 0x00, "DMA_LOAD": 0x01, "DMA_STORE": 0x02, "CONV2D": 0x10, "ADD": 0x20, "POOL": 0x21,
+           "ELTWISE": 0x22, "UNARY": 0x23, "SOFTMAX": 0x24}
 OPERANDS = {
     "END": (),
     "DMA_LOAD": ("channel", "ddr_addr", "sram_addr", "rows", "row_bytes", "ddr_stride", "sram_stride"),
@@ -40,9 +41,21 @@ OPERANDS = {
     "POOL": ("dtype", "kind", "in_addr", "in_h", "in_w", "c", "in_stride", "out_addr", "out_h", "out_w",
              "out_stride", "kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left", "act", "clip_lo",
              "clip_hi", "in_zp", "out_zp", "scale", "in_pstride", "out_pstride"),
+    "ELTWISE": ("dtype", "kind", "b_mode", "a_addr", "a_stride", "b_addr", "b_stride", "out_addr",
+                "out_stride", "rows", "row_elems", "channels", "act", "clip_lo", "clip_hi", "a_zp", "b_zp",
+                "out_zp", "a_mult", "b_mult", "shift"),
+    "UNARY": ("dtype", "func", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems",
+              "table_addr", "alpha"),
+    "SOFTMAX": ("dtype", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems"),
 }
-ENGINE_OF = {"CONV2D": "mac", "ADD": "vector", "POOL": "vector"}
+ENGINE_OF = {"CONV2D": "mac", "ADD": "vector", "POOL": "vector", "ELTWISE": "vector", "UNARY": "vector",
+             "SOFTMAX": "vector"}
 POOL_KINDS = {"avg": 0, "max": 1}
+ELTWISE_KINDS = {"add": 0, "subtract": 1, "multiply": 2, "maximum": 3, "minimum": 4}
+B_MODES = {"same": 0, "channel": 1, "scalar": 2}
+UNARY_FUNCS = {"sigmoid": 0, "tanh": 1, "hardswish": 2, "gelu": 3, "leaky_relu": 4}
+UNARY_TABLE_BYTES = 256
+NO_TABLE = 0xFFFFFFFF
 OPNAMES = {v: k for k, v in OPCODES.items()}
 
 # Engines, in the order of the wait fields of word 0.

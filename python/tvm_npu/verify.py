@@ -26,7 +26,8 @@ from __future__ import annotations
 from bisect import bisect_right
 
 from .errors import NPUError
-from .stream import DTYPE_BYTES, DTYPE_NAMES, ENGINES, NO_BIAS, NO_WAIT, OPERANDS, SLICE_ALIGNMENT, Stream
+from .stream import (B_MODES, DTYPE_BYTES, DTYPE_NAMES, ENGINES, NO_BIAS, NO_WAIT, OPERANDS, SLICE_ALIGNMENT,
+                     UNARY_TABLE_BYTES, Stream)
 
 _NEVER = None  # byte state: never written (reading it is a bug)
 _BEFORE = -1  # "command" that ends before command 0: the weight image and the staged inputs
@@ -91,7 +92,7 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
     if op == "DMA_STORE":
         return ([("SRAM", "source", a["sram_addr"], a["rows"], a["row_bytes"], a["sram_stride"])],
                 [("DDR", "destination", a["ddr_addr"], a["rows"], a["row_bytes"], a["ddr_stride"])])
-    if op not in ("CONV2D", "ADD", "POOL"):  # END (and an unknown opcode, refused by the caller)
+    if op not in COMPUTE_OPS:  # END (and an unknown opcode, refused by the caller)
         return [], []
     elem = DTYPE_BYTES.get(DTYPE_NAMES.get(a["dtype"], ""), 0)
     if op == "CONV2D":
@@ -108,6 +109,8 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
         out_row = _pixel_row(a["out_w"], a["oc"] * elem, a["out_pstride"])
         out = ("SRAM", "output", a["out_addr"], a["out_h"], out_row, a["out_stride"])
         return reads, [out]
+    if op in ("ELTWISE", "UNARY", "SOFTMAX"):
+        return _vector_footprints(a, op, elem, alignment)
     if op == "ADD":
         row = a["row_elems"] * elem
         return ([("SRAM", "a", a["a_addr"], a["rows"], row, a["a_stride"]),
@@ -117,6 +120,27 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
                                                                         (a["out_w"], "out_pstride")))
     return ([("SRAM", "input", a["in_addr"], a["in_h"], in_row, a["in_stride"])],
             [("SRAM", "output", a["out_addr"], a["out_h"], out_row, a["out_stride"])])
+
+
+COMPUTE_OPS = ("CONV2D", "ADD", "POOL", "ELTWISE", "UNARY", "SOFTMAX")
+
+
+def _vector_footprints(a: dict, op: str, elem: int, alignment: int) -> tuple[list, list]:
+    """ELTWISE: a, b (its rows per b_mode), output; UNARY: input, the int8 table, output; SOFTMAX: input,
+    output."""
+    row = a["row_elems"] * elem
+    out = [("SRAM", "output", a["out_addr"], a["rows"], row, a["out_stride"])]
+    if op in ("UNARY", "SOFTMAX"):
+        reads = [("SRAM", "input", a["in_addr"], a["rows"], row, a["in_stride"])]
+        if op == "UNARY" and elem == 1:
+            reads.append(("SRAM", "table", a["table_addr"], 1, UNARY_TABLE_BYTES,
+                          _align(UNARY_TABLE_BYTES, alignment)))
+        return reads, out
+    mode = a["b_mode"]
+    b_rows, b_elems = ((a["rows"], a["row_elems"]) if mode == B_MODES["same"] else
+                       (1, a["channels"] if mode == B_MODES["channel"] else 1))
+    return ([("SRAM", "a", a["a_addr"], a["rows"], row, a["a_stride"]),
+             ("SRAM", "b", a["b_addr"], b_rows, b_elems * elem, a["b_stride"])], out)
 
 
 def _check_static(i: int, cmd, stream: Stream, reads: list, writes: list) -> None:
@@ -150,7 +174,7 @@ def _check_static(i: int, cmd, stream: Stream, reads: list, writes: list) -> Non
         if not lo <= addr <= addr + rows * stride <= hi:
             _fail(i, cmd, f"{what} footprint [{addr}, {addr + rows * stride}) lies outside "
                           f"{space} [{lo}, {hi})")
-    if cmd.op in ("CONV2D", "ADD", "POOL"):  # the kernel would read what it already overwrote
+    if cmd.op in COMPUTE_OPS:  # the kernel would read what it already overwrote
         _, _, o, rows, _, stride = writes[0]
         for _, what, addr, r, _, s in reads:
             if addr < o + rows * stride and o < addr + r * s:
@@ -202,7 +226,7 @@ def verify(stream: Stream) -> None:
         if cmd.op == "END" and i != len(cmds) - 1:
             _fail(i, cmd, "END before the last command")
         reads, writes = _footprints(cmd, stream.config.alignment)
-        if cmd.op not in ("END", "DMA_LOAD", "DMA_STORE", "CONV2D", "ADD", "POOL"):
+        if cmd.op not in ("END", "DMA_LOAD", "DMA_STORE") + COMPUTE_OPS:
             _fail(i, cmd, "unknown opcode")
         _check_static(i, cmd, stream, reads, writes)
         # Issue is in stream order, so what was complete at the previous issue still is; each wait

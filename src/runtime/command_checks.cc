@@ -22,6 +22,8 @@ constexpr uint64_t kTwo31 = uint64_t{1} << 31;
 
 int32_t AsI32(uint32_t bits) { return ref::WrapI32(bits); }
 
+}  // namespace
+
 void CheckDType(const std::string& where, uint32_t dtype) {
   if (dtype != stream::kFP16 && dtype != stream::kInt8) {
     NPU_THROW(kBadStream) << where << ": dtype " << dtype << " is neither fp16 (1) nor int8 (2)";
@@ -71,8 +73,6 @@ void CheckShift(const std::string& where, uint32_t shift) {
     NPU_THROW(kBadStream) << where << ": shift " << shift << " outside 1..62";
   }
 }
-
-}  // namespace
 
 std::string Where(const char* kind, size_t index, const std::string& detail) {
   std::ostringstream os;
@@ -251,8 +251,6 @@ void CheckConv2D(const std::string& where, const stream::Command& cmd, const NPU
   }
 }
 
-namespace {
-
 // lanes = vector_lanes / 2 for fp16 is a divisor of the cycle model (section 5).
 void CheckVectorConfig(const std::string& where, const NPUConfig& c) {
   if (c.vector_lanes < 2) {
@@ -260,8 +258,6 @@ void CheckVectorConfig(const std::string& where, const NPUConfig& c) {
                           << " leaves the vector unit no fp16 lane (vector_lanes / 2 = 0)";
   }
 }
-
-}  // namespace
 
 void CheckAdd(const std::string& where, const stream::Command& cmd, const NPUConfig& c) {
   const stream::AddOperands op = OperandsOf<stream::AddOperands>(cmd);

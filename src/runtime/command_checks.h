@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "runtime/stream_parser.h"
@@ -54,14 +55,31 @@ inline bool Overlaps(uint64_t a, uint64_t a_bytes, uint64_t b, uint64_t b_bytes)
   return a < b + b_bytes && b < a + a_bytes;
 }
 
+/*! \brief Shared field checks of the compute commands (ERR_BAD_STREAM): dtype fp16 or int8; an
+ *         fp16 epilogue (act <= clip, the integer fields 0); an int8 epilogue (act 0, clamp and
+ *         zero points within int8); a shift in 1..62; a configuration with an fp16 vector lane. */
+void CheckDType(const std::string& where, uint32_t dtype);
+void CheckFp16Epilogue(const std::string& where, uint32_t act,
+                       std::initializer_list<uint32_t> int_fields);
+void CheckInt8Epilogue(const std::string& where, uint32_t act, uint32_t lo, uint32_t hi,
+                       std::initializer_list<uint32_t> zero_points);
+void CheckShift(const std::string& where, uint32_t shift);
+void CheckVectorConfig(const std::string& where, const NPUConfig& c);
+
 void CheckConv2DParams(const std::string& where, const stream::Conv2DOperands& op);
 void CheckAddParams(const std::string& where, const stream::AddOperands& op);
 void CheckPoolParams(const std::string& where, const stream::PoolOperands& op);
+void CheckEltwiseParams(const std::string& where, const stream::EltwiseOperands& op);
+void CheckUnaryParams(const std::string& where, const stream::UnaryOperands& op);
+void CheckSoftmaxParams(const std::string& where, const stream::SoftmaxOperands& op);
 
 void CheckDma(const std::string& where, const stream::Command& cmd, const ParsedStream& ps);
 void CheckConv2D(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 void CheckAdd(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 void CheckPool(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
+void CheckEltwise(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
+void CheckUnary(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
+void CheckSoftmax(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 
 }  // namespace tvm_npu
 

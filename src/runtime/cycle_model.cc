@@ -52,12 +52,24 @@ uint64_t CycleModel::VectorSteps(const stream::Command& cmd) {
     const stream::AddOperands op = OperandsOf<stream::AddOperands>(cmd);
     return SatMul(op.rows, op.row_elems);
   }
+  if (cmd.opcode() == stream::kEltwise) {  // one step per element, whatever b's broadcast
+    const stream::EltwiseOperands op = OperandsOf<stream::EltwiseOperands>(cmd);
+    return SatMul(op.rows, op.row_elems);
+  }
+  if (cmd.opcode() == stream::kUnary) {  // a table lookup or an fp32 evaluation is one step
+    const stream::UnaryOperands op = OperandsOf<stream::UnaryOperands>(cmd);
+    return SatMul(op.rows, op.row_elems);
+  }
+  if (cmd.opcode() == stream::kSoftmax) {  // max, exp-and-sum, division: three passes
+    const stream::SoftmaxOperands op = OperandsOf<stream::SoftmaxOperands>(cmd);
+    return SatMul(3, SatMul(op.rows, op.row_elems));
+  }
   const stream::PoolOperands op = OperandsOf<stream::PoolOperands>(cmd);
   return SatMul(SatMul(SatMul(op.out_h, op.out_w), op.c), SatMul(op.kh, op.kw));
 }
 
 uint64_t CycleModel::VectorCycles(const NPUConfig& config, const stream::Command& cmd) {
-  // ADD and POOL both carry their dtype in word 1.
+  // Every vector command (ADD, POOL, ELTWISE, UNARY, SOFTMAX) carries its dtype in word 1.
   const uint64_t lanes = cmd.words[1] == stream::kFP16 ? config.vector_lanes / 2
                                                        : config.vector_lanes;
   return config.op_overhead + CeilDiv(VectorSteps(cmd), lanes);
@@ -70,7 +82,8 @@ CommandTiming CycleModel::OnCommand(const stream::Command& cmd) {
     t.engine = OperandsOf<stream::DmaOperands>(cmd).channel;
   } else if (opcode == stream::kConv2D) {
     t.engine = kEngineMac;
-  } else if (opcode == stream::kAdd || opcode == stream::kPool) {
+  } else if (opcode == stream::kAdd || opcode == stream::kPool || opcode == stream::kEltwise ||
+             opcode == stream::kUnary || opcode == stream::kSoftmax) {
     t.engine = kEngineVector;
   }
   // Issue rule: one command per cycle; a wait k on engine e holds the command until at most k of

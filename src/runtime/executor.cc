@@ -12,6 +12,7 @@
 
 #include "kernels/ref/add_ref.h"
 #include "kernels/ref/conv2d_ref.h"
+#include "kernels/ref/eltwise_ref.h"
 #include "kernels/ref/fp16.h"
 #include "kernels/ref/pool_ref.h"
 #include "runtime/cycle_model.h"
@@ -160,6 +161,24 @@ class Machine {
     PoolRef(op, s + op.in_addr, s + op.out_addr);
   }
 
+  void Eltwise(const stream::Command& cmd) {
+    const stream::EltwiseOperands op = OperandsOf<stream::EltwiseOperands>(cmd);
+    uint8_t* s = sram_.data();
+    EltwiseRef(op, s + op.a_addr, s + op.b_addr, s + op.out_addr);
+  }
+
+  void Softmax(const stream::Command& cmd) {
+    const stream::SoftmaxOperands op = OperandsOf<stream::SoftmaxOperands>(cmd);
+    SoftmaxRef(op, sram_.data() + op.in_addr, sram_.data() + op.out_addr);
+  }
+
+  void Unary(const stream::Command& cmd) {
+    const stream::UnaryOperands op = OperandsOf<stream::UnaryOperands>(cmd);
+    uint8_t* s = sram_.data();
+    UnaryRef(op, s + op.in_addr, op.dtype == stream::kInt8 ? s + op.table_addr : nullptr,
+             s + op.out_addr);
+  }
+
  private:
   // Only the activation region [weights_bytes, ddr_bytes) is writable, and it is per call.
   uint8_t* Arena(uint64_t ddr_addr) {
@@ -230,6 +249,12 @@ Stats Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs
       machine.Add(cmd);  // vector ops do no MACs
     } else if (cmd.opcode() == stream::kPool) {
       machine.Pool(cmd);
+    } else if (cmd.opcode() == stream::kEltwise) {
+      machine.Eltwise(cmd);
+    } else if (cmd.opcode() == stream::kUnary) {
+      machine.Unary(cmd);
+    } else if (cmd.opcode() == stream::kSoftmax) {
+      machine.Softmax(cmd);
     }
     st.records.push_back(rec);
   }

@@ -212,6 +212,26 @@ void CheckCommands(const ParsedStream& ps) {
         CheckPool(where, cmd, ps.config);
         used = stream::kPoolOperandWords;
         break;
+      case stream::kEltwise:
+      case stream::kUnary:
+      case stream::kSoftmax:
+        // A 1.0 reader does not know these opcodes: a stream that says 1.0 may not carry them.
+        if (ps.header.version_minor < stream::kVectorOpsMinor) {
+          NPU_THROW(kBadStream) << where << ": opcode 0x" << std::hex << opcode << std::dec
+                                << " needs stream format 1." << stream::kVectorOpsMinor
+                                << ", the stream says 1." << ps.header.version_minor;
+        }
+        if (opcode == stream::kEltwise) {
+          CheckEltwise(where, cmd, ps.config);
+          used = stream::kEltwiseOperandWords;
+        } else if (opcode == stream::kUnary) {
+          CheckUnary(where, cmd, ps.config);
+          used = stream::kUnaryOperandWords;
+        } else {
+          CheckSoftmax(where, cmd, ps.config);
+          used = stream::kSoftmaxOperandWords;
+        }
+        break;
       default:
         NPU_THROW(kBadStream) << where << ": unknown opcode 0x" << std::hex << opcode;
     }
