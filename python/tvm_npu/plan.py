@@ -2,6 +2,7 @@
 
     constants   weights / biases / requantization blocks laid out in DDR (per output-channel block)
     DDR         every region tensor that is not SRAM-resident gets a DDR home
+    state       an unrolled recurrence's state pinned in SRAM for its whole life (recurrence.py)
     slices      concatenations resident in SRAM, their inputs written into their channels (slices.py)
     SRAM        intermediates kept resident by live range (sram.py); per-layer working buffers
     tiling      row tiles (and output-channel blocks for dense weights larger than SRAM), the tile
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import cost_model, slices
+from . import cost_model, recurrence, slices
 from .config import NPUConfig
 from .errors import NPUError
 from .lower import Graph, Layer
@@ -311,7 +312,7 @@ def compute_layers(graph: Graph) -> list:
     return [layer for layer in graph.layers if layer.kind not in ("view", "concat")]
 
 
-def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set):
+def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set, pinned: set):
     """Residents, constant-block options and DDR homes for a residency `budget`. DDR addresses are
     relative to the end of the weight region, which is known only once every layer's blocks are
     chosen (`_finish_ddr`). Concatenations (`joined`) are always resident, their inputs (`slices`)
@@ -340,7 +341,17 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set)
         sizes[name] += align(info.view[2] * info.view[3] * elems[name], cfg.alignment)
     boundary = set(graph.inputs) | set(graph.outputs) | set(roots) | set(roots.values())
     ranges = live_ranges(compute_layers(graph), boundary, {t: s.root for t, s in slices.items()})
-    residents = place_residents(cfg, ranges, sizes, budget, joined) if budget or joined else {}
+    residents = place_residents(cfg, ranges, sizes, budget, joined | pinned) if budget or joined or pinned \
+        else {}
+    lost = sorted((pinned & set(ranges)) - set(residents))
+    if lost:  # the same for every budget: required residents are placed first, over all of SRAM
+        alive = sum(sizes[n] for n in pinned & set(ranges))
+        raise NPUError("ERR_SRAM_OVERFLOW",
+                       f"{graph.symbol}: recurrent state {lost[0]} ({sizes[lost[0]]} bytes) must stay in SRAM "
+                       f"from the step that writes it to the step that reads it, and it does not fit the "
+                       f"{cfg.sram_bytes} bytes of SRAM of {cfg.name} beside the other state and "
+                       f"concatenations alive with it (all state: {alive} bytes); use a configuration with "
+                       f"more SRAM, or a smaller hidden size or batch")
     if joined - set(residents):
         return None
     blocks, data = {}, {}
@@ -411,8 +422,8 @@ def _finish_ddr(cfg, graph, plans, data, placed, rel_top):
     return bytes(weights), base + rel_top, per_layer
 
 
-def _plan_region(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set):
-    placement = _place(cfg, graph, budget, slices, joined)
+def _plan_region(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set, pinned: set):
+    placement = _place(cfg, graph, budget, slices, joined, pinned)
     if placement is None:
         layer = next(lay for lay in graph.layers if lay.kind == "concat" and lay.out in joined)
         n, h, w, c = graph.tensors[layer.out].view
@@ -448,6 +459,10 @@ def _plan_region(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined
     # Without liveness reuse every resident, every layer's buffers and every weight slot would need
     # bytes of their own.
     info = {"residents": sorted(residents), "ideal_cycles": ideal, "layer_weight_bytes": layer_weight_bytes,
+            # Recurrent state pinned in SRAM (recurrence.py): [address, bytes, first layer, last layer]
+            # (the layer that writes it and the last that reads it); no DMA moves it in between.
+            "pinned_state": {n: [r.addr, r.size, layers[r.first].name, layers[r.last].name]
+                             for n, r in sorted(residents.items()) if n in pinned},
             "sram_bytes_no_reuse": sum(sizes[r] for r in residents) + sum(
                 p.top - p.base + sum(align(b.nbytes, cfg.alignment) for b in p.blocks) for p in plans),
             "layer_sram": {layer.name: [lp.base, lp.top] for layer, lp in zip(layers, plans)},
@@ -461,10 +476,12 @@ def plan(cfg: NPUConfig, graph: Graph) -> Stream:
     """Place every tensor, plan every layer, and return the stream (weights included)."""
     # How much SRAM to give resident intermediates is a trade: more residents mean less DDR traffic but
     # smaller tiles. Plan with a few budgets and keep the fastest schedule (the cost model decides).
-    slices_of, joined = slices.resolve(graph)
+    pinned = recurrence.state_tensors(graph)
+    slices_of, joined = slices.resolve(graph, pinned)
     result, layer, need = None, None, 0
     for share in RESIDENT_SHARES:
-        attempt, bad_layer, bad_need = _plan_region(cfg, graph, int(cfg.sram_bytes * share), slices_of, joined)
+        attempt, bad_layer, bad_need = _plan_region(cfg, graph, int(cfg.sram_bytes * share), slices_of, joined,
+                                                    pinned)
         if attempt is None:
             layer, need = layer or bad_layer, max(need, bad_need)
             continue

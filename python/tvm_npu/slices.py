@@ -53,12 +53,14 @@ def _copy(graph: Graph, concat: Layer, src: str, tag: str, k: int | None = None)
     return layer, dst
 
 
-def _stack_rows(graph: Graph, layer: Layer, producer: dict, external: set, slices: dict, out: list):
-    """A concat along rows: each input produced in the region is written at its row offset."""
+def _stack_rows(graph: Graph, layer: Layer, producer: dict, external: set, slices: dict, out: list,
+                pinned: set):
+    """A concat along rows: each input produced in the region is written at its row offset — except
+    recurrent state (`pinned`), which stays in SRAM and is copied into the stack."""
     inputs = []
     for k, src in enumerate(layer.inputs):
         p = producer.get(src)
-        if p is None or p.kind in ("view", "concat") or src in external or src in slices:
+        if p is None or p.kind in ("view", "concat") or src in external or src in slices or src in pinned:
             copy, src = _copy(graph, layer, src, f"copy{k}", k)
             out.append(copy)
         slices[src] = Slice(layer.out, layer.offsets[k], rows=True)
@@ -67,7 +69,7 @@ def _stack_rows(graph: Graph, layer: Layer, producer: dict, external: set, slice
     out.append(layer)
 
 
-def resolve(graph: Graph) -> tuple[dict, set]:
+def resolve(graph: Graph, pinned: set = frozenset()) -> tuple[dict, set]:
     """Rewrite `graph.layers` so every concat input is produced in place; return ({tensor: Slice},
     {joined tensors, which must be SRAM-resident})."""
     consumers: dict = {}
@@ -83,7 +85,7 @@ def resolve(graph: Graph) -> tuple[dict, set]:
             out.append(layer)
             continue
         if layer.rows:
-            _stack_rows(graph, layer, producer, external, slices, out)
+            _stack_rows(graph, layer, producer, external, slices, out, pinned)
             continue
         if layer.out in external:  # build it in SRAM, then copy it out once
             inner = f"{layer.out}<sram"
