@@ -18,7 +18,7 @@ def _parser() -> argparse.ArgumentParser:
     def config(p):
         p.add_argument("--config", default="npu-ref", choices=sorted(PRESETS), help="NPU configuration")
 
-    demo = sub.add_parser("demo", help="compile a small CNN for the NPU, run it, compare with TVM's CPU")
+    demo = sub.add_parser("demo", help="compile MobileNetV2 for the NPU, run it, compare with TVM's CPU")
     config(demo)
     demo.add_argument("--out", default="npu_demo", help="folder for report.json")
 
