@@ -62,3 +62,16 @@ def test_every_registered_composite_is_listed():
                         for dp in ("fp16", "int8")}
     text = supported_ops.render()
     assert "## conv2d (int8)" in text and "`relax.nn.conv2d`" in text and "`npu.qconv2d_bias_relu`" in text
+
+
+def test_building_does_not_grow_the_pattern_registry(rng):
+    # TVM's registry appends: registering on every partition made each build slower than the last.
+    from builders import chain, conv_layer
+
+    import tvm_npu
+
+    patterns.register()
+    before = len(patterns.npu_patterns())
+    for _ in range(3):
+        tvm_npu.build(chain((1, 4, 8, 8), [conv_layer(rng, 4, 8, 3)]))
+    assert len(patterns.npu_patterns()) == before == len(patterns.table())

@@ -212,15 +212,27 @@ def slice_patterns(quantized: bool):
     return out
 
 
-def register():
-    """Register the table. Quantized entries come last: they are larger and must win."""
+def table() -> list:
+    """The (name, pattern, annotations, check) entries, lowest priority first: quantized entries come
+    last, they are larger and must win."""
     entries = []
     for quantized in (False, True):
         entries += eltwise_patterns(quantized) + concat_patterns(quantized) + slice_patterns(quantized)
         entries += reshape_patterns(quantized) + pool_patterns(quantized) + add_patterns(quantized)
         entries += unary_patterns(quantized)
         entries += conv2d_patterns(quantized) + dense_patterns(quantized)
-    register_patterns(entries + softmax_patterns())
+    return entries + softmax_patterns()
+
+
+_REGISTERED = []
+
+
+def register():
+    """Register the table with TVM, once per process: TVM's registry appends, so registering on every
+    partition made each build try every pattern once more than the one before."""
+    if not _REGISTERED:
+        register_patterns(table())
+        _REGISTERED.append(True)
 
 
 def npu_patterns():

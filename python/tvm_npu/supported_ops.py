@@ -3,7 +3,7 @@
     python -m tvm_npu.supported_ops > SUPPORTED_OPS.md
 
 Nothing here is written by hand: the composites and the Relax ops they cover come from the entries
-`patterns.register()` registers, the constraints from the `applies(...)` lists of the check functions
+`patterns.table()` holds, the constraints from the `applies(...)` lists of the check functions
 (constraints.py), and each constraint's reason code and text from its docstring. tests/test_supported_ops.py
 fails when the committed file differs from `render()`.
 """
@@ -20,16 +20,9 @@ UNSUPPORTED = ("NPU_E_UNSUPPORTED_OP", "no NPU pattern covers the op (the report
 
 
 def pattern_table() -> list:
-    """The (name, pattern, annotations, check) entries of the NPU pattern table, as `patterns.register()`
-    builds them (captured instead of registered, so the Python check functions stay visible)."""
-    captured: list = []
-    original = patterns.register_patterns
-    patterns.register_patterns = captured.extend
-    try:
-        patterns.register()
-    finally:
-        patterns.register_patterns = original
-    return captured
+    """The (name, pattern, annotations, check) entries of the NPU pattern table (`patterns.table()`,
+    what `patterns.register()` registers), with the Python check functions visible."""
+    return patterns.table()
 
 
 def pattern_ops(pattern) -> list:
