@@ -49,6 +49,15 @@ def _tutorial(name, cwd, *args):
     return res.stdout
 
 
+def test_lstm_wake_word_tutorial_streams_on_the_npu_as_accurately_as_float(tmp_path):
+    out = _tutorial("lstm_wake_word.py", tmp_path, "--quick", "--out", str(tmp_path / "kws"))
+    s = json.loads((tmp_path / "kws" / "summary.json").read_text())
+    assert s["float_accuracy"] > 0.8  # the numpy training really learned the keywords
+    assert abs(s["npu_accuracy"] - s["float_accuracy"]) <= 0.01 and s["agreement"] >= 0.98
+    assert s["pinned"] == 2 * (7 - 1) and s["cycles_per_inference"] > 0
+    assert "no DMA moves them" in out
+
+
 def test_quickstart_tutorial_runs(tmp_path):
     out = _tutorial("quickstart.py", tmp_path)
     assert "top class:" in out and "cycles" in out
