@@ -318,3 +318,38 @@ def test_layer_sqnr_default_build(cnn):
     assert [r[:2] for r in rows] == [r[:2] for r in ref]
     for (_, _, db), (_, _, db_ref) in zip(rows, ref):
         assert db > 20 and abs(db - db_ref) < 3
+
+
+def test_gates_and_row_slices_are_quantized_for_the_npu():
+    # The ops of an LSTM cell: a projection, a row slice of it, sigmoid / tanh and their product. The
+    # slice keeps its input's scale and zero point (a view on the NPU); the rest get their own.
+    import tvm_npu
+
+    rng = np.random.default_rng(7)
+    w = (rng.standard_normal((32, 16)) / 4).astype(np.float32)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((8, 16), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.matmul(x, relax.const(w.T.copy())))
+            s = bb.emit(relax.op.strided_slice(y, [0], [2], [6]))
+            gate = bb.emit(relax.op.multiply(relax.op.sigmoid(s), relax.op.tanh(s)))
+            out = bb.emit_output(bb.emit(relax.op.subtract(gate, relax.op.tanh(s))))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    calib = [rng.standard_normal((8, 16)).astype(np.float32) for _ in range(8)]
+    qmod, qrep = quantize(mod, calib, progress=False)
+    ops = {op for _, op in qrep.ops}
+    assert {"strided_slice", "sigmoid", "tanh", "multiply", "subtract"} <= ops, qrep.summary()
+    by_op = {t.op: (t.scale, t.zero_point) for t in qrep.tensors}
+    assert by_op["strided_slice"] == by_op["matmul"]
+    report = tvm_npu.BuildReport()
+    ex = tvm_npu.build(qmod, report=report)
+    composites = {p.composite for p in report.placements if p.device == "npu"}
+    assert {"npu.qslice_rows", "npu.qsigmoid", "npu.qtanh"} <= composites, report.table()
+    assert all(p.precision == "int8" for p in report.placements if p.device == "npu")
+    xv = calib[0]
+    want = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())["main"](tvm.runtime.tensor(xv)).numpy()
+    got = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(xv)).numpy()
+    out_scale = [t.scale for t in qrep.tensors if t.op == "subtract"][0]
+    assert np.abs(got - want).max() <= 4 * out_scale

@@ -11,9 +11,10 @@ biases), so a model quantized here and a model quantized by onnxruntime go down 
     y_q = R.quantize(y, s_y, z_y, axis=1); y_dq = R.dequantize(y_q, s_y, z_y, axis=1)
 
 Quantized ops ("units"): conv2d and matmul with a constant weight (+ constant bias)(+ relu/clip), add
-of two tensors (+ relu/clip), mean over H, W, avg_pool2d, max_pool2d, concat. A unit gets a QDQ pair
-on its output and on every activation it reads; every other op stays float and reads dequantized
-values.
+of two tensors (+ relu/clip), multiply and subtract of two tensors, sigmoid, tanh, mean over H, W,
+avg_pool2d, max_pool2d, concat, and strided_slice (which keeps its input's scale and zero point). A unit
+gets a QDQ pair on its output and on every activation it reads; every other op stays float and reads
+dequantized values.
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ from .relax_graph import Graph, is_f32_tensor as _f32, op_name as _op, rebuild, 
 WEIGHTED = ("relax.nn.conv2d", "relax.matmul")
 ACTS = ("relax.nn.relu", "relax.clip", "relax.nn.relu6")
 POOLS = ("relax.mean", "relax.nn.avg_pool2d", "relax.nn.max_pool2d")
+UNARY = ("relax.sigmoid", "relax.tanh")
+BINARY = ("relax.add", "relax.multiply", "relax.subtract")
+# Ops that move data without computing on it: their output keeps their input's scale and zero point
+# (what onnxruntime's QDQ quantizer does for Slice / Reshape), so they stay views on the NPU.
+PASSTHROUGH = ("relax.strided_slice",)
 INT32_MAX = 2**31 - 1
 
 
@@ -92,13 +98,14 @@ class _Unit:
     w_scales: np.ndarray | None = None
     b_q: np.ndarray | None = None
     b_scales: np.ndarray | None = None
+    passthrough: bool = False  # the output shares the input's quantization (PASSTHROUGH)
 
 
 def _find_units(g: Graph) -> list:
     units, taken = [], set()
     for v, e in g.bindings:
         op = _op(e)
-        if v in taken or op not in WEIGHTED + POOLS + ("relax.add", "relax.concat"):
+        if v in taken or op not in WEIGHTED + POOLS + BINARY + UNARY + PASSTHROUGH + ("relax.concat",):
             continue
         u = _weighted(g, v, e) if op in WEIGHTED else _plain(g, v, e, op)
         if u is None:
@@ -155,8 +162,9 @@ def _absorb_activation(g: Graph, u: _Unit) -> None:
 
 def _plain(g: Graph, v, e, op: str) -> _Unit:
     args = list(e.args[0].fields) if op == "relax.concat" and isinstance(e.args[0], relax.Tuple) \
-        else [e.args[0]] if op in POOLS else list(e.args)
-    u = _Unit(v.name, op[6:], [v], [a for a in args if isinstance(a, relax.Var)], out=v)
+        else [e.args[0]] if op in POOLS + UNARY + PASSTHROUGH else list(e.args)
+    u = _Unit(v.name, op[6:], [v], [a for a in args if isinstance(a, relax.Var)], out=v,
+              passthrough=op in PASSTHROUGH)
     if op == "relax.concat" and not isinstance(e.args[0], relax.Tuple):
         u.reason = "operands are not a tuple of tensors"
     elif len(u.inputs) != len(args):
@@ -281,6 +289,9 @@ def quantize(mod: tvm.IRModule, calibration_data, method: str = "minmax", percen
             u.reason = f"activation range of {bad[0].name} is empty or not finite ([{lo:.4g}, {hi:.4g}])"
     live = [u for u in units if u.reason is None]
     qparams = {v: qp[v] for v in g.ordered(t for u in live for t in u.inputs + [u.out])}
+    for u in live:  # in model order, so a chain of passthroughs inherits from its first input
+        if u.passthrough:
+            qparams[u.out] = qparams[u.inputs[0]]
     weighted = [u for u in live if u.weight is not None]
     for u in weighted:
         _quantize_weights(u, qparams[u.inputs[0]][0])
