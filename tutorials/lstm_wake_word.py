@@ -8,7 +8,9 @@ tones, plus silence and unknown sounds, in noise. Step 2 computes log-mel featur
 in numpy. Step 4 exports it to ONNX as a streaming model: 7 frames in, the LSTM state in and out.
 Step 5 compiles it for the NPU: one region, h and c pinned in SRAM between time steps. Step 6 streams
 every test utterance through the NPU chunk by chunk (tvm_npu.StreamingSession) and compares the accuracy
-with the float model, and prints the cycles per inference and the residency report.
+with the float model, and prints the cycles per inference and the residency report. Step 7 quantizes
+the streaming model to int8 (tvm_npu.quantize, calibrated on chunks with the state the float model
+carries into them) and streams the test set again on the int8 datapath.
 """
 
 from __future__ import annotations
@@ -77,10 +79,11 @@ def sigmoid(z):
     return 1 / (1 + np.exp(-z))
 
 
-def forward(p, x):
-    """x [B, T, F] -> logits [B, C] and the per-step cache for backward."""
+def forward(p, x, h0=None):
+    """x [B, T, F] -> logits [B, C], the last h and the per-step cache for backward; `h0` = (h, c)."""
     b = x.shape[0]
-    h, c, cache = np.zeros((b, HIDDEN)), np.zeros((b, HIDDEN)), []
+    h, c = h0 if h0 is not None else (np.zeros((b, HIDDEN)), np.zeros((b, HIDDEN)))
+    cache = []
     for t in range(x.shape[1]):
         z = x[:, t] @ p["Wx"] + h @ p["Wh"] + p["b"]
         i, o, f = (sigmoid(z[:, k * HIDDEN:(k + 1) * HIDDEN]) for k in range(3))
@@ -162,6 +165,37 @@ def export(p, norm) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
 
 
+def calibration_chunks(p, norm, x_train, n: int) -> list:
+    """(chunk, h, c) inputs of the streaming model for `n` training utterances: the state each chunk
+    starts from is the one the float model carries into it, so the ranges are those seen in use."""
+    batches = []
+    for x in x_train[:n]:
+        h, c = np.zeros((1, HIDDEN)), np.zeros((1, HIDDEN))
+        for k in range(0, FRAMES, CHUNK):
+            batches.append([x[k:k + CHUNK, None, :], h[None].astype(np.float32), c[None].astype(np.float32)])
+            _, h, cache = forward(p, ((x[None, k:k + CHUNK] - norm[0]) / norm[1]), h0=(h, c))
+            c = cache[-1][-1]
+    return batches
+
+
+def stream(ex, model, x_test) -> tuple[list, int]:
+    """Every utterance through a StreamingSession, chunk by chunk: (predictions, NPU cycles per utterance)."""
+    inputs = {i.name: tuple(d.dim_value for d in i.type.tensor_type.shape.dim) for i in model.graph.input}
+    sess = tvm_npu.StreamingSession(ex, inputs, [o.name for o in model.graph.output],
+                                    state={"h0": "Y_h", "c0": "Y_c"})
+    modules = tvm_npu.runtime.npu_modules(sess.vm)
+    pred, cycles = [], 0
+    for x in x_test:
+        sess.reset()
+        for m in modules:
+            m["reset_profile"]()
+        for k in range(0, FRAMES, CHUNK):
+            logits = sess(X=x[k:k + CHUNK, None, :])["logits"]
+        cycles += sum(tvm_npu.runtime.profile_of(m)["total"]["total_cycles"] for m in modules)
+        pred.append(int(logits.argmax()))
+    return pred, cycles // len(x_test)
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="lstm_kws")
@@ -196,28 +230,27 @@ def main(argv=None) -> dict:
           f"boundaries of a chunk), {sum(v[1] for v in pinned.values())} bytes; no DMA moves them")
 
     print("Step 6: streaming every test utterance through the NPU, chunk by chunk ...")
-    inputs = {i.name: tuple(d.dim_value for d in i.type.tensor_type.shape.dim) for i in model.graph.input}
-    sess = tvm_npu.StreamingSession(ex, inputs, [o.name for o in model.graph.output],
-                                    state={"h0": "Y_h", "c0": "Y_c"})
-    modules = tvm_npu.runtime.npu_modules(sess.vm)
-    npu_pred, cycles = [], 0
-    for x in x_test:
-        sess.reset()
-        for m in modules:
-            m["reset_profile"]()
-        for k in range(0, FRAMES, CHUNK):
-            logits = sess(X=x[k:k + CHUNK, None, :])["logits"]
-        cycles += sum(tvm_npu.runtime.profile_of(m)["total"]["total_cycles"] for m in modules)
-        npu_pred.append(int(logits.argmax()))
+    npu_pred, per = stream(ex, model, x_test)
     npu_acc = float((np.array(npu_pred) == y_test).mean())
-    per = cycles // len(x_test)
     print(f"  NPU (fp16, streamed in {FRAMES // CHUNK} chunks) accuracy: {npu_acc:.1%}  vs float {float_acc:.1%}"
           f"  ({npu_acc - float_acc:+.1%}); {per} NPU cycles per 1 s utterance "
           f"({per / tvm_npu.get_config().clock_mhz:.0f} us at {tvm_npu.get_config().clock_mhz} MHz)")
     agree = float((np.array(npu_pred) == float_pred).mean())
     print(f"  NPU and float agree on {agree:.1%} of the test utterances")
+
+    print("Step 7: int8 — quantize the streaming model, compile, stream again ...")
+    qmod, _ = tvm_npu.quantize(tvm_npu.from_onnx(model), calibration_chunks(p, norm, x_train, 48),
+                               method="percentile", progress=False)
+    qreport = tvm_npu.BuildReport()
+    qex = tvm_npu.build(qmod, report=qreport)
+    print(f"  {qreport.summary()}; {len(qreport.regions)} NPU region(s)")
+    int8_pred, int8_per = stream(qex, model, x_test)
+    int8_acc = float((np.array(int8_pred) == y_test).mean())
+    print(f"  NPU int8 accuracy: {int8_acc:.1%}  vs float {float_acc:.1%}  ({int8_acc - float_acc:+.1%}); "
+          f"{int8_per} NPU cycles per utterance")
     summary = {"float_accuracy": float_acc, "npu_accuracy": npu_acc, "cycles_per_inference": per,
-               "agreement": agree, "pinned": len(pinned)}
+               "agreement": agree, "pinned": len(pinned), "int8_accuracy": int8_acc,
+               "int8_cycles_per_inference": int8_per}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
