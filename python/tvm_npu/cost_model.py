@@ -115,13 +115,13 @@ def estimate(cfg: NPUConfig, commands: list[Command]) -> Estimate:
             continue
         start = max(t_issue, busy[engine])
         a = cmd.args
-        if cmd.op == "CONV2D":
+        if engine in ("mac", "vector"):
             end = start + compute_cycles(cfg, cmd)
-            est.mac_cycles += end - start
-            est.macs += conv_macs(a)
-        elif engine == "vector":
-            end = start + compute_cycles(cfg, cmd)
-            est.vector_cycles += end - start
+            if engine == "mac":
+                est.mac_cycles += end - start
+                est.macs += conv_macs(a)
+            else:
+                est.vector_cycles += end - start
         else:
             bus = dma_bus_bytes(cfg, a["rows"], a["row_bytes"])
             t_data = max(start + cfg.dma_latency, ddr_busy)

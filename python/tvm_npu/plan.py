@@ -26,7 +26,7 @@ from . import cost_model, recurrence, slices
 from .config import NPUConfig
 from .errors import NPUError
 from .lower import Graph, Layer
-from .schedule import Scoreboard, emit_dma
+from .schedule import Scoreboard, emit_constant_load, emit_dma
 from .sram import Arena, align, live_ranges, place_residents, resident_top
 from .stream import (ACTIVATIONS, DTYPE_BYTES, DTYPES, NO_BIAS, POOL_KINDS, SLICE_ALIGNMENT, Command, Stream,
                      TensorDesc, f32_bits)
@@ -230,11 +230,6 @@ def _footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
     return reads, [("sram", a["out_addr"], a["out_addr"] + a["out_h"] * a["out_stride"])]
 
 
-def load_constants(sb: Scoreboard, slot: int, blk: Block, note: str):
-    stride = align(blk.nbytes, 128)
-    emit_dma(sb, "DMA_LOAD", 1, blk.ddr_addr, slot, 1, blk.nbytes, stride, stride, note)
-
-
 def emit_layer(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst: Placed, lp: LayerPlan,
                after_compute=None):
     """Commands of one layer into `sb`: per output-channel block, per row tile: load, compute, store.
@@ -243,7 +238,7 @@ def emit_layer(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst: Placed, lp: L
     blocks = lp.blocks or [None]
     for bi, blk in enumerate(blocks):
         if blk is not None and lp.load_after[bi] is None:  # not streamed in (weights.py)
-            load_constants(sb, lp.w_slots[bi], blk, layer.name)
+            emit_constant_load(sb, blk.ddr_addr, lp.w_slots[bi], blk.nbytes, cfg.alignment, layer.name)
         oc0 = blk.oc0 if blk is not None else 0
         ocb = (blk.oc1 - blk.oc0) if blk is not None else dst.view[3]
 

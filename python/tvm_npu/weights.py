@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from . import cost_model
 from .config import NPUConfig
-from .schedule import Scoreboard, emit_dma
+from .schedule import Scoreboard, emit_constant_load
 from .sram import align
 
 # Bytes per weight-load command: long enough that the DMA set-up latency is ~3% of a chunk.
@@ -83,8 +83,7 @@ class WeightStreamer:
 
     def _emit(self, item):
         j, _, ddr, sram, n = item
-        stride = align(n, self.cfg.alignment)
-        emit_dma(self.sb, "DMA_LOAD", 1, ddr, sram, 1, n, stride, stride, self.names[j])
+        emit_constant_load(self.sb, ddr, sram, n, self.cfg.alignment, self.names[j])
 
     def flush(self, layer: int):
         """Emit what is left of the loads of `layer` and of the layers before it."""
