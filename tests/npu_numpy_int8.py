@@ -15,15 +15,15 @@ def requant(acc, S, zp, lo=-128, hi=127):
     return np.clip(y + zp, lo, hi).astype(np.int8)
 
 
-def rescale(acc, M, n, zp, lo=-128, hi=127):
-    """clamp(zp + round(acc * M / 2^n)), ties to even (docs section 2)."""
+def rescale(acc, M, n, zp, lo=-128, hi=127, dtype=np.int8):
+    """clamp(zp + round(acc * M / 2^n)), ties to even (docs section 2), stored as `dtype`."""
     p = np.asarray(acc, np.int64) * np.asarray(M, np.int64)
     n = np.asarray(n, np.int64)
     q = p >> n
     r = p - (q << n)
     half = np.int64(1) << (n - 1)
     q = q + ((r > half) | ((r == half) & (q % 2 == 1)))
-    return np.clip(q + zp, lo, hi).astype(np.int8)
+    return np.clip(q + zp, lo, hi).astype(dtype)
 
 
 def conv_acc(x, zx, w, stride, pads, dil, group):
@@ -62,23 +62,28 @@ def clamp_for(act, s_y, z_y):
 BINARY = ("Sub", "Mul", "Max", "Min")
 
 
-def _shift_for(ratios):
-    """The largest n <= 62 keeping every round(ratio * 2^n) below 2^31 (docs section 2)."""
-    return next(k for k in range(62, 0, -1) if max(round(r * 2.0 ** k) for r in ratios) < 2 ** 31)
+def _shift_for(ratios, bound=2 ** 31):
+    """The largest n <= 62 keeping every round(ratio * 2^n) below `bound` (docs section 2)."""
+    return next(k for k in range(62, 0, -1) if max(round(r * 2.0 ** k) for r in ratios) < bound)
 
 
-def eltwise_int8(kind, a, b, s_y, z_y, lo=-128, hi=127):
-    """ELTWISE / ADD on int8 (docs section 2): a, b are (codes, scale, zp), b broadcast by numpy."""
+def eltwise_int8(kind, a, b, s_y, z_y, lo=None, hi=None, out_dtype=np.int8):
+    """ELTWISE / ADD on int8 or int16 operands (docs section 2): a, b are (codes, scale, zp), b broadcast
+    by numpy; the codes' numpy dtype is the operand's dtype. The result is `out_dtype`, clamped to [lo, hi]
+    (default: its range)."""
     (a, s_a, z_a), (b, s_b, z_b) = a, b
+    info = np.iinfo(out_dtype)
+    lo, hi = info.min if lo is None else lo, info.max if hi is None else hi
     da, db = a.astype(np.int64) - z_a, b.astype(np.int64) - z_b
-    if kind == "Mul":
-        n = _shift_for([s_a * s_b / s_y])
-        return rescale(da * db * round(s_a * s_b / s_y * 2.0 ** n), 1, n, z_y, lo, hi)
+    if kind == "Mul":  # |a - z_a| < 2^k_a: M below 2^(62 - k_a - k_b) keeps the product exact
+        k = (8 if a.dtype == np.int8 else 16) + (8 if b.dtype == np.int8 else 16)
+        n = _shift_for([s_a * s_b / s_y], min(2 ** 31, 2 ** (62 - k)))
+        return rescale(da * db * round(s_a * s_b / s_y * 2.0 ** n), 1, n, z_y, lo, hi, out_dtype)
     n = _shift_for([s_a / s_y, s_b / s_y])
     ta, tb = da * round(s_a / s_y * 2.0 ** n), db * round(s_b / s_y * 2.0 ** n)
     t = {"Add": lambda: ta + tb, "Sub": lambda: ta - tb, "Max": lambda: np.maximum(ta, tb),
          "Min": lambda: np.minimum(ta, tb)}[kind]()
-    return rescale(t, 1, n, z_y, lo, hi)
+    return rescale(t, 1, n, z_y, lo, hi, out_dtype)
 
 
 def _gelu(v):

@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 
 from npu_numpy import eltwise_fp16
-from npu_stream_pack import (ALL_DONE, DMA0, DMA1, DMA_LOAD, DMA_STORE, END, FP16, INPUT, INT8, NHWC, OUTPUT,
-                             VECTOR, T, align, command, dma, f32_bits, pack_stream, raises_code,
+from npu_numpy_int8 import eltwise_int8
+from npu_stream_pack import (ALL_DONE, DMA0, DMA1, DMA_LOAD, DMA_STORE, END, FP16, INPUT, INT8, INT16, NHWC,
+                             OUTPUT, ROWS, VECTOR, T, align, command, dma, f32_bits, pack_stream, raises_code,
                              runtime_functions, tensor)
 
 ELTWISE, UNARY, SOFTMAX = 0x22, 0x23, 0x24
 NO_TABLE = 0xFFFFFFFF
-V11 = (1, 1)
+V11, V12 = (1, 1), (1, 2)
 
 
 @pytest.fixture(scope="module")
@@ -24,9 +25,10 @@ def rt():
 
 
 def eltwise(dtype=FP16, kind=0, b_mode=0, a=0, a_stride=128, b=1024, b_stride=128, out=2048, out_stride=128,
-            rows=2, row_elems=16, channels=0, act=0, lo=0, hi=0, zps=(0, 0, 0), mults=(0, 0), shift=0, wait=None):
+            rows=2, row_elems=16, channels=0, act=0, lo=0, hi=0, zps=(0, 0, 0), mults=(0, 0), shift=0, wait=None,
+            dtypes=(0, 0, 0)):
     return command(ELTWISE, [dtype, kind, b_mode, a, a_stride, b, b_stride, out, out_stride, rows, row_elems,
-                             channels, act, lo, hi, *zps, *mults, shift], wait)
+                             channels, act, lo, hi, *zps, *mults, shift, *dtypes], wait)
 
 
 def unary(dtype=FP16, func=0, inp=0, in_stride=128, out=2048, out_stride=128, rows=2, row_elems=16,
@@ -34,7 +36,7 @@ def unary(dtype=FP16, func=0, inp=0, in_stride=128, out=2048, out_stride=128, ro
     return command(UNARY, [dtype, func, inp, in_stride, out, out_stride, rows, row_elems, table, alpha], wait)
 
 
-def one_command(cmd, version=V11):
+def one_command(cmd, version=V12):
     return pack_stream([], [cmd, command(END, [])], b"\0" * 256, 4096, version=version)
 
 
@@ -168,3 +170,105 @@ def test_softmax_operands(rt):
     for bad in (softmax(out=0), softmax(out=2097152 - 128), softmax(in_stride=64)):
         raises_code("ERR_INVALID_ADDR", v, one_command(bad))
     assert "1.1" in raises_code("ERR_BAD_STREAM", v, one_command(softmax(), version=(1, 0)))
+
+
+# Format 1.2: int16 operands and results (docs/npu.md section 2, "16-bit tensors").
+INT16_OK = dict(dtype=INT8, lo=-32768 & 0xFFFFFFFF, hi=32767, mults=(1 << 20, 1 << 19), shift=20,
+                dtypes=(INT16, INT8, INT16))
+
+
+def test_int16_eltwise_operands_validate(rt):
+    v = rt["validate"]
+    for cmd in (eltwise(**INT16_OK), eltwise(**dict(INT16_OK, zps=(-30000 & 0xFFFFFFFF, 5, 20000))),
+                eltwise(**dict(INT16_OK, dtypes=(0, 0, INT16))),               # int8 a and b, an int16 result
+                eltwise(kind=2, **dict(INT16_OK, mults=((1 << 31) - 1, 0))),   # int16 x int8: 2^31 bound
+                eltwise(kind=2, **dict(INT16_OK, dtypes=(INT16, INT16, INT16), mults=((1 << 30) - 1, 0)))):
+        v(one_command(cmd))
+    for bad in (eltwise(**dict(INT16_OK, dtypes=(INT16, 3, INT16))),          # int32 is no operand dtype
+                eltwise(**dict(INT16_OK, zps=(0, 200, 0))),                   # b is int8: zero point 200
+                eltwise(**dict(INT16_OK, dtypes=(INT16, INT8, INT8))),        # int8 result, int16 clamp
+                eltwise(kind=2, **dict(INT16_OK, dtypes=(INT16, INT16, INT16), mults=(1 << 30, 0))),
+                eltwise(dtypes=(INT16, 0, 0))):                               # fp16 takes no operand dtypes
+        raises_code("ERR_BAD_STREAM", v, one_command(bad))
+    # A 1.1 stream may not use 1.2's operand dtypes or an int16 tensor.
+    raises_code("ERR_BAD_STREAM", v, one_command(eltwise(**INT16_OK), version=V11))
+    rt["validate"](one_command(eltwise(**dict(INT16_OK, dtypes=(0, 0, 0), lo=-128 & 0xFFFFFFFF, hi=127)),
+                               version=V11))
+
+
+def _int16_stream(kind, a_dt, b_dt, out_dt, rows, elems, mults, shift, zps, b_mode=0):
+    """Inputs a, b and output as ROWS [rows, elems] in their own dtypes -> DMA -> ELTWISE -> DMA."""
+    size = {INT8: 1, INT16: 2}
+    b_rows = rows if b_mode == 0 else 1
+    b_elems = elems if b_mode == 0 else 1
+    a_at, b_at = 0, align(rows * 128)
+    out_at = b_at + align(b_rows * 128)
+    info = np.iinfo(np.int16 if out_dt == INT16 else np.int8)
+    cmds = [dma(DMA_LOAD, 0, a_at, 0, rows, elems * size[a_dt], 128, 128),
+            dma(DMA_LOAD, 1, b_at, 4096, b_rows, b_elems * size[b_dt], 128, 128),
+            eltwise(INT8, kind, b_mode, 0, 128, 4096, 128, 8192, 128, rows, elems, 0, 0,
+                    info.min & 0xFFFFFFFF, info.max, [z & 0xFFFFFFFF for z in zps], mults, shift,
+                    wait={DMA0: 0, DMA1: 0}, dtypes=(a_dt, b_dt, out_dt)),
+            dma(DMA_STORE, 0, 8192, out_at, rows, elems * size[out_dt], 128, 128, wait={VECTOR: 0}),
+            command(END, [], wait=ALL_DONE)]
+    tensors = [tensor(INPUT, 0, [1, rows, 1, elems], a_at, 128, a_dt, a_dt, ROWS, [rows, elems]),
+               tensor(INPUT, 1, [1, b_rows, 1, b_elems], b_at, 128, b_dt, b_dt, ROWS, [b_rows, b_elems]),
+               tensor(OUTPUT, 0, [1, rows, 1, elems], out_at, 128, out_dt, out_dt, ROWS, [rows, elems])]
+    return pack_stream(tensors, cmds, b"", out_at + rows * 128, 2, 1, version=V12, sram_used=16384)
+
+
+def _codes(rng, dt, shape):
+    info = np.iinfo(np.int16 if dt == INT16 else np.int8)
+    x = rng.integers(info.min, info.max + 1, shape).astype(info.dtype)
+    x.flat[:4] = [info.min, info.max, 0, -1]  # the extremes reach the largest intermediates
+    return x
+
+
+@pytest.mark.parametrize("kind, a_dt, b_dt, out_dt", [
+    ("Mul", INT16, INT8, INT16),    # f * c: the cell state times a gate
+    ("Mul", INT8, INT8, INT16),     # i * g
+    ("Add", INT16, INT16, INT16),   # c = f * c + i * g
+    ("Mul", INT16, INT16, INT16),   # the tightest multiplier bound, 2^30
+    ("Sub", INT16, INT8, INT8),
+    ("Max", INT8, INT16, INT16),
+])
+def test_int16_eltwise_matches_the_numpy_model(rt, kind, a_dt, b_dt, out_dt):
+    rng = np.random.default_rng(len(kind) * 10 + a_dt + 2 * b_dt + 3 * out_dt)
+    rows, elems = 3, 40
+    a, b = _codes(rng, a_dt, (rows, elems)), _codes(rng, b_dt, (rows, elems))
+    s_a, s_b, s_y = 1 / 1024, 1 / 128, 1 / 2048 if out_dt == INT16 else 1 / 16
+    z_a, z_b, z_y = (0 if a_dt == INT16 else -3), (0 if b_dt == INT16 else 5), (7 if out_dt == INT16 else -2)
+    bits = (8 if a_dt == INT8 else 16) + (8 if b_dt == INT8 else 16)
+    if kind == "Mul":
+        bound = min(2 ** 31, 2 ** (62 - bits))
+        n = next(k for k in range(62, 0, -1) if round(s_a * s_b / s_y * 2.0 ** k) < bound)
+        mults = (round(s_a * s_b / s_y * 2.0 ** n), 0)
+    else:
+        n = next(k for k in range(62, 0, -1) if max(round(r * 2.0 ** k) for r in (s_a / s_y, s_b / s_y)) < 2 ** 31)
+        mults = (round(s_a / s_y * 2.0 ** n), round(s_b / s_y * 2.0 ** n))
+    code = {"Add": 0, "Sub": 1, "Mul": 2, "Max": 3}[kind]
+    mod = rt["create"]("e", _int16_stream(code, a_dt, b_dt, out_dt, rows, elems, mults, n, (z_a, z_b, z_y)))
+    out = np.zeros((rows, elems), np.int16 if out_dt == INT16 else np.int8)
+    mod["e"](T(a), T(b), T(out))
+    expected = eltwise_int8(kind, (a, s_a, z_a), (b, s_b, z_b), s_y, z_y, out_dtype=out.dtype)
+    np.testing.assert_array_equal(out, expected)
+    rec = json.loads(mod["get_profile"]())["last"]["records"][2]
+    assert rec["opcode"] == "ELTWISE" and rec["end"] - rec["start"] == 32 + -(-rows * elems // 32)  # 2-byte rate
+    with pytest.raises(Exception, match="ERR_SHAPE_MISMATCH"):
+        mod["e"](T(a.astype(np.int32)), T(b), T(out))
+
+
+def test_int16_requantized_to_int8_by_an_add_with_b_mult_0(rt):
+    """The change of scale the compiler uses before a table lookup: t = (a - z_a) * M_a, b ignored."""
+    rng = np.random.default_rng(8)
+    rows, elems = 2, 64
+    a = _codes(rng, INT16, (rows, elems))
+    s_a, s_y, z_y = 1 / 1000, 0.25, 3
+    n = next(k for k in range(62, 0, -1) if round(s_a / s_y * 2.0 ** k) < 2 ** 31)
+    blob = _int16_stream(0, INT16, INT8, INT8, rows, elems, (round(s_a / s_y * 2.0 ** n), 0), n, (0, 0, z_y),
+                         b_mode=2)
+    mod = rt["create"]("r", blob)
+    out = np.zeros((rows, elems), np.int8)
+    mod["r"](T(a), T(np.full((1, 1), 99, np.int8)), T(out))
+    expected = np.clip(np.rint(a.astype(np.float64) * s_a / s_y) + z_y, -128, 127)
+    np.testing.assert_array_equal(out, expected)  # no tie: a * s_a / s_y is never k + 0.5 exactly here

@@ -18,9 +18,11 @@ namespace stream {
 
 constexpr uint32_t kMagic = 0x5355504E;  // bytes "NPUS"
 constexpr uint16_t kVersionMajor = 1;
-constexpr uint16_t kVersionMinor = 1;
+constexpr uint16_t kVersionMinor = 2;
 // ELTWISE, UNARY and SOFTMAX appeared in 1.1; a stream that says 1.0 may not use them.
 constexpr uint16_t kVectorOpsMinor = 1;
+// The int16 dtype and ELTWISE's per-operand dtypes appeared in 1.2.
+constexpr uint16_t kInt16Minor = 2;
 
 constexpr uint32_t kHeaderBytes = 64;
 constexpr uint32_t kConfigOffset = 64;
@@ -74,6 +76,7 @@ enum DType : uint32_t {
   kInt8 = 2,
   kInt32 = 3,
   kFP32 = 4,
+  kInt16 = 5,  // format 1.2: ELTWISE operands and results, region inputs and outputs
 };
 
 enum HostLayout : uint32_t {
@@ -337,8 +340,17 @@ struct EltwiseOperands {
   uint32_t a_mult;
   uint32_t b_mult;
   uint32_t shift;
+  // Format 1.2: each operand's own dtype, 0 = `dtype` (int8 or int16 when dtype is int8).
+  uint32_t a_dtype;
+  uint32_t b_dtype;
+  uint32_t out_dtype;
 };
-constexpr uint32_t kEltwiseOperandWords = 21;
+constexpr uint32_t kEltwiseOperandWords = 24;
+// Words 22..24 (a_dtype, b_dtype, out_dtype) are format 1.2; a 1.1 stream has 21 operands.
+constexpr uint32_t kEltwiseOperandWords11 = 21;
+
+/*! rief The dtype of an ELTWISE operand field: its own, or the command's when 0. */
+inline uint32_t OperandDType(uint32_t own, uint32_t dtype) { return own != 0 ? own : dtype; }
 
 /*!
  * \brief Operands of UNARY, words 1..10: out = f(in) over `rows` rows of `row_elems` elements.
@@ -389,6 +401,7 @@ inline uint32_t DTypeBytes(uint32_t dtype) {
   switch (dtype) {
     case kFP16: return 2;
     case kInt8: return 1;
+    case kInt16: return 2;
     case kInt32: return 4;
     case kFP32: return 4;
     default: return 0;

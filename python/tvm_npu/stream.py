@@ -16,7 +16,9 @@ from .errors import NPUError
 
 MAGIC = 0x5355504E  # b"NPUS"
 VERSION_MAJOR = 1
-VERSION_MINOR = 1  # 1.1: pixel strides of CONV2D and POOL (0: packed, as in 1.0); ELTWISE, UNARY, SOFTMAX
+# 1.1: pixel strides of CONV2D and POOL (0: packed, as in 1.0); ELTWISE, UNARY, SOFTMAX.
+# 1.2: the int16 dtype; ELTWISE's per-operand dtypes (a_dtype, b_dtype, out_dtype; 0 = dtype).
+VERSION_MINOR = 2
 HEADER_BYTES = 64
 CONFIG_BYTES = 64
 TENSOR_BYTES = 64
@@ -43,7 +45,7 @@ OPERANDS = {
              "clip_hi", "in_zp", "out_zp", "scale", "in_pstride", "out_pstride"),
     "ELTWISE": ("dtype", "kind", "b_mode", "a_addr", "a_stride", "b_addr", "b_stride", "out_addr",
                 "out_stride", "rows", "row_elems", "channels", "act", "clip_lo", "clip_hi", "a_zp", "b_zp",
-                "out_zp", "a_mult", "b_mult", "shift"),
+                "out_zp", "a_mult", "b_mult", "shift", "a_dtype", "b_dtype", "out_dtype"),
     "UNARY": ("dtype", "func", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems",
               "table_addr", "alpha"),
     "SOFTMAX": ("dtype", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems"),
@@ -62,9 +64,9 @@ OPNAMES = {v: k for k, v in OPCODES.items()}
 ENGINES = ("dma0", "dma1", "mac", "vector")
 NO_WAIT = 15
 
-DTYPES = {"float16": 1, "int8": 2, "int32": 3, "float32": 4}
+DTYPES = {"float16": 1, "int8": 2, "int32": 3, "float32": 4, "int16": 5}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
-DTYPE_BYTES = {"float16": 2, "int8": 1, "int32": 4, "float32": 4}
+DTYPE_BYTES = {"float16": 2, "int8": 1, "int32": 4, "float32": 4, "int16": 2}
 ROLES = {"input": 1, "output": 2, "weight": 3, "bias": 4}
 ROLE_NAMES = {v: k for k, v in ROLES.items()}
 LAYOUTS = {"NHWC": 0, "NCHW": 1, "ROWS": 2}

@@ -68,10 +68,18 @@ uint64_t CycleModel::VectorSteps(const stream::Command& cmd) {
   return SatMul(SatMul(SatMul(op.out_h, op.out_w), op.c), SatMul(op.kh, op.kw));
 }
 
+// fp16, and an ELTWISE with an int16 operand or result, go through lanes twice as wide (section 5).
+static bool TwoByteElements(const stream::Command& cmd) {
+  if (cmd.words[1] == stream::kFP16) return true;
+  if (cmd.opcode() != stream::kEltwise) return false;
+  const stream::EltwiseOperands op = OperandsOf<stream::EltwiseOperands>(cmd);
+  return op.a_dtype == stream::kInt16 || op.b_dtype == stream::kInt16 ||
+         op.out_dtype == stream::kInt16;
+}
+
 uint64_t CycleModel::VectorCycles(const NPUConfig& config, const stream::Command& cmd) {
   // Every vector command (ADD, POOL, ELTWISE, UNARY, SOFTMAX) carries its dtype in word 1.
-  const uint64_t lanes = cmd.words[1] == stream::kFP16 ? config.vector_lanes / 2
-                                                       : config.vector_lanes;
+  const uint64_t lanes = TwoByteElements(cmd) ? config.vector_lanes / 2 : config.vector_lanes;
   return config.op_overhead + CeilDiv(VectorSteps(cmd), lanes);
 }
 

@@ -37,13 +37,14 @@ void CheckHostTensor(const char* kind, size_t k, const DLTensor* t, const Tensor
     NPU_THROW(kShapeMismatch) << kind << " " << k << " is on device type "
                               << t->device.device_type << "; pass a CPU tensor";
   }
-  // The parser admits fp32 or int8 host tensors only.
-  const bool int8 = d.host_dtype == stream::kInt8;
-  const uint8_t code = int8 ? kDLInt : kDLFloat, bits = int8 ? 8 : 32;
+  // The parser admits fp32, int8 or int16 host tensors only.
+  const bool fp = d.host_dtype == stream::kFP32;
+  const uint8_t code = fp ? kDLFloat : kDLInt;
+  const uint8_t bits = fp ? 32 : (d.host_dtype == stream::kInt16 ? 16 : 8);
   if (t->dtype.code != code || t->dtype.bits != bits || t->dtype.lanes != 1) {
     NPU_THROW(kShapeMismatch) << kind << " " << k << " has dtype code " << int(t->dtype.code)
                               << " bits " << int(t->dtype.bits) << "; the model was compiled "
-                              << "for " << (int8 ? "int8" : "float32");
+                              << "for " << (fp ? "float" : "int") << int(bits);
   }
   int64_t compiled[4];
   for (uint32_t i = 0; i < d.host_rank; ++i) compiled[i] = d.host_shape[i];
@@ -95,13 +96,16 @@ class Machine {
         sram_(ps.config.sram_bytes, 0),
         arena_(ps.header.ddr_bytes - ps.header.weights_bytes, 0) {}
 
-  // Host fp32 -> device fp16 (RNE), or int8 -> int8 (re-layout only), at the descriptor's place
-  // in the activation region.
+  // Host fp32 -> device fp16 (RNE), or int8 / int16 unchanged (re-layout only), at the
+  // descriptor's place in the activation region.
   void StageIn(const TensorDesc& d, const DLTensor* t) {
     const char* data = static_cast<const char*>(t->data) + t->byte_offset;
     uint8_t* base = Arena(d.ddr_addr);
-    if (d.dtype == stream::kInt8) {
-      ForEachElement(d, [&](uint64_t host, uint64_t off) { base[off] = data[host]; });
+    if (d.dtype != stream::kFP16) {
+      const uint64_t elem = stream::DTypeBytes(d.dtype);
+      ForEachElement(d, [&](uint64_t host, uint64_t off) {
+        std::memcpy(base + off, data + host * elem, elem);
+      });
       return;
     }
     const float* src = reinterpret_cast<const float*>(data);
@@ -111,12 +115,15 @@ class Machine {
     });
   }
 
-  // Device fp16 -> host fp32 (exact), or int8 -> int8.
+  // Device fp16 -> host fp32 (exact), or int8 / int16 unchanged.
   void StageOut(const TensorDesc& d, DLTensor* t) const {
     char* data = static_cast<char*>(t->data) + t->byte_offset;
     const uint8_t* base = arena_.data() + (d.ddr_addr - ps_.header.weights_bytes);
-    if (d.dtype == stream::kInt8) {
-      ForEachElement(d, [&](uint64_t host, uint64_t off) { data[host] = base[off]; });
+    if (d.dtype != stream::kFP16) {
+      const uint64_t elem = stream::DTypeBytes(d.dtype);
+      ForEachElement(d, [&](uint64_t host, uint64_t off) {
+        std::memcpy(data + host * elem, base + off, elem);
+      });
       return;
     }
     float* dst = reinterpret_cast<float*>(data);

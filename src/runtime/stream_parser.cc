@@ -109,13 +109,13 @@ bool ViewMatchesHost(const TensorDesc& t) {
 }
 
 void CheckIoTensor(const std::string& where, const TensorDesc& t, const NPUConfig& c) {
-  // fp32 on the host staged as fp16, or int8 on both sides (the runtime only re-lays it out).
+  // fp32 on the host staged as fp16, or int8 / int16 on both sides (the runtime only re-lays it out).
   const bool fp = t.host_dtype == stream::kFP32 && t.dtype == stream::kFP16;
-  const bool int8 = t.host_dtype == stream::kInt8 && t.dtype == stream::kInt8;
-  if (!fp && !int8) {
+  const bool same_int = t.host_dtype == t.dtype && (t.dtype == stream::kInt8 || t.dtype == stream::kInt16);
+  if (!fp && !same_int) {
     NPU_THROW(kOpNotSupported) << where << ": host dtype " << t.host_dtype << " with device dtype "
                                << t.dtype << "; an input or output is fp32 (4) on the host and "
-                               << "fp16 (1) on the device, or int8 (2) on both";
+                               << "fp16 (1) on the device, or int8 (2) or int16 (5) on both";
   }
   if (t.host_rank < 1 || t.host_rank > c.max_rank) {
     NPU_THROW(kBadStream) << where << ": host rank " << t.host_rank << " outside 1.."
@@ -148,6 +148,11 @@ void CheckTensors(ParsedStream* ps) {
     }
     const uint32_t elem = stream::DTypeBytes(t.dtype);
     if (elem == 0) NPU_THROW(kBadStream) << where << ": unknown dtype " << t.dtype;
+    if ((t.dtype == stream::kInt16 || t.host_dtype == stream::kInt16) &&
+        h.version_minor < stream::kInt16Minor) {
+      NPU_THROW(kBadStream) << where << ": dtype int16 needs stream format 1." << stream::kInt16Minor
+                            << ", the stream says 1." << h.version_minor;
+    }
     for (uint32_t d : t.view) {
       if (d == 0) NPU_THROW(kBadStream) << where << ": view has a zero dimension";
     }
@@ -222,8 +227,10 @@ void CheckCommands(const ParsedStream& ps) {
                                 << ", the stream says 1." << ps.header.version_minor;
         }
         if (opcode == stream::kEltwise) {
+          // A 1.1 stream has 21 ELTWISE operands: its words 22..24 fall under the zero check below.
           CheckEltwise(where, cmd, ps.config);
-          used = stream::kEltwiseOperandWords;
+          used = ps.header.version_minor < stream::kInt16Minor ? stream::kEltwiseOperandWords11
+                                                                : stream::kEltwiseOperandWords;
         } else if (opcode == stream::kUnary) {
           CheckUnary(where, cmd, ps.config);
           used = stream::kUnaryOperandWords;

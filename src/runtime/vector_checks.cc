@@ -5,6 +5,7 @@
  *        ERR_BAD_STREAM, a footprint outside SRAM or an output overlapping an operand is
  *        ERR_INVALID_ADDR.
  */
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/ref/ref_common.h"
@@ -20,6 +21,53 @@ constexpr uint64_t kTwo31 = uint64_t{1} << 31;
 uint64_t BRowElems(const stream::EltwiseOperands& op) {
   if (op.b_mode == stream::kBSame) return op.row_elems;
   return op.b_mode == stream::kBChannel ? op.channels : 1;
+}
+
+uint64_t ElemBytes(uint32_t own, const stream::EltwiseOperands& op) {
+  return stream::DTypeBytes(stream::OperandDType(own, op.dtype));
+}
+
+void CheckIntEltwise(const std::string& where, const stream::EltwiseOperands& op) {
+  // Each operand is int8 or int16 (format 1.2); its zero point, and the result's clamp, lie in the
+  // range of its own dtype.
+  const uint32_t dts[3] = {op.a_dtype, op.b_dtype, op.out_dtype};
+  const uint32_t zps[3] = {op.a_zp, op.b_zp, op.out_zp};
+  const char* names[3] = {"a", "b", "output"};
+  int bits[3];
+  for (int k = 0; k < 3; ++k) {
+    const uint32_t dt = stream::OperandDType(dts[k], op.dtype);
+    if (dt != stream::kInt8 && dt != stream::kInt16) {
+      NPU_THROW(kBadStream) << where << ": " << names[k] << " dtype " << dts[k]
+                            << " is not 0 (the command's), int8 (2) or int16 (5)";
+    }
+    const bool wide = dt == stream::kInt16;
+    bits[k] = wide ? 16 : 8;
+    if (!(wide ? ref::ValidInt16(ref::WrapI32(zps[k])) : ref::ValidInt8(ref::WrapI32(zps[k])))) {
+      NPU_THROW(kBadStream) << where << ": " << names[k] << " zero point " << ref::WrapI32(zps[k])
+                            << " outside the range of " << (wide ? "int16" : "int8");
+    }
+  }
+  if (op.act != stream::kActNone) {
+    NPU_THROW(kBadStream) << where << ": integer ops take act 0 (the activation is the clamp "
+                          << "[clip_lo, clip_hi]), got " << op.act;
+  }
+  const int32_t lo = ref::WrapI32(op.clip_lo), hi = ref::WrapI32(op.clip_hi);
+  const bool out16 = bits[2] == 16;
+  if (!(out16 ? ref::ValidInt16(lo) && ref::ValidInt16(hi) : ref::ValidInt8(lo) && ref::ValidInt8(hi)) ||
+      lo > hi) {
+    NPU_THROW(kBadStream) << where << ": clamp [" << lo << ", " << hi << "] must satisfy lo <= hi "
+                          << "within the range of the output's " << (out16 ? "int16" : "int8");
+  }
+  // Below 2^31 keeps every intermediate exact in int64 (section 2); multiply has one multiplier,
+  // and with |a - z_a| < 2^k_a, |b - z_b| < 2^k_b it must stay below 2^(62 - k_a - k_b).
+  const uint64_t mul_bound = std::min(kTwo31, uint64_t{1} << (62 - bits[0] - bits[1]));
+  if (op.a_mult >= kTwo31 || op.b_mult >= kTwo31 ||
+      (op.kind == stream::kEltMul && (op.b_mult != 0 || op.a_mult >= mul_bound))) {
+    NPU_THROW(kBadStream) << where << ": multipliers " << op.a_mult << ", " << op.b_mult
+                          << " must be below 2^31 (multiply: b_mult 0, a_mult below 2^"
+                          << std::min(31, 62 - bits[0] - bits[1]) << " for these dtypes)";
+  }
+  CheckShift(where, op.shift);
 }
 
 }  // namespace
@@ -42,16 +90,11 @@ void CheckEltwiseParams(const std::string& where, const stream::EltwiseOperands&
                           << "row_elems a multiple of channels, other modes channels 0";
   }
   if (op.dtype == stream::kFP16) {
-    CheckFp16Epilogue(where, op.act, {op.a_zp, op.b_zp, op.out_zp, op.a_mult, op.b_mult, op.shift});
+    CheckFp16Epilogue(where, op.act, {op.a_zp, op.b_zp, op.out_zp, op.a_mult, op.b_mult, op.shift,
+                                      op.a_dtype, op.b_dtype, op.out_dtype});
     return;
   }
-  CheckInt8Epilogue(where, op.act, op.clip_lo, op.clip_hi, {op.a_zp, op.b_zp, op.out_zp});
-  // Below 2^31 keeps every intermediate exact in int64 (section 2); multiply has one multiplier.
-  if (op.a_mult >= kTwo31 || op.b_mult >= kTwo31 || (op.kind == stream::kEltMul && op.b_mult)) {
-    NPU_THROW(kBadStream) << where << ": multipliers " << op.a_mult << ", " << op.b_mult
-                          << " must be below 2^31 (b_mult 0 for multiply)";
-  }
-  CheckShift(where, op.shift);
+  CheckIntEltwise(where, op);
 }
 
 void CheckUnaryParams(const std::string& where, const stream::UnaryOperands& op) {
@@ -82,13 +125,14 @@ void CheckEltwise(const std::string& where, const stream::Command& cmd, const NP
   const stream::EltwiseOperands op = OperandsOf<stream::EltwiseOperands>(cmd);
   CheckEltwiseParams(where, op);
   CheckVectorConfig(where, c);
-  const uint64_t sram = c.sram_bytes, elem = stream::DTypeBytes(op.dtype);
-  const uint64_t row = SatMul(op.row_elems, elem);
+  const uint64_t sram = c.sram_bytes;
   const uint64_t b_rows = op.b_mode == stream::kBSame ? op.rows : 1;
-  CheckBuffer(where, "a", op.a_addr, op.rows, row, op.a_stride, c, "SRAM", 0, sram);
-  CheckBuffer(where, "b", op.b_addr, b_rows, SatMul(BRowElems(op), elem), op.b_stride, c, "SRAM", 0,
-              sram);
-  CheckBuffer(where, "output", op.out_addr, op.rows, row, op.out_stride, c, "SRAM", 0, sram);
+  CheckBuffer(where, "a", op.a_addr, op.rows, SatMul(op.row_elems, ElemBytes(op.a_dtype, op)),
+              op.a_stride, c, "SRAM", 0, sram);
+  CheckBuffer(where, "b", op.b_addr, b_rows, SatMul(BRowElems(op), ElemBytes(op.b_dtype, op)),
+              op.b_stride, c, "SRAM", 0, sram);
+  CheckBuffer(where, "output", op.out_addr, op.rows, SatMul(op.row_elems, ElemBytes(op.out_dtype, op)),
+              op.out_stride, c, "SRAM", 0, sram);
   const uint64_t out_bytes = uint64_t{op.rows} * op.out_stride;  // bounded by the checks above
   if (Overlaps(op.out_addr, out_bytes, op.a_addr, uint64_t{op.rows} * op.a_stride) ||
       Overlaps(op.out_addr, out_bytes, op.b_addr, b_rows * op.b_stride)) {

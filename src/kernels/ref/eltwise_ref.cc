@@ -1,6 +1,6 @@
 /*!
  * \file eltwise_ref.cc
- * \brief Reference ELTWISE (binary, broadcast b), fp16 and int8 (docs/npu.md section 2).
+ * \brief Reference ELTWISE (binary, broadcast b), fp16 and int8/int16 (docs/npu.md section 2).
  */
 #include "kernels/ref/eltwise_ref.h"
 
@@ -46,17 +46,21 @@ void EltwiseRef(const stream::EltwiseOperands& op, const uint8_t* a, const uint8
     }
     return;
   }
+  // Integer: each operand int8 or int16 (format 1.2), read and written in its own dtype.
+  const bool a16 = stream::OperandDType(op.a_dtype, op.dtype) == stream::kInt16;
+  const bool b16 = stream::OperandDType(op.b_dtype, op.dtype) == stream::kInt16;
+  const bool out16 = stream::OperandDType(op.out_dtype, op.dtype) == stream::kInt16;
+  const uint64_t b_elem = b16 ? 2 : 1;
   const int64_t a_zp = ref::WrapI32(op.a_zp), b_zp = ref::WrapI32(op.b_zp);
   const int32_t out_zp = ref::WrapI32(op.out_zp);
   const int32_t lo = ref::WrapI32(op.clip_lo), hi = ref::WrapI32(op.clip_hi);
-  const int64_t ma = op.a_mult, mb = op.b_mult;  // both < 2^31 (checked at load)
+  const int64_t ma = op.a_mult, mb = op.b_mult;  // bounded at load so that |t| < 2^62
   for (uint64_t r = 0; r < op.rows; ++r) {
-    const int8_t* ar = reinterpret_cast<const int8_t*>(a + r * op.a_stride);
-    int8_t* outr = reinterpret_cast<int8_t*>(out + r * op.out_stride);
+    const uint8_t* ar = a + r * op.a_stride;
+    uint8_t* outr = out + r * op.out_stride;
     for (uint64_t e = 0; e < op.row_elems; ++e) {
-      const int64_t da = ar[e] - a_zp;
-      const int64_t db = static_cast<int8_t>(b[BOffset(op, r, e, 1)]) - b_zp;
-      // |da|, |db| <= 255 and multipliers < 2^31: |t| < 2^48, exact in int64.
+      const int64_t da = ref::LoadInt(ar, e, a16) - a_zp;
+      const int64_t db = ref::LoadInt(b + BOffset(op, r, e, b_elem), 0, b16) - b_zp;
       int64_t t;
       switch (op.kind) {
         case stream::kEltAdd: t = da * ma + db * mb; break;
@@ -65,7 +69,7 @@ void EltwiseRef(const stream::EltwiseOperands& op, const uint8_t* a, const uint8
         case stream::kEltMax: t = std::max(da * ma, db * mb); break;
         default: t = std::min(da * ma, db * mb); break;
       }
-      outr[e] = ref::ClampOut(ref::RoundShift(t, op.shift), out_zp, lo, hi);
+      ref::StoreInt(outr, e, out16, ref::ClampInt(ref::RoundShift(t, op.shift), out_zp, lo, hi));
     }
   }
 }

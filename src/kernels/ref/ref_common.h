@@ -86,6 +86,7 @@ inline void WindowRange(uint64_t o, uint64_t stride, uint64_t k, uint64_t pad, u
 /*! \brief Requantization parameter ranges (docs/npu.md section 2). */
 inline bool ValidShift(int64_t n) { return n >= 1 && n <= 62; }
 inline bool ValidInt8(int64_t v) { return v >= -128 && v <= 127; }
+inline bool ValidInt16(int64_t v) { return v >= -32768 && v <= 32767; }
 /*! \brief An fp32 requantization scale S must be finite and > 0 (false for NaN too). */
 inline bool ValidScale(float s) { return std::isfinite(s) && s > 0.0f; }
 
@@ -108,6 +109,29 @@ inline int64_t RoundShift(int64_t p, uint32_t n) {
 inline int8_t ClampOut(int64_t rounded, int32_t zp, int32_t lo, int32_t hi) {
   const int64_t y = zp + rounded;
   return static_cast<int8_t>(std::min<int64_t>(std::max<int64_t>(y, lo), hi));
+}
+
+/*! \brief zp + rounded clamped to [lo, hi], for a result of either integer width. */
+inline int32_t ClampInt(int64_t rounded, int32_t zp, int32_t lo, int32_t hi) {
+  return static_cast<int32_t>(std::min<int64_t>(std::max<int64_t>(zp + rounded, lo), hi));
+}
+
+/*! \brief Element e of an int8 or int16 (little-endian) row. */
+inline int32_t LoadInt(const uint8_t* row, uint64_t e, bool wide) {
+  if (!wide) return static_cast<int8_t>(row[e]);
+  int16_t v;
+  std::memcpy(&v, row + 2 * e, sizeof(v));
+  return v;
+}
+
+/*! \brief Store v (already within the dtype's range) as element e of an int8 or int16 row. */
+inline void StoreInt(uint8_t* row, uint64_t e, bool wide, int32_t v) {
+  if (!wide) {
+    row[e] = static_cast<uint8_t>(static_cast<int8_t>(v));
+    return;
+  }
+  const int16_t h = static_cast<int16_t>(v);
+  std::memcpy(row + 2 * e, &h, sizeof(h));
 }
 
 /*!
