@@ -233,6 +233,15 @@ def activation_qparams(lo: float, hi: float) -> tuple[float, int] | None:
     return float(scale), zp
 
 
+def wide_qparams(lo: float, hi: float) -> tuple[float, int] | None:
+    """Symmetric per-tensor int16 parameters (zero point 0, TFLite's 16-bit activations) for an observed
+    range: ``scale = max(|lo|, |hi|) / 32767``; None if the range is empty or not finite."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return None
+    scale = np.float32(max(abs(float(lo)), abs(float(hi))) / 32767.0)
+    return (float(scale), 0) if scale > 0 else None
+
+
 def weight_scales(w: np.ndarray, axis: int) -> np.ndarray:
     """Symmetric per-channel int8 scales.
 

@@ -124,11 +124,14 @@ def constraint_groups(call):
     return None if groups == cin == cout else f"groups {groups} with {cin} -> {cout} channels"
 
 
-def constraint_int8_activations(exprs):
+def constraint_int8_activations(exprs, wide: bool = False):
     """NPU_E_QUANT_DTYPE: quantized activations must be int8 (quantize with activation type QInt8,
-    "s8s8"); uint8 activations stay on the CPU."""
-    bad = [dtype_of(e) for e in exprs if dtype_of(e) != "int8"]
-    return f"dtype {bad[0]}" if bad else None
+    "s8s8"), or int16 for elementwise ops and requantizations (an LSTM's 16-bit cell state); uint8
+    activations stay on the CPU."""
+    allowed = ("int8", "int16") if wide else ("int8",)
+    bad = [dtype_of(e) for e in exprs if dtype_of(e) not in allowed]
+    return f"dtype {bad[0]}" + ("" if wide or bad[0] != "int16" else " (int16 only in elementwise ops)") \
+        if bad else None
 
 
 def constraint_per_tensor(qcalls):
@@ -426,15 +429,16 @@ QUANT_CONSTRAINTS = [constraint_int8_activations, constraint_per_tensor]
 QUANT_WEIGHT_CONSTRAINTS = QUANT_CONSTRAINTS + [constraint_symmetric_weights]
 
 
-def _quant_checks(ctx) -> list:
-    """Checks of the QDQ parts of an int8 match: int8 data, per-tensor scales, symmetric weights."""
+def _quant_checks(ctx, wide: bool = False) -> list:
+    """Checks of the QDQ parts of an int8 match: int8 data (int16 too where `wide`: the ELTWISE operands
+    of format 1.2), per-tensor scales, symmetric weights."""
     ann = ctx.annotated_expr
     if "quantize" not in ann:
         return []
     data_dqs = [ann[k] for k in ("data", "lhs", "rhs") if k in ann]
     if ann["op"].op.name == "relax.concat":  # its dequantized inputs come as one tuple
         data_dqs = [_resolve(ctx, f) for f in _resolve(ctx, ann["op"].args[0]).fields]
-    checks = [(constraint_int8_activations, ([d.args[0] for d in data_dqs] + [ann["quantize"]],)),
+    checks = [(constraint_int8_activations, ([d.args[0] for d in data_dqs] + [ann["quantize"]], wide)),
               (constraint_per_tensor, (data_dqs + [ann["quantize"]],))]
     if "weight" in ann:
         w = _resolve(ctx, ann["weight"])
@@ -577,7 +581,7 @@ def check_eltwise(ctx) -> bool:
         return False
     # A scalar constant b is a rank-0 tensor that broadcasts: only the tensors need a stored row.
     ranked = [call] + [arg for arg, op in zip(call.args, _operands(ctx, call)) if constant_value(op) is None]
-    checks = [(constraint_rank, (ranked,))] + _quant_checks(ctx)
+    checks = [(constraint_rank, (ranked,))] + _quant_checks(ctx, wide=True)
     if not _run(ctx, "eltwise", checks):
         return False
     checks = [(constraint_broadcast, (call,) + _operands(ctx, call))]
@@ -587,6 +591,17 @@ def check_eltwise(ctx) -> bool:
                                                    call.op.name == "relax.multiply")))
     checks += [(constraint_width, ([static_shape(call)[-1]],)), (constraint_clip_bounds, (_act(ctx),))]
     return _run(ctx, "eltwise", checks)
+
+
+@applies(constraint_static_shape, constraint_rank, constraint_width, int8=QUANT_CONSTRAINTS)
+def check_requantize(ctx) -> bool:
+    """quantize(dequantize(x)): a change of scale or width (int16 -> int8 before a table lookup) as an
+    ELTWISE add whose b_mult is 0."""
+    ann = ctx.annotated_expr
+    dq, q = ann["data"], ann["quantize"]
+    tensors = [dq, q]
+    checks = [(constraint_static_shape, (tensors,)), (constraint_rank, (tensors,))] + _quant_checks(ctx, wide=True)
+    return _run(ctx, "requantize", checks + [(constraint_width, ([static_shape(q)[-1]],))])
 
 
 def _scalar(expr, value: float) -> bool:

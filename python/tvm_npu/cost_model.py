@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 from .config import NPUConfig
-from .stream import DTYPE_NAMES, DTYPES as DTYPES_BY_NAME, ENGINES, Command
+from .stream import DTYPE_NAMES, DTYPES as DTYPES_BY_NAME, ENGINES, Command, two_byte_lanes
 
 
 def conv_passes(cfg: NPUConfig, a: dict) -> int:
@@ -36,7 +36,7 @@ def conv_cycles(cfg: NPUConfig, a: dict) -> int:
 
 def vector_cycles(cfg: NPUConfig, op: str, a: dict) -> int:
     """op_overhead + ceil(steps / lanes) for an ADD, ELTWISE, UNARY, SOFTMAX or POOL (docs section 5)."""
-    lanes = cfg.vector_lanes // 2 if DTYPE_NAMES[a["dtype"]] == "float16" else cfg.vector_lanes
+    lanes = cfg.vector_lanes // 2 if two_byte_lanes(op, a) else cfg.vector_lanes
     if op in ("ADD", "ELTWISE", "UNARY"):  # one step per element (a table lookup is one step)
         steps = a["rows"] * a["row_elems"]
     elif op == "SOFTMAX":  # a maximum pass, an exp-and-sum pass, a division pass
@@ -77,7 +77,9 @@ def ideal_cycles(cfg: NPUConfig, layer) -> int:
     if layer.kind == "softmax":
         return vector_cycles(cfg, "SOFTMAX", dict(dtype=dtype, rows=1, row_elems=layer.out_elems))
     if layer.kind in ("add", "eltwise", "unary"):
-        return vector_cycles(cfg, "ADD", dict(dtype=dtype, rows=1, row_elems=layer.out_elems))
+        widths = dict(zip(("a_dtype", "b_dtype", "out_dtype"), (DTYPES_BY_NAME[d] for d in layer.dtypes)))
+        return vector_cycles(cfg, "ELTWISE" if layer.kind == "eltwise" else "ADD",
+                             dict(dtype=dtype, rows=1, row_elems=layer.out_elems, **widths))
     return vector_cycles(cfg, "POOL", dict(dtype=dtype, out_h=1, out_w=1, c=layer.out_elems,
                                            kh=layer.window[0], kw=layer.window[1]))
 

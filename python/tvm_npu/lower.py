@@ -15,7 +15,7 @@ import tvm
 from tvm import relax
 
 from . import quant_params as qp
-from .constraints import broadcast_mode, constant_value, static_shape
+from .constraints import broadcast_mode, constant_value, dtype_of, static_shape
 from .errors import NPUError
 
 
@@ -41,7 +41,7 @@ class Layer:
     name: str
     composite: str
     kind: str
-    dtype: str  # "float16" or "int8"
+    dtype: str  # "float16" or "int8" (the integer datapath; its tensors may be int8 or int16)
     inputs: list = field(default_factory=list)
     out: str = ""
     weight: np.ndarray | None = None  # [OC, KH, KW, IC/groups]
@@ -72,6 +72,8 @@ class Layer:
     b_mode: str = "same"
     const: np.ndarray | None = None
     alpha: float = 0.0
+    # integer eltwise: the dtypes of a, b and the result ("int8" or "int16", format 1.2)
+    dtypes: tuple = ()
 
     @property
     def taps(self) -> tuple:
@@ -210,7 +212,10 @@ class _Lowerer:
             layer.out = self._tensor(out_var, out_view, out_layout, dtype, host_dtype, out_shape)
             return layer
         base = kind.removeprefix("npu.q" if int8 else "npu.")
-        if base.startswith("eltwise_"):
+        if base == "requantize":  # an ELTWISE add of a scalar b with b_mult 0: t = (a - z_a) * M_a
+            layer.kind, layer.func, layer.b_mode = "eltwise", "add", "scalar"
+            data, in_view, layout, out_shape, out_view = self._requantize(layer, calls, params)
+        elif base.startswith("eltwise_"):
             layer.kind, layer.func = "eltwise", base.split("_")[1]
             data, in_view, layout, out_shape, out_view = self._eltwise(layer, calls, params)
         elif base == "softmax":
@@ -238,7 +243,23 @@ class _Lowerer:
             layer.inputs = [self._tensor(region_in, in_view, layout, dtype, host_dtype)]
         layer.out = self._tensor(out_var, out_view, layout, dtype, host_dtype, out_shape)
         layer.out_elems = int(np.prod(out_view))
+        if int8 and layer.kind == "eltwise":
+            t = self.graph.tensors
+            b = t[layer.inputs[1]].dtype if len(layer.inputs) > 1 else str(layer.const.dtype)
+            layer.dtypes = (t[layer.inputs[0]].dtype, b, t[layer.out].dtype)
+            self._eltwise_multipliers(layer, calls)
         return layer
+
+    def _requantize(self, layer: Layer, calls: dict, params: dict):
+        dq = calls["dequantize"][0]
+        shape = static_shape(dq)
+        layout = "NCHW" if len(shape) == 4 else "ROWS"
+        view = _conv_view(shape, "NCHW") if len(shape) == 4 else _rows_view(shape)
+        a = dq.args[0]
+        layer.inputs = [self._tensor(params.get(a, a), view, layout, "int8", "int8")]
+        layer.const = np.zeros(1, np.int8)  # b: read, but b_mult 0 drops it
+        self.elt_dqs = [dq, None]
+        return None, view, layout, shape, view
 
     def _slice_rows(self, layer: Layer, calls: dict, params: dict, out_var) -> Layer:
         """A slice of whole leading rows (constraints.constraint_slice_rows): a view at a row offset."""
@@ -412,11 +433,7 @@ class _Lowerer:
         s_y, z_y = _qparams(calls["quantize"][-1])
         layer.out_zp = z_y
         layer.clamp = qp.clamp_bounds(layer.act, layer.clip, s_y, z_y)
-        if layer.kind == "eltwise":
-            (s_a, z_a), (s_b, z_b) = (_qparams(dq) for dq in self.elt_dqs)
-            ratios = [s_a * s_b / s_y] if layer.func == "multiply" else [s_a / s_y, s_b / s_y]
-            mults, n = qp.common_shift(ratios)
-            layer.in_zps, layer.mult, layer.shift = (z_a, z_b), np.array(mults + [0])[:2], n
+        if layer.kind == "eltwise":  # multipliers once the operand dtypes are known
             return
         if layer.kind == "unary":
             s_x, z_x = _qparams(_data_dq(calls))
@@ -451,6 +468,25 @@ class _Lowerer:
                 bias = np.rint(codes * b_scale / want).astype(np.int64)
         layer.bias = np.asarray(bias, np.int64).astype(np.int32)
 
+    def _eltwise_multipliers(self, layer: Layer, calls: dict):
+        """ELTWISE's zero points, multipliers and shift (docs section 2); a multiply's multiplier stays
+        below 2^(62 - k_a - k_b) (k = 8 for int8, 16 for int16), which binds for int16 x int16 only."""
+        s_y, z_y = _qparams(calls["quantize"][-1])
+        layer.clamp = qp.clamp_bounds(layer.act, layer.clip, s_y, z_y, layer.dtypes[2])
+        dq_a, dq_b = self.elt_dqs
+        s_a, z_a = _qparams(dq_a)
+        if dq_b is None:  # a requantization: b_mult 0
+            mults, n = qp.common_shift([s_a / s_y])
+            layer.in_zps, layer.mult, layer.shift = (z_a, 0), np.array([mults[0], 0]), n
+            return
+        s_b, z_b = _qparams(dq_b)
+        if layer.func == "multiply":
+            k = sum(8 if d == "int8" else 16 for d in layer.dtypes[:2])
+            mults, n = qp.common_shift([s_a * s_b / s_y], bound=min(2 ** 31, 2 ** (62 - k)))
+        else:
+            mults, n = qp.common_shift([s_a / s_y, s_b / s_y])
+        layer.in_zps, layer.mult, layer.shift = (z_a, z_b), np.array(mults + [0])[:2], n
+
     def resolve(self, expr):
         """The value bound to a dataflow variable of the current composite."""
         while isinstance(expr, relax.Var) and expr in self.env:
@@ -460,6 +496,8 @@ class _Lowerer:
     def _tensor(self, var, view, layout, dtype, host_dtype, shape=None) -> str:
         """Name of the region tensor bound to `var` (Relax names are not unique: key by the Var)."""
         graph = self.graph
+        if dtype == "int8" and dtype_of(var) == "int16":  # a 16-bit tensor of the integer datapath
+            dtype = host_dtype = "int16"
         known = graph.var_names.get(var)
         if known is None:
             known = graph.var_names[var] = f"{var.name}:{len(graph.var_names)}"

@@ -147,6 +147,14 @@ def unary_patterns(quantized: bool):
     return out
 
 
+def requantize_patterns():
+    """quantize(dequantize(x)): a tensor brought to another scale or width (int8 <-> int16) — in a
+    quantized LSTM, the 16-bit cell state requantized to int8 for tanh's table."""
+    data = _dq(wildcard())
+    q = is_op("relax.quantize")(data, is_const(), is_const())
+    return [_entry("qrequantize", q, {"data": data, "quantize": q, "op": q}, C.check_requantize)]
+
+
 def softmax_patterns():
     """Softmax over a matrix's rows (SOFTMAX, fp16 only: in a QDQ model it runs between the CPU's
     dequantize and quantize)."""
@@ -221,7 +229,7 @@ def table() -> list:
         entries += reshape_patterns(quantized) + pool_patterns(quantized) + add_patterns(quantized)
         entries += unary_patterns(quantized)
         entries += conv2d_patterns(quantized) + dense_patterns(quantized)
-    return entries + softmax_patterns()
+    return requantize_patterns() + entries + softmax_patterns()
 
 
 _REGISTERED = []

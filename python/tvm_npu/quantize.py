@@ -15,6 +15,13 @@ of two tensors (+ relu/clip), multiply and subtract of two tensors, sigmoid, tan
 avg_pool2d, max_pool2d, concat, and strided_slice (which keeps its input's scale and zero point). A unit
 gets a QDQ pair on its output and on every activation it reads; every other op stays float and reads
 dequantized values.
+
+An LSTM's cell state gets 16 bits (TFLite's integer LSTM does the same; docs/npu.md section 2): a sum of
+two products, ``c = f * c_prev + i * g``, one of whose products reads an earlier such sum or (through
+squeeze / reshape / slice) a model input, is a cell state. ``c``, both products and ``c_prev`` are
+quantized to int16 (symmetric); an op that reads ``c`` but takes int8 only (``tanh(c)``) reads an int8
+requantization of it, and the slices of a model input that feed ``c_prev`` stay float, so the state
+crosses calls in 16 bits.
 """
 
 from __future__ import annotations
@@ -38,6 +45,10 @@ BINARY = ("relax.add", "relax.multiply", "relax.subtract")
 # Ops that move data without computing on it: their output keeps their input's scale and zero point
 # (what onnxruntime's QDQ quantizer does for Slice / Reshape), so they stay views on the NPU.
 PASSTHROUGH = ("relax.strided_slice",)
+# Ops that only reshape a tensor: followed back from a product to the state it reads.
+VIEWS = ("relax.squeeze", "relax.reshape", "relax.expand_dims", "relax.strided_slice")
+# Units that can read and write 16-bit tensors (ELTWISE, format 1.2).
+WIDE_OPS = ("add", "subtract", "multiply")
 INT32_MAX = 2**31 - 1
 
 
@@ -51,6 +62,7 @@ class QuantTensor:
     hi: float
     scale: float
     zero_point: int
+    bits: int = 8    # 16: an LSTM cell state (symmetric int16)
 
 
 @dataclass
@@ -76,7 +88,7 @@ class QuantReport:
         lines = [f"quantized {len(self.ops)} ops, {len(self.tensors)} tensors "
                  f"({self.method}, {self.batches} batches); {len(self.skipped)} ops stay float"]
         lines += [f"  {t.name:<16} {t.op:<16} [{t.lo:.4g}, {t.hi:.4g}] scale={t.scale:.4g} "
-                  f"zp={t.zero_point}" for t in self.tensors]
+                  f"zp={t.zero_point}" + (" int16" if t.bits == 16 else "") for t in self.tensors]
         lines += [f"  float: {s.name} ({s.op}): {s.reason}" for s in self.skipped]
         return "\n".join(lines)
 
@@ -181,6 +193,35 @@ def _plain(g: Graph, v, e, op: str) -> _Unit:
     return u
 
 
+def _source(g: Graph, v) -> tuple:
+    """(the var `v` views through VIEWS ops, the vars passed on the way)."""
+    chain = []
+    while v in g.value and _op(g.value[v]) in VIEWS:
+        chain.append(v)
+        v = g.value[v].args[0]
+    return v, chain
+
+
+def _cell_states(g: Graph, units: list) -> tuple[set, set]:
+    """(the vars to quantize to 16 bits, the view vars between a model input and a 16-bit state),
+    for every LSTM cell state among `units` (in model order; see the module docstring)."""
+    by_out = {u.out: u for u in units if u.reason is None}
+    states, wide, views = set(), set(), set()
+    for u in units:
+        if u.reason or u.op != "add" or len(u.members) != 1 or len(u.inputs) != 2:
+            continue
+        products = [by_out.get(t) for t in u.inputs]
+        if not all(p is not None and p.op == "multiply" for p in products):
+            continue
+        carried = [(t, chain) for p in products for t in p.inputs
+                   for src, chain in [_source(g, t)] if src in states or src in g.params]
+        if carried:
+            states.add(u.out)
+            wide.update([u.out, *u.inputs, *(t for t, _ in carried)])
+            views.update(v for _, chain in carried for v in chain)
+    return wide, views
+
+
 def _skip_entry(u: _Unit, skip) -> str | None:
     # by any var of the unit, or by the op that anchors it (with or without the "relax." prefix)
     names = {m.name for m in u.members} | {u.op, "relax." + u.op}
@@ -243,7 +284,7 @@ def _quantize_weights(u: _Unit, s_x: float) -> None:
 
 
 def quantize(mod: tvm.IRModule, calibration_data, method: str = "minmax", percentile: float = 99.99,
-             skip=(), progress: bool = True):
+             skip=(), progress: bool = True, state_bits: int = 16):
     """Post-training int8 quantization of a float32 Relax module into QDQ form.
 
     Parameters
@@ -261,6 +302,9 @@ def quantize(mod: tvm.IRModule, calibration_data, method: str = "minmax", percen
         Var names (e.g. "lv3") or op names (e.g. "nn.conv2d", "add") to keep in float.
     progress : bool
         Show a progress bar over the calibration batches.
+    state_bits : int
+        16 (default): LSTM cell states, their products and the state carried in are int16 (see above);
+        8: everything int8, as onnxruntime's QDQ quantizer would.
 
     Returns
     -------
@@ -278,10 +322,16 @@ def quantize(mod: tvm.IRModule, calibration_data, method: str = "minmax", percen
         if entry is not None:
             u.reason = f"skipped by the user ({entry!r})"
     report = QuantReport(method)
+    if state_bits not in (8, 16):
+        raise ValueError(f"quantize: state_bits must be 8 or 16, not {state_bits}")
+    wide, state_views = _cell_states(g, units) if state_bits == 16 else (set(), set())
+    for u in units:
+        if u.reason is None and u.out in state_views:
+            u.reason = "a view of a model input that feeds a 16-bit LSTM cell state: stays float"
     live = [u for u in units if u.reason is None]
     needed = g.ordered(t for u in live for t in u.inputs + [u.out])
     ranges = _calibrate(mod, g, needed, calibration_data, method, percentile, progress, report)
-    qp = {v: cal.activation_qparams(*ranges[v]) for v in needed}
+    qp = {v: (cal.wide_qparams if v in wide else cal.activation_qparams)(*ranges[v]) for v in needed}
     for u in live:
         bad = [t for t in u.inputs + [u.out] if qp[t] is None]
         if bad:
@@ -295,11 +345,17 @@ def quantize(mod: tvm.IRModule, calibration_data, method: str = "minmax", percen
     weighted = [u for u in live if u.weight is not None]
     for u in weighted:
         _quantize_weights(u, qparams[u.inputs[0]][0])
-    func, dq_names = rebuild(g, qparams, _rewriter(weighted))
+    narrow = {}  # a 16-bit tensor read by int8-only units: its int8 QDQ pair and those readers
+    for v in wide & set(qparams):
+        qparams[v] = (*qparams[v], "int16")
+        readers = [u.members[0] for u in live if v in u.inputs and u.op not in WIDE_OPS]
+        if readers:
+            narrow[v] = (cal.activation_qparams(*ranges[v]), readers)
+    func, dq_names = rebuild(g, qparams, _rewriter(weighted), narrow=narrow)
     producer = {u.out: u.op for u in live}
-    for v, (s, z) in qparams.items():
+    for v, (s, z, *_) in qparams.items():
         op = producer.get(v) or ("input" if v in g.params else _op(g.value[v])[6:] or "?")
-        report.tensors.append(QuantTensor(v.name, dq_names[v], op, *ranges[v], s, z))
+        report.tensors.append(QuantTensor(v.name, dq_names[v], op, *ranges[v], s, z, 16 if v in wide else 8))
     report.ops = [(u.name, u.op) for u in live]
     report.skipped = [SkippedOp(u.name, u.op, u.reason) for u in units if u.reason]
     return with_main(mod, func), report

@@ -65,9 +65,10 @@ def _elems(expr) -> int:
 
 
 def _device_bytes(var) -> int:
-    """Bytes of a region input or output on the device: int8 stays int8, float32 becomes fp16."""
+    """Bytes of a region input or output on the device: int8 and int16 stay as they are, float32 becomes
+    fp16."""
     tys = var.ty.fields if isinstance(var.ty, relax.TupleType) else [var.ty]
-    return sum(math.prod(int(d) for d in t.shape) * (1 if str(t.dtype) == "int8" else 2) for t in tys)
+    return sum(math.prod(int(d) for d in t.shape) * (1 if str(t.dtype) == "int8" else 2) for t in tys)  # fp16, int16: 2
 
 
 def compute_cycles(cfg: NPUConfig, func: relax.Function) -> int | None:
@@ -79,6 +80,9 @@ def compute_cycles(cfg: NPUConfig, func: relax.Function) -> int | None:
     for _, comp_var, _ in calls:
         comp = defs[comp_var].value
         int8 = str(comp.attrs["Composite"]).startswith("npu.q")
+        # 2-byte elements (fp16, or an int16 ELTWISE operand) go through half as many lanes.
+        wide = any(str(getattr(b.var.ty, "dtype", "")) == "int16" for b in comp.body.blocks[0].bindings)
+        lanes = cfg.vector_lanes if int8 and not wide else cfg.vector_lanes // 2
         for b in comp.body.blocks[0].bindings:
             name = relax_graph.op_name(b.value)
             if name in ("relax.nn.conv2d", "relax.matmul"):
@@ -91,7 +95,6 @@ def compute_cycles(cfg: NPUConfig, func: relax.Function) -> int | None:
             if "pool2d" in name:
                 steps *= math.prod(int(k) for k in b.value.attrs.pool_size)
             steps *= 3 if name == "relax.nn.softmax" else 1
-            lanes = cfg.vector_lanes if int8 else cfg.vector_lanes // 2
             total += cfg.op_overhead + math.ceil(steps / lanes)
     return total
 

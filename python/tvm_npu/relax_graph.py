@@ -91,15 +91,20 @@ class Graph:
         return out
 
 
-def rebuild(g: Graph, qparams=None, rewrite=None, probes=None):
-    """Re-emit `g`'s function with a QDQ pair after each var of `qparams` ({var: (scale, zp)}).
+def rebuild(g: Graph, qparams=None, rewrite=None, probes=None, narrow=None):
+    """Re-emit `g`'s function with a QDQ pair after each var of `qparams` ({var: (scale, zp)}, or
+    (scale, zp, "int16") for a 16-bit tensor).
+
+    `narrow` ({var: ((scale, zp), readers)}) gives a 16-bit var a second, int8 QDQ pair read by the
+    bindings in `readers` (ops that take int8 only); every other use reads the 16-bit one.
 
     ``rewrite(bb, var, value, m, fresh)`` may return a replacement value for a binding (emitting helpers
     through ``bb``, names from ``fresh``), ``False`` to drop it, or None to keep it. With `probes`
     (a list of vars) main returns their tuple instead of its result.
     Returns (function, {var: name of its dequantized var}).
     """
-    qparams = qparams or {}
+    qparams, narrow = qparams or {}, narrow or {}
+    narrowed = {}  # reader binding -> {var: its int8 dequantized var}
     taken = {v.name for v in g.params} | {v.name for v, _ in g.bindings}
 
     def fresh(base):
@@ -119,13 +124,21 @@ def rebuild(g: Graph, qparams=None, rewrite=None, probes=None):
             last = var in outs and var not in qparams
             m[var] = (bb.emit_output if last else bb.emit)(expr, name_hint=var.name)
         if var in qparams:
-            s, z = qparams[var]
-            sc, zc = relax.const(s, "float32"), relax.const(z, "int8")
-            axis = 1 if var.ty.ndim >= 2 else 0  # the frontend's axis=1 (ignored for per-tensor scales)
-            q = bb.emit(relax.op.quantize(m[var], sc, zc, axis=axis, out_dtype="int8"), fresh(f"{var.name}_q"))
-            dq = relax.op.dequantize(q, sc, zc, axis=axis, out_dtype="float32")
-            m[var] = (bb.emit_output if var in outs else bb.emit)(dq, name_hint=fresh(f"{var.name}_dq"))
+            s, z, *wide = qparams[var]
+            m[var] = qdq(m[var], s, z, wide[0] if wide else "int8", var, var in outs)
             dq_names[var] = m[var].name
+            if var in narrow:
+                (s8, z8), readers = narrow[var]
+                dq8 = qdq(m[var], s8, z8, "int8", var, False)
+                for r in readers:
+                    narrowed.setdefault(r, {})[var] = dq8
+
+    def qdq(x, s, z, dtype, var, last):
+        sc, zc = relax.const(s, "float32"), relax.const(z, dtype)
+        axis = 1 if var.ty.ndim >= 2 else 0  # the frontend's axis=1 (ignored for per-tensor scales)
+        q = bb.emit(relax.op.quantize(x, sc, zc, axis=axis, out_dtype=dtype), fresh(f"{var.name}_q"))
+        dq = relax.op.dequantize(q, sc, zc, axis=axis, out_dtype="float32")
+        return (bb.emit_output if last else bb.emit)(dq, name_hint=fresh(f"{var.name}_dq"))
 
     with bb.function("main", params, attrs=dict(g.func.attrs) if g.func.attrs else None):
         with bb.dataflow():
@@ -135,7 +148,7 @@ def rebuild(g: Graph, qparams=None, rewrite=None, probes=None):
             for v, e in g.bindings:
                 new = rewrite(bb, v, e, m, fresh) if rewrite is not None else None
                 if new is not False:
-                    emit(v, subst(e, m) if new is None else new)
+                    emit(v, subst(e, {**m, **narrowed.get(v, {})}) if new is None else new)
             if probes is not None:
                 result = bb.emit_output(relax.Tuple([m[p] for p in probes]))
         bb.emit_func_output(result if probes is not None else subst(g.func.body.body, m))

@@ -74,6 +74,19 @@ LAYOUT_NAMES = {v: k for k, v in LAYOUTS.items()}
 ACTIVATIONS = {"none": 0, "relu": 1, "clip": 2}
 
 
+def operand_dtype(args: dict, which: str) -> str:
+    """The dtype name of an ELTWISE operand ("a", "b" or "out"): its own (format 1.2), else the command's."""
+    return DTYPE_NAMES.get(args.get(f"{which}_dtype") or args.get("dtype", 0), "")
+
+
+def two_byte_lanes(op: str, args: dict) -> bool:
+    """Whether a vector command runs at the 2-byte rate (docs/npu.md section 5): fp16, or an ELTWISE with
+    an int16 operand or result."""
+    if DTYPE_NAMES.get(args.get("dtype", 0)) == "float16":
+        return True
+    return op == "ELTWISE" and "int16" in (operand_dtype(args, w) for w in ("a", "b", "out"))
+
+
 def f32_bits(value: float) -> int:
     return struct.unpack("<I", struct.pack("<f", value))[0]
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from .config import NPUConfig
 from .sram import align
-from .stream import B_MODES, DTYPE_BYTES, ELTWISE_KINDS, NO_TABLE, UNARY_FUNCS, UNARY_TABLE_BYTES, Command, f32_bits
+from .stream import (B_MODES, DTYPE_BYTES, DTYPES, ELTWISE_KINDS, NO_TABLE, UNARY_FUNCS, UNARY_TABLE_BYTES,
+                     Command, f32_bits)
 
 VECTOR_OPS = ("ELTWISE", "UNARY", "SOFTMAX")
 
@@ -27,7 +28,8 @@ def vector_command(cfg: NPUConfig, layer, t, ins: list, srcs: list, dst, out_add
                  in_stride=srcs[0].row_stride, table_addr=w_slot if int8 else NO_TABLE,
                  alpha=0 if int8 else f32_bits(layer.alpha))
         return Command("UNARY", a, {}, layer.name)
-    elem = DTYPE_BYTES[layer.dtype]
+    b_dtype = layer.dtypes[1] if layer.dtypes else layer.dtype
+    elem = DTYPE_BYTES[b_dtype]
     if layer.const is not None:  # from the weight slot: one aligned row
         b_addr, b_stride = w_slot, align(layer.const.size * elem, cfg.alignment)
     else:
@@ -38,6 +40,9 @@ def vector_command(cfg: NPUConfig, layer, t, ins: list, srcs: list, dst, out_add
     if int8:
         a.update(a_zp=layer.in_zps[0], b_zp=layer.in_zps[1], out_zp=layer.out_zp,
                  a_mult=int(layer.mult[0]), b_mult=int(layer.mult[1]), shift=layer.shift)
+        # Format 1.2: an operand's own dtype where it is not the command's (0 keeps 1.1's meaning).
+        for which, d in zip(("a", "b", "out"), layer.dtypes):
+            a[f"{which}_dtype"] = 0 if d == layer.dtype else DTYPES[d]
     return Command("ELTWISE", a, {}, layer.name)
 
 

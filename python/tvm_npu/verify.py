@@ -27,7 +27,7 @@ from bisect import bisect_right
 
 from .errors import NPUError
 from .stream import (B_MODES, DTYPE_BYTES, DTYPE_NAMES, ENGINES, NO_BIAS, NO_WAIT, OPERANDS, SLICE_ALIGNMENT,
-                     UNARY_TABLE_BYTES, Stream)
+                     UNARY_TABLE_BYTES, Stream, operand_dtype)
 
 _NEVER = None  # byte state: never written (reading it is a bug)
 _BEFORE = -1  # "command" that ends before command 0: the weight image and the staged inputs
@@ -139,8 +139,10 @@ def _vector_footprints(a: dict, op: str, elem: int, alignment: int) -> tuple[lis
     mode = a["b_mode"]
     b_rows, b_elems = ((a["rows"], a["row_elems"]) if mode == B_MODES["same"] else
                        (1, a["channels"] if mode == B_MODES["channel"] else 1))
-    return ([("SRAM", "a", a["a_addr"], a["rows"], row, a["a_stride"]),
-             ("SRAM", "b", a["b_addr"], b_rows, b_elems * elem, a["b_stride"])], out)
+    size = {w: DTYPE_BYTES.get(operand_dtype(a, w), 0) for w in ("a", "b", "out")}  # format 1.2 widths
+    out = [("SRAM", "output", a["out_addr"], a["rows"], a["row_elems"] * size["out"], a["out_stride"])]
+    return ([("SRAM", "a", a["a_addr"], a["rows"], a["row_elems"] * size["a"], a["a_stride"]),
+             ("SRAM", "b", a["b_addr"], b_rows, b_elems * size["b"], a["b_stride"])], out)
 
 
 def _check_static(i: int, cmd, stream: Stream, reads: list, writes: list) -> None:

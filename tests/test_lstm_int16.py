@@ -1,0 +1,89 @@
+"""A quantized LSTM with a 16-bit cell state (tvm_npu.quantize's default; docs/npu.md section 2, format
+1.2): the state, its two products and the state carried in are int16 ELTWISE operands on the NPU, the
+NPU computes what TVM's llvm build of the same QDQ module computes, and against onnxruntime's float LSTM
+the state is far closer than with an 8-bit state."""
+
+import numpy as np
+import pytest
+
+import tvm_npu
+from conftest import npu_modules, run_vm
+from test_lstm_import import feeds_of, lstm_model, ort_run
+from tvm_npu import stream
+
+T, B, I, H = 8, 1, 8, 16
+
+
+@pytest.fixture(scope="module")
+def model():
+    return lstm_model(T=T, B=B, I=I, H=H, seed=5)
+
+
+def calibration(model, n=16):
+    return [[feeds_of(model, seed=100 + k)[i.name] for i in model.graph.input] for k in range(n)]
+
+
+@pytest.fixture(scope="module", params=[16, 8])
+def built(request, model):
+    qmod, qrep = tvm_npu.quantize(tvm_npu.from_onnx(model), calibration(model), progress=False,
+                                  state_bits=request.param)
+    report = tvm_npu.BuildReport()
+    ex = tvm_npu.build(qmod, report=report)
+    return request.param, qmod, qrep, report, ex
+
+
+def test_cell_state_is_int16_on_the_npu(built):
+    bits, _, qrep, report, ex = built
+    wide = [t for t in qrep.tensors if t.bits == 16]
+    if bits == 8:
+        assert not wide
+        return
+    # Per step: c, f * c_prev and i * g; plus the state carried in (the squeezed c0).
+    assert len(wide) == 3 * T + 1, qrep.summary()
+    assert all(t.zero_point == 0 and t.op in ("add", "multiply", "squeeze") for t in wide)
+    cell = [p for p in report.placements if p.op in ("relax.multiply", "relax.add", "relax.tanh", "relax.sigmoid")]
+    assert cell and all(p.device == "npu" and p.precision == "int8" for p in cell), report.table()
+    cmds = [c for m in npu_modules(ex) for c in stream.decode(bytes(m["get_stream"]())).commands]
+    int16 = stream.DTYPES["int16"]
+    products = [c for c in cmds if c.op == "ELTWISE" and c.args["out_dtype"] == int16 and c.args["kind"] == 2]
+    sums = [c for c in cmds if c.op == "ELTWISE" and c.args["a_dtype"] == c.args["b_dtype"] == int16]
+    requants = [c for c in cmds if c.op == "ELTWISE" and c.args["a_dtype"] == int16 and c.args["b_mult"] == 0]
+    assert len(products) == 2 * T and len(sums) == T and len(requants) == T  # tanh(c) reads int8
+    pinned = {k: v for info in report.regions.values() for k, v in info.get("pinned_state", {}).items()}
+    assert len(pinned) == 2 * (T - 1)  # h (int8) and c (int16) at every step boundary, kept in SRAM
+
+
+def test_npu_equals_llvm_on_the_same_qdq_module(built, model):
+    _, qmod, qrep, _, ex = built
+    import tvm
+    from tvm import relax
+
+    feeds = feeds_of(model, seed=7)
+    args = [feeds[i.name] for i in model.graph.input]
+    vm = relax.VirtualMachine(tvm.compile(qmod, target="llvm"), tvm.cpu())
+    want = [o.numpy() for o in vm["main"](*[tvm.runtime.tensor(a) for a in args])]
+    # The NPU rescales with integer multipliers where llvm dequantizes and requantizes in float32: at a
+    # rare near-tie the two round one LSB apart, which the recurrence can carry for a step or two.
+    y_scale = max(t.scale for t in qrep.tensors if t.bits == 8 and t.op == "multiply")
+    for got, ref in zip(run_vm(ex, *args), want):
+        assert np.abs(got - ref).max() <= 3 * y_scale
+
+
+def test_int16_state_is_closer_to_float(model):
+    # On this random LSTM the int8 gates dominate the error; the 16-bit state still lowers the mean error
+    # of the final cell state against onnxruntime's float LSTM (the wake-word tutorial, where the state
+    # decides the class, goes from 97.5% to 99.4% against 99.6% float).
+    feeds = [feeds_of(model, seed=200 + k) for k in range(4)]
+    err = {}
+    for bits in (8, 16):
+        qmod, _ = tvm_npu.quantize(tvm_npu.from_onnx(model), calibration(model), progress=False,
+                                   state_bits=bits)
+        ex = tvm_npu.build(qmod)
+        err[bits] = np.mean([np.abs(run_vm(ex, *[f[i.name] for i in model.graph.input])[2] - ort_run(model, f)[2]).mean()
+                             for f in feeds])
+    assert err[16] < err[8], err
+
+
+def test_state_bits_must_be_8_or_16(model):
+    with pytest.raises(ValueError, match="state_bits"):
+        tvm_npu.quantize(tvm_npu.from_onnx(model), calibration(model, 1), progress=False, state_bits=12)
