@@ -46,9 +46,13 @@ def evaluate(model_path: str, point_name: str, values: dict, config: NPUConfig) 
     try:
         row.update(feasible=True, **estimate(_model(model_path), config))
     except NPUError as err:  # e.g. ERR_SRAM_OVERFLOW: a layer that fits no tiling of this SRAM
-        row.update(feasible=False, error_code=err.code, reason=str(err))
+        row.update(feasible=False, error_code=err.code, reason=_reason(err))
     row["seconds"] = round(time.perf_counter() - start, 3)
     return row
+
+
+def _reason(err: NPUError) -> str:
+    return str(err).removeprefix(f"{err.code}: ")  # the row has the code apart
 
 
 def fingerprint(model_path: str, base: NPUConfig) -> str:
@@ -105,7 +109,7 @@ def run(points: list[Point], model_path: str, results: Path, fp: str, executor: 
             for p in todo:
                 if p.config is None:  # the contract forbids this configuration: nothing to compile
                     record({"name": p.name, **p.values, "config": None, "feasible": False,
-                            "error_code": p.error.code, "reason": str(p.error), "seconds": 0.0})
+                            "error_code": p.error.code, "reason": _reason(p.error), "seconds": 0.0})
                 else:
                     futures[pool.submit(evaluate, model_path, p.name, p.values, p.config)] = p
             for fut in cf.as_completed(futures):
