@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 
 import tvm_ffi
 
@@ -21,29 +20,19 @@ from .verify import verify
 
 log = logging.getLogger(__name__)
 
-
-class _State(threading.local):
-    """What `compiling` set for RunCodegen's calls of the hook (per thread: builds in two threads can
-    target different configurations)."""
-
-    config: NPUConfig | None = None
-    streams: dict | None = None
-    layers: dict | None = None
-
-
-_STATE = _State()
+_STATE = {"config": None, "streams": None, "layers": None}
 
 
 @contextlib.contextmanager
 def compiling(config: NPUConfig, streams: dict | None = None, layers: dict | None = None):
     """Compile NPU regions for `config`; when given, `streams` collects symbol -> Stream and `layers`
     symbol -> report.region_layers(...) (the layers and command -> layer map) for reports."""
-    saved = (_STATE.config, _STATE.streams, _STATE.layers)
-    _STATE.config, _STATE.streams, _STATE.layers = config, streams, layers
+    saved = dict(_STATE)
+    _STATE.update(config=config, streams=streams, layers=layers)
     try:
         yield
     finally:
-        _STATE.config, _STATE.streams, _STATE.layers = saved
+        _STATE.update(saved)
 
 
 def compile_region(func, config: NPUConfig):
@@ -61,14 +50,14 @@ def compile_region(func, config: NPUConfig):
 
 @tvm_ffi.register_global_func("relax.ext.npu", override=True)
 def _relax_ext_npu(functions, options, constant_names):  # noqa: ARG001 - signature fixed by RunCodegen
-    config = _STATE.config or get_config()
+    config = _STATE["config"] or get_config()
     modules = []
     for func in functions:
         graph, planned, blob = compile_region(func, config)
         symbol = graph.symbol
-        if _STATE.streams is not None:
-            _STATE.streams[symbol] = planned
-        if _STATE.layers is not None:
-            _STATE.layers[symbol] = report.region_layers(config, graph, planned)
+        if _STATE["streams"] is not None:
+            _STATE["streams"][symbol] = planned
+        if _STATE["layers"] is not None:
+            _STATE["layers"][symbol] = report.region_layers(config, graph, planned)
         modules.append(runtime.create_module(symbol, blob))
     return modules

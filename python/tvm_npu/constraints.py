@@ -8,7 +8,6 @@ exactly why an op stayed on the CPU and what to change. The limits come from the
 from __future__ import annotations
 
 import contextlib
-import threading
 from dataclasses import dataclass
 
 import tvm
@@ -16,16 +15,8 @@ from tvm.ir.prim.expr import FloatImm, IntImm
 
 from .config import NPUConfig, get_config
 
-
-class _Active(threading.local):
-    """The configuration the checks use and the rejection log; set by the partitioner for the duration of
-    one partition. Per thread, so two threads can partition for different configurations at once."""
-
-    config: NPUConfig | None = None
-    log: list | None = None
-
-
-_ACTIVE = _Active()
+# The configuration the checks use; set by the partitioner for the duration of one partition.
+_ACTIVE = {"config": None, "log": None}
 
 
 @dataclass
@@ -46,16 +37,16 @@ class Rejection:
 @contextlib.contextmanager
 def checking(config: NPUConfig, log: list):
     """Run pattern checks against `config`, appending every Rejection to `log`."""
-    saved = (_ACTIVE.config, _ACTIVE.log)
-    _ACTIVE.config, _ACTIVE.log = config, log
+    saved = dict(_ACTIVE)
+    _ACTIVE.update(config=config, log=log)
     try:
         yield
     finally:
-        _ACTIVE.config, _ACTIVE.log = saved
+        _ACTIVE.update(saved)
 
 
 def _config() -> NPUConfig:
-    return _ACTIVE.config or get_config()
+    return _ACTIVE["config"] or get_config()
 
 
 def static_shape(expr) -> tuple | None:
@@ -366,7 +357,7 @@ def _run(ctx, pattern: str, checks) -> bool:
     for constraint, args in checks:
         detail = constraint(*args)
         if detail is not None:
-            log = _ACTIVE.log
+            log = _ACTIVE["log"]
             if log is not None:
                 var = _fused_part(ctx, constraint)
                 if var is None:
