@@ -168,6 +168,22 @@ def test_sweep_runs_on_dask_when_installed(model_file, tmp_path):
     assert res.estimated == 2 and res.rows[1]["cycles"] == want["cycles"]
 
 
+def test_sweep_runs_on_ray_when_installed(model_file, tmp_path):
+    """docs/dse.md's Ray adapter (skipped where ray is not installed)."""
+    ray = pytest.importorskip("ray")
+    from tvm_npu.sweep_run import RayExecutor
+
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        res = tvm_npu.sweep(model_file, mac="8x8", sram="32KiB,64KiB", ddr_bw="8", out=tmp_path,
+                            base="npu-small", executor=RayExecutor(), progress=False, plots=False)
+    finally:
+        ray.shutdown()
+    mod = tvm_npu.from_onnx(str(model_file))
+    want = tvm_npu.estimate(mod, tvm_npu.NPU_SMALL.replace(mac_rows=8, mac_cols=8, sram_bytes=32 * KiB))
+    assert res.estimated == 2 and res.rows[0]["cycles"] == want["cycles"]
+
+
 def test_estimate_counts_cpu_ops_without_timing_them(rng):
     mod = chain((4, 64), [dense_layer(rng, 64, 32), {"op": "cpu", "fn": "sin"}, dense_layer(rng, 32, 8)])
     est = tvm_npu.estimate(mod, "npu-ref")

@@ -3,7 +3,7 @@
 The executor is anything with concurrent.futures.Executor's `submit(fn, *args)` returning a
 concurrent.futures.Future: a ProcessPoolExecutor by default (spawned workers: TVM's threads do not
 survive a fork), a ThreadPoolExecutor, or a distributed engine's executor (docs/dse.md: Dask's
-`Client.get_executor()`, Ray through `ObjectRef.future()`). A task carries the model's path, not the
+`Client.get_executor()`, Ray through `RayExecutor` below). A task carries the model's path, not the
 model: each worker imports it once and keeps it, so a distributed worker needs the same file path.
 
 Results are one JSON line per configuration, appended by this (the submitting) process as each one
@@ -18,6 +18,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -26,6 +27,10 @@ from .errors import NPUError
 from .sweep_grid import Point
 
 _MODELS: dict = {}  # per worker process: path -> ((mtime, size), IRModule)
+# TVM's BlockBuilder keeps one stack per process: two threads importing or partitioning at once corrupt
+# each other's functions. In a thread pool the estimates therefore run one at a time (processes, the
+# default, run in parallel); the lock costs nothing in a process of its own.
+_TVM = threading.Lock()
 
 
 def _model(path: str):
@@ -44,7 +49,8 @@ def evaluate(model_path: str, point_name: str, values: dict, config: NPUConfig) 
     row = {"name": point_name, **values, "config": config.to_dict()}
     start = time.perf_counter()
     try:
-        row.update(feasible=True, **estimate(_model(model_path), config))
+        with _TVM:
+            row.update(feasible=True, **estimate(_model(model_path), config))
     except NPUError as err:  # e.g. ERR_SRAM_OVERFLOW: a layer that fits no tiling of this SRAM
         row.update(feasible=False, error_code=err.code, reason=_reason(err))
     row["seconds"] = round(time.perf_counter() - start, 3)
@@ -77,6 +83,16 @@ def load_rows(path: Path, fp: str) -> dict:
             if isinstance(row, dict) and row.get("fingerprint") == fp and row.get("error_code") != "INTERNAL":
                 rows[row["name"]] = row
     return rows
+
+
+class RayExecutor:
+    """Ray has no concurrent.futures Executor, but a task's `ObjectRef.future()` is a Future: enough for
+    `run`. Call `ray.init(...)` first (docs/dse.md)."""
+
+    def submit(self, fn, *args):
+        import ray
+
+        return ray.remote(fn).remote(*args).future()
 
 
 def default_executor(jobs: int | None) -> cf.Executor:
