@@ -42,10 +42,10 @@ def main():
     wall = time.perf_counter() - start
     print(res.table())
     feasible = sum(bool(r.get("feasible")) for r in res.rows)
-    per = sum(r.get("seconds", 0) for r in res.rows) / max(1, res.estimated)
+    per = sum(r.get("seconds", 0) for r in res.rows) / len(res.rows)  # as measured when each was estimated
     print(f"{len(res.rows)} configurations, {feasible} feasible, {len(res.pareto)} on the Pareto front; "
           f"{res.estimated} estimated in {wall:.1f} s wall on {args.jobs or os.cpu_count()} worker(s) "
-          f"({per:.2f} s of worker time each, plots included); load average before "
+          f"(plots included; {per:.2f} s per configuration in a worker); load average before "
           f"{load_before[0]:.2f}, after {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
     print("wrote " + ", ".join(str(f) for f in res.files))
 

@@ -72,11 +72,12 @@ def write_plots(rows: list[dict], folder: Path, title: str) -> list[Path]:
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     sc = ax.scatter([r["latency_us"] for r in ok], [r["energy_uj"] for r in ok],
-                    c=[r["sram_bytes"] for r in ok], s=[12 * r["mac_count"] ** 0.5 for r in ok], cmap="viridis")
+                    c=[r["sram_bytes"] / 2**20 for r in ok], s=[3 * r["mac_count"] ** 0.5 for r in ok],
+                    cmap="viridis", alpha=0.8)
     front = [r for r in ok if r["pareto"]]
     ax.scatter([r["latency_us"] for r in front], [r["energy_uj"] for r in front], marker="*", s=140,
-               facecolors="none", edgecolors="black", label="Pareto front")
-    fig.colorbar(sc, ax=ax, label="SRAM bytes")
+               facecolors="none", edgecolors="black", label="Pareto front (latency and area, per DDR bandwidth)")
+    fig.colorbar(sc, ax=ax, label="SRAM (MiB)")
     ax.set(xlabel="latency (us)", ylabel="energy per inference (uJ, docs/dse.md constants)",
            title=f"{title}: energy vs latency (marker size: MAC array)")
     paths.append(_save(fig, ax, folder / "energy_vs_latency.png"))
