@@ -29,6 +29,11 @@ def test_grid_values_parse_and_name_their_points():
     assert points[1].config.ddr_bytes_per_cycle == 16 and points[1].config.vector_lanes == 64  # base kept
     # 1000 bytes is not a multiple of alignment x banks: a point the contract forbids, not a mistake.
     assert points[2].config is None and points[2].error.code == "ERR_OP_NOT_SUPPORTED"
+    # The issue's grid (the defaults): 36 configurations the contract allows, 64x64 and 4 MiB included.
+    issue = grid(tvm_npu.NPU_REF, "16x16,32x32,64x64", "512KiB,1MiB,2MiB,4MiB", "8,16,32")
+    assert len(issue) == 36 and all(p.config is not None for p in issue)
+    assert issue[-1].config.replace(name="x") == tvm_npu.NPU_REF.replace(
+        name="x", mac_rows=64, mac_cols=64, sram_bytes=4 << 20, ddr_bytes_per_cycle=32)
 
 
 @pytest.mark.parametrize("option, spec, hint", [("mac", "16y16", "ROWSxCOLS"), ("mac", "0x16", "positive"),

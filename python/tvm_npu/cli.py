@@ -60,9 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     sw = sub.add_parser("sweep", help="estimate a model on a grid of MAC arrays, SRAM sizes and DDR "
                                       "bandwidths (cost model, nothing runs); table, plots, Pareto front")
     sw.add_argument("model", help="the ONNX model file")
-    sw.add_argument("--mac", default="16x16,32x32,64x64", help="MAC arrays, ROWSxCOLS, comma-separated")
-    sw.add_argument("--sram", default="512KiB,1MiB,2MiB,4MiB", help="SRAM sizes (B, KiB, MiB, GiB)")
-    sw.add_argument("--ddr-bw", default="8,16,32", help="DDR bandwidths in bytes per cycle")
+    sw.add_argument("--mac", default="16x16,32x32,64x64", help="MAC arrays, ROWSxCOLS, comma-separated (default: %(default)s)")
+    sw.add_argument("--sram", default="512KiB,1MiB,2MiB,4MiB", help="SRAM sizes: B, KiB, MiB, GiB (default: %(default)s)")
+    sw.add_argument("--ddr-bw", default="8,16,32", help="DDR bandwidths in bytes per cycle (default: %(default)s)")
     sw.add_argument("--base", default="npu-ref", choices=sorted(PRESETS),
                     help="configuration whose other fields every point keeps")
     sw.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: all cores)")
