@@ -25,9 +25,11 @@ def _lines(ax, rows, x_key, group_keys, label):
     groups: dict = {}
     for r in rows:
         groups.setdefault(tuple(r[k] for k in group_keys), []).append(r)
-    for key, rs in sorted(groups.items()):
+    firsts, seconds = sorted({k[0] for k in groups}), sorted({k[1] for k in groups})
+    for key, rs in sorted(groups.items()):  # colour: the first other resource; line style: the second
         rs = sorted(rs, key=lambda r: r[x_key])
-        ax.plot([r[x_key] for r in rs], [r["latency_us"] for r in rs], marker="o", ms=4, label=label(key))
+        ax.plot([r[x_key] for r in rs], [r["latency_us"] for r in rs], marker="o", ms=4, label=label(key),
+                color=f"C{firsts.index(key[0]) % 10}", linestyle=("-", "--", ":", "-.")[seconds.index(key[1]) % 4])
         front = [r for r in rs if r["pareto"]]
         ax.scatter([r[x_key] for r in front], [r["latency_us"] for r in front], marker="*", s=140,
                    facecolors="none", edgecolors="black", zorder=3)
