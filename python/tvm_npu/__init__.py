@@ -28,6 +28,9 @@ from .accuracy import layer_sqnr, format_sqnr_table  # noqa: F401
 from .profile import profile, to_csv as profile_to_csv  # noqa: F401
 from .trace import write_chrome_trace  # noqa: F401
 from .build import build, npu_pipeline  # noqa: F401
+from .estimate import estimate  # noqa: F401
+from .energy import EnergyModel  # noqa: F401
+from .sweep import sweep, SweepResult  # noqa: F401
 from .session import AsyncModel, StreamingSession  # noqa: F401
 from . import codegen as _codegen  # noqa: F401  (registers "relax.ext.npu")
 

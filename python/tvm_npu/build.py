@@ -47,20 +47,30 @@ def npu_pipeline(config: NPUConfig | str | None = None, report: report_mod.Build
 
     @tvm.transform.module_pass(opt_level=0, name="NPUPipeline")
     def _pipeline(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        rejections: list = []
-        streams: dict = {}
-        layers: dict = {}
-        mod = _stage("partition", partition.partition_for_npu(mod, cfg, rejections), dump_after)
-        if report is not None:
-            report.config = cfg.to_dict()
-            report.record_partition(mod, rejections)
-        with codegen.compiling(cfg, streams, layers):
-            mod = _stage("codegen", relax.transform.RunCodegen()(mod), dump_after)
-        if report is not None:
-            report.regions = {s: _region_summary(cfg, st, layers.get(s)) for s, st in streams.items()}
+        mod = compile_npu_regions(mod, cfg, report, dump_after)
         return _stage("cpu_lowering", cpu_pipeline()(mod), dump_after)
 
     return _pipeline
+
+
+def compile_npu_regions(mod: tvm.IRModule, cfg: NPUConfig, report: report_mod.BuildReport | None = None,
+                        dump_after: str | None = None) -> tvm.IRModule:
+    """Partition and codegen: every NPU region planned and encoded, the rest still Relax for the CPU.
+
+    The pipeline above continues with TVM's CPU lowering; tvm_npu.estimate stops here, since the
+    report then already holds every region's cost-model numbers."""
+    rejections: list = []
+    streams: dict = {}
+    layers: dict = {}
+    mod = _stage("partition", partition.partition_for_npu(mod, cfg, rejections), dump_after)
+    if report is not None:
+        report.config = cfg.to_dict()
+        report.record_partition(mod, rejections)
+    with codegen.compiling(cfg, streams, layers):
+        mod = _stage("codegen", relax.transform.RunCodegen()(mod), dump_after)
+    if report is not None:
+        report.regions = {s: _region_summary(cfg, st, layers.get(s)) for s, st in streams.items()}
+    return mod
 
 
 def _stage(name: str, mod: tvm.IRModule, dump_after: str | None) -> tvm.IRModule:
@@ -74,17 +84,20 @@ def _region_summary(cfg: NPUConfig, planned, layers: dict | None = None) -> dict
     """A region's plan in JSON-serializable form; with `layers` (report.region_layers) also its
     layers, I/O tensor bytes and command -> layer map, which tvm_npu.profile needs."""
     from .cost_model import estimate
+    from .energy import command_counts
 
     est = estimate(cfg, planned.commands)
     summary = {"commands": len(planned.commands), "weight_bytes": len(planned.weights),
                "sram_bytes_used": planned.sram_bytes_used, "ddr_bytes": planned.ddr_bytes,
                "estimated_cycles": est.total_cycles, "macs": est.macs,
+               "mac_cycles": est.mac_cycles, "vector_cycles": est.vector_cycles,
                "ddr_read_bytes": est.ddr_read_bytes, "ddr_write_bytes": est.ddr_write_bytes}
     # NCHW host tensors are transposed to NHWC (and back) by the runtime at the region boundary only;
     # a tensor with one channel or one pixel needs no data movement for it.
     summary["boundary_transposes"] = sum(
         1 for t in planned.tensors
         if t.host_layout == "NCHW" and t.view[3] > 1 and t.view[1] * t.view[2] > 1)
+    summary.update(command_counts(cfg, planned.commands))  # for energy.py's estimate
     summary.update(getattr(planned, "info", {}))  # the planner's own numbers (plan.py)
     summary.update(layers or {})
     return summary

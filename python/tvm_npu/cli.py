@@ -1,4 +1,4 @@
-"""`tvm-npu`: the command line: demo, compile, quantize, run, profile, report (commands: cli_commands.py)."""
+"""`tvm-npu`: the command line: demo, compile, quantize, run, profile, report, sweep (commands: cli_commands.py)."""
 
 from __future__ import annotations
 
@@ -56,6 +56,18 @@ def _parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="print where each op runs and why the rest does not")
     rep.add_argument("model", help="the ONNX model file")
     config(rep)
+
+    sw = sub.add_parser("sweep", help="estimate a model on a grid of MAC arrays, SRAM sizes and DDR "
+                                      "bandwidths (cost model, nothing runs); table, plots, Pareto front")
+    sw.add_argument("model", help="the ONNX model file")
+    sw.add_argument("--mac", default="16x16,32x32,64x64", help="MAC arrays, ROWSxCOLS, comma-separated (default: %(default)s)")
+    sw.add_argument("--sram", default="512KiB,1MiB,2MiB,4MiB", help="SRAM sizes: B, KiB, MiB, GiB (default: %(default)s)")
+    sw.add_argument("--ddr-bw", default="8,16,32", help="DDR bandwidths in bytes per cycle (default: %(default)s)")
+    sw.add_argument("--base", default="npu-ref", choices=sorted(PRESETS),
+                    help="configuration whose other fields every point keeps")
+    sw.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: all cores)")
+    sw.add_argument("--out", default="npu_sweep", help="folder for results.jsonl (resumable), CSV, plots")
+    sw.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     return parser
 
 

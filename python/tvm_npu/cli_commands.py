@@ -1,4 +1,4 @@
-"""The `tvm-npu` subcommands compile, quantize, run, profile and report (argument parsing: cli.py).
+"""The `tvm-npu` subcommands compile, quantize, run, profile, report and sweep (argument parsing: cli.py).
 
 Each command takes the parsed argparse namespace and returns the exit code. A user mistake raises
 `CLIError` or `NPUError`; cli.main turns either into one line on stderr.
@@ -199,5 +199,21 @@ def cmd_quantize(args) -> int:
     return _export(ex, report, args.output)
 
 
+def cmd_sweep(args) -> int:
+    """Estimate the model on every configuration of the grid; print the table and where files went."""
+    from .sweep import sweep
+
+    if args.jobs is not None and args.jobs < 1:
+        raise CLIError(f"--jobs {args.jobs}: give at least one worker process")
+    res = sweep(str(_existing(args.model, "model file")), mac=args.mac, sram=args.sram, ddr_bw=args.ddr_bw,
+                out=args.out, base=args.base, jobs=args.jobs, plots=not args.no_plots)
+    print(res.table())
+    feasible = sum(bool(r.get("feasible")) for r in res.rows)
+    print(f"{len(res.rows)} configurations ({feasible} feasible, {len(res.pareto)} on the Pareto front, "
+          f"* above), {res.estimated} estimated now, in {res.seconds:.1f} s wall")
+    print("wrote " + ", ".join(str(f) for f in res.files))
+    return 0
+
+
 COMMANDS = {"compile": cmd_compile, "quantize": cmd_quantize, "run": cmd_run, "profile": cmd_profile,
-            "report": cmd_report}
+            "report": cmd_report, "sweep": cmd_sweep}

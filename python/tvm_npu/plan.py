@@ -116,7 +116,7 @@ def constant_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[by
     return data, w_stride, align(oc * w_stride, cfg.alignment)
 
 
-def _block_size(cfg: NPUConfig, layer: Layer, dst: Placed, in_bytes: int) -> list[int]:
+def _block_size(cfg: NPUConfig, layer: Layer, dst: Placed, in_bytes: int, small_first: bool = True) -> list[int]:
     """Output-channel block sizes to try, best first. Every block re-reads the layer's input, so blocks
     are as large as fit — except for a weight-heavy layer on a small input (a classifier): its weights
     come in blocks of at most an eighth of SRAM, so the weight streamer (weights.py) can load each
@@ -137,9 +137,15 @@ def _block_size(cfg: NPUConfig, layer: Layer, dst: Placed, in_bytes: int) -> lis
             sizes.append(b)
             b = (b // 2) // step * step
         row = layer.weight[0].nbytes
-        small = [n for n in sizes if n * row <= cfg.sram_bytes // 8] if in_bytes * 64 <= layer.weight.nbytes else []
+        small = [n for n in sizes if n * row <= cfg.sram_bytes // 8] \
+            if small_first and _weight_heavy(layer, in_bytes) else []
         sizes = small + [n for n in sizes if n not in small]
     return sizes
+
+
+def _weight_heavy(layer: Layer, in_bytes: int) -> bool:
+    """A classifier-like layer: weights far larger than its input (see _block_size)."""
+    return in_bytes * 64 <= layer.weight.nbytes
 
 
 def _broadcast(layer: Layer, k: int) -> bool:
@@ -302,12 +308,21 @@ def _choose(cfg, layer, srcs, dst, blocks_options, base) -> LayerPlan | None:
     return None
 
 
+def _any_weight_heavy(cfg: NPUConfig, graph: Graph) -> bool:
+    for layer in graph.layers:
+        if layer.kind == "conv" and layer.groups == 1:
+            n, h, w, c = graph.tensors[layer.inputs[0]].view
+            if _weight_heavy(layer, n * h * align(w * c * DTYPE_BYTES[layer.dtype], cfg.alignment)):
+                return True
+    return False
+
+
 def compute_layers(graph: Graph) -> list:
     """The layers that become commands (views are resolved by aliasing)."""
     return [layer for layer in graph.layers if layer.kind not in ("view", "concat")]
 
 
-def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set, pinned: set):
+def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set, pinned: set, small_first: bool):
     """Residents, constant-block options and DDR homes for a residency `budget`. DDR addresses are
     relative to the end of the weight region, which is known only once every layer's blocks are
     chosen (`_finish_ddr`). Concatenations (`joined`) are always resident, their inputs (`slices`)
@@ -363,7 +378,7 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set,
         options = []
         dst = Placed("sram" if layer.out in residents or layer.out in slices else "ddr", 0,
                      graph.tensors[layer.out].view, 0, elems[layer.out])
-        for size in (_block_size(cfg, layer, dst, sizes[layer.inputs[0]]) if layer.out in blockable or
+        for size in (_block_size(cfg, layer, dst, sizes[layer.inputs[0]], small_first) if layer.out in blockable or
                      dst.space == "ddr" else [layer.weight.shape[0]]):
             opt = []
             for oc0, oc1 in oc_blocks(oc, size):
@@ -417,8 +432,9 @@ def _finish_ddr(cfg, graph, plans, data, placed, rel_top):
     return bytes(weights), base + rel_top, per_layer
 
 
-def _plan_region(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set, pinned: set):
-    placement = _place(cfg, graph, budget, slices, joined, pinned)
+def _plan_region(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set, pinned: set,
+                 small_first: bool = True):
+    placement = _place(cfg, graph, budget, slices, joined, pinned, small_first)
     if placement is None:
         layer = next(lay for lay in graph.layers if lay.kind == "concat" and lay.out in joined)
         n, h, w, c = graph.tensors[layer.out].view
@@ -470,19 +486,31 @@ def _plan_region(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined
 def plan(cfg: NPUConfig, graph: Graph) -> Stream:
     """Place every tensor, plan every layer, and return the stream (weights included)."""
     # How much SRAM to give resident intermediates is a trade: more residents mean less DDR traffic but
-    # smaller tiles. Plan with a few budgets and keep the fastest schedule (the cost model decides).
+    # smaller tiles. Plan with a few budgets and keep the fastest schedule (the cost model decides; at
+    # equal cycles, the one that moves fewer bytes). Weight-heavy layers' small blocks (_block_size) help
+    # only when the streamer has earlier layers to load them behind: with the best budget, plan without
+    # them too -- with them, a lone classifier on a larger SRAM ran slower and moved more bytes. (Once:
+    # MobileNetV2 plans in 20% more time; per budget it took 70% more, for the same schedule.)
     pinned = recurrence.state_tensors(graph)
     slices_of, joined = slices.resolve(graph, pinned)
-    result, layer, need = None, None, 0
-    for share in RESIDENT_SHARES:
-        attempt, bad_layer, bad_need = _plan_region(cfg, graph, int(cfg.sram_bytes * share), slices_of, joined,
-                                                    pinned)
-        if attempt is None:
-            layer, need = layer or bad_layer, max(need, bad_need)
-            continue
-        if result is None or cost_model.estimate(cfg, attempt[0]).total_cycles < \
-                cost_model.estimate(cfg, result[0]).total_cycles:
-            result = attempt
+
+    def attempt(share, small_first):  # ((cycles, DDR bytes) or None, share, plan or (layer, need))
+        planned, bad_layer, bad_need = _plan_region(cfg, graph, int(cfg.sram_bytes * share), slices_of, joined,
+                                                    pinned, small_first)
+        if planned is None:
+            return None, share, (bad_layer, bad_need)
+        est = cost_model.estimate(cfg, planned[0])
+        return (est.total_cycles, est.ddr_read_bytes + est.ddr_write_bytes), share, planned
+
+    tries = [attempt(share, True) for share in RESIDENT_SHARES]
+    done = [t for t in tries if t[0] is not None]
+    if done and _any_weight_heavy(cfg, graph):
+        tries.append(attempt(min(done, key=lambda t: t[0])[1], False))
+    done = [t for t in tries if t[0] is not None]
+    result = min(done, key=lambda t: t[0])[2] if done else None
+    failed = [t[2] for t in tries if t[0] is None]
+    layer = failed[0][0] if failed else None
+    need = max((n for _, n in failed), default=0)
     if result is None:
         raise NPUError("ERR_SRAM_OVERFLOW",
                        f"layer {layer.name} ({layer.composite}) does not fit {cfg.sram_bytes} bytes of SRAM "
