@@ -329,7 +329,7 @@ class _Lowerer:
         if layer.groups > 1:
             layer.groups = out_view[3]
         if "add" in calls and layer.dtype == "float16":
-            layer.bias = eval_const(calls["add"][0].args[1], sym, "bias", self.env).reshape(-1).astype(
+            layer.bias = eval_const(self._bias_operand(calls, call), sym, "bias", self.env).reshape(-1).astype(
                 np.float32)
         layer.macs = int(np.prod(layer.weight.shape)) * out_view[0] * out_view[1] * out_view[2]
         return call.args[0], in_view, layout, out_shape, out_view
@@ -456,7 +456,8 @@ class _Lowerer:
         layer.scale = np.array([qp.conv_scale(s_x, ws, s_y) for ws in w_scale], np.float32)
         bias = np.zeros(oc, np.int64)
         if "add" in calls:
-            bdq = self.resolve(calls["add"][0].args[1])
+            op = calls["nn.conv2d" if "nn.conv2d" in calls else "matmul"][0]
+            bdq = self.resolve(self._bias_operand(calls, op))
             while bdq.op.name == "relax.reshape":
                 bdq = self.resolve(bdq.args[0])
             codes = constant_value(bdq.args[0]).astype(np.int64).reshape(-1)
@@ -486,6 +487,12 @@ class _Lowerer:
         else:
             mults, n = qp.common_shift([s_a / s_y, s_b / s_y])
         layer.in_zps, layer.mult, layer.shift = (z_a, z_b), np.array(mults + [0])[:2], n
+
+    def _bias_operand(self, calls: dict, op_call):
+        """The add's operand that is not the conv / matmul result: the pattern matches add(y, b) and
+        add(b, y) alike (torch's export writes the bias first)."""
+        add = calls["add"][0]
+        return next(a for a in add.args if not self.resolve(a).same_as(op_call))
 
     def resolve(self, expr):
         """The value bound to a dataflow variable of the current composite."""
