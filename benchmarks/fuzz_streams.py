@@ -25,8 +25,24 @@ import numpy as np
 EDGE = (0, 1, 2, 0x7F, 0x80, 0xFF, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFFFFFE, 128, 4096)
 
 
+def lstm_model(T: int = 3, I: int = 8, H: int = 16):
+    """A small ONNX LSTM with its state as inputs: quantized, its cell state runs as int16 ELTWISE operands
+    (format 1.2), and c0 / c_T cross the region boundary as int16 tensors."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array((rng.standard_normal(shape) * 0.5).astype(np.float32), name)
+             for name, shape in (("W", (1, 4 * H, I)), ("R", (1, 4 * H, H)), ("B", (1, 8 * H)))]
+    io = lambda n, shape: helper.make_tensor_value_info(n, TensorProto.FLOAT, shape)  # noqa: E731
+    node = helper.make_node("LSTM", ["X", "W", "R", "B", "", "h0", "c0"], ["Y", "Y_h", "Y_c"], hidden_size=H)
+    graph = helper.make_graph([node], "lstm", [io("X", [T, 1, I]), io("h0", [1, 1, H]), io("c0", [1, 1, H])],
+                              [io("Y", [T, 1, 1, H]), io("Y_h", [1, 1, H]), io("Y_c", [1, 1, H])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
 def seeds() -> list:
-    """Streams of small compiled models: a CNN (fp16), its int8 form, and a concat / eltwise model."""
+    """Streams of small compiled models: a CNN (fp16), its int8 form, a concat / eltwise model, and a
+    quantized LSTM (int16 cell state)."""
     import tvm_npu
     from tvm_npu import runtime
     from tvm_npu.models import op_zoo, small_cnn
@@ -42,6 +58,11 @@ def seeds() -> list:
                 for i in range(2)]
             qmod, _ = tvm_npu.quantize(mod, calib, progress=False)
             out += [bytes(m["get_stream"]()) for m in runtime.npu_modules(tvm_npu.build(qmod, config=config))]
+    model = lstm_model()
+    calib = [[np.random.default_rng(i).standard_normal([d.dim_value for d in t.type.tensor_type.shape.dim])
+              .astype(np.float32) for t in model.graph.input] for i in range(4)]
+    qmod, _ = tvm_npu.quantize(tvm_npu.from_onnx(model), calib, progress=False)
+    out += [bytes(m["get_stream"]()) for m in runtime.npu_modules(tvm_npu.build(qmod))]
     return out
 
 
@@ -87,9 +108,9 @@ def execute(blob: bytes, rt, rng) -> str:
     args = []
     for role in ("input", "output"):
         for t in sorted((t for t in parsed.tensors if t.role == role), key=lambda t: t.io_index):
-            dtype = np.float32 if t.host_dtype == "float32" else np.int8
+            dtype = np.dtype(t.host_dtype)  # float32, int8 or int16
             value = rng.standard_normal(t.host_shape).astype(dtype) if dtype == np.float32 else \
-                rng.integers(-128, 128, t.host_shape, dtype=np.int8)
+                rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, t.host_shape, dtype=dtype)
             args.append(tvm.runtime.tensor(value))
     try:
         mod["f"](*args)
