@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "kernels/fast/conv2d_fast.h"
 #include "kernels/ref/add_ref.h"
 #include "kernels/ref/conv2d_ref.h"
 #include "kernels/ref/eltwise_ref.h"
@@ -144,9 +145,9 @@ class Machine {
   void Conv2D(const stream::Command& cmd) {
     const stream::Conv2DOperands op = OperandsOf<stream::Conv2DOperands>(cmd);
     uint8_t* s = sram_.data();
-    Conv2DRef(op, s + op.in_addr, s + op.w_addr,
-              op.bias_addr == stream::kNoBias ? nullptr : s + op.bias_addr, s + op.out_addr,
-              ps_.config.alignment);
+    fast::Conv2D(op, s + op.in_addr, s + op.w_addr,
+                 op.bias_addr == stream::kNoBias ? nullptr : s + op.bias_addr, s + op.out_addr,
+                 ps_.config.alignment, fast::ActiveLevel());
   }
 
   void Add(const stream::Command& cmd) {

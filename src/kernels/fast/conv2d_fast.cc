@@ -1,0 +1,37 @@
+/*!
+ * \file conv2d_fast.cc
+ * \brief The fast CONV2D entry (conv2d_fast.h): unpacks the int8 requantization block and picks
+ *        the dense, depthwise or fp16 kernel.
+ */
+#include "kernels/fast/conv2d_fast.h"
+
+#include <vector>
+
+#include "kernels/ref/conv2d_ref.h"
+#include "kernels/ref/ref_common.h"
+
+namespace tvm_npu {
+namespace fast {
+
+void Conv2D(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
+            const uint8_t* bias, uint8_t* out, uint32_t alignment, Level level) {
+  if (level == kLevelRef) return Conv2DRef(op, in, w, bias, out, alignment);
+  if (op.dtype != stream::kInt8) return Conv2DFp16(op, in, w, bias, out, level);
+  const uint64_t row = stream::RequantRowStride(op.oc, alignment);
+  std::vector<int32_t> b(op.oc);
+  std::vector<float> s(op.oc);
+  for (uint64_t o = 0; o < op.oc; ++o) {
+    b[o] = ref::LoadI32(bias + o * 4);
+    s[o] = ref::BitsToFloat(static_cast<uint32_t>(ref::LoadI32(bias + row + o * 4)));
+    // The reference refuses a bad scale before writing anything, with its own message.
+    if (!ref::ValidScale(s[o])) return Conv2DRef(op, in, w, bias, out, alignment);
+  }
+  if (stream::IsDepthwise(op)) {
+    Conv2DInt8Depthwise(op, in, w, b.data(), s.data(), out, level);
+  } else {
+    Conv2DInt8Dense(op, in, w, b.data(), s.data(), out, level);
+  }
+}
+
+}  // namespace fast
+}  // namespace tvm_npu
