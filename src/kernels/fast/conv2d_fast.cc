@@ -14,7 +14,8 @@ namespace tvm_npu {
 namespace fast {
 
 void Conv2D(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
-            const uint8_t* bias, uint8_t* out, uint32_t alignment, Level level) {
+            const uint8_t* bias, uint8_t* out, uint32_t alignment, Level level,
+            WeightCache* cache, size_t key) {
   if (level == kLevelRef) return Conv2DRef(op, in, w, bias, out, alignment);
   if (op.dtype != stream::kInt8) return Conv2DFp16(op, in, w, bias, out, level);
   const uint64_t row = stream::RequantRowStride(op.oc, alignment);
@@ -29,7 +30,12 @@ void Conv2D(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* 
   if (stream::IsDepthwise(op)) {
     Conv2DInt8Depthwise(op, in, w, b.data(), s.data(), out, level);
   } else {
-    Conv2DInt8Dense(op, in, w, b.data(), s.data(), out, level);
+    const size_t k = uint64_t{op.kh} * op.kw * op.in_c, kp = (k + 3) / 4 * 4;
+    const int8_t* w8 = reinterpret_cast<const int8_t*>(w);
+    const std::shared_ptr<const PackedWeights> packed =
+        cache != nullptr ? cache->Get(key, level, w8, op.w_stride, k, kp, op.oc)
+                         : PackWeights(level, w8, op.w_stride, k, kp, op.oc);
+    Conv2DInt8Dense(op, in, *packed, b.data(), s.data(), out);
   }
 }
 

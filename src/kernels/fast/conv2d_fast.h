@@ -18,17 +18,25 @@
 #include <cstdint>
 
 #include "kernels/fast/cpu_level.h"
+#include "kernels/fast/weight_cache.h"
 
 namespace tvm_npu {
 namespace fast {
 
-/*! \brief Conv2DRef's contract and bits, at `level` (kLevelRef runs Conv2DRef itself). */
+/*!
+ * \brief Conv2DRef's contract and bits, at `level` (kLevelRef runs Conv2DRef itself).
+ *
+ * \param cache Where packed int8 weights are kept between calls (nullptr: pack every time),
+ *        under `key`, which must name the command within the cache.
+ */
 void Conv2D(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
-            const uint8_t* bias, uint8_t* out, uint32_t alignment, Level level);
+            const uint8_t* bias, uint8_t* out, uint32_t alignment, Level level,
+            WeightCache* cache = nullptr, size_t key = 0);
 
 /*! \brief The int8 halves (conv2d_int8_fast.cc, dwconv_int8_fast.cc) and fp16 (conv2d_fp16_fast.cc). */
-void Conv2DInt8Dense(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
-                     const int32_t* bias, const float* scale, uint8_t* out, Level level);
+void Conv2DInt8Dense(const stream::Conv2DOperands& op, const uint8_t* in,
+                     const PackedWeights& w, const int32_t* bias, const float* scale,
+                     uint8_t* out);
 void Conv2DInt8Depthwise(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
                          const int32_t* bias, const float* scale, uint8_t* out, Level level);
 void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,

@@ -26,6 +26,22 @@ uint8_t* OutPixel(const stream::Conv2DOperands& op, uint8_t* out, size_t p) {
   return out + (p / op.out_w) * op.out_stride + (p % op.out_w) * stream::OutPixelStride(op);
 }
 
+// u = x + 128 as an unsigned byte is x with its sign bit flipped: 8 bytes per step.
+inline void FlipSign(const uint8_t* src, size_t n, uint8_t* dst) {
+  size_t c = 0;
+  for (; c + 8 <= n; c += 8) {
+    uint64_t v;
+    std::memcpy(&v, src + c, sizeof(v));
+    v ^= 0x8080808080808080ull;
+    std::memcpy(dst + c, &v, sizeof(v));
+  }
+  for (; c < n; ++c) dst[c] = static_cast<uint8_t>(src[c] ^ 0x80u);
+}
+
+inline void FlipSign(const uint8_t* src, size_t n, int16_t* dst) {
+  for (size_t c = 0; c < n; ++c) dst[c] = static_cast<int16_t>(src[c] ^ 0x80u);
+}
+
 // The window of output pixel p as one row of kp elements of u = x + 128. A tap in the padding
 // holds z_x + 128, i.e. x - z_x = 0, so it adds nothing, as the reference skips it.
 template <typename T>
@@ -43,8 +59,7 @@ void Im2ColRow(const stream::Conv2DOperands& op, const uint8_t* in, size_t p, si
         std::fill(dst, dst + ic, pad);
         continue;
       }
-      const uint8_t* src = in + y * op.in_stride + x * stream::InPixelStride(op);
-      for (size_t c = 0; c < ic; ++c) dst[c] = static_cast<T>(src[c] ^ 0x80u);
+      FlipSign(in + y * op.in_stride + x * stream::InPixelStride(op), ic, dst);
     }
   }
   std::fill(dst, row + kp, T{0});
@@ -56,7 +71,9 @@ void DenseTask(const stream::Conv2DOperands& op, const uint8_t* in, uint8_t* out
   const size_t tile = GemmTileM(level);
   thread_local std::vector<T> a;
   thread_local std::vector<int8_t*> out_rows;
-  a.assign(RoundUp(rows, tile) * t.kp, T{0});
+  // Every row is written whole; only the rows that round the last tile up are zeroed.
+  a.resize(RoundUp(rows, tile) * t.kp);
+  std::fill(a.begin() + rows * t.kp, a.end(), T{0});
   out_rows.resize(rows);
   for (size_t i = 0; i < rows; ++i) {
     Im2ColRow(op, in, p0 + i, t.kp, a.data() + i * t.kp);
@@ -74,28 +91,24 @@ void DenseTask(const stream::Conv2DOperands& op, const uint8_t* in, uint8_t* out
 
 }  // namespace
 
-void Conv2DInt8Dense(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
-                     const int32_t* bias, const float* scale, uint8_t* out, Level level) {
-  const size_t k = uint64_t{op.kh} * op.kw * op.in_c, kp = RoundUp(k, 4), oc = op.oc;
+void Conv2DInt8Dense(const stream::Conv2DOperands& op, const uint8_t* in,
+                     const PackedWeights& w, const int32_t* bias, const float* scale,
+                     uint8_t* out) {
+  const Level level = static_cast<Level>(w.level);
+  const size_t k = w.k, kp = w.kp, oc = op.oc;
   const size_t block = GemmBlockN(level), oc_pad = RoundUp(oc, block);
-  std::vector<uint8_t> packed(PackedWeightsBytes(level, oc, kp));
-  PackWeightsInt8(level, reinterpret_cast<const int8_t*>(w), op.w_stride, k, kp, oc,
-                  packed.data());
   // bias - (z_x + 128) * sum_k w in wrapping uint32: with A = x - z_x + (z_x + 128) the GEMM's
   // sum then equals bias + sum (x - z_x) * w mod 2^32, the reference's accumulator.
   std::vector<int32_t> bias_adj(oc_pad, 0);
   std::vector<float> scale_pad(oc_pad, 1.0f);
   const uint32_t shift = static_cast<uint32_t>(static_cast<int32_t>(op.in_zp) + 128);
   for (size_t o = 0; o < oc; ++o) {
-    const int8_t* row = reinterpret_cast<const int8_t*>(w) + o * op.w_stride;
-    uint32_t wsum = 0;
-    for (size_t i = 0; i < k; ++i) wsum += static_cast<uint32_t>(int32_t{row[i]});
-    bias_adj[o] = ref::WrapI32(static_cast<uint32_t>(bias[o]) - shift * wsum);
+    bias_adj[o] = ref::WrapI32(static_cast<uint32_t>(bias[o]) - shift * w.wsum[o]);
     scale_pad[o] = scale[o];
   }
   GemmInt8Task t{};
   t.kp = kp;
-  t.b = packed.data();
+  t.b = w.packed.data();
   t.bias_adj = bias_adj.data();
   t.scale = scale_pad.data();
   t.zp = static_cast<int32_t>(op.out_zp);

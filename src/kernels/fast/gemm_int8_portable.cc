@@ -3,6 +3,7 @@
  * \brief Weight packing for every level, and the portable (plain C++) int8 GEMM tile and
  *        requantization. Compiled on every architecture.
  */
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/fast/cpu_level.h"
@@ -38,26 +39,45 @@ size_t PackedWeightsBytes(int level, size_t oc, size_t kp) {
   return RoundUp(oc, GemmBlockN(level)) * kp * elem;
 }
 
+namespace {
+
 // Layout [oc / nr][kp / kr][nr][kr]: the kr reduction elements of one channel are adjacent, the
-// way one vector instruction consumes them. Padding channels and k >= K are zero.
+// way one vector instruction consumes them. Padding channels and k >= K are zero. Written in
+// destination order, kr elements at a time: this runs for every CONV2D of every call.
+template <typename T>
+void Pack(const int8_t* w, size_t w_stride, size_t k, size_t kp, size_t oc, size_t oc_pad,
+          size_t nr, size_t kr, T* dst) {
+  for (size_t block = 0; block < oc_pad / nr; ++block) {
+    for (size_t k0 = 0; k0 < kp; k0 += kr) {
+      for (size_t lane = 0; lane < nr; ++lane, dst += kr) {
+        const size_t o = block * nr + lane;
+        const size_t n = o < oc && k0 < k ? std::min(kr, k - k0) : 0;
+        const int8_t* src = w + o * w_stride + k0;
+        for (size_t i = 0; i < n; ++i) dst[i] = src[i];
+        for (size_t i = n; i < kr; ++i) dst[i] = 0;
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void PackWeightsInt8(int level, const int8_t* w, size_t w_stride, size_t k, size_t kp, size_t oc,
                      void* dst) {
   size_t nr, kr, elem;
   Geometry(level, &nr, &kr, &elem);
   const size_t oc_pad = RoundUp(oc, GemmBlockN(level));
-  std::memset(dst, 0, oc_pad * kp * elem);
-  for (size_t o = 0; o < oc; ++o) {
-    const int8_t* row = w + o * w_stride;
-    const size_t block = o / nr, lane = o % nr;
-    for (size_t i = 0; i < k; ++i) {
-      const size_t idx = ((block * (kp / kr) + i / kr) * nr + lane) * kr + i % kr;
-      if (elem == 1) {
-        static_cast<int8_t*>(dst)[idx] = row[i];
-      } else {
-        static_cast<int16_t*>(dst)[idx] = row[i];
-      }
+  if (elem == 2) return Pack(w, w_stride, k, kp, oc, oc_pad, nr, kr, static_cast<int16_t*>(dst));
+  if (nr == 1) {  // plain rows
+    for (size_t o = 0; o < oc_pad; ++o) {
+      int8_t* row = static_cast<int8_t*>(dst) + o * kp;
+      const size_t n = o < oc ? k : 0;
+      if (n != 0) std::memcpy(row, w + o * w_stride, n);
+      std::memset(row + n, 0, kp - n);
     }
+    return;
   }
+  Pack(w, w_stride, k, kp, oc, oc_pad, nr, kr, static_cast<int8_t*>(dst));
 }
 
 void DwPixelPortable(const DwPixel& p) {
