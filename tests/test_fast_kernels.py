@@ -277,7 +277,9 @@ def test_levels_and_threads_are_options():
     assert tvm_npu.runtime.set_kernel_level("avx512vnni") == best  # lowered to what the CPU has
     assert tvm_npu.runtime.kernel_level() == best
     before = tvm_npu.runtime.threads()
-    assert tvm_npu.runtime.set_threads(2) == 2
+    for n in [2, 1, 3, 3, 4, 2, 1, 2]:  # resizing the pool between jobs must not lose a worker
+        assert tvm_npu.runtime.set_threads(n) == n
+        Conv2DTester(seed=n).input(12, 12, 16).out_channels(64).kernel(3, 3).padding(1, 1).test(best)
     tvm_npu.runtime.set_threads(before)
     with pytest.raises(RuntimeError, match="ERR_OP_NOT_SUPPORTED"):
         tvm_npu.runtime.set_kernel_level("sse9")

@@ -17,7 +17,7 @@ void Conv2D(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* 
             const uint8_t* bias, uint8_t* out, uint32_t alignment, Level level,
             WeightCache* cache, size_t key) {
   if (level == kLevelRef) return Conv2DRef(op, in, w, bias, out, alignment);
-  if (op.dtype != stream::kInt8) return Conv2DFp16(op, in, w, bias, out, level);
+  if (op.dtype != stream::kInt8) return Conv2DFp16(op, in, w, bias, out, level, cache, key);
   const uint64_t row = stream::RequantRowStride(op.oc, alignment);
   std::vector<int32_t> b(op.oc);
   std::vector<float> s(op.oc);
@@ -32,9 +32,9 @@ void Conv2D(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* 
   } else {
     const size_t k = uint64_t{op.kh} * op.kw * op.in_c, kp = (k + 3) / 4 * 4;
     const int8_t* w8 = reinterpret_cast<const int8_t*>(w);
+    auto pack = [&] { return PackWeights(level, w8, op.w_stride, k, kp, op.oc); };
     const std::shared_ptr<const PackedWeights> packed =
-        cache != nullptr ? cache->Get(key, level, w8, op.w_stride, k, kp, op.oc)
-                         : PackWeights(level, w8, op.w_stride, k, kp, op.oc);
+        cache != nullptr ? cache->Get(key, level, w, op.w_stride, k, op.oc, pack) : pack();
     Conv2DInt8Dense(op, in, *packed, b.data(), s.data(), out);
   }
 }

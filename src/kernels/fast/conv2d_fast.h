@@ -40,7 +40,7 @@ void Conv2DInt8Dense(const stream::Conv2DOperands& op, const uint8_t* in,
 void Conv2DInt8Depthwise(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
                          const int32_t* bias, const float* scale, uint8_t* out, Level level);
 void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
-                const uint8_t* bias, uint8_t* out, Level level);
+                const uint8_t* bias, uint8_t* out, Level level, WeightCache* cache, size_t key);
 
 }  // namespace fast
 }  // namespace tvm_npu

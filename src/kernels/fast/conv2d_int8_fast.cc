@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/fast/conv2d_fast.h"
+#include "kernels/fast/conv_window.h"
 #include "kernels/fast/gemm_int8.h"
 #include "kernels/fast/thread_pool.h"
 #include "kernels/ref/ref_common.h"
@@ -21,10 +22,6 @@ size_t RoundUp(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
 // Work below this many MACs per task is not worth a hand-off to another thread.
 constexpr size_t kMinTaskMacs = 1 << 16;
-
-uint8_t* OutPixel(const stream::Conv2DOperands& op, uint8_t* out, size_t p) {
-  return out + (p / op.out_w) * op.out_stride + (p % op.out_w) * stream::OutPixelStride(op);
-}
 
 // u = x + 128 as an unsigned byte is x with its sign bit flipped: 8 bytes per step.
 inline void FlipSign(const uint8_t* src, size_t n, uint8_t* dst) {
@@ -162,7 +159,7 @@ void Conv2DInt8Depthwise(const stream::Conv2DOperands& op, const uint8_t* in, co
   const size_t rows_per_task = std::max<size_t>(1, kMinTaskMacs / row_macs);
   const size_t tasks = (op.out_h + rows_per_task - 1) / rows_per_task;
   ParallelFor(tasks, [&](size_t task) {
-    std::vector<const int8_t*> xs(taps);
+    std::vector<const uint8_t*> xs(taps);
     std::vector<uint32_t> tap_ids(taps);
     DwPixel p{};
     p.x = xs.data();
@@ -179,18 +176,7 @@ void Conv2DInt8Depthwise(const stream::Conv2DOperands& op, const uint8_t* in, co
     const size_t r_end = std::min<size_t>(op.out_h, (task + 1) * rows_per_task);
     for (size_t r = task * rows_per_task; r < r_end; ++r) {
       for (size_t q = 0; q < op.out_w; ++q) {
-        p.n_taps = 0;
-        for (uint64_t i = 0; i < op.kh; ++i) {
-          uint64_t y;
-          if (!ref::InputCoord(r, op.stride_h, i, op.dil_h, op.pad_top, op.in_h, &y)) continue;
-          for (uint64_t j = 0; j < op.kw; ++j) {
-            uint64_t x;
-            if (!ref::InputCoord(q, op.stride_w, j, op.dil_w, op.pad_left, op.in_w, &x)) continue;
-            xs[p.n_taps] = reinterpret_cast<const int8_t*>(in + y * op.in_stride +
-                                                           x * stream::InPixelStride(op));
-            tap_ids[p.n_taps++] = static_cast<uint32_t>(i * op.kw + j);
-          }
-        }
+        p.n_taps = ValidTaps(op, in, r, q, xs.data(), tap_ids.data());
         p.out = reinterpret_cast<int8_t*>(OutPixel(op, out, r * op.out_w + q));
         pixel(p);
       }

@@ -34,7 +34,7 @@ struct GemmInt8Task {
 /*! \brief One output pixel of a depthwise convolution: acc[c] = bias[c] + sum over the n_taps
  *         valid taps t of (x_t[c] - z_x) * w[tap_t][c], requantized into out[0, c). */
 struct DwPixel {
-  const int8_t* const* x;  // n_taps pointers to channel 0 of an input pixel
+  const uint8_t* const* x;  // n_taps pointers to channel 0 of an input pixel (int8 data)
   const uint32_t* tap;     // their tap indices (kh * KW + kw)
   size_t n_taps;
   const int32_t* w;        // [taps][c_pad] weights widened to int32

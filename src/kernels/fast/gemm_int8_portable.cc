@@ -84,7 +84,8 @@ void DwPixelPortable(const DwPixel& p) {
   for (size_t c = 0; c < p.c; ++c) {
     uint32_t s = static_cast<uint32_t>(p.bias[c]);  // int32 wrap-around, defined in C++
     for (size_t t = 0; t < p.n_taps; ++t) {
-      s += static_cast<uint32_t>((int32_t{p.x[t][c]} - p.in_zp) * p.w[p.tap[t] * p.c_pad + c]);
+      const int32_t x = static_cast<int8_t>(p.x[t][c]);
+      s += static_cast<uint32_t>((x - p.in_zp) * p.w[p.tap[t] * p.c_pad + c]);
     }
     p.out[c] = ref::RequantizeFp32(ref::WrapI32(s), p.scale[c], p.zp, p.lo, p.hi);
   }

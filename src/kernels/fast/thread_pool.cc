@@ -68,8 +68,15 @@ class Pool {
  private:
   void Start() {
     if (!workers_.empty() || size_ <= 1) return;
-    stop_ = false;
-    for (int i = 1; i < size_; ++i) workers_.emplace_back([this] { Loop(); });
+    uint64_t now;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = false;
+      now = generation_;
+    }
+    // A new worker starts at the current generation: it must join the next job, not mistake an
+    // earlier pool's last job for a new one (which would unbalance busy_ and hang the caller).
+    for (int i = 1; i < size_; ++i) workers_.emplace_back([this, now] { Loop(now); });
   }
 
   void Stop() {
@@ -82,8 +89,7 @@ class Pool {
     workers_.clear();
   }
 
-  void Loop() {
-    uint64_t seen = 0;
+  void Loop(uint64_t seen) {
     for (;;) {
       {
         std::unique_lock<std::mutex> lock(mutex_);

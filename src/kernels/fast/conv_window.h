@@ -1,0 +1,47 @@
+/*!
+ * \file conv_window.h
+ * \brief The input pixels a CONV2D output pixel reads (docs/npu.md section 4, tiling), shared
+ *        by the fast convolutions. A plain function, so kernels with target attributes inline it.
+ */
+#ifndef TVM_NPU_KERNELS_FAST_CONV_WINDOW_H_
+#define TVM_NPU_KERNELS_FAST_CONV_WINDOW_H_
+
+#include <tvm_npu/stream_format.h>
+
+#include <cstdint>
+
+#include "kernels/ref/ref_common.h"
+
+namespace tvm_npu {
+namespace fast {
+
+/*!
+ * \brief The taps of output pixel (r, q) inside the input tile, in the reference's order (kh,
+ *        then kw): px[i] points at the tap's input pixel, tap[i] = kh * KW + kw. Returns how many;
+ *        px and tap hold KH * KW entries.
+ */
+inline size_t ValidTaps(const stream::Conv2DOperands& op, const uint8_t* in, uint64_t r,
+                        uint64_t q, const uint8_t** px, uint32_t* tap) {
+  size_t n = 0;
+  for (uint64_t i = 0; i < op.kh; ++i) {
+    uint64_t y;
+    if (!ref::InputCoord(r, op.stride_h, i, op.dil_h, op.pad_top, op.in_h, &y)) continue;
+    for (uint64_t j = 0; j < op.kw; ++j) {
+      uint64_t x;
+      if (!ref::InputCoord(q, op.stride_w, j, op.dil_w, op.pad_left, op.in_w, &x)) continue;
+      px[n] = in + y * op.in_stride + x * stream::InPixelStride(op);
+      tap[n++] = static_cast<uint32_t>(i * op.kw + j);
+    }
+  }
+  return n;
+}
+
+/*! \brief Output pixel p (row-major over out_h x out_w) of the output tile. */
+inline uint8_t* OutPixel(const stream::Conv2DOperands& op, uint8_t* out, uint64_t p) {
+  return out + (p / op.out_w) * op.out_stride + (p % op.out_w) * stream::OutPixelStride(op);
+}
+
+}  // namespace fast
+}  // namespace tvm_npu
+
+#endif  // TVM_NPU_KERNELS_FAST_CONV_WINDOW_H_
