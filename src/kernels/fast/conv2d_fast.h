@@ -39,6 +39,11 @@ void Conv2DInt8Dense(const stream::Conv2DOperands& op, const uint8_t* in,
                      uint8_t* out);
 void Conv2DInt8Depthwise(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
                          const int32_t* bias, const float* scale, uint8_t* out, Level level);
+#if defined(__x86_64__)
+void Conv2DInt8DepthwiseVnni(const stream::Conv2DOperands& op, const uint8_t* in,
+                             const uint8_t* w, const int32_t* bias, const float* scale,
+                             uint8_t* out);
+#endif
 void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
                 const uint8_t* bias, uint8_t* out, Level level, WeightCache* cache, size_t key);
 

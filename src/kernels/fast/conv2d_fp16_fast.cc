@@ -73,6 +73,7 @@ template <int NB>
 NPU_AVX512 void BlockAvx512(const Fp16Args& a, size_t n, uint8_t* out_px) {
   const stream::Conv2DOperands& op = *a.op;
   __m512 acc[NB];
+  #pragma GCC unroll 16
   for (int b = 0; b < NB; ++b) acc[b] = _mm512_setzero_ps();  // +0.0, as the reference
   const float* wn = a.w + (n / kLanes) * a.k * kLanes;
   for (size_t t = 0; t < a.n_taps; ++t) {
@@ -82,12 +83,14 @@ NPU_AVX512 void BlockAvx512(const Fp16Args& a, size_t n, uint8_t* out_px) {
       uint16_t h;
       std::memcpy(&h, px + c * 2, 2);
       const __m512 xv = _mm512_set1_ps(_cvtsh_ss(h));  // half -> fp32 is exact
+      #pragma GCC unroll 16
       for (int b = 0; b < NB; ++b) {
         const __m512 p = _mm512_mul_ps(xv, _mm512_loadu_ps(wk + b * a.k * kLanes + c * kLanes));
         acc[b] = _mm512_add_ps(acc[b], p);
       }
     }
   }
+  #pragma GCC unroll 16
   for (int b = 0; b < NB; ++b) {
     const size_t c0 = n + b * kLanes;
     if (c0 >= op.oc) break;

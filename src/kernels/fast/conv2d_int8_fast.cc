@@ -140,6 +140,9 @@ void Conv2DInt8Dense(const stream::Conv2DOperands& op, const uint8_t* in,
 
 void Conv2DInt8Depthwise(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
                          const int32_t* bias, const float* scale, uint8_t* out, Level level) {
+#if defined(__x86_64__)
+  if (level == kLevelAvx512Vnni) return Conv2DInt8DepthwiseVnni(op, in, w, bias, scale, out);
+#endif
   const size_t c = op.oc, c_pad = RoundUp(c, 16), taps = uint64_t{op.kh} * op.kw;
   // Weights [C][KH][KW][1] turned to [tap][c_pad] int32, so a tap's channels are contiguous.
   std::vector<int32_t> w32(taps * c_pad, 0), bias_pad(c_pad, 0);

@@ -37,18 +37,23 @@ template <int MR, int NB>
 NPU_AVX2 void Tile(const GemmInt8Task& t, const int16_t* a, size_t m, size_t n) {
   const int16_t* b = static_cast<const int16_t*>(t.b) + (n / 8) * t.kp * 8;
   __m256i acc[MR][NB];
+  #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
+    #pragma GCC unroll 16
     for (int j = 0; j < NB; ++j) acc[r][j] = _mm256_setzero_si256();
   }
   for (size_t k = 0; k < t.kp; k += 2) {
     __m256i bv[NB];
+    #pragma GCC unroll 16
     for (int j = 0; j < NB; ++j) {
       bv[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + j * t.kp * 8 + k * 8));
     }
+    #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       int32_t pair;
       std::memcpy(&pair, a + r * t.kp + k, sizeof(pair));
       const __m256i av = _mm256_set1_epi32(pair);
+      #pragma GCC unroll 16
       for (int j = 0; j < NB; ++j) {
         acc[r][j] = _mm256_add_epi32(acc[r][j], _mm256_madd_epi16(av, bv[j]));
       }
@@ -56,12 +61,14 @@ NPU_AVX2 void Tile(const GemmInt8Task& t, const int16_t* a, size_t m, size_t n) 
   }
   const __m256i zp = _mm256_set1_epi32(t.zp), lo = _mm256_set1_epi32(t.lo);
   const __m256i hi = _mm256_set1_epi32(t.hi);
+  #pragma GCC unroll 16
   for (int j = 0; j < NB; ++j) {
     const size_t c = n + j * 8;
     if (c >= t.n1) break;
     // bias_adj and scale are padded to the block (0 and 1.0), so whole loads are in bounds.
     const __m256i bias = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.bias_adj + c));
     const __m256 scale = _mm256_loadu_ps(t.scale + c);
+    #pragma GCC unroll 16
     for (int r = 0; r < MR && static_cast<size_t>(r) < m; ++r) {
       Store8(t.out_rows[r] + c, Requant8(_mm256_add_epi32(acc[r][j], bias), scale, zp, lo, hi),
              t.n1 - c);

@@ -7,65 +7,50 @@
  * has the instructions, so the rest of the library needs no -mavx512 flags.
  */
 #if defined(__x86_64__)
-// GCC 12's avx512fintrin.h builds masked loads from an undefined vector it then reports as
-// "may be used uninitialized": a false positive in the header, not in this file.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
 
 #include <cstring>
 
+#include "kernels/fast/avx512_requant.h"
 #include "kernels/fast/gemm_int8.h"
 
-#define NPU_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
 namespace tvm_npu {
 namespace fast {
 namespace {
-
-// docs/npu.md section 2, 16 channels at once: fp32(acc) (the MXCSR rounding, as the scalar
-// conversion), one fp32 multiply (no FMA: nothing to fuse with), round half to even by
-// roundscale's explicit mode, then the clamp. The rounded value is an integer and may be huge
-// or inf; clamping it to +-1024 first keeps z_y + r within int32 and changes no result, because
-// z_y, lo and hi are int8.
-NPU_AVX512 inline __m512i Requant16(__m512i acc, __m512 scale, __m512i zp, __m512i lo,
-                                    __m512i hi) {
-  __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), scale);
-  f = _mm512_roundscale_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  f = _mm512_min_ps(_mm512_max_ps(f, _mm512_set1_ps(-1024.0f)), _mm512_set1_ps(1024.0f));
-  const __m512i q = _mm512_add_epi32(_mm512_cvttps_epi32(f), zp);
-  return _mm512_min_epi32(_mm512_max_epi32(q, lo), hi);
-}
-
-NPU_AVX512 inline __mmask16 TailMask(size_t n) {
-  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
-}
 
 // MR rows x NB blocks of 16 channels starting at channel n; rows [0, m) are written.
 template <int MR, int NB>
 NPU_AVX512 void Tile(const GemmInt8Task& t, const uint8_t* a, size_t m, size_t n) {
   const int8_t* b = static_cast<const int8_t*>(t.b) + (n / 16) * t.kp * 16;
   __m512i acc[MR][NB];
+  #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
+    #pragma GCC unroll 16
     for (int j = 0; j < NB; ++j) acc[r][j] = _mm512_setzero_si512();
   }
   for (size_t k = 0; k < t.kp; k += 4) {
     __m512i bv[NB];
+    #pragma GCC unroll 16
     for (int j = 0; j < NB; ++j) bv[j] = _mm512_loadu_si512(b + j * t.kp * 16 + k * 16);
+    #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       int32_t quad;
       std::memcpy(&quad, a + r * t.kp + k, sizeof(quad));
       const __m512i av = _mm512_set1_epi32(quad);
+      #pragma GCC unroll 16
       for (int j = 0; j < NB; ++j) acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], av, bv[j]);
     }
   }
   const __m512i zp = _mm512_set1_epi32(t.zp), lo = _mm512_set1_epi32(t.lo);
   const __m512i hi = _mm512_set1_epi32(t.hi);
+  #pragma GCC unroll 16
   for (int j = 0; j < NB; ++j) {
     const size_t c = n + j * 16;
     if (c >= t.n1) break;
     const __mmask16 mask = TailMask(t.n1 - c);
     const __m512i bias = _mm512_maskz_loadu_epi32(mask, t.bias_adj + c);
     const __m512 scale = _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), mask, t.scale + c);
+    #pragma GCC unroll 16
     for (int r = 0; r < MR && static_cast<size_t>(r) < m; ++r) {
       const __m512i q = Requant16(_mm512_add_epi32(acc[r][j], bias), scale, zp, lo, hi);
       _mm512_mask_cvtepi32_storeu_epi8(t.out_rows[r] + c, mask, q);
