@@ -32,6 +32,19 @@ def threads(request):
     tvm_npu.runtime.set_threads(before)
 
 
+SPECIALS = np.array([0x7C01, 0x7E00, 0xFE01, 0x7C00, 0xFC00, 0x0001, 0x8000, 0x7BFF], np.uint16)  # NaNs, infs, ...
+
+
+def halves(rng, n, scale=1.0) -> bytes:
+    """n random fp16 values; one draw in three also holds signalling / quiet NaNs, infinities,
+    subnormals and -0 (the fast kernels store NaN lanes through the reference's conversion)."""
+    h = (rng.standard_normal(n) * scale).astype(np.float16).view(np.uint16)
+    if rng.random() < 0.33:
+        at = rng.integers(0, n, max(1, n // 50))
+        h[at] = rng.choice(SPECIALS, len(at))
+    return h.tobytes()
+
+
 def words(*values) -> bytes:
     return struct.pack(f"<{len(values)}I", *[u32(v) for v in values])
 
@@ -141,8 +154,8 @@ class Conv2DTester:
             tail = (0, lo, hi, oc if self._dw else 1, zx, zy)
             bias_bytes = bytes(block)
         else:
-            x = rng.standard_normal(h * in_stride // 2).astype(np.float16).tobytes()
-            wt = (rng.standard_normal(oc * w_stride // 2) * 0.3).astype(np.float16).tobytes()
+            x = halves(rng, h * in_stride // 2)
+            wt = halves(rng, oc * w_stride // 2, 0.3)
             bias_bytes = rng.standard_normal(oc).astype(np.float32).tobytes() if self._bias is not False else b""
             lo, hi = getattr(self, "_fclamp", (0.0, 6.0))
             tail = (self._act, f32_bits(lo), f32_bits(hi), oc if self._dw else 1, 0, 0)
@@ -258,7 +271,7 @@ class AddTester:
             za, zb, zy = (int(v) for v in rng.integers(-128, 128, 3))
             tail = (0, lo, int(rng.integers(lo, 128)), za, zb, zy, ma, mb, shift)
         else:
-            bufs[:2] = [rng.standard_normal(len(b) // 2).astype(np.float16).tobytes() for b in bufs[:2]]
+            bufs[:2] = [halves(rng, len(b) // 2) for b in bufs[:2]]
             tail = (int(rng.integers(0, 3)), f32_bits(-1.0), f32_bits(2.0), 0, 0, 0, 0, 0, 0)
         op = words(self.dtype, 0, strides[0], 0, strides[1], 0, strides[2], rows, n, *tail)
         want = F["add"]("ref", op, *bufs)

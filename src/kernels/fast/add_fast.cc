@@ -18,6 +18,7 @@ namespace {
 
 #if defined(__x86_64__)
 #define NPU_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define NPU_AVX512F16 __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
 
 // Sign-extended int8 x minus its zero point, times a multiplier < 2^31: int64, exact.
 NPU_AVX512 inline __m512i Scaled(const int8_t* p, __mmask8 mask, __m512i zp, __m512i mult) {
@@ -58,6 +59,42 @@ NPU_AVX512 void AddInt8Avx512(const stream::AddOperands& op, const uint8_t* a, c
     }
   }
 }
+
+// fp16: a + b in fp32 (halves convert exactly; vcvtph2ps quiets a signalling NaN, which the add
+// would do anyway), Activate's comparisons, one rounding to fp16 by vcvtps2ph — except lanes
+// holding NaN, stored by the scalar conversion as in the reference.
+NPU_AVX512F16 void AddFp16Avx512(const stream::AddOperands& op, const uint8_t* a,
+                                 const uint8_t* b, uint8_t* out) {
+  const __m512 lo = _mm512_set1_ps(ref::BitsToFloat(op.clip_lo));
+  const __m512 hi = _mm512_set1_ps(ref::BitsToFloat(op.clip_hi));
+  for (uint64_t r = 0; r < op.rows; ++r) {
+    const uint8_t* ar = a + r * op.a_stride;
+    const uint8_t* br = b + r * op.b_stride;
+    uint8_t* outr = out + r * op.out_stride;
+    for (uint64_t e = 0; e < op.row_elems; e += 16) {
+      const uint64_t left = op.row_elems - e;
+      const __mmask16 mask = left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
+      const __m512 av = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, ar + e * 2));
+      const __m512 bv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, br + e * 2));
+      __m512 v = _mm512_add_ps(av, bv);
+      if (op.act == stream::kActRelu) {
+        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), v,
+                                 _mm512_setzero_ps());
+      } else if (op.act == stream::kActClip) {
+        const __mmask16 below = _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ);
+        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
+        v = _mm512_mask_blend_ps(below, v, lo);
+      }
+      if (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & mask) {
+        alignas(64) float lanes[16];
+        _mm512_store_ps(lanes, v);
+        for (uint64_t i = 0; i < left && i < 16; ++i) ref::StoreHalf(outr + (e + i) * 2, lanes[i]);
+      } else {
+        _mm256_mask_storeu_epi16(outr + e * 2, mask, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+      }
+    }
+  }
+}
 #endif
 
 }  // namespace
@@ -66,6 +103,10 @@ void Add(const stream::AddOperands& op, const uint8_t* a, const uint8_t* b, uint
          Level level) {
 #if defined(__x86_64__)
   if (level == kLevelAvx512Vnni && op.dtype == stream::kInt8) return AddInt8Avx512(op, a, b, out);
+  // The fp16 conversions ignore FTZ / DAZ, the reference's fp32 add does not: reference then.
+  if (level == kLevelAvx512Vnni && op.dtype == stream::kFP16 && (_mm_getcsr() & 0x8040u) == 0) {
+    return AddFp16Avx512(op, a, b, out);
+  }
 #endif
   (void)level;
   AddRef(op, a, b, out);

@@ -69,7 +69,8 @@ NPU_AVX2 void Tile(const GemmInt8Task& t, const int16_t* a, size_t m, size_t n) 
     const __m256i bias = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.bias_adj + c));
     const __m256 scale = _mm256_loadu_ps(t.scale + c);
     #pragma GCC unroll 16
-    for (int r = 0; r < MR && static_cast<size_t>(r) < m; ++r) {
+    for (int r = 0; r < MR; ++r) {
+      if (static_cast<size_t>(r) >= m) break;
       Store8(t.out_rows[r] + c, Requant8(_mm256_add_epi32(acc[r][j], bias), scale, zp, lo, hi),
              t.n1 - c);
     }

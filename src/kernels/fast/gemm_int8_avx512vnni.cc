@@ -51,7 +51,8 @@ NPU_AVX512 void Tile(const GemmInt8Task& t, const uint8_t* a, size_t m, size_t n
     const __m512i bias = _mm512_maskz_loadu_epi32(mask, t.bias_adj + c);
     const __m512 scale = _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), mask, t.scale + c);
     #pragma GCC unroll 16
-    for (int r = 0; r < MR && static_cast<size_t>(r) < m; ++r) {
+    for (int r = 0; r < MR; ++r) {
+      if (static_cast<size_t>(r) >= m) break;
       const __m512i q = Requant16(_mm512_add_epi32(acc[r][j], bias), scale, zp, lo, hi);
       _mm512_mask_cvtepi32_storeu_epi8(t.out_rows[r] + c, mask, q);
     }
