@@ -12,7 +12,8 @@ latency of one inference of:
 onnxruntime runs with `--threads` intra-op threads, as does the NPU (TVM_NPU_THREADS). A benchmark, not a
 test: it prints numbers and ratios; measure on a quiet machine, or at least compare ratios from one run.
 
-    python benchmarks/host_speed.py [--threads 2] [--rounds 7] [--iters 20] [--skip-llvm] [--skip-mobilenet]
+    python benchmarks/host_speed.py [--threads 2] [--rounds 7] [--iters 20] [--skip-llvm] [--ref-kernels]
+                                    [--skip-mobilenet] [--skip-kws]
 """
 
 from __future__ import annotations
@@ -71,15 +72,30 @@ def vm_runner(ex, args: list):
     return lambda: fn(*targs)
 
 
-def mobilenet_runners(threads: int, tmp: Path, llvm: bool) -> dict:
+def at_level(fn, level: str):
+    """`fn` run with the reference NPU at kernel level `level` (then back to the previous one)."""
+    def run():
+        before = tvm_npu.runtime.kernel_level()
+        tvm_npu.runtime.set_kernel_level(level)
+        try:
+            return fn()
+        finally:
+            tvm_npu.runtime.set_kernel_level(before)
+    return run
+
+
+def mobilenet_runners(threads: int, tmp: Path, llvm: bool, ref: bool) -> dict:
     model = mobilenet_v2_shaped(seed=0, size=224, width=1.0, classes=1000)
     rng = np.random.default_rng(1)
     calib = [rng.standard_normal((1, 3, 224, 224)).astype(np.float32) for _ in range(4)]
     x = calib[0]
     q = quantize_qdq(model, calib, tmp / "mbv2_qdq.onnx")
-    runners = {"tvm_npu int8": vm_runner(tvm_npu.build(tvm_npu.from_onnx(q)), [x]),
+    npu = vm_runner(tvm_npu.build(tvm_npu.from_onnx(q)), [x])
+    runners = {"tvm_npu int8": npu,
                "onnxruntime int8 (QDQ)": ort_runner(q, {"input": x}, threads),
                "onnxruntime fp32": ort_runner(model, {"input": x}, threads)}
+    if ref:
+        runners["tvm_npu int8, ref kernels"] = at_level(npu, "ref")
     if llvm:
         ex = tvm.compile(tvm_npu.from_onnx(model), target="llvm")
         runners["TVM llvm fp32"] = vm_runner(ex, [x])
@@ -133,16 +149,21 @@ def main():
     ap.add_argument("--skip-llvm", action="store_true", help="skip the (slow, untuned) TVM llvm build")
     ap.add_argument("--skip-mobilenet", action="store_true")
     ap.add_argument("--skip-kws", action="store_true")
+    ap.add_argument("--ref-kernels", action="store_true",
+                    help="also time tvm_npu with the reference kernels (TVM_NPU_KERNELS=ref): the speed before them")
     args = ap.parse_args()
-    os.environ["TVM_NPU_THREADS"] = str(args.threads)
+    tvm_npu.runtime.set_threads(args.threads)
     print(f"host: {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}; "
-          f"threads {args.threads}; {args.rounds} rounds x {args.iters} calls each")
+          f"threads {args.threads}; kernels {tvm_npu.runtime.kernel_level()}; "
+          f"{args.rounds} rounds x {args.iters} calls each")
     with tempfile.TemporaryDirectory() as d:
         if not args.skip_mobilenet:
-            runners = mobilenet_runners(args.threads, Path(d), not args.skip_llvm)
-            # Untuned TVM llvm is ~30x slower than the rest: a few calls of it, after the others.
-            medians = measure({k: v for k, v in runners.items() if "llvm" not in k}, args.rounds, args.iters)
-            medians.update(measure({k: v for k, v in runners.items() if "llvm" in k}, 1, 5))
+            runners = mobilenet_runners(args.threads, Path(d), not args.skip_llvm, args.ref_kernels)
+            # Untuned TVM llvm and the reference kernels are ~30-80x slower than the rest: a few calls of
+            # them, after the others.
+            slow = {k: v for k, v in runners.items() if "llvm" in k or "ref kernels" in k}
+            medians = measure({k: v for k, v in runners.items() if k not in slow}, args.rounds, args.iters)
+            medians.update(measure(slow, 1, 5))
             report("MobileNetV2 224 int8 (QDQ)", medians, "onnxruntime int8 (QDQ)")
         if not args.skip_kws:
             report("KWS LSTM, one 7-frame chunk", measure(kws_runners(args.threads), args.rounds, args.iters * 5),

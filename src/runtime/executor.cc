@@ -1,7 +1,9 @@
 /*!
  * \file executor.cc
  * \brief The reference NPU: DMA engines and the MAC array as plain memory copies and the
- *        reference kernels, timed by the cycle model, plus host <-> device staging of I/O.
+ *        kernels (the fast ones of src/kernels/fast where they exist, each bit-identical to its
+ *        reference; the reference ones otherwise, and at TVM_NPU_KERNELS=ref), timed by the
+ *        cycle model, plus host <-> device staging of I/O.
  */
 #include "runtime/executor.h"
 
@@ -290,8 +292,9 @@ std::unique_ptr<ExecCache::Buffers> ExecCache::Acquire() {
 }
 
 void ExecCache::Release(std::unique_ptr<Buffers> b) {
-  std::memset(b->sram.data(), 0, sram_dirty_);
-  std::memset(b->arena.data(), 0, arena_dirty_);
+  // memset with a null pointer is undefined even for 0 bytes (an empty arena has no data()).
+  if (sram_dirty_ != 0) std::memset(b->sram.data(), 0, sram_dirty_);
+  if (arena_dirty_ != 0) std::memset(b->arena.data(), 0, arena_dirty_);
   std::lock_guard<std::mutex> lock(mutex_);
   free_.push_back(std::move(b));
 }

@@ -3,8 +3,9 @@
  * \brief Run a validated stream functionally on the reference NPU, and count its cycles.
  *
  * One call owns all its mutable state: a zeroed SRAM of sram_bytes and a zeroed DDR activation
- * arena [weights_bytes, ddr_bytes). The weight region is read in place from the blob. So one
- * ParsedStream can be executed from several threads at once.
+ * arena [weights_bytes, ddr_bytes), taken from the stream's ExecCache (reused, cleared) or
+ * allocated for the call. The weight region is read in place from the blob. So one ParsedStream
+ * can be executed from several threads at once.
  */
 #ifndef TVM_NPU_RUNTIME_EXECUTOR_H_
 #define TVM_NPU_RUNTIME_EXECUTOR_H_

@@ -52,8 +52,7 @@ void Pack(const int8_t* w, size_t w_stride, size_t k, size_t kp, size_t oc, size
       for (size_t lane = 0; lane < nr; ++lane, dst += kr) {
         const size_t o = block * nr + lane;
         const size_t n = o < oc && k0 < k ? std::min(kr, k - k0) : 0;
-        const int8_t* src = w + o * w_stride + k0;
-        for (size_t i = 0; i < n; ++i) dst[i] = src[i];
+        for (size_t i = 0; i < n; ++i) dst[i] = w[o * w_stride + k0 + i];
         for (size_t i = n; i < kr; ++i) dst[i] = 0;
       }
     }
