@@ -202,7 +202,7 @@ void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8
     for (size_t r = r0; r < r1; ++r) {
       for (size_t q = 0; q < op.out_w; ++q) {
         a.n_taps = ValidTaps(op, in, r, q, px.data(), tap.data());
-        pixel(a, out + r * op.out_stride + q * stream::OutPixelStride(op));
+        pixel(a, OutPixel(op, out, r, q));
       }
     }
   });

@@ -42,8 +42,8 @@ inline void FlipSign(const uint8_t* src, size_t n, int16_t* dst) {
 // The window of output pixel p as one row of kp elements of u = x + 128. A tap in the padding
 // holds z_x + 128, i.e. x - z_x = 0, so it adds nothing, as the reference skips it.
 template <typename T>
-void Im2ColRow(const stream::Conv2DOperands& op, const uint8_t* in, size_t p, size_t kp, T* row) {
-  const uint64_t r = p / op.out_w, q = p % op.out_w;
+void Im2ColRow(const stream::Conv2DOperands& op, const uint8_t* in, uint64_t r, uint64_t q,
+               size_t kp, T* row) {
   const T pad = static_cast<T>(static_cast<int32_t>(op.in_zp) + 128);
   const size_t ic = op.in_c;
   T* dst = row;
@@ -72,9 +72,11 @@ void DenseTask(const stream::Conv2DOperands& op, const uint8_t* in, uint8_t* out
   a.resize(RoundUp(rows, tile) * t.kp);
   std::fill(a.begin() + rows * t.kp, a.end(), T{0});
   out_rows.resize(rows);
+  uint64_t r = p0 / op.out_w, q = p0 % op.out_w;
   for (size_t i = 0; i < rows; ++i) {
-    Im2ColRow(op, in, p0 + i, t.kp, a.data() + i * t.kp);
-    out_rows[i] = reinterpret_cast<int8_t*>(OutPixel(op, out, p0 + i));
+    Im2ColRow(op, in, r, q, t.kp, a.data() + i * t.kp);
+    out_rows[i] = reinterpret_cast<int8_t*>(OutPixel(op, out, r, q));
+    if (++q == op.out_w) q = 0, ++r;
   }
   t.a = a.data();
   t.m = rows;
@@ -180,7 +182,7 @@ void Conv2DInt8Depthwise(const stream::Conv2DOperands& op, const uint8_t* in, co
     for (size_t r = task * rows_per_task; r < r_end; ++r) {
       for (size_t q = 0; q < op.out_w; ++q) {
         p.n_taps = ValidTaps(op, in, r, q, xs.data(), tap_ids.data());
-        p.out = reinterpret_cast<int8_t*>(OutPixel(op, out, r * op.out_w + q));
+        p.out = reinterpret_cast<int8_t*>(OutPixel(op, out, r, q));
         pixel(p);
       }
     }

@@ -36,9 +36,10 @@ inline size_t ValidTaps(const stream::Conv2DOperands& op, const uint8_t* in, uin
   return n;
 }
 
-/*! \brief Output pixel p (row-major over out_h x out_w) of the output tile. */
-inline uint8_t* OutPixel(const stream::Conv2DOperands& op, uint8_t* out, uint64_t p) {
-  return out + (p / op.out_w) * op.out_stride + (p % op.out_w) * stream::OutPixelStride(op);
+/*! \brief Output pixel (r, q) of the output tile. (Callers walk (r, q) rather than divide a
+ *         flat index: two 64-bit divisions per pixel cost more than a 1x1 pixel's im2col.) */
+inline uint8_t* OutPixel(const stream::Conv2DOperands& op, uint8_t* out, uint64_t r, uint64_t q) {
+  return out + r * op.out_stride + q * stream::OutPixelStride(op);
 }
 
 }  // namespace fast

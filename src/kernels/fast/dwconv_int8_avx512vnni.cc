@@ -120,7 +120,7 @@ void Conv2DInt8DepthwiseVnni(const stream::Conv2DOperands& op, const uint8_t* in
         std::fill(x.begin(), x.end(), pad.data());
         const size_t n = ValidTaps(op, in, r, q, valid.data(), tap.data());
         for (size_t i = 0; i < n; ++i) x[tap[i]] = valid[i];
-        Pixel(args, x.data(), reinterpret_cast<int8_t*>(OutPixel(op, out, r * op.out_w + q)));
+        Pixel(args, x.data(), reinterpret_cast<int8_t*>(OutPixel(op, out, r, q)));
       }
     }
   });
