@@ -57,10 +57,14 @@ def quantize_qdq(model: onnx.ModelProto, calib: list, path: Path) -> onnx.ModelP
     return onnx.load(str(path))
 
 
-def ort_runner(model: onnx.ModelProto, feeds: dict, threads: int):
+def ort_runner(model: onnx.ModelProto, feeds: dict, threads: int, spin: bool = True):
+    """onnxruntime's CPU provider. Its worker threads spin-wait between ops by default, which is fast on
+    an idle machine and slow on a loaded one; `spin=False` shows the difference."""
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
+    if not spin:
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     return lambda: sess.run(None, feeds)
 
@@ -93,6 +97,7 @@ def mobilenet_runners(threads: int, tmp: Path, llvm: bool, ref: bool) -> dict:
     npu = vm_runner(tvm_npu.build(tvm_npu.from_onnx(q)), [x])
     runners = {"tvm_npu int8": npu,
                "onnxruntime int8 (QDQ)": ort_runner(q, {"input": x}, threads),
+               "onnxruntime int8, no spin": ort_runner(q, {"input": x}, threads, spin=False),
                "onnxruntime fp32": ort_runner(model, {"input": x}, threads)}
     if ref:
         runners["tvm_npu int8, ref kernels"] = at_level(npu, "ref")

@@ -16,9 +16,11 @@ import numpy as np
 import pytest
 
 import tvm_npu
-from npu_stream_pack import FP16, INT8, align, f32_bits, runtime_functions, u32
+from npu_stream_pack import (ALL_DONE, DMA0, DMA1, DMA_LOAD, DMA_STORE, END, FP16, INPUT, INT8, OUTPUT, ROWS, T,
+                             align, command, dma, f32_bits, pack_stream, runtime_functions, tensor, u32)
 
-F = runtime_functions({"conv": "tvm_npu.kernels.run_conv2d", "add": "tvm_npu.kernels.run_add"})
+F = runtime_functions({"conv": "tvm_npu.kernels.run_conv2d", "add": "tvm_npu.kernels.run_add",
+                       "create": "runtime.NPUModuleCreate"})
 ORDER = ["portable", "avx2", "avx512vnni"]
 LEVELS = ORDER[:ORDER.index(tvm_npu.runtime.best_kernel_level()) + 1]
 NO_BIAS = 0xFFFFFFFF
@@ -312,3 +314,62 @@ def test_levels_and_threads_are_options():
     tvm_npu.runtime.set_threads(before)
     with pytest.raises(RuntimeError, match="ERR_OP_NOT_SUPPORTED"):
         tvm_npu.runtime.set_kernel_level("sse9")
+
+
+def test_reused_buffers_start_every_call_zeroed():
+    """A module reuses its SRAM and DDR arena between calls and clears only what its stream can write.
+    This stream first reads SRAM and an arena region it writes only later, so every call must still
+    see zeros there — also after an earlier call left the input in both."""
+    rows, k = 3, 40
+    stride = align(k * 2)
+    size = rows * stride
+    view, shape = [1, rows, 1, k], [rows, k]
+    tensors = [tensor(INPUT, 0, view, 0, stride, layout=ROWS, host_shape=shape),
+               tensor(OUTPUT, 0, view, size, stride, layout=ROWS, host_shape=shape),
+               tensor(OUTPUT, 1, view, 2 * size, stride, layout=ROWS, host_shape=shape)]
+    sram_x, sram_y, arena = 0, align(size), 3 * size
+    after = {DMA0: 0, DMA1: 0}
+    commands = [dma(DMA_LOAD, 0, arena, sram_y, rows, k * 2, stride, stride),     # arena, not yet written
+                dma(DMA_STORE, 1, sram_y, 2 * size, rows, k * 2, stride, stride, wait=after),
+                dma(DMA_STORE, 0, sram_x, size, rows, k * 2, stride, stride),     # SRAM, not yet written
+                dma(DMA_LOAD, 1, 0, sram_x, rows, k * 2, stride, stride, wait=after),
+                dma(DMA_STORE, 0, sram_x, arena, rows, k * 2, stride, stride, wait=after),
+                command(END, [], wait=ALL_DONE)]
+    fn = F["create"]("z", pack_stream(tensors, commands, b"", 4 * size, 1, 2))["z"]
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x = rng.standard_normal(shape).astype(np.float32)
+        outs = [np.full(shape, 7.0, np.float32) for _ in range(2)]
+        fn(T(x), T(outs[0]), T(outs[1]))
+        assert not outs[0].any() and not outs[1].any()
+
+
+def test_compiled_models_give_the_same_bits_at_every_level(tmp_path):
+    """End to end: an int8 MobileNetV2-shaped model (onnxruntime QDQ) and its float version (fp16 on the
+    NPU), each run at the reference kernels and at every fast level, on 1 and 2 threads, twice (the second
+    call on reused buffers and cached packed weights): one set of output bits."""
+    import tvm
+    from tvm import relax
+    from qdq_models import mobilenet_v2_shaped, quantize_with_ort
+
+    model = mobilenet_v2_shaped(seed=3, size=32, width=0.35)
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal((1, 3, 32, 32)).astype(np.float32) for _ in range(4)]
+    q = quantize_with_ort(model, xs, tmp_path / "m.onnx")
+    before_level, before_threads = tvm_npu.runtime.kernel_level(), tvm_npu.runtime.threads()
+    try:
+        for ex in (tvm_npu.build(tvm_npu.from_onnx(q)), tvm_npu.build(tvm_npu.from_onnx(model))):
+            main = relax.VirtualMachine(ex, tvm.cpu())["main"]  # one VM: its modules keep their caches
+            run_vm = lambda ex, x: main(tvm.runtime.tensor(x)).numpy()  # noqa: E731
+            tvm_npu.runtime.set_kernel_level("ref")
+            want = [run_vm(ex, x) for x in xs[:2]]
+            for level in LEVELS:
+                for threads in (1, 2):
+                    tvm_npu.runtime.set_kernel_level(level)
+                    tvm_npu.runtime.set_threads(threads)
+                    got = [run_vm(ex, x) for x in xs[:2]]
+                    for g, w in zip(got, want):
+                        np.testing.assert_array_equal(g.view(np.uint32), w.view(np.uint32), err_msg=level)
+    finally:
+        tvm_npu.runtime.set_kernel_level(before_level)
+        tvm_npu.runtime.set_threads(before_threads)
