@@ -9,6 +9,7 @@
 #include <tvm_npu/stream_format.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/ref/ref_common.h"
 
@@ -35,6 +36,33 @@ inline size_t ValidTaps(const stream::Conv2DOperands& op, const uint8_t* in, uin
   }
   return n;
 }
+
+/*!
+ * \brief Where the taps of interior output pixels are: those whose whole window lies inside the
+ *        tile read tap t at First(r, q) + offset[t], with no per-tap bounds checks.
+ */
+struct InteriorWindow {
+  explicit InteriorWindow(const stream::Conv2DOperands& op) : op_(op) {
+    for (uint64_t i = 0; i < op.kh; ++i) {
+      for (uint64_t j = 0; j < op.kw; ++j) {
+        offset.push_back(i * op.dil_h * op.in_stride + j * op.dil_w * stream::InPixelStride(op));
+      }
+    }
+  }
+  bool Inside(uint64_t r, uint64_t q) const {
+    const uint64_t y = r * op_.stride_h, x = q * op_.stride_w;
+    return y >= op_.pad_top && y - op_.pad_top + (op_.kh - 1) * uint64_t{op_.dil_h} < op_.in_h &&
+           x >= op_.pad_left && x - op_.pad_left + (op_.kw - 1) * uint64_t{op_.dil_w} < op_.in_w;
+  }
+  const uint8_t* First(const uint8_t* in, uint64_t r, uint64_t q) const {
+    return in + (r * op_.stride_h - op_.pad_top) * op_.in_stride +
+           (q * op_.stride_w - op_.pad_left) * stream::InPixelStride(op_);
+  }
+  std::vector<uint64_t> offset;  // per tap (kh * KW + kw), in bytes
+
+ private:
+  const stream::Conv2DOperands& op_;
+};
 
 /*! \brief Output pixel (r, q) of the output tile. (Callers walk (r, q) rather than divide a
  *         flat index: two 64-bit divisions per pixel cost more than a 1x1 pixel's im2col.) */

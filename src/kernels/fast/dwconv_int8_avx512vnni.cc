@@ -111,15 +111,21 @@ void Conv2DInt8DepthwiseVnni(const stream::Conv2DOperands& op, const uint8_t* in
   const size_t row_work = std::max<size_t>(1, uint64_t{op.out_w} * c * taps);
   const size_t rows_per_task = std::max<size_t>(1, (size_t{1} << 16) / row_work);
   const size_t tasks = (op.out_h + rows_per_task - 1) / rows_per_task;
+  const InteriorWindow window(op);
   ParallelFor(tasks, [&](size_t task) {
-    std::vector<const uint8_t*> x(taps_pad), valid(taps);
+    std::vector<const uint8_t*> x(taps_pad, pad.data()), valid(taps);  // taps past KH*KW: pad
     std::vector<uint32_t> tap(taps);
     const size_t r_end = std::min<size_t>(op.out_h, (task + 1) * rows_per_task);
     for (size_t r = task * rows_per_task; r < r_end; ++r) {
       for (size_t q = 0; q < op.out_w; ++q) {
-        std::fill(x.begin(), x.end(), pad.data());
-        const size_t n = ValidTaps(op, in, r, q, valid.data(), tap.data());
-        for (size_t i = 0; i < n; ++i) x[tap[i]] = valid[i];
+        if (window.Inside(r, q)) {
+          const uint8_t* first = window.First(in, r, q);
+          for (size_t t = 0; t < taps; ++t) x[t] = first + window.offset[t];
+        } else {
+          std::fill(x.begin(), x.begin() + taps, pad.data());
+          const size_t n = ValidTaps(op, in, r, q, valid.data(), tap.data());
+          for (size_t i = 0; i < n; ++i) x[tap[i]] = valid[i];
+        }
         Pixel(args, x.data(), reinterpret_cast<int8_t*>(OutPixel(op, out, r, q)));
       }
     }
