@@ -42,11 +42,20 @@ inline void FlipSign(const uint8_t* src, size_t n, int16_t* dst) {
 // The window of output pixel p as one row of kp elements of u = x + 128. A tap in the padding
 // holds z_x + 128, i.e. x - z_x = 0, so it adds nothing, as the reference skips it.
 template <typename T>
-void Im2ColRow(const stream::Conv2DOperands& op, const uint8_t* in, uint64_t r, uint64_t q,
-               size_t kp, T* row) {
+void Im2ColRow(const stream::Conv2DOperands& op, const InteriorWindow& window, const uint8_t* in,
+               uint64_t r, uint64_t q, size_t kp, T* row) {
   const T pad = static_cast<T>(static_cast<int32_t>(op.in_zp) + 128);
   const size_t ic = op.in_c;
   T* dst = row;
+  if (window.Inside(r, q)) {
+    const uint8_t* first = window.First(in, r, q);
+    for (uint64_t off : window.offset) {
+      FlipSign(first + off, ic, dst);
+      dst += ic;
+    }
+    std::fill(dst, row + kp, T{0});
+    return;
+  }
   for (uint64_t i = 0; i < op.kh; ++i) {
     uint64_t y;
     const bool row_in = ref::InputCoord(r, op.stride_h, i, op.dil_h, op.pad_top, op.in_h, &y);
@@ -63,8 +72,8 @@ void Im2ColRow(const stream::Conv2DOperands& op, const uint8_t* in, uint64_t r, 
 }
 
 template <typename T>
-void DenseTask(const stream::Conv2DOperands& op, const uint8_t* in, uint8_t* out,
-               GemmInt8Task t, size_t p0, size_t rows, int level) {
+void DenseTask(const stream::Conv2DOperands& op, const InteriorWindow& window, const uint8_t* in,
+               uint8_t* out, GemmInt8Task t, size_t p0, size_t rows, int level) {
   const size_t tile = GemmTileM(level);
   thread_local std::vector<T> a;
   thread_local std::vector<int8_t*> out_rows;
@@ -74,7 +83,7 @@ void DenseTask(const stream::Conv2DOperands& op, const uint8_t* in, uint8_t* out
   out_rows.resize(rows);
   uint64_t r = p0 / op.out_w, q = p0 % op.out_w;
   for (size_t i = 0; i < rows; ++i) {
-    Im2ColRow(op, in, r, q, t.kp, a.data() + i * t.kp);
+    Im2ColRow(op, window, in, r, q, t.kp, a.data() + i * t.kp);
     out_rows[i] = reinterpret_cast<int8_t*>(OutPixel(op, out, r, q));
     if (++q == op.out_w) q = 0, ++r;
   }
@@ -126,6 +135,7 @@ void Conv2DInt8Dense(const stream::Conv2DOperands& op, const uint8_t* in,
   const size_t m_chunks = std::max<size_t>(1, std::min((m + tile - 1) / tile, want / n_chunks));
   const size_t m_step = RoundUp((m + m_chunks - 1) / m_chunks, tile);
   const size_t m_tasks = (m + m_step - 1) / m_step;
+  const InteriorWindow window(op);
   ParallelFor(m_tasks * n_chunks, [&](size_t task) {
     const size_t p0 = (task / n_chunks) * m_step, n0 = (task % n_chunks) * n_step;
     GemmInt8Task part = t;
@@ -133,9 +143,9 @@ void Conv2DInt8Dense(const stream::Conv2DOperands& op, const uint8_t* in,
     part.n1 = std::min(oc, n0 + n_step);
     const size_t rows = std::min(m_step, m - p0);
     if (level == kLevelAvx2) {
-      DenseTask<int16_t>(op, in, out, part, p0, rows, level);
+      DenseTask<int16_t>(op, window, in, out, part, p0, rows, level);
     } else {
-      DenseTask<uint8_t>(op, in, out, part, p0, rows, level);
+      DenseTask<uint8_t>(op, window, in, out, part, p0, rows, level);
     }
   });
 }
