@@ -7,7 +7,7 @@
 #include "kernels/ref/add_ref.h"
 #include "kernels/ref/ref_common.h"
 
-#if defined(__x86_64__)
+#if TVM_NPU_X86_64
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 avx512fintrin.h false positive
 #include <immintrin.h>
 #endif
@@ -16,7 +16,7 @@ namespace tvm_npu {
 namespace fast {
 namespace {
 
-#if defined(__x86_64__)
+#if TVM_NPU_X86_64
 #define NPU_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 #define NPU_AVX512F16 __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
 
@@ -101,7 +101,7 @@ NPU_AVX512F16 void AddFp16Avx512(const stream::AddOperands& op, const uint8_t* a
 
 void Add(const stream::AddOperands& op, const uint8_t* a, const uint8_t* b, uint8_t* out,
          Level level) {
-#if defined(__x86_64__)
+#if TVM_NPU_X86_64
   if (level == kLevelAvx512Vnni && op.dtype == stream::kInt8) return AddInt8Avx512(op, a, b, out);
   // The fp16 conversions ignore FTZ / DAZ, the reference's fp32 add does not: reference then.
   if (level == kLevelAvx512Vnni && op.dtype == stream::kFP16 && (_mm_getcsr() & 0x8040u) == 0) {

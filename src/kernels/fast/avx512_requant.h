@@ -6,7 +6,8 @@
 #ifndef TVM_NPU_KERNELS_FAST_AVX512_REQUANT_H_
 #define TVM_NPU_KERNELS_FAST_AVX512_REQUANT_H_
 
-#if defined(__x86_64__)
+#include "kernels/fast/cpu_level.h"
+#if TVM_NPU_X86_64
 // GCC 12's avx512fintrin.h builds masked loads from an undefined vector it then reports as
 // "may be used uninitialized": a false positive in the header, not in the kernels.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -40,5 +41,5 @@ NPU_AVX512 inline __mmask16 TailMask(size_t n) {
 }  // namespace fast
 }  // namespace tvm_npu
 
-#endif  // __x86_64__
+#endif  // TVM_NPU_X86_64
 #endif  // TVM_NPU_KERNELS_FAST_AVX512_REQUANT_H_

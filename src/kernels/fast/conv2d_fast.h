@@ -39,7 +39,7 @@ void Conv2DInt8Dense(const stream::Conv2DOperands& op, const uint8_t* in,
                      uint8_t* out);
 void Conv2DInt8Depthwise(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
                          const int32_t* bias, const float* scale, uint8_t* out, Level level);
-#if defined(__x86_64__)
+#if TVM_NPU_X86_64
 void Conv2DInt8DepthwiseVnni(const stream::Conv2DOperands& op, const uint8_t* in,
                              const uint8_t* w, const int32_t* bias, const float* scale,
                              uint8_t* out);

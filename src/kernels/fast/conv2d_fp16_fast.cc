@@ -21,7 +21,7 @@
 #include "kernels/ref/conv2d_ref.h"
 #include "kernels/ref/ref_common.h"
 
-#if defined(__x86_64__)
+#if TVM_NPU_X86_64
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 avx512fintrin.h false positive
 #include <immintrin.h>
 #endif
@@ -31,22 +31,6 @@ namespace fast {
 namespace {
 
 constexpr size_t kLanes = 16;  // packing block: one zmm, or two ymm
-
-// [oc_pad / 16][k][16] fp32: the 16 channels' weights of one reduction element are one vector.
-std::shared_ptr<const PackedWeights> PackFp16(int tag, const uint8_t* w, size_t w_stride,
-                                              size_t k, size_t oc) {
-  std::shared_ptr<PackedWeights> e = NewEntry(tag, w, w_stride, k * 2, oc);
-  e->k = e->kp = k;
-  const size_t oc_pad = (oc + kLanes - 1) / kLanes * kLanes;
-  e->packed.assign(oc_pad * k * sizeof(float), 0);
-  float* dst = reinterpret_cast<float*>(e->packed.data());
-  for (size_t o = 0; o < oc; ++o) {
-    for (size_t i = 0; i < k; ++i) {
-      dst[((o / kLanes) * k + i) * kLanes + o % kLanes] = ref::LoadHalf(w + o * w_stride + i * 2);
-    }
-  }
-  return e;
-}
 
 struct Fp16Args {
   const stream::Conv2DOperands* op;
@@ -65,7 +49,23 @@ inline void StoreScalar(const float* v, size_t n, uint8_t* out) {
   for (size_t i = 0; i < n; ++i) ref::StoreHalf(out + i * 2, v[i]);
 }
 
-#if defined(__x86_64__)
+#if TVM_NPU_X86_64
+// [oc_pad / 16][k][16] fp32: the 16 channels' weights of one reduction element are one vector.
+std::shared_ptr<const PackedWeights> PackFp16(int tag, const uint8_t* w, size_t w_stride,
+                                              size_t k, size_t oc) {
+  std::shared_ptr<PackedWeights> e = NewEntry(tag, w, w_stride, k * 2, oc);
+  e->k = e->kp = k;
+  const size_t oc_pad = (oc + kLanes - 1) / kLanes * kLanes;
+  e->packed.assign(oc_pad * k * sizeof(float), 0);
+  float* dst = reinterpret_cast<float*>(e->packed.data());
+  for (size_t o = 0; o < oc; ++o) {
+    for (size_t i = 0; i < k; ++i) {
+      dst[((o / kLanes) * k + i) * kLanes + o % kLanes] = ref::LoadHalf(w + o * w_stride + i * 2);
+    }
+  }
+  return e;
+}
+
 #define NPU_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
 #define NPU_AVX2 __attribute__((target("avx2,f16c")))
 
@@ -168,13 +168,14 @@ NPU_AVX2 void PixelAvx2(const Fp16Args& a, uint8_t* out_px) {
 void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
                 const uint8_t* bias, uint8_t* out, Level level, WeightCache* cache, size_t key) {
   bool vector = level >= kLevelAvx2 && !stream::IsDepthwise(op);
-#if defined(__x86_64__)
+#if TVM_NPU_X86_64
   vector = vector && (_mm_getcsr() & 0x8040u) == 0;  // FTZ (bit 15) or DAZ (bit 6) set: reference
 #else
   vector = false;
+  (void)cache, (void)key;
 #endif
   if (!vector) return Conv2DRef(op, in, w, bias, out, 0);
-#if defined(__x86_64__)
+#if TVM_NPU_X86_64
   const size_t k = uint64_t{op.kh} * op.kw * op.in_c;
   const int tag = level + kFp16Tag;
   auto pack = [&] { return PackFp16(tag, w, op.w_stride, k, op.oc); };

@@ -90,7 +90,7 @@ void DenseTask(const stream::Conv2DOperands& op, const InteriorWindow& window, c
   t.a = a.data();
   t.m = rows;
   t.out_rows = out_rows.data();
-#if defined(__x86_64__)
+#if TVM_NPU_X86_64
   if (level == kLevelAvx512Vnni) return GemmInt8Avx512Vnni(t);
   if (level == kLevelAvx2) return GemmInt8Avx2(t);
 #endif
@@ -152,8 +152,10 @@ void Conv2DInt8Dense(const stream::Conv2DOperands& op, const uint8_t* in,
 
 void Conv2DInt8Depthwise(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
                          const int32_t* bias, const float* scale, uint8_t* out, Level level) {
-#if defined(__x86_64__)
+#if TVM_NPU_X86_64
   if (level == kLevelAvx512Vnni) return Conv2DInt8DepthwiseVnni(op, in, w, bias, scale, out);
+#else
+  (void)level;
 #endif
   const size_t c = op.oc, c_pad = RoundUp(c, 16), taps = uint64_t{op.kh} * op.kw;
   // Weights [C][KH][KW][1] turned to [tap][c_pad] int32, so a tap's channels are contiguous.
@@ -166,7 +168,7 @@ void Conv2DInt8Depthwise(const stream::Conv2DOperands& op, const uint8_t* in, co
     scale_pad[o] = scale[o];
   }
   void (*pixel)(const DwPixel&) = DwPixelPortable;
-#if defined(__x86_64__)
+#if TVM_NPU_X86_64
   if (level == kLevelAvx512Vnni) pixel = DwPixelAvx512;
   if (level == kLevelAvx2) pixel = DwPixelAvx2;
 #endif

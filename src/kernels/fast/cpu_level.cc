@@ -14,7 +14,7 @@ namespace fast {
 namespace {
 
 Level Detect() {
-#if defined(__x86_64__) || defined(__i386__)
+#if TVM_NPU_X86_64
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni")) {

@@ -14,6 +14,14 @@
 
 #include <string>
 
+// The vector kernels are compiled on x86-64 only. -DTVM_NPU_PORTABLE_ONLY leaves them out on
+// x86-64 too: how the library builds and runs on other architectures can be checked here.
+#if defined(__x86_64__) && !defined(TVM_NPU_PORTABLE_ONLY)
+#define TVM_NPU_X86_64 1
+#else
+#define TVM_NPU_X86_64 0
+#endif
+
 namespace tvm_npu {
 namespace fast {
 

@@ -11,7 +11,8 @@
  * or past KH*KW, reads a pixel of z_x, whose u = x + 128 the bias folds out as in the dense GEMM
  * ((z_x + 128) * sum w), and the taps past KH*KW have zero weights.
  */
-#if defined(__x86_64__)
+#include "kernels/fast/cpu_level.h"
+#if TVM_NPU_X86_64
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -134,4 +135,4 @@ void Conv2DInt8DepthwiseVnni(const stream::Conv2DOperands& op, const uint8_t* in
 
 }  // namespace fast
 }  // namespace tvm_npu
-#endif  // __x86_64__
+#endif  // TVM_NPU_X86_64

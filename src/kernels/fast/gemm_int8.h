@@ -18,6 +18,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/fast/cpu_level.h"
+
 namespace tvm_npu {
 namespace fast {
 
@@ -77,7 +79,7 @@ void PackWeightsInt8(int level, const int8_t* w, size_t w_stride, size_t k, size
 
 void GemmInt8Portable(const GemmInt8Task& t);
 void DwPixelPortable(const DwPixel& p);
-#if defined(__x86_64__)
+#if TVM_NPU_X86_64
 void GemmInt8Avx2(const GemmInt8Task& t);
 void DwPixelAvx2(const DwPixel& p);
 void GemmInt8Avx512Vnni(const GemmInt8Task& t);

@@ -4,7 +4,8 @@
  *        summed into an int32 lane, never saturating); vpmaddubsw would saturate its int16 sums
  *        (2 * 255 * 128 > 32767), which the contract does not allow.
  */
-#if defined(__x86_64__)
+#include "kernels/fast/cpu_level.h"
+#if TVM_NPU_X86_64
 #include <immintrin.h>
 
 #include <cstring>
@@ -110,4 +111,4 @@ NPU_AVX2 void DwPixelAvx2(const DwPixel& p) {
 
 }  // namespace fast
 }  // namespace tvm_npu
-#endif  // __x86_64__
+#endif  // TVM_NPU_X86_64

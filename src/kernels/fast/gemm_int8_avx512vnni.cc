@@ -6,7 +6,8 @@
  * Every function carries its own target attribute; the dispatcher calls them only when the CPU
  * has the instructions, so the rest of the library needs no -mavx512 flags.
  */
-#if defined(__x86_64__)
+#include "kernels/fast/cpu_level.h"
+#if TVM_NPU_X86_64
 
 #include <cstring>
 
@@ -91,4 +92,4 @@ NPU_AVX512 void DwPixelAvx512(const DwPixel& p) {
 
 }  // namespace fast
 }  // namespace tvm_npu
-#endif  // __x86_64__
+#endif  // TVM_NPU_X86_64
