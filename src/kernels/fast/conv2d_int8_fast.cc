@@ -49,9 +49,9 @@ void Im2ColRow(const stream::Conv2DOperands& op, const InteriorWindow& window, c
   T* dst = row;
   if (window.Inside(r, q)) {
     const uint8_t* first = window.First(in, r, q);
-    for (uint64_t off : window.offset) {
-      FlipSign(first + off, ic, dst);
-      dst += ic;
+    for (uint64_t off : window.run) {
+      FlipSign(first + off, window.run_elems, dst);
+      dst += window.run_elems;
     }
     std::fill(dst, row + kp, T{0});
     return;

@@ -43,11 +43,17 @@ inline size_t ValidTaps(const stream::Conv2DOperands& op, const uint8_t* in, uin
  */
 struct InteriorWindow {
   explicit InteriorWindow(const stream::Conv2DOperands& op) : op_(op) {
+    const uint64_t elem = stream::DTypeBytes(op.dtype);
+    // A kernel row is one contiguous run when its taps are adjacent packed pixels.
+    const bool rows_contiguous =
+        op.dil_w == 1 && stream::InPixelStride(op) == uint64_t{op.in_c} * elem;
     for (uint64_t i = 0; i < op.kh; ++i) {
       for (uint64_t j = 0; j < op.kw; ++j) {
         offset.push_back(i * op.dil_h * op.in_stride + j * op.dil_w * stream::InPixelStride(op));
+        if (j == 0 || !rows_contiguous) run.push_back(offset.back());
       }
     }
+    run_elems = rows_contiguous ? uint64_t{op.kw} * op.in_c : op.in_c;
   }
   bool Inside(uint64_t r, uint64_t q) const {
     const uint64_t y = r * op_.stride_h, x = q * op_.stride_w;
@@ -59,6 +65,8 @@ struct InteriorWindow {
            (q * op_.stride_w - op_.pad_left) * stream::InPixelStride(op_);
   }
   std::vector<uint64_t> offset;  // per tap (kh * KW + kw), in bytes
+  std::vector<uint64_t> run;     // the window as contiguous runs of run_elems elements, in order
+  uint64_t run_elems = 0;
 
  private:
   const stream::Conv2DOperands& op_;
