@@ -21,5 +21,5 @@ export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=lib
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 cd "$root"
 python -m pytest -q -p no:warnings tests/test_reference_npu.py tests/test_reference_npu_int8_streams.py \
-  tests/test_reference_npu_vector.py tests/test_bad_inputs.py tests/test_verify.py
+  tests/test_reference_npu_vector.py tests/test_bad_inputs.py tests/test_verify.py tests/test_fast_kernels.py
 python benchmarks/fuzz_streams.py --execs "$execs" --seed 11

@@ -53,6 +53,34 @@ def validate_stream(blob: bytes) -> dict:
     return json.loads(_func("tvm_npu.runtime.validate_stream")(bytes(blob)))
 
 
+def kernel_level() -> str:
+    """The kernels the reference NPU runs: "ref" (src/kernels/ref), or the fast kernels at "portable",
+    "avx2" or "avx512vnni". Default: the best this CPU supports, or $TVM_NPU_KERNELS. Every level gives
+    the same bits."""
+    return str(_func("tvm_npu.runtime.kernel_level")())
+
+
+def set_kernel_level(name: str) -> str:
+    """Run the reference NPU at kernel level `name` (lowered to what this CPU supports); returns the level
+    now active."""
+    return str(_func("tvm_npu.runtime.set_kernel_level")(name))
+
+
+def best_kernel_level() -> str:
+    """The highest kernel level this CPU supports."""
+    return str(_func("tvm_npu.runtime.best_kernel_level")())
+
+
+def threads() -> int:
+    """Threads the fast kernels use ($TVM_NPU_THREADS, else the hardware concurrency)."""
+    return int(_func("tvm_npu.runtime.threads")())
+
+
+def set_threads(n: int) -> int:
+    """Use `n` threads (1 runs on the calling thread only). Results do not depend on it."""
+    return int(_func("tvm_npu.runtime.set_threads")(n))
+
+
 def npu_modules(lib) -> list:
     """Every NPU runtime module reachable from a VirtualMachine, an Executable or a library.
 

@@ -1,7 +1,9 @@
 /*!
  * \file executor.cc
  * \brief The reference NPU: DMA engines and the MAC array as plain memory copies and the
- *        reference kernels, timed by the cycle model, plus host <-> device staging of I/O.
+ *        kernels (the fast ones of src/kernels/fast where they exist, each bit-identical to its
+ *        reference; the reference ones otherwise, and at TVM_NPU_KERNELS=ref), timed by the
+ *        cycle model, plus host <-> device staging of I/O.
  */
 #include "runtime/executor.h"
 
@@ -10,6 +12,8 @@
 #include <sstream>
 #include <string>
 
+#include "kernels/fast/add_fast.h"
+#include "kernels/fast/conv2d_fast.h"
 #include "kernels/ref/add_ref.h"
 #include "kernels/ref/conv2d_ref.h"
 #include "kernels/ref/eltwise_ref.h"
@@ -91,10 +95,9 @@ void ForEachElement(const TensorDesc& d, F&& f) {
 
 class Machine {
  public:
-  explicit Machine(const ParsedStream& ps)
-      : ps_(ps),
-        sram_(ps.config.sram_bytes, 0),
-        arena_(ps.header.ddr_bytes - ps.header.weights_bytes, 0) {}
+  // `buffers` hold a zeroed SRAM of sram_bytes and a zeroed arena of ddr_bytes - weights_bytes.
+  Machine(const ParsedStream& ps, ExecCache::Buffers* buffers, fast::WeightCache* weights)
+      : ps_(ps), sram_(buffers->sram), arena_(buffers->arena), weights_(weights) {}
 
   // Host fp32 -> device fp16 (RNE), or int8 / int16 unchanged (re-layout only), at the
   // descriptor's place in the activation region.
@@ -148,18 +151,18 @@ class Machine {
     }
   }
 
-  void Conv2D(const stream::Command& cmd) {
+  void Conv2D(const stream::Command& cmd, size_t index) {
     const stream::Conv2DOperands op = OperandsOf<stream::Conv2DOperands>(cmd);
     uint8_t* s = sram_.data();
-    Conv2DRef(op, s + op.in_addr, s + op.w_addr,
-              op.bias_addr == stream::kNoBias ? nullptr : s + op.bias_addr, s + op.out_addr,
-              ps_.config.alignment);
+    fast::Conv2D(op, s + op.in_addr, s + op.w_addr,
+                 op.bias_addr == stream::kNoBias ? nullptr : s + op.bias_addr, s + op.out_addr,
+                 ps_.config.alignment, fast::ActiveLevel(), weights_, index);
   }
 
   void Add(const stream::Command& cmd) {
     const stream::AddOperands op = OperandsOf<stream::AddOperands>(cmd);
     uint8_t* s = sram_.data();
-    AddRef(op, s + op.a_addr, s + op.b_addr, s + op.out_addr);
+    fast::Add(op, s + op.a_addr, s + op.b_addr, s + op.out_addr, fast::ActiveLevel());
   }
 
   void Pool(const stream::Command& cmd) {
@@ -206,9 +209,48 @@ class Machine {
   }
 
   const ParsedStream& ps_;
-  std::vector<uint8_t> sram_;
-  std::vector<uint8_t> arena_;
+  std::vector<uint8_t>& sram_;
+  std::vector<uint8_t>& arena_;
+  fast::WeightCache* weights_;
 };
+
+// One past the highest SRAM byte `cmd` may write (its output footprint as the checks bound it);
+// an opcode this does not know about may write anywhere.
+uint64_t SramWriteEnd(const stream::Command& cmd, uint64_t sram_bytes) {
+  switch (cmd.opcode()) {
+    case stream::kDmaLoad: {
+      const auto op = OperandsOf<stream::DmaOperands>(cmd);
+      return op.dst_addr + SatMul(op.rows, std::max(op.dst_stride, op.row_bytes));
+    }
+    case stream::kDmaStore:
+    case stream::kEnd: return 0;
+    case stream::kConv2D: {
+      const auto op = OperandsOf<stream::Conv2DOperands>(cmd);
+      return op.out_addr + SatMul(op.out_h, op.out_stride);
+    }
+    case stream::kPool: {
+      const auto op = OperandsOf<stream::PoolOperands>(cmd);
+      return op.out_addr + SatMul(op.out_h, op.out_stride);
+    }
+    case stream::kAdd: {
+      const auto op = OperandsOf<stream::AddOperands>(cmd);
+      return op.out_addr + SatMul(op.rows, op.out_stride);
+    }
+    case stream::kEltwise: {
+      const auto op = OperandsOf<stream::EltwiseOperands>(cmd);
+      return op.out_addr + SatMul(op.rows, op.out_stride);
+    }
+    case stream::kUnary: {
+      const auto op = OperandsOf<stream::UnaryOperands>(cmd);
+      return op.out_addr + SatMul(op.rows, op.out_stride);
+    }
+    case stream::kSoftmax: {
+      const auto op = OperandsOf<stream::SoftmaxOperands>(cmd);
+      return op.out_addr + SatMul(op.rows, op.out_stride);
+    }
+    default: return sram_bytes;
+  }
+}
 
 // Nominal MACs: one per weight tap and output element; depthwise reads one channel per output.
 uint64_t Conv2DMacs(const stream::Conv2DOperands& op) {
@@ -218,8 +260,54 @@ uint64_t Conv2DMacs(const stream::Conv2DOperands& op) {
 
 }  // namespace
 
+ExecCache::ExecCache(const ParsedStream& ps)
+    : sram_bytes_(ps.config.sram_bytes),
+      arena_bytes_(ps.header.ddr_bytes - ps.header.weights_bytes),
+      sram_dirty_(0),
+      arena_dirty_(0) {
+  const uint64_t wb = ps.header.weights_bytes;
+  for (const stream::Command& cmd : ps.commands) {
+    sram_dirty_ = std::max(sram_dirty_, SramWriteEnd(cmd, sram_bytes_));
+    if (cmd.opcode() == stream::kDmaStore) {
+      const auto op = OperandsOf<stream::DmaOperands>(cmd);
+      arena_dirty_ = std::max(
+          arena_dirty_, op.dst_addr - wb + SatMul(op.rows, std::max(op.dst_stride, op.row_bytes)));
+    }
+  }
+  for (uint32_t k : ps.inputs) {
+    const TensorDesc& d = ps.tensors[k];
+    arena_dirty_ = std::max(arena_dirty_,
+                            d.ddr_addr - wb + SatMul(uint64_t{d.view[0]} * d.view[1], d.row_stride));
+  }
+  sram_dirty_ = std::min(sram_dirty_, sram_bytes_);
+  arena_dirty_ = std::min(arena_dirty_, arena_bytes_);
+}
+
+std::unique_ptr<ExecCache::Buffers> ExecCache::Acquire() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!free_.empty()) {
+      std::unique_ptr<Buffers> b = std::move(free_.back());
+      free_.pop_back();
+      return b;
+    }
+  }
+  auto b = std::make_unique<Buffers>();
+  b->sram.assign(sram_bytes_, 0);
+  b->arena.assign(arena_bytes_, 0);
+  return b;
+}
+
+void ExecCache::Release(std::unique_ptr<Buffers> b) {
+  // memset with a null pointer is undefined even for 0 bytes (an empty arena has no data()).
+  if (sram_dirty_ != 0) std::memset(b->sram.data(), 0, sram_dirty_);
+  if (arena_dirty_ != 0) std::memset(b->arena.data(), 0, arena_dirty_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_.push_back(std::move(b));
+}
+
 Stats Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
-              const std::vector<DLTensor*>& outputs) {
+              const std::vector<DLTensor*>& outputs, ExecCache* cache) {
   if (inputs.size() != ps.inputs.size() || outputs.size() != ps.outputs.size()) {
     NPU_THROW(kShapeMismatch) << "got " << inputs.size() << " inputs and " << outputs.size()
                               << " outputs, the model was compiled for " << ps.inputs.size()
@@ -232,7 +320,23 @@ Stats Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs
     CheckHostTensor("output", k, outputs[k], ps.tensors[ps.outputs[k]]);
   }
 
-  Machine machine(ps);
+  // Buffers go back to the cache (cleared) however the call ends, also by an exception.
+  std::unique_ptr<ExecCache::Buffers> own;
+  if (cache != nullptr) {
+    own = cache->Acquire();
+  } else {
+    own = std::make_unique<ExecCache::Buffers>();
+    own->sram.assign(ps.config.sram_bytes, 0);
+    own->arena.assign(ps.header.ddr_bytes - ps.header.weights_bytes, 0);
+  }
+  struct Return {
+    ExecCache* cache;
+    std::unique_ptr<ExecCache::Buffers>* buffers;
+    ~Return() {
+      if (cache != nullptr) cache->Release(std::move(*buffers));
+    }
+  } give_back{cache, &own};
+  Machine machine(ps, own.get(), cache != nullptr ? &cache->weights : nullptr);
   for (size_t k = 0; k < inputs.size(); ++k) machine.StageIn(ps.tensors[ps.inputs[k]], inputs[k]);
 
   const NPUConfig& cfg = ps.config;
@@ -249,7 +353,7 @@ Stats Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs
       rec.bus_bytes = CycleModel::DmaBusBytes(cfg, OperandsOf<stream::DmaOperands>(cmd));
       (cmd.opcode() == stream::kDmaLoad ? st.ddr_read_bytes : st.ddr_write_bytes) += rec.bus_bytes;
     } else if (cmd.opcode() == stream::kConv2D) {
-      machine.Conv2D(cmd);
+      machine.Conv2D(cmd, i);
       rec.macs = Conv2DMacs(OperandsOf<stream::Conv2DOperands>(cmd));
       st.macs += rec.macs;
     } else if (cmd.opcode() == stream::kAdd) {

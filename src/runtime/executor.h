@@ -3,8 +3,9 @@
  * \brief Run a validated stream functionally on the reference NPU, and count its cycles.
  *
  * One call owns all its mutable state: a zeroed SRAM of sram_bytes and a zeroed DDR activation
- * arena [weights_bytes, ddr_bytes). The weight region is read in place from the blob. So one
- * ParsedStream can be executed from several threads at once.
+ * arena [weights_bytes, ddr_bytes), taken from the stream's ExecCache (reused, cleared) or
+ * allocated for the call. The weight region is read in place from the blob. So one ParsedStream
+ * can be executed from several threads at once.
  */
 #ifndef TVM_NPU_RUNTIME_EXECUTOR_H_
 #define TVM_NPU_RUNTIME_EXECUTOR_H_
@@ -12,8 +13,11 @@
 #include <dlpack/dlpack.h>
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <vector>
 
+#include "kernels/fast/weight_cache.h"
 #include "runtime/stream_parser.h"
 
 namespace tvm_npu {
@@ -42,18 +46,47 @@ struct Stats {
 };
 
 /*!
+ * \brief What one stream keeps between calls so a call does not start from scratch: SRAM and
+ *        DDR arena buffers handed back zeroed, and packed weights (fast::WeightCache).
+ *
+ * Each call still sees a zeroed SRAM and arena, as the contract says: a returned buffer is
+ * cleared up to the highest byte any command of the stream (or the input staging) can write —
+ * a bound computed once from the validated stream — instead of all of it. Safe to share between
+ * threads; each call takes its own buffers.
+ */
+class ExecCache {
+ public:
+  explicit ExecCache(const ParsedStream& ps);
+
+  struct Buffers {
+    std::vector<uint8_t> sram, arena;
+  };
+  std::unique_ptr<Buffers> Acquire();
+  void Release(std::unique_ptr<Buffers> buffers);
+
+  fast::WeightCache weights;
+
+ private:
+  uint64_t sram_bytes_, arena_bytes_;  // full sizes
+  uint64_t sram_dirty_, arena_dirty_;  // the bounds a call can write below
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Buffers>> free_;
+};
+
+/*!
  * \brief Execute one call.
  *
  * \param ps The validated stream.
  * \param inputs num_inputs host tensors (fp32, or int8 for int8 descriptors), in io_index order.
  * \param outputs num_outputs host tensors to write, likewise, in io_index order.
+ * \param cache The stream's ExecCache, or nullptr to allocate everything for this call.
  * \return The call's statistics.
  *
  * Throws ERR_SHAPE_MISMATCH if an argument's count, dtype, shape, layout or device differs from
  * the compiled one.
  */
 Stats Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
-              const std::vector<DLTensor*>& outputs);
+              const std::vector<DLTensor*>& outputs, ExecCache* cache = nullptr);
 
 }  // namespace tvm_npu
 

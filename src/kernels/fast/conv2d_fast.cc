@@ -1,0 +1,43 @@
+/*!
+ * \file conv2d_fast.cc
+ * \brief The fast CONV2D entry (conv2d_fast.h): unpacks the int8 requantization block and picks
+ *        the dense, depthwise or fp16 kernel.
+ */
+#include "kernels/fast/conv2d_fast.h"
+
+#include <vector>
+
+#include "kernels/ref/conv2d_ref.h"
+#include "kernels/ref/ref_common.h"
+
+namespace tvm_npu {
+namespace fast {
+
+void Conv2D(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
+            const uint8_t* bias, uint8_t* out, uint32_t alignment, Level level,
+            WeightCache* cache, size_t key) {
+  if (level == kLevelRef) return Conv2DRef(op, in, w, bias, out, alignment);
+  if (op.dtype != stream::kInt8) return Conv2DFp16(op, in, w, bias, out, level, cache, key);
+  const uint64_t row = stream::RequantRowStride(op.oc, alignment);
+  std::vector<int32_t> b(op.oc);
+  std::vector<float> s(op.oc);
+  for (uint64_t o = 0; o < op.oc; ++o) {
+    b[o] = ref::LoadI32(bias + o * 4);
+    s[o] = ref::BitsToFloat(static_cast<uint32_t>(ref::LoadI32(bias + row + o * 4)));
+    // The reference refuses a bad scale before writing anything, with its own message.
+    if (!ref::ValidScale(s[o])) return Conv2DRef(op, in, w, bias, out, alignment);
+  }
+  if (stream::IsDepthwise(op)) {
+    Conv2DInt8Depthwise(op, in, w, b.data(), s.data(), out, level);
+  } else {
+    const size_t k = uint64_t{op.kh} * op.kw * op.in_c, kp = (k + 3) / 4 * 4;
+    const int8_t* w8 = reinterpret_cast<const int8_t*>(w);
+    auto pack = [&] { return PackWeights(level, w8, op.w_stride, k, kp, op.oc); };
+    const std::shared_ptr<const PackedWeights> packed =
+        cache != nullptr ? cache->Get(key, level, w, op.w_stride, k, op.oc, pack) : pack();
+    Conv2DInt8Dense(op, in, *packed, b.data(), s.data(), out);
+  }
+}
+
+}  // namespace fast
+}  // namespace tvm_npu

@@ -1,0 +1,214 @@
+/*!
+ * \file conv2d_fp16_fast.cc
+ * \brief Fast fp16 dense CONV2D: vectorized across output channels, never across the reduction.
+ *
+ * Each vector lane is one output channel's fp32 accumulator and receives, in the reference's
+ * order (kh, kw, ic, padding taps skipped), the exact product of two halves and one rounded
+ * fp32 add (a separate multiply and add; the product of two halves is exact in fp32, so only the
+ * add rounds), so every lane holds the reference's bits. The bias add, activation (comparisons written as
+ * Activate's) and the fp16 rounding (vcvtps2ph, round to nearest even) follow. Two cases keep the
+ * scalar conversion: NaN lanes (vcvtps2ph quiets a signalling NaN, FloatToHalfBits keeps it),
+ * and an MXCSR with flush-to-zero / denormals-are-zero, which the integer conversion ignores.
+ * Depthwise fp16 and the portable level run the reference.
+ */
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/fast/conv2d_fast.h"
+#include "kernels/fast/conv_window.h"
+#include "kernels/fast/thread_pool.h"
+#include "kernels/ref/conv2d_ref.h"
+#include "kernels/ref/ref_common.h"
+
+#if TVM_NPU_X86_64
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 avx512fintrin.h false positive
+#include <immintrin.h>
+#endif
+
+namespace tvm_npu {
+namespace fast {
+namespace {
+
+constexpr size_t kLanes = 16;  // packing block: one zmm, or two ymm
+
+struct Fp16Args {
+  const stream::Conv2DOperands* op;
+  const uint8_t* in;
+  const float* w;      // PackFp16's layout
+  size_t k;
+  const float* bias;   // oc_pad values, or nullptr
+  float lo, hi;
+  const uint8_t** px;  // the output pixel's valid taps (ValidTaps)
+  const uint32_t* tap;
+  size_t n_taps;
+};
+
+// Scalar store of lanes [0, n) of `v`: the reference's conversion, NaN payloads included.
+inline void StoreScalar(const float* v, size_t n, uint8_t* out) {
+  for (size_t i = 0; i < n; ++i) ref::StoreHalf(out + i * 2, v[i]);
+}
+
+#if TVM_NPU_X86_64
+// [oc_pad / 16][k][16] fp32: the 16 channels' weights of one reduction element are one vector.
+std::shared_ptr<const PackedWeights> PackFp16(int tag, const uint8_t* w, size_t w_stride,
+                                              size_t k, size_t oc) {
+  std::shared_ptr<PackedWeights> e = NewEntry(tag, w, w_stride, k * 2, oc);
+  e->k = e->kp = k;
+  const size_t oc_pad = (oc + kLanes - 1) / kLanes * kLanes;
+  e->packed.assign(oc_pad * k * sizeof(float), 0);
+  float* dst = reinterpret_cast<float*>(e->packed.data());
+  for (size_t o = 0; o < oc; ++o) {
+    for (size_t i = 0; i < k; ++i) {
+      dst[((o / kLanes) * k + i) * kLanes + o % kLanes] = ref::LoadHalf(w + o * w_stride + i * 2);
+    }
+  }
+  return e;
+}
+
+#define NPU_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
+#define NPU_AVX2 __attribute__((target("avx2,f16c")))
+
+template <int NB>
+NPU_AVX512 void BlockAvx512(const Fp16Args& a, size_t n, uint8_t* out_px) {
+  const stream::Conv2DOperands& op = *a.op;
+  __m512 acc[NB];
+  #pragma GCC unroll 16
+  for (int b = 0; b < NB; ++b) acc[b] = _mm512_setzero_ps();  // +0.0, as the reference
+  const float* wn = a.w + (n / kLanes) * a.k * kLanes;
+  for (size_t t = 0; t < a.n_taps; ++t) {
+    const uint8_t* px = a.px[t];
+    const float* wk = wn + a.tap[t] * op.in_c * kLanes;
+    for (uint64_t c = 0; c < op.in_c; ++c) {
+      uint16_t h;
+      std::memcpy(&h, px + c * 2, 2);
+      const __m512 xv = _mm512_set1_ps(_cvtsh_ss(h));  // half -> fp32 is exact
+      #pragma GCC unroll 16
+      for (int b = 0; b < NB; ++b) {
+        const __m512 p = _mm512_mul_ps(xv, _mm512_loadu_ps(wk + b * a.k * kLanes + c * kLanes));
+        acc[b] = _mm512_add_ps(acc[b], p);
+      }
+    }
+  }
+  #pragma GCC unroll 16
+  for (int b = 0; b < NB; ++b) {
+    const size_t c0 = n + b * kLanes;
+    if (c0 >= op.oc) break;
+    __m512 v = acc[b];
+    if (a.bias != nullptr) v = _mm512_add_ps(v, _mm512_loadu_ps(a.bias + c0));
+    if (op.act == stream::kActRelu) {
+      v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), v,
+                               _mm512_setzero_ps());
+    } else if (op.act == stream::kActClip) {
+      const __m512 lo = _mm512_set1_ps(a.lo), hi = _mm512_set1_ps(a.hi);
+      const __mmask16 below = _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ);
+      v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
+      v = _mm512_mask_blend_ps(below, v, lo);
+    }
+    const size_t left = std::min<size_t>(kLanes, op.oc - c0);
+    const __mmask16 mask = static_cast<__mmask16>(left == 16 ? 0xFFFF : (1u << left) - 1);
+    if (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & mask) {
+      alignas(64) float lanes[kLanes];
+      _mm512_store_ps(lanes, v);
+      StoreScalar(lanes, left, out_px + c0 * 2);
+    } else {
+      _mm256_mask_storeu_epi16(out_px + c0 * 2, mask, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    }
+  }
+}
+
+NPU_AVX512 void PixelAvx512(const Fp16Args& a, uint8_t* out_px) {
+  for (size_t n = 0; n < a.op->oc; n += 4 * kLanes) {
+    const size_t left = a.op->oc - n;
+    if (left > 3 * kLanes) {
+      BlockAvx512<4>(a, n, out_px);
+    } else if (left > 2 * kLanes) {
+      BlockAvx512<3>(a, n, out_px);
+    } else if (left > kLanes) {
+      BlockAvx512<2>(a, n, out_px);
+    } else {
+      BlockAvx512<1>(a, n, out_px);
+    }
+  }
+}
+
+// AVX2: the same, 8 lanes per ymm, two ymm per packed block of 16.
+NPU_AVX2 void PixelAvx2(const Fp16Args& a, uint8_t* out_px) {
+  const stream::Conv2DOperands& op = *a.op;
+  for (size_t n = 0; n < op.oc; n += kLanes) {
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    const float* wn = a.w + (n / kLanes) * a.k * kLanes;
+    for (size_t t = 0; t < a.n_taps; ++t) {
+      const uint8_t* px = a.px[t];
+      const float* wk = wn + a.tap[t] * op.in_c * kLanes;
+      for (uint64_t c = 0; c < op.in_c; ++c) {
+        uint16_t h;
+        std::memcpy(&h, px + c * 2, 2);
+        const __m256 xv = _mm256_set1_ps(_cvtsh_ss(h));
+        for (int b = 0; b < 2; ++b) {
+          acc[b] = _mm256_add_ps(acc[b], _mm256_mul_ps(xv, _mm256_loadu_ps(wk + c * kLanes + b * 8)));
+        }
+      }
+    }
+    alignas(32) float lanes[kLanes];
+    _mm256_store_ps(lanes, acc[0]);
+    _mm256_store_ps(lanes + 8, acc[1]);
+    const size_t left = std::min<size_t>(kLanes, op.oc - n);
+    for (size_t i = 0; i < left; ++i) {
+      float v = lanes[i];
+      if (a.bias != nullptr) v += a.bias[n + i];
+      ref::StoreHalf(out_px + (n + i) * 2, ref::Activate(v, op.act, a.lo, a.hi));
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
+                const uint8_t* bias, uint8_t* out, Level level, WeightCache* cache, size_t key) {
+  bool vector = level >= kLevelAvx2 && !stream::IsDepthwise(op);
+#if TVM_NPU_X86_64
+  vector = vector && (_mm_getcsr() & 0x8040u) == 0;  // FTZ (bit 15) or DAZ (bit 6) set: reference
+#else
+  vector = false;
+  (void)cache, (void)key;
+#endif
+  if (!vector) return Conv2DRef(op, in, w, bias, out, 0);
+#if TVM_NPU_X86_64
+  const size_t k = uint64_t{op.kh} * op.kw * op.in_c;
+  const int tag = level + kFp16Tag;
+  auto pack = [&] { return PackFp16(tag, w, op.w_stride, k, op.oc); };
+  const std::shared_ptr<const PackedWeights> packed =
+      cache != nullptr ? cache->Get(key, tag, w, op.w_stride, k * 2, op.oc, pack) : pack();
+  std::vector<float> bias_pad;
+  if (bias != nullptr) {
+    bias_pad.assign((op.oc + kLanes - 1) / kLanes * kLanes, 0.0f);
+    std::memcpy(bias_pad.data(), bias, uint64_t{op.oc} * 4);
+  }
+  const Fp16Args args{&op, in, reinterpret_cast<const float*>(packed->packed.data()), k,
+                      bias != nullptr ? bias_pad.data() : nullptr,
+                      ref::BitsToFloat(op.clip_lo), ref::BitsToFloat(op.clip_hi), nullptr, nullptr, 0};
+  void (*pixel)(const Fp16Args&, uint8_t*) =
+      level == kLevelAvx512Vnni ? PixelAvx512 : PixelAvx2;
+  // One task per output row: rows are independent and each is at least one pixel of work.
+  const bool split = uint64_t{op.out_h} * op.out_w * op.oc * k >= (1u << 16);
+  ParallelFor(split ? op.out_h : 1, [&](size_t task) {
+    const size_t r0 = split ? task : 0, r1 = split ? task + 1 : op.out_h;
+    std::vector<const uint8_t*> px(uint64_t{op.kh} * op.kw);
+    std::vector<uint32_t> tap(px.size());
+    Fp16Args a = args;
+    a.px = px.data();
+    a.tap = tap.data();
+    for (size_t r = r0; r < r1; ++r) {
+      for (size_t q = 0; q < op.out_w; ++q) {
+        a.n_taps = ValidTaps(op, in, r, q, px.data(), tap.data());
+        pixel(a, OutPixel(op, out, r, q));
+      }
+    }
+  });
+#endif
+}
+
+}  // namespace fast
+}  // namespace tvm_npu

@@ -1,0 +1,114 @@
+/*!
+ * \file gemm_int8_avx2.cc
+ * \brief AVX2 int8 tiles. Without VNNI the exact product is vpmaddwd on int16 (two products
+ *        summed into an int32 lane, never saturating); vpmaddubsw would saturate its int16 sums
+ *        (2 * 255 * 128 > 32767), which the contract does not allow.
+ */
+#include "kernels/fast/cpu_level.h"
+#if TVM_NPU_X86_64
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/fast/gemm_int8.h"
+
+#define NPU_AVX2 __attribute__((target("avx2")))
+
+namespace tvm_npu {
+namespace fast {
+namespace {
+
+// As Requant16 in gemm_int8_avx512vnni.cc, 8 lanes: _mm256_round_ps with an explicit
+// round-to-nearest-even, the clamp to +-1024 keeping z_y + r in int32.
+NPU_AVX2 inline __m256i Requant8(__m256i acc, __m256 scale, __m256i zp, __m256i lo, __m256i hi) {
+  __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(acc), scale);
+  f = _mm256_round_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  f = _mm256_min_ps(_mm256_max_ps(f, _mm256_set1_ps(-1024.0f)), _mm256_set1_ps(1024.0f));
+  const __m256i q = _mm256_add_epi32(_mm256_cvttps_epi32(f), zp);
+  return _mm256_min_epi32(_mm256_max_epi32(q, lo), hi);
+}
+
+NPU_AVX2 inline void Store8(int8_t* out, __m256i q, size_t n) {
+  alignas(32) int32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), q);
+  for (size_t i = 0; i < n && i < 8; ++i) out[i] = static_cast<int8_t>(lanes[i]);
+}
+
+template <int MR, int NB>
+NPU_AVX2 void Tile(const GemmInt8Task& t, const int16_t* a, size_t m, size_t n) {
+  const int16_t* b = static_cast<const int16_t*>(t.b) + (n / 8) * t.kp * 8;
+  __m256i acc[MR][NB];
+  #pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    #pragma GCC unroll 16
+    for (int j = 0; j < NB; ++j) acc[r][j] = _mm256_setzero_si256();
+  }
+  for (size_t k = 0; k < t.kp; k += 2) {
+    __m256i bv[NB];
+    #pragma GCC unroll 16
+    for (int j = 0; j < NB; ++j) {
+      bv[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + j * t.kp * 8 + k * 8));
+    }
+    #pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      int32_t pair;
+      std::memcpy(&pair, a + r * t.kp + k, sizeof(pair));
+      const __m256i av = _mm256_set1_epi32(pair);
+      #pragma GCC unroll 16
+      for (int j = 0; j < NB; ++j) {
+        acc[r][j] = _mm256_add_epi32(acc[r][j], _mm256_madd_epi16(av, bv[j]));
+      }
+    }
+  }
+  const __m256i zp = _mm256_set1_epi32(t.zp), lo = _mm256_set1_epi32(t.lo);
+  const __m256i hi = _mm256_set1_epi32(t.hi);
+  #pragma GCC unroll 16
+  for (int j = 0; j < NB; ++j) {
+    const size_t c = n + j * 8;
+    if (c >= t.n1) break;
+    // bias_adj and scale are padded to the block (0 and 1.0), so whole loads are in bounds.
+    const __m256i bias = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.bias_adj + c));
+    const __m256 scale = _mm256_loadu_ps(t.scale + c);
+    #pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      if (static_cast<size_t>(r) >= m) break;
+      Store8(t.out_rows[r] + c, Requant8(_mm256_add_epi32(acc[r][j], bias), scale, zp, lo, hi),
+             t.n1 - c);
+    }
+  }
+}
+
+}  // namespace
+
+NPU_AVX2 void GemmInt8Avx2(const GemmInt8Task& t) {
+  const int16_t* a = static_cast<const int16_t*>(t.a);
+  ForEachTile(t, 6, 8, [a](const GemmInt8Task& rows, size_t i, size_t m, size_t n, bool wide) {
+    if (wide) {
+      Tile<6, 2>(rows, a + i * rows.kp, m, n);
+    } else {
+      Tile<6, 1>(rows, a + i * rows.kp, m, n);
+    }
+  });
+}
+
+NPU_AVX2 void DwPixelAvx2(const DwPixel& p) {
+  const __m256i zx = _mm256_set1_epi32(p.in_zp), zp = _mm256_set1_epi32(p.zp);
+  const __m256i lo = _mm256_set1_epi32(p.lo), hi = _mm256_set1_epi32(p.hi);
+  for (size_t c = 0; c < p.c; c += 8) {
+    __m256i acc = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.bias + c));
+    for (size_t t = 0; t < p.n_taps; ++t) {
+      // The last 8 channels may end before 8 bytes do: copy only the channels that exist.
+      int64_t bytes = 0;
+      std::memcpy(&bytes, p.x[t] + c, p.c - c < 8 ? p.c - c : 8);
+      const __m256i x = _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(bytes));
+      const __m256i w =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.w + p.tap[t] * p.c_pad + c));
+      acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(_mm256_sub_epi32(x, zx), w));
+    }
+    Store8(p.out + c, Requant8(acc, _mm256_loadu_ps(p.scale + c), zp, lo, hi), p.c - c);
+  }
+}
+
+}  // namespace fast
+}  // namespace tvm_npu
+#endif  // TVM_NPU_X86_64

@@ -1,0 +1,123 @@
+/*!
+ * \file fast_functions.cc
+ * \brief Global functions for the fast kernels: the run-time options (kernel level, threads) and
+ *        single-command entry points that run one level on raw operand words and byte buffers,
+ *        so tests can compare every level with the reference bit for bit
+ *        (tests/test_fast_kernels.py).
+ *
+ *   tvm_npu.runtime.kernel_level() / set_kernel_level(name) / best_kernel_level()
+ *   tvm_npu.runtime.threads() / set_threads(n)
+ *   tvm_npu.kernels.run_conv2d(level, words, in, w, bias, out, alignment, cache_key)
+ *   tvm_npu.kernels.run_add(level, words, a, b, out)
+ *
+ * The run_* functions take the command's operand words (words 1.. of the command), check them as
+ * the stream parser would (Check*Params) and check every buffer covers the command's footprint;
+ * `out` is the output buffer's initial contents, so a test also sees the bytes a kernel must
+ * leave alone (channel slices, row padding). cache_key >= 0 packs int8 weights through a
+ * WeightCache shared by all calls under that key, to test that changed weights are repacked.
+ */
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/function.h>
+#include <tvm/ffi/reflection/registry.h>
+#include <tvm/ffi/string.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/fast/add_fast.h"
+#include "kernels/fast/conv2d_fast.h"
+#include "kernels/fast/thread_pool.h"
+#include "runtime/command_checks.h"
+#include "runtime/npu_error.h"
+
+namespace tvm_npu {
+namespace {
+
+namespace ffi = tvm::ffi;
+
+template <typename T>
+T Operands(const ffi::Bytes& words) {
+  if (words.size() != sizeof(T)) {
+    NPU_THROW(kBadStream) << "expected " << sizeof(T) / 4 << " operand words, got "
+                          << words.size() / 4.0;
+  }
+  T op;
+  std::memcpy(&op, words.data(), sizeof(op));
+  return op;
+}
+
+void NeedBytes(const ffi::Bytes& b, uint64_t n, const char* what) {
+  if (b.size() < n) {
+    NPU_THROW(kInvalidAddr) << what << " has " << b.size() << " bytes, the command reads " << n;
+  }
+}
+
+const uint8_t* Data(const ffi::Bytes& b) { return reinterpret_cast<const uint8_t*>(b.data()); }
+
+ffi::Bytes RunConv2D(const std::string& level, const ffi::Bytes& words, const ffi::Bytes& in,
+                     const ffi::Bytes& w, const ffi::Bytes& bias, const ffi::Bytes& out,
+                     int64_t alignment, int64_t cache_key) {
+  const fast::Level lv = std::min(fast::ParseLevel(level), fast::BestLevel());  // never SIGILL
+  const stream::Conv2DOperands op = Operands<stream::Conv2DOperands>(words);
+  CheckConv2DParams("run_conv2d", op);
+  if (alignment <= 0 || alignment > (1 << 16)) NPU_THROW(kBadStream) << "alignment " << alignment;
+  const uint64_t elem = stream::DTypeBytes(op.dtype);
+  const uint64_t w_tap = stream::IsDepthwise(op) ? 1 : op.in_c;
+  NeedBytes(in, (op.in_h - 1) * uint64_t{op.in_stride} + (op.in_w - 1) * stream::InPixelStride(op) +
+                    uint64_t{op.in_c} * elem, "in");
+  NeedBytes(w, (op.oc - 1) * uint64_t{op.w_stride} + uint64_t{op.kh} * op.kw * w_tap * elem, "w");
+  NeedBytes(out, (op.out_h - 1) * uint64_t{op.out_stride} +
+                     (op.out_w - 1) * stream::OutPixelStride(op) + uint64_t{op.oc} * elem, "out");
+  if (op.dtype == stream::kInt8) {
+    NeedBytes(bias, stream::kRequantRows * stream::RequantRowStride(op.oc, alignment), "bias");
+  } else if (bias.size() != 0) {
+    NeedBytes(bias, uint64_t{op.oc} * 4, "bias");
+  }
+  std::vector<uint8_t> result(Data(out), Data(out) + out.size());
+  static fast::WeightCache cache;
+  fast::Conv2D(op, Data(in), Data(w), bias.size() == 0 ? nullptr : Data(bias), result.data(),
+               static_cast<uint32_t>(alignment), lv,
+               cache_key >= 0 ? &cache : nullptr, static_cast<size_t>(cache_key));
+  return ffi::Bytes(reinterpret_cast<const char*>(result.data()), result.size());
+}
+
+ffi::Bytes RunAdd(const std::string& level, const ffi::Bytes& words, const ffi::Bytes& a,
+                  const ffi::Bytes& b, const ffi::Bytes& out) {
+  const stream::AddOperands op = Operands<stream::AddOperands>(words);
+  CheckAddParams("run_add", op);
+  const uint64_t row = uint64_t{op.row_elems} * stream::DTypeBytes(op.dtype);
+  NeedBytes(a, (op.rows - 1) * uint64_t{op.a_stride} + row, "a");
+  NeedBytes(b, (op.rows - 1) * uint64_t{op.b_stride} + row, "b");
+  NeedBytes(out, (op.rows - 1) * uint64_t{op.out_stride} + row, "out");
+  std::vector<uint8_t> result(Data(out), Data(out) + out.size());
+  fast::Add(op, Data(a), Data(b), result.data(),
+            std::min(fast::ParseLevel(level), fast::BestLevel()));
+  return ffi::Bytes(reinterpret_cast<const char*>(result.data()), result.size());
+}
+
+}  // namespace
+
+TVM_FFI_STATIC_INIT_BLOCK() {
+  namespace refl = tvm::ffi::reflection;
+  refl::GlobalDef()
+      .def("tvm_npu.runtime.kernel_level",
+           []() { return ffi::String(fast::LevelName(fast::ActiveLevel())); })
+      .def("tvm_npu.runtime.best_kernel_level",
+           []() { return ffi::String(fast::LevelName(fast::BestLevel())); })
+      .def("tvm_npu.runtime.set_kernel_level",
+           [](const std::string& name) {
+             return ffi::String(fast::LevelName(fast::SetLevel(fast::ParseLevel(name))));
+           })
+      .def("tvm_npu.runtime.threads", []() { return static_cast<int64_t>(fast::NumThreads()); })
+      .def("tvm_npu.runtime.set_threads",
+           [](int64_t n) {
+             if (n < 1 || n > 1024) NPU_THROW(kOpNotSupported) << "threads must be 1..1024, got " << n;
+             return static_cast<int64_t>(fast::SetThreads(static_cast<int>(n)));
+           })
+      .def("tvm_npu.kernels.run_conv2d", RunConv2D)
+      .def("tvm_npu.kernels.run_add", RunAdd);
+}
+
+}  // namespace tvm_npu
