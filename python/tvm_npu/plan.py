@@ -243,7 +243,7 @@ def emit_layer(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst: Placed, lp: L
     tiles = row_tiles(layer, srcs[0].view, dst.view, lp.tile_oh)
     blocks = lp.blocks or [None]
     for bi, blk in enumerate(blocks):
-        if blk is not None and lp.load_after[bi] is None:  # not streamed in (weights.py)
+        if blk is not None and lp.load_after[bi] is None:  # not streamed in, nor resident (weights.py)
             emit_constant_load(sb, blk.ddr_addr, lp.w_slots[bi], blk.nbytes, cfg.alignment, layer.name)
         oc0 = blk.oc0 if blk is not None else 0
         ocb = (blk.oc1 - blk.oc0) if blk is not None else dst.view[3]
@@ -418,12 +418,17 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set,
 
 
 def _finish_ddr(cfg, graph, plans, data, placed, rel_top):
-    """Lay out the chosen constant blocks from DDR address 0 and move the activations above them."""
-    weights, per_layer = bytearray(), {}
+    """Lay out the chosen constant blocks from DDR address 0 and move the activations above them. Blocks
+    with the same bytes (an unrolled recurrence's weights, one per time step) share one copy, which also
+    lets weights.py keep one load of it in SRAM."""
+    weights, per_layer, copies = bytearray(), {}, {}
     for layer, lp in zip(compute_layers(graph), plans):
         for blk in lp.blocks:
-            blk.ddr_addr = len(weights)
-            weights += data[id(blk)].ljust(align(blk.nbytes, cfg.alignment), b"\0")
+            raw = data[id(blk)]
+            if raw not in copies:
+                copies[raw] = len(weights)
+                weights += raw.ljust(align(blk.nbytes, cfg.alignment), b"\0")
+            blk.ddr_addr = copies[raw]
         per_layer[layer.name] = sum(align(b.nbytes, cfg.alignment) for b in lp.blocks)
     base = align(len(weights), cfg.alignment)
     for p in {id(p): p for p in placed.values()}.values():

@@ -8,6 +8,10 @@ weights (MobileNetV2's last 1x1 convolutions and classifier hold most of its 3.5
 reaching back over the cheap-to-hold early-weight layers, their loads hide behind earlier compute
 instead of stalling the MAC array at the end of the network.
 
+A block whose bytes an earlier layer already loaded (an unrolled recurrence reads the same weights at
+every time step: one DDR copy, shared) stays where that load put it when its slot can be kept free over
+the layers in between: it is loaded once, not once per step (`RESIDENT`).
+
 The loads go out in chunks on DMA channel 1, paced by the compute they hide behind: after each compute
 command the streamer may queue as many bytes as the DDR bus moves in that command's cycles. Queuing
 everything at once would put a classifier's megabyte in front of the output stores that share the
@@ -26,6 +30,8 @@ CHUNK_BYTES = 32 * 1024
 # How far (in chunks) the loads may run ahead of the compute they hide behind: the pacing starts with
 # this much credit and saves up no more while nothing is eligible to load.
 MAX_CREDIT_CHUNKS = 4
+# `load_after` of a block that needs no load: an earlier layer's load of the same bytes is still in SRAM.
+RESIDENT = "resident"
 
 
 def _first_fit(busy: list, size: int, limit: int, alignment: int) -> int | None:
@@ -45,9 +51,18 @@ def place_weight_slots(cfg: NPUConfig, plans: list, residents: dict) -> int:
     for r in residents.values():
         for k in range(r.first, r.last + 1):
             busy[k].append((r.addr, r.addr + r.size))
+    loaded = {}  # (DDR address, bytes) of a single-block layer's weights -> (slot, last layer it is kept)
     for i, lp in enumerate(plans):
         for b, blk in enumerate(lp.blocks):
             size = align(blk.nbytes, cfg.alignment)
+            key = (blk.ddr_addr, blk.nbytes) if len(lp.blocks) == 1 else None
+            if key in loaded and _keep(busy, *loaded[key], i, size):
+                slot, last = loaded[key]
+                for k in range(last + 1, i + 1):
+                    busy[k].append((slot, slot + size))
+                lp.w_slots[b], lp.load_after[b] = slot, RESIDENT
+                loaded[key] = (slot, i)
+                continue
             best, union = None, []
             for k in range(i, -1, -1):
                 union += busy[k]
@@ -63,7 +78,14 @@ def place_weight_slots(cfg: NPUConfig, plans: list, residents: dict) -> int:
             lp.load_after[b], lp.w_slots[b] = best
             for k in range(best[0], i + 1):
                 busy[k].append((best[1], best[1] + size))
+            if key is not None:
+                loaded[key] = (best[1], i)
     return max((hi for ranges in busy for _, hi in ranges), default=0)
+
+
+def _keep(busy: list, slot: int, last: int, i: int, size: int) -> bool:
+    """Whether [slot, slot + size) is free in every layer after `last` up to `i`."""
+    return all(hi <= slot or lo >= slot + size for k in range(last + 1, i + 1) for lo, hi in busy[k])
 
 
 class WeightStreamer:
@@ -74,7 +96,7 @@ class WeightStreamer:
         self.queue = []  # (layer, load_after, ddr_addr, sram_addr, nbytes), in layer order
         for j, lp in enumerate(plans):
             for blk, slot, after in zip(lp.blocks, lp.w_slots, lp.load_after):
-                if after is None:
+                if after is None or after == RESIDENT:
                     continue
                 for off in range(0, blk.nbytes, CHUNK_BYTES):
                     n = min(CHUNK_BYTES, blk.nbytes - off)
