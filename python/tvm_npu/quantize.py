@@ -222,6 +222,25 @@ def _cell_states(g: Graph, units: list) -> tuple[set, set]:
     return wide, views
 
 
+def _share_step_ranges(live: list, ranges: dict) -> dict:
+    """Layers with the same weight (the steps of an unrolled recurrence) read and write with one range
+    each, the union over the steps -- TFLite's LSTM has one scale per tensor across time. Their
+    requantization blocks are then identical too, so the NPU keeps one copy loaded for every step."""
+    groups = {}
+    for u in live:
+        if u.weight is not None and u.bias is None:
+            groups.setdefault((u.weight.shape, u.weight.tobytes()), []).append(u)
+    ranges = dict(ranges)
+    for units in groups.values():
+        if len(units) < 2:
+            continue
+        for vars_ in ([u.inputs[0] for u in units], [u.out for u in units]):
+            lo = min(ranges[v][0] for v in vars_)
+            hi = max(ranges[v][1] for v in vars_)
+            ranges.update({v: (lo, hi) for v in vars_})
+    return ranges
+
+
 def _skip_entry(u: _Unit, skip) -> str | None:
     # by any var of the unit, or by the op that anchors it (with or without the "relax." prefix)
     names = {m.name for m in u.members} | {u.op, "relax." + u.op}
@@ -330,7 +349,8 @@ def quantize(mod: tvm.IRModule, calibration_data, method: str = "minmax", percen
             u.reason = "a view of a model input that feeds a 16-bit LSTM cell state: stays float"
     live = [u for u in units if u.reason is None]
     needed = g.ordered(t for u in live for t in u.inputs + [u.out])
-    ranges = _calibrate(mod, g, needed, calibration_data, method, percentile, progress, report)
+    ranges = _share_step_ranges(live, _calibrate(mod, g, needed, calibration_data, method, percentile,
+                                                 progress, report))
     qp = {v: (cal.wide_qparams if v in wide else cal.activation_qparams)(*ranges[v]) for v in needed}
     for u in live:
         bad = [t for t in u.inputs + [u.out] if qp[t] is None]
