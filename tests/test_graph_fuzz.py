@@ -1,0 +1,66 @@
+"""Differential graph fuzzing, the bounded CI profile (tests/graph_fuzz.py has the generator and the
+oracles; benchmarks/fuzz_graphs.py runs long campaigns, docs/reliability.md records them).
+
+Random ONNX DAGs of supported ops (with transposes and sines that stay on the CPU, strides of 3 that
+fall back, tensors and weights larger than npu-small's SRAM) are compiled for the NPU and compared with
+TVM's llvm build (fp16, norm-relative bound) or the numpy int8 reference (bit for bit). A coded NPUError
+is an accepted answer; a wrong result or an uncoded exception fails. derandomize=True: CI runs the same
+graphs every time. Every bug the fuzzer found is a spec in REGRESSIONS."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import graph_fuzz
+
+PROFILE = settings(deadline=None, derandomize=True, database=None, print_blob=True,
+                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+REGRESSIONS = {}
+
+
+def _assert_ok(spec):
+    outcome = graph_fuzz.check(spec)
+    assert not outcome.bug, f"{outcome.kind}: {outcome.detail}\nspec = {spec!r}"
+    return outcome
+
+
+@settings(PROFILE, max_examples=40)
+@given(graph_fuzz.graph_specs(dtype="fp16"))
+def test_random_fp16_graphs_match_tvm_llvm(spec):
+    _assert_ok(spec)
+
+
+@settings(PROFILE, max_examples=30)
+@given(graph_fuzz.graph_specs(dtype="int8"))
+def test_random_int8_graphs_match_the_numpy_reference(spec):
+    _assert_ok(spec)
+
+
+@pytest.mark.parametrize("name", sorted(REGRESSIONS))
+def test_regression(name):
+    assert _assert_ok(REGRESSIONS[name]).kind == "pass"
+
+
+def test_the_oracle_catches_a_wrong_answer(monkeypatch):
+    """The comparison can fail: one wrong output row of 12 is far outside the fp16 bound."""
+    spec = {"dtype": "fp16", "config": "npu-ref", "seed": 3, "input": [1, 8, 12, 12],
+            "nodes": [["conv", [0], {"cout": 16, "k": 3, "stride": 1, "dil": 1, "pads": [1, 1, 1, 1],
+                                     "group": 1, "bias": True, "act": None}]], "outputs": [1]}
+    assert graph_fuzz.check(spec).kind == "pass"
+    run = graph_fuzz._run
+
+    def one_row_wrong(ex, x):
+        outs = run(ex, x)
+        if _npu(ex):  # the NPU build, not the llvm reference
+            outs[0][0, :, 5, :] = 0.0
+        return outs
+
+    monkeypatch.setattr(graph_fuzz, "_run", one_row_wrong)
+    outcome = graph_fuzz.check(spec)
+    assert outcome.kind == "fail" and "bound" in outcome.detail
+
+
+def _npu(ex):
+    import tvm_npu
+
+    return tvm_npu.runtime.npu_modules(ex)
