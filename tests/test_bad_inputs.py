@@ -81,3 +81,48 @@ def test_nan_and_inf_inputs_follow_ieee(rng):
     want = conv2d_fp16(x, layer["w"], layer["b"], pad=(1,) * 4, act="relu")
     np.testing.assert_array_equal(got, want)  # NaN positions equal too
     assert np.isnan(got[0, :, 1:4, 2:5]).all() and np.isfinite(got[0, :, :, :1]).all()
+
+
+@pytest.fixture(scope="module")
+def artifact(tmp_path_factory):
+    """An exported model (conv on the NPU) and the offset of its command stream inside the file."""
+    rng = np.random.default_rng(5)
+    path = tmp_path_factory.mktemp("artifact") / "model.so"
+    tvm_npu.build(chain((1, 3, 8, 8), [conv_layer(rng, 3, 8, 3)])).export_library(str(path))
+    data = path.read_bytes()
+    assert data.count(b"NPUS") == 1  # the stream's magic: the stream is stored as it is
+    return data, data.index(b"NPUS")
+
+
+def _write(tmp_path, data):
+    path = tmp_path / "damaged.so"
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("cut", [lambda n: 64, lambda n: n // 2, lambda n: n - 1], ids=["header", "half", "last_byte"])
+def test_truncated_artifact_is_a_coded_error(artifact, tmp_path, cut):
+    """tvm.runtime.load_module on a truncated library dies of SIGBUS inside dlopen; tvm_npu.load_module
+    refuses it first (and `tvm-npu run` uses it)."""
+    data, _ = artifact
+    with pytest.raises(tvm_npu.NPUError, match="ERR_BAD_STREAM.*not a complete shared library"):
+        tvm_npu.load_module(_write(tmp_path, data[:cut(len(data))]))
+
+
+def test_corrupted_artifact_is_refused_at_load(artifact, tmp_path):
+    data, at = artifact
+    damaged = bytearray(data)
+    damaged[at + 300] ^= 0x10  # a bit inside the stream's tables or weights
+    with pytest.raises(tvm_npu.NPUError, match="ERR_BAD_STREAM: crc mismatch"):
+        tvm_npu.load_module(_write(tmp_path, damaged))
+
+
+def test_artifact_of_another_format_version_is_refused_at_load(artifact, tmp_path):
+    data, at = artifact
+    newer = bytearray(data)
+    newer[at + 4:at + 6] = (2).to_bytes(2, "little")  # major version 2
+    with pytest.raises(tvm_npu.NPUError, match="ERR_BAD_STREAM: stream version 2.1.*recompile"):
+        tvm_npu.load_module(_write(tmp_path, newer))
+    intact = tvm_npu.load_module(_write(tmp_path, data))  # the checks pass an intact artifact
+    assert len(npu_modules(intact)) == 1
+

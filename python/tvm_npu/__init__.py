@@ -29,6 +29,7 @@ from .profile import profile, to_csv as profile_to_csv  # noqa: F401
 from .trace import write_chrome_trace  # noqa: F401
 from .build import build, npu_pipeline  # noqa: F401
 from .session import AsyncModel, StreamingSession  # noqa: F401
+from .runtime import load_module  # noqa: F401
 from . import codegen as _codegen  # noqa: F401  (registers "relax.ext.npu")
 
 __version__ = "0.1.0"
