@@ -126,3 +126,30 @@ def test_artifact_of_another_format_version_is_refused_at_load(artifact, tmp_pat
     intact = tvm_npu.load_module(_write(tmp_path, data))  # the checks pass an intact artifact
     assert len(npu_modules(intact)) == 1
 
+
+
+def test_nan_and_inf_inputs_of_an_int8_model_saturate_at_its_quantize(tmp_path):
+    """Defined behaviour (docs/reliability.md): an int8 model's input is quantized on the CPU by TVM,
+    which saturates +-inf to the extreme codes and maps NaN to the largest code, as +inf; the NPU sees
+    only integers, so every output is finite and only the outputs whose window reads the value change."""
+    from qdq_models import GraphBuilder, quantize_with_ort
+
+    g = GraphBuilder(3)
+    model = g.model([1, 3, 10, 10], g.conv("input", 3, 8, 3), [1, 8, 10, 10])
+    rng = np.random.default_rng(0)
+    q = quantize_with_ort(model, [rng.standard_normal((1, 3, 10, 10)).astype(np.float32) for _ in range(4)],
+                          tmp_path / "q.onnx")
+    ex = tvm_npu.build(tvm_npu.from_onnx(q))
+    x = rng.standard_normal((1, 3, 10, 10)).astype(np.float32)
+    clean = run_vm(ex, x)
+    outs = {}
+    for v in (np.nan, np.inf, -np.inf, 1e30, -1e30):
+        bad = x.copy()
+        bad[0, 1, 4, 4] = v
+        outs[v] = run_vm(ex, bad)
+        assert np.isfinite(outs[v]).all()
+        changed = np.argwhere(outs[v] != clean)[:, 2:]
+        assert len(changed) and changed.min() >= 3 and changed.max() <= 5  # the 3x3 window around (4, 4)
+    np.testing.assert_array_equal(outs[np.inf], outs[1e30])
+    np.testing.assert_array_equal(outs[-np.inf], outs[-1e30])
+    np.testing.assert_array_equal(outs[np.nan], outs[np.inf])
