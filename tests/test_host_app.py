@@ -2,6 +2,7 @@
 exported here and runs it without Python — bit for bit what Python gets, from 8 threads x 50 runs, and
 through the asynchronous path with a timeout that leaves the model usable."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -24,8 +25,11 @@ def host_app(tmp_path_factory):
     if shutil.which("cmake") is None:
         pytest.fail("cmake is not installed: pip install '.[test]' brings it")
     build = tmp_path_factory.mktemp("host_app")
+    # The runtime library Python uses (TVM_NPU_RUNTIME_LIB: a development or sanitizer build) or the
+    # installed one.
+    lib = [f"-DTVM_NPU_RUNTIME_LIB={os.environ['TVM_NPU_RUNTIME_LIB']}"] if "TVM_NPU_RUNTIME_LIB" in os.environ else []
     subprocess.run(["cmake", "-S", str(ROOT / "apps" / "host_app"), "-B", str(build),
-                    f"-DPython3_EXECUTABLE={sys.executable}"], check=True, capture_output=True)
+                    f"-DPython3_EXECUTABLE={sys.executable}", *lib], check=True, capture_output=True)
     subprocess.run(["cmake", "--build", str(build), "-j2"], check=True, capture_output=True)
     return build / "npu_host"
 
