@@ -73,3 +73,12 @@ def test_host_app_bad_input_is_a_coded_error(host_app, tmp_path):
     np.save(tmp_path / "wrong.npy", np.zeros((1, 3, 8, 8), np.float64))
     res = run(host_app, tmp_path / "model.so", tmp_path / "wrong.npy")
     assert res.returncode == 1 and "ERR_SHAPE_MISMATCH" in res.stderr and "float32" in res.stderr
+
+
+def test_host_app_truncated_artifact_is_a_coded_error(host_app, tmp_path):
+    """dlopen of a truncated library dies of SIGBUS; host.h checks the file first."""
+    export(small_cnn(seed=0), np.zeros((1, 3, 32, 32), np.float32), tmp_path)
+    data = (tmp_path / "model.so").read_bytes()
+    (tmp_path / "cut.so").write_bytes(data[:len(data) // 2])
+    res = run(host_app, tmp_path / "cut.so", tmp_path / "x.npy")
+    assert res.returncode == 1 and "ERR_BAD_STREAM" in res.stderr and "not a complete shared library" in res.stderr

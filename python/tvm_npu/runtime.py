@@ -106,7 +106,7 @@ def _elf_problem(data: bytes) -> str | None:
         return f"{len(data)} bytes without a 64-bit little-endian ELF header"
     phoff, shoff = struct.unpack_from("<QQ", data, 32)
     phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 54)
-    if phoff + phnum * phentsize > len(data) or shoff + shnum * shentsize > len(data):
+    if phentsize < 56 or phoff + phnum * phentsize > len(data) or shoff + shnum * shentsize > len(data):
         return f"its header tables end past the file's {len(data)} bytes"
     for i in range(phnum):
         entry = phoff + i * phentsize
