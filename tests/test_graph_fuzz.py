@@ -22,6 +22,19 @@ REGRESSIONS = {
     "dead_npu_op": {"dtype": "int8", "config": "npu-small", "seed": 1, "input": [1, 8, 17, 1],
                     "nodes": [["unary", [0], {"kind": "LeakyRelu"}], ["concat", [0, 1], {"axis": 1}],
                               ["unary", [1], {"kind": "Sigmoid"}]], "outputs": [3]},
+    # A dense + bias + relu matched as one composite while the value before the relu was read by a
+    # softmax too: the composite returned both (a tuple), which an NPU command cannot write; lowering
+    # refused the region (ERR_OP_NOT_SUPPORTED "unexpected binding") or, when the region-size pass
+    # looked at it first, crashed ("'TupleGetItem' object has no attribute 'op'").
+    "leaking_intermediate": {"dtype": "fp16", "config": "npu-ref", "seed": 1, "input": [3, 5],
+                             "nodes": [["gemm", [0], {"n": 4, "bias": True, "transB": True, "act": None}],
+                                       ["unary", [1], {"kind": "Relu"}], ["softmax", [1], {}]],
+                             "outputs": [2, 3]},
+    "leaking_intermediate_small_region": {
+        "dtype": "fp16", "config": "npu-small", "seed": 23539, "input": [3, 5],
+        "nodes": [["unary", [0], {"kind": "Relu"}], ["gemm", [0], {"n": 4, "bias": True, "transB": True, "act": None}],
+                  ["unary", [2], {"kind": "Relu"}], ["gemm", [1], {"n": 4, "bias": True, "transB": True, "act": None}],
+                  ["softmax", [2], {}]], "outputs": [3, 4, 5]},
 }
 
 
