@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtype", choices=["fp16", "int8"], default=None, help="default: both (2:1)")
     args = ap.parse_args(argv)
-    counts, codes, skips = collections.Counter(), collections.Counter(), collections.Counter()
+    counts, codes, skips, oracles = (collections.Counter() for _ in range(4))
     worst = {"fp16": 0.0, "int8": 0.0}
     start = time.time()
 
@@ -58,6 +58,7 @@ def main(argv=None) -> int:
             print(f"BUG ({out.kind}): {out.detail.splitlines()[0]}\n  spec = {spec!r}", flush=True)
         if out.kind == "pass":
             worst[spec["dtype"]] = max(worst[spec["dtype"]], out.worst)
+            oracles[f"{spec['dtype']} against {out.extra.get('oracle', 'TVM llvm')}"] += 1
         n = sum(counts[k] for k in ("pass", "coded", "skip", "fail", "error"))
         if n % 100 == 0:
             print(f"{n} graphs, {time.time() - start:.0f} s: {dict(counts)}", flush=True)
@@ -68,6 +69,7 @@ def main(argv=None) -> int:
     print(f"{n} graphs (seed {args.seed}) in {time.time() - start:.0f} s: {counts['pass']} passed, "
           f"{counts['coded']} coded errors, {counts['skip']} skipped, {counts['fail']} wrong answers, "
           f"{counts['error']} uncoded errors; {counts['npu_ops']} ops placed on the NPU")
+    print(f"passed: {dict(oracles)}")
     print(f"coded: {dict(codes)}")
     print(f"skipped: {dict(skips)}")
     print(f"worst passing result: fp16 {worst['fp16']:.3f} of the bound, int8 {worst['int8']:.0f} LSB")

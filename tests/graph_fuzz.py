@@ -408,6 +408,7 @@ def _check_int8(spec, tmp_dir):
     out = Outcome("pass", npu_ops=report.npu_ops, cpu_ops=len(cpu))
     s_y = _output_scale(q)
     ref = QDQInterpreter(q) if not cpu else None
+    out.extra["oracle"] = "numpy" if ref is not None else "onnxruntime"
     d = depths(spec)[spec["outputs"][0]]
     for x in inputs_for(spec, 2):
         (got,) = _run(ex, x)
