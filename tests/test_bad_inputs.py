@@ -1,5 +1,7 @@
 """Bad input ends in a coded error or a reasoned CPU fallback, never a crash or a silent wrong answer."""
 
+import re
+
 import numpy as np
 import pytest
 import tvm
@@ -66,6 +68,18 @@ def test_wrong_input_at_run_time(rng, shape, dtype, names):
     with pytest.raises(tvm_npu.NPUError, match="ERR_SHAPE_MISMATCH") as info:
         module[module["get_symbol"]()](x, out)
     assert names in str(info.value)
+
+
+@pytest.mark.parametrize("shape, dtype, says", [((1, 3, 9, 8), np.float32, "shape[2] mismatch"),
+                                                ((1, 3, 8, 8), np.int32, "dtype float32 but get int32"),
+                                                ((3, 8, 8), np.float32, "ndim 4 but get 3")])
+def test_wrong_input_through_the_vm_is_refused_before_the_npu(rng, shape, dtype, says):
+    """Through the Relax VM, TVM checks every argument against main's signature first: its own error
+    (not an NPUError), naming the parameter and the expected tensor; the NPU is never called."""
+    vm = relax.VirtualMachine(tvm_npu.build(chain((1, 3, 8, 8), [conv_layer(rng, 3, 4, 3)])), tvm.cpu())
+    with pytest.raises((ValueError, RuntimeError), match=re.escape(says)) as info:
+        vm["main"](tvm.runtime.tensor(np.zeros(shape, dtype)))
+    assert 'R.Tensor((1, 3, 8, 8), dtype="float32")' in str(info.value)
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast")  # 1e6 -> fp16 inf, on purpose
