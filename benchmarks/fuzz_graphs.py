@@ -1,6 +1,6 @@
 """Differential graph fuzzing, a long campaign: random graphs compiled for the NPU against the references.
 
-    python benchmarks/fuzz_graphs.py --examples 2000 [--seed 0] [--dtype fp16|int8]
+    python benchmarks/fuzz_graphs.py --examples 2000 [--seed 0] [--dtype fp16|int8] [--minutes 30]
 
 The generator and the oracles are tests/graph_fuzz.py (its docstring says what is compared and why);
 tests/test_graph_fuzz.py runs a bounded, derandomized profile in CI. Each graph ends as pass, coded
@@ -27,11 +27,16 @@ import graph_fuzz  # noqa: E402  (tests/ on the path first)
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
 
+class OutOfTime(Exception):
+    """--minutes ran out: ends the hypothesis run without counting a graph."""
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtype", choices=["fp16", "int8"], default=None, help="default: both (2:1)")
+    ap.add_argument("--minutes", type=float, default=None, help="stop after this long (fewer graphs)")
     args = ap.parse_args(argv)
     counts, codes, skips, oracles = (collections.Counter() for _ in range(4))
     worst = {"fp16": 0.0, "int8": 0.0}
@@ -42,6 +47,8 @@ def main(argv=None) -> int:
     @seed(args.seed)
     @given(graph_fuzz.graph_specs(dtype=args.dtype))
     def one(spec):
+        if args.minutes is not None and time.time() - start > 60 * args.minutes:
+            raise OutOfTime
         Path("fuzz_graph_current.json").write_text(json.dumps(spec))
         out = graph_fuzz.check(spec)
         counts[out.kind] += 1
@@ -63,7 +70,10 @@ def main(argv=None) -> int:
         if n % 100 == 0:
             print(f"{n} graphs, {time.time() - start:.0f} s: {dict(counts)}", flush=True)
 
-    one()
+    try:
+        one()
+    except OutOfTime:
+        pass
     Path("fuzz_graph_current.json").unlink(missing_ok=True)
     n = sum(counts[k] for k in ("pass", "coded", "skip", "fail", "error"))
     print(f"{n} graphs (seed {args.seed}) in {time.time() - start:.0f} s: {counts['pass']} passed, "
