@@ -88,10 +88,11 @@ def out_shape(op, shapes, a):
 
 
 @st.composite
-def graph_specs(draw, dtype=None, max_nodes=7):
-    """A random graph spec. `dtype` "fp16" or "int8" fixes the datapath (else drawn)."""
+def graph_specs(draw, dtype=None, max_nodes=7, big=None):
+    """A random graph spec. `dtype` "fp16" or "int8" fixes the datapath (else drawn); `big` True makes
+    every graph one with tensors or weights larger than npu-small's SRAM (else one in ten)."""
     dtype = dtype or draw(st.sampled_from(["fp16", "fp16", "int8"]))
-    big = draw(st.integers(0, 9)) == 0  # tensors or weights larger than npu-small's SRAM: tiling
+    big = draw(st.integers(0, 9)) == 0 if big is None else big  # larger than the SRAM: tiling
     config = "npu-small" if big else draw(st.sampled_from(["npu-ref", "npu-small"]))
     if draw(st.integers(0, 3)) == 0:  # a matrix input: dense chains
         shape = [draw(st.integers(1, 12)), draw(st.integers(600, 2048) if big else st.integers(1, 160))]

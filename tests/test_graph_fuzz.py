@@ -56,6 +56,14 @@ def test_random_int8_graphs_match_the_numpy_reference(spec):
     _assert_ok(spec)
 
 
+@settings(PROFILE, max_examples=8)
+@given(graph_fuzz.graph_specs(big=True))
+def test_random_graphs_larger_than_sram_match(spec):
+    """Feature maps or weights beyond npu-small's 512 KiB: row tiles, output-channel blocks, weight
+    streaming."""
+    _assert_ok(spec)
+
+
 @pytest.mark.parametrize("name", sorted(REGRESSIONS))
 def test_regression(name):
     assert _assert_ok(REGRESSIONS[name]).kind == "pass"
