@@ -34,6 +34,14 @@ REGRESSIONS = {
     # lone Flatten), so the "int8" graph was a float graph run in fp16, judged as if bit-exact int8.
     "float_output_of_an_int8_graph": {"dtype": "int8", "config": "npu-small", "seed": 1, "input": [1, 4, 1, 1],
                                       "nodes": [["flatten", [0], {}]], "outputs": [1]},
+    # The fp16 oracle's own false alarm: a single dot product of 132 terms close to 0 (1e-4 off, 7%
+    # of the result): the error of a rounded sum scales with its terms, not with its result.
+    "cancelling_dot_product": {"dtype": "fp16", "config": "npu-small", "seed": 0, "input": [2, 132],
+                               "nodes": [["slice", [0], {"start": 0, "stop": 1}],
+                                         ["gemm", [1], {"n": 1, "bias": False, "transB": False, "act": "Relu"}],
+                                         ["binary", [1, 1], {"kind": "Min", "operand": "tensor", "const_first": False}],
+                                         ["binary", [1, 1], {"kind": "Max", "operand": "tensor", "const_first": False}]],
+                               "outputs": [2, 3, 4]},
     "leaking_intermediate_small_region": {
         "dtype": "fp16", "config": "npu-small", "seed": 23539, "input": [3, 5],
         "nodes": [["unary", [0], {"kind": "Relu"}], ["gemm", [0], {"n": 4, "bias": True, "transB": True, "act": None}],
@@ -89,7 +97,7 @@ def test_the_oracle_catches_a_wrong_answer(monkeypatch):
 
     monkeypatch.setattr(graph_fuzz, "_run", one_row_wrong)
     outcome = graph_fuzz.check(spec)
-    assert outcome.kind == "fail" and "bound" in outcome.detail
+    assert outcome.kind == "fail" and outcome.worst > 10, outcome  # 40 times the bound
 
 
 def _npu(ex):
