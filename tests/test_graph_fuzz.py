@@ -34,6 +34,13 @@ REGRESSIONS = {
     # lone Flatten), so the "int8" graph was a float graph run in fp16, judged as if bit-exact int8.
     "float_output_of_an_int8_graph": {"dtype": "int8", "config": "npu-small", "seed": 1, "input": [1, 4, 1, 1],
                                       "nodes": [["flatten", [0], {}]], "outputs": [1]},
+    # An int8 add of a tensor and a dequantized constant of the same shape ([1, 16, 1, 1] after a
+    # global pool) was taken by the two-tensor ADD entry: its same-shape check saw the dequantize, not
+    # the constant behind it, and lowering failed ("'GenericConst' object has no attribute 'name'").
+    "int8_add_of_a_same_shape_constant": {
+        "dtype": "int8", "config": "npu-small", "seed": 496, "input": [1, 16, 16, 17],
+        "nodes": [["gap", [0], {}], ["binary", [1], {"kind": "Add", "operand": "channel", "const_first": True}],
+                  ["concat", [2, 1], {"axis": 1}]], "outputs": [3]},
     # The fp16 oracle's own false alarm: a single dot product of 132 terms close to 0 (1e-4 off, 7%
     # of the result): the error of a rounded sum scales with its terms, not with its result.
     "cancelling_dot_product": {"dtype": "fp16", "config": "npu-small", "seed": 0, "input": [2, 132],
