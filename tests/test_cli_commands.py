@@ -100,6 +100,17 @@ def test_run_with_wrong_inputs_is_a_one_line_error(files, tmp_path, capsys):
     assert "missing.npy" in _error_line(capsys)
 
 
+def test_run_of_a_truncated_library_is_a_one_line_coded_error(files, tmp_path, capsys):
+    d, _ = files
+    lib = tmp_path / "model.so"
+    assert main(["compile", str(d / "model.onnx"), "-o", str(lib)]) == 0
+    capsys.readouterr()
+    lib.write_bytes(lib.read_bytes()[:4096])  # dlopen of this would end the process with SIGBUS
+    assert main(["run", str(lib), str(d / "x.npy")]) != 0
+    err = _error_line(capsys)
+    assert "ERR_BAD_STREAM" in err and "not a complete shared library" in err
+
+
 def test_profile_with_a_wrong_input_shape_is_a_one_line_error(files, tmp_path, capsys):
     d, _ = files
     np.save(tmp_path / "small.npy", np.zeros((1, 3, 16, 16), np.float32))

@@ -2,6 +2,7 @@
 exported here and runs it without Python — bit for bit what Python gets, from 8 threads x 50 runs, and
 through the asynchronous path with a timeout that leaves the model usable."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -24,8 +25,11 @@ def host_app(tmp_path_factory):
     if shutil.which("cmake") is None:
         pytest.fail("cmake is not installed: pip install '.[test]' brings it")
     build = tmp_path_factory.mktemp("host_app")
+    # The runtime library Python uses (TVM_NPU_RUNTIME_LIB: a development or sanitizer build) or the
+    # installed one.
+    lib = [f"-DTVM_NPU_RUNTIME_LIB={os.environ['TVM_NPU_RUNTIME_LIB']}"] if "TVM_NPU_RUNTIME_LIB" in os.environ else []
     subprocess.run(["cmake", "-S", str(ROOT / "apps" / "host_app"), "-B", str(build),
-                    f"-DPython3_EXECUTABLE={sys.executable}"], check=True, capture_output=True)
+                    f"-DPython3_EXECUTABLE={sys.executable}", *lib], check=True, capture_output=True)
     subprocess.run(["cmake", "--build", str(build), "-j2"], check=True, capture_output=True)
     return build / "npu_host"
 
@@ -69,3 +73,12 @@ def test_host_app_bad_input_is_a_coded_error(host_app, tmp_path):
     np.save(tmp_path / "wrong.npy", np.zeros((1, 3, 8, 8), np.float64))
     res = run(host_app, tmp_path / "model.so", tmp_path / "wrong.npy")
     assert res.returncode == 1 and "ERR_SHAPE_MISMATCH" in res.stderr and "float32" in res.stderr
+
+
+def test_host_app_truncated_artifact_is_a_coded_error(host_app, tmp_path):
+    """dlopen of a truncated library dies of SIGBUS; host.h checks the file first."""
+    export(small_cnn(seed=0), np.zeros((1, 3, 32, 32), np.float32), tmp_path)
+    data = (tmp_path / "model.so").read_bytes()
+    (tmp_path / "cut.so").write_bytes(data[:len(data) // 2])
+    res = run(host_app, tmp_path / "cut.so", tmp_path / "x.npy")
+    assert res.returncode == 1 and "ERR_BAD_STREAM" in res.stderr and "not a complete shared library" in res.stderr

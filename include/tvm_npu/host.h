@@ -30,7 +30,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <future>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -72,10 +74,40 @@ inline ffi::Tensor MakeTensor(const std::vector<int64_t>& shape, DLDataType dtyp
   return t;
 }
 
+/*!
+ * \brief Throw ERR_BAD_STREAM unless `path` is a whole 64-bit little-endian ELF file: its header tables
+ * and every segment's file bytes inside it. The dynamic loader maps segments without comparing them
+ * with the file's size, so a truncated artifact would end the process with SIGBUS inside dlopen
+ * (python/tvm_npu/runtime.py load_module checks the same).
+ */
+inline void CheckArtifactComplete(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("ERR_BAD_STREAM", "cannot open the artifact " + path);
+  const std::vector<unsigned char> d((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto u64 = [&d](size_t at) { uint64_t v; std::memcpy(&v, d.data() + at, 8); return v; };
+  auto u16 = [&d](size_t at) { uint16_t v; std::memcpy(&v, d.data() + at, 2); return v; };
+  const std::string bad = path + " is not a complete shared library (";
+  const std::string again = "); export the model again with ex.export_library";
+  if (d.size() < 64 || std::memcmp(d.data(), "\x7f" "ELF", 4) != 0 || d[4] != 2 || d[5] != 1) {
+    throw Error("ERR_BAD_STREAM", bad + std::to_string(d.size()) + " bytes without a 64-bit ELF header" + again);
+  }
+  const uint64_t phoff = u64(32), shoff = u64(40), phentsize = u16(54), phnum = u16(56);
+  if (phentsize < 56 || phoff + phnum * phentsize > d.size() || shoff + uint64_t{u16(58)} * u16(60) > d.size()) {
+    throw Error("ERR_BAD_STREAM", bad + "its header tables end past the file's end" + again);
+  }
+  for (uint64_t i = 0; i < phnum; ++i) {
+    const uint64_t entry = phoff + i * phentsize;
+    if (u64(entry + 8) + u64(entry + 32) > d.size()) {
+      throw Error("ERR_BAD_STREAM", bad + "segment " + std::to_string(i) + " ends past the file's end" + again);
+    }
+  }
+}
+
 /*! \brief A loaded artifact with its own Relax VM on the CPU. */
 class Model {
  public:
   explicit Model(const std::string& path) {
+    CheckArtifactComplete(path);
     lib_ = ffi::Module::LoadFromFile(path);
     ffi::Function load = Required(lib_, "vm_load_executable", path);
     vm_ = load().cast<ffi::Module>();

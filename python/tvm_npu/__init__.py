@@ -32,6 +32,7 @@ from .estimate import estimate  # noqa: F401
 from .energy import EnergyModel  # noqa: F401
 from .sweep import sweep, SweepResult  # noqa: F401
 from .session import AsyncModel, StreamingSession  # noqa: F401
+from .runtime import load_module  # noqa: F401
 from . import codegen as _codegen  # noqa: F401  (registers "relax.ext.npu")
 
 __version__ = "0.1.0"

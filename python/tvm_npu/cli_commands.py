@@ -92,11 +92,12 @@ def cmd_run(args) -> int:
 
     from . import runtime
 
-    runtime.load_library()  # registers the loader of the "npu" modules inside the artifact
     lib_path = _existing(args.library, "library")
     inputs = [_load_npy(p) for p in args.inputs]
     try:
-        lib = tvm.runtime.load_module(str(lib_path))
+        lib = runtime.load_module(lib_path)
+    except NPUError:
+        raise
     except Exception as err:  # noqa: BLE001  (not a shared library, wrong ABI, ...)
         raise CLIError(f"cannot load {str(lib_path)!r}: {err}") from None
     vm = relax.VirtualMachine(lib, tvm.cpu())

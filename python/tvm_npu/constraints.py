@@ -405,6 +405,14 @@ def _fused_part(ctx, constraint):
     return None
 
 
+def _undequantized(ctx, expr):
+    """An operand through the match's bindings and a dequantize (the int8 codes behind it)."""
+    expr = _resolve(ctx, expr)
+    if isinstance(expr, tvm.relax.Call) and getattr(expr.op, "name", "") == "relax.dequantize":
+        expr = _resolve(ctx, expr.args[0])
+    return expr
+
+
 def _resolve(ctx, expr):
     """The value behind a dataflow variable of the match (patterns see through bindings)."""
     while not isinstance(expr, tvm.ir.Constant) and expr in ctx.matched_bindings:
@@ -499,8 +507,10 @@ def check_add(ctx) -> bool:
     call = ctx.annotated_expr["op"]
     lhs, rhs = call.args[0], call.args[1]
     tensors = [lhs, rhs, call]
+    # An int8 operand is dequantize(codes): a constant there is as much a constant as a float one.
+    operands = [_undequantized(ctx, e) for e in (lhs, rhs)]
     checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors,)), (constraint_same_shape, (lhs, rhs))] + _quant_checks(ctx)
+              (constraint_rank, (tensors,)), (constraint_same_shape, tuple(operands))] + _quant_checks(ctx)
     if not _run(ctx, "add", checks):
         return False
     shape = static_shape(call)

@@ -52,7 +52,12 @@ def prepare(mod: tvm.IRModule) -> tvm.IRModule:
 
     No FoldConstant here: it would fold dequantize(int8 weights) into float constants and hide the
     int8 weights from the QDQ patterns; the patterns accept constant expressions instead
-    (lower.eval_const folds them at compile time)."""
+    (lower.eval_const folds them at compile time).
+
+    Dead bindings go first: a dead op matched into an NPU region would leave a region function that
+    main never calls once a later rebuild of main drops the dead call, and TVM's VM lowering fails on
+    the composite functions nested in it."""
+    mod = relax.transform.DeadCodeElimination()(mod)
     mod = rewrite.run(relax.transform.CanonicalizeBindings()(mod))
     try:
         return duplicate_dequantize(mod)

@@ -9,7 +9,10 @@ docstrings are the reasons a user reads when an op stays on the CPU.
 
 from __future__ import annotations
 
+import functools
+
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix, register_patterns
+from tvm.relax.backend.utils import has_leaking_intermediate_variables
 from tvm.relax.dpl import is_const, is_op, is_tuple, wildcard
 
 from . import constraints as C
@@ -39,7 +42,18 @@ def _activation(pattern, act: str | None):
 
 def _entry(name, pattern, annotations, check):
     annotations = dict(annotations, root=pattern)
-    return (f"{PREFIX}.{name}", pattern, annotations, check)
+    return (f"{PREFIX}.{name}", pattern, annotations, _whole(check))
+
+
+def _whole(check):
+    """`check`, refusing first a match whose intermediate value is also read outside it (a dense's
+    output before its fused relu, read by a softmax too): FuseOpsByPattern would make that composite
+    return both values, but an NPU command writes only its final one. A smaller entry then takes the
+    op, and the fused part runs on its own."""
+    @functools.wraps(check)
+    def checked(ctx) -> bool:
+        return not has_leaking_intermediate_variables(ctx) and check(ctx)
+    return checked
 
 
 def _with_bias_and_act(name, root, annotations, check, quantized: bool, bias_pattern):
