@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <string>
 
@@ -283,12 +285,33 @@ ExecCache::ExecCache(const ParsedStream& ps)
   arena_dirty_ = std::min(arena_dirty_, arena_bytes_);
 }
 
+namespace {
+
+// Zeroed buffers shared by every module of the process, by (SRAM bytes, arena bytes). Modules hold no
+// buffers between calls: TVM 0.27 keeps a loaded library's modules alive after the executable is
+// dropped, so buffers kept per module would pin megabytes per load (docs/reliability.md). Leaked on
+// purpose: modules may still release into it during static destruction at exit.
+struct BufferPool {
+  std::mutex mutex;
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<std::unique_ptr<ExecCache::Buffers>>> free;
+};
+BufferPool& Pool() {
+  static BufferPool* pool = new BufferPool();
+  return *pool;
+}
+// Idle buffers kept per size: as many as calls that commonly run at once.
+constexpr size_t kIdleBuffersPerSize = 4;
+
+}  // namespace
+
 std::unique_ptr<ExecCache::Buffers> ExecCache::Acquire() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!free_.empty()) {
-      std::unique_ptr<Buffers> b = std::move(free_.back());
-      free_.pop_back();
+    BufferPool& pool = Pool();
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    auto it = pool.free.find({sram_bytes_, arena_bytes_});
+    if (it != pool.free.end() && !it->second.empty()) {
+      std::unique_ptr<Buffers> b = std::move(it->second.back());
+      it->second.pop_back();
       return b;
     }
   }
@@ -299,11 +322,14 @@ std::unique_ptr<ExecCache::Buffers> ExecCache::Acquire() {
 }
 
 void ExecCache::Release(std::unique_ptr<Buffers> b) {
+  // Back to all zeros (only the bytes this stream can write), as every pooled buffer is.
   // memset with a null pointer is undefined even for 0 bytes (an empty arena has no data()).
   if (sram_dirty_ != 0) std::memset(b->sram.data(), 0, sram_dirty_);
   if (arena_dirty_ != 0) std::memset(b->arena.data(), 0, arena_dirty_);
-  std::lock_guard<std::mutex> lock(mutex_);
-  free_.push_back(std::move(b));
+  BufferPool& pool = Pool();
+  std::lock_guard<std::mutex> lock(pool.mutex);
+  auto& idle = pool.free[{sram_bytes_, arena_bytes_}];
+  if (idle.size() < kIdleBuffersPerSize) idle.push_back(std::move(b));
 }
 
 Stats Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,

@@ -69,8 +69,6 @@ class ExecCache {
  private:
   uint64_t sram_bytes_, arena_bytes_;  // full sizes
   uint64_t sram_dirty_, arena_dirty_;  // the bounds a call can write below
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<Buffers>> free_;
 };
 
 /*!
