@@ -25,27 +25,12 @@ import numpy as np
 EDGE = (0, 1, 2, 0x7F, 0x80, 0xFF, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFFFFFE, 128, 4096)
 
 
-def lstm_model(T: int = 3, I: int = 8, H: int = 16):
-    """A small ONNX LSTM with its state as inputs: quantized, its cell state runs as int16 ELTWISE operands
-    (format 1.2), and c0 / c_T cross the region boundary as int16 tensors."""
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(3)
-    inits = [numpy_helper.from_array((rng.standard_normal(shape) * 0.5).astype(np.float32), name)
-             for name, shape in (("W", (1, 4 * H, I)), ("R", (1, 4 * H, H)), ("B", (1, 8 * H)))]
-    io = lambda n, shape: helper.make_tensor_value_info(n, TensorProto.FLOAT, shape)  # noqa: E731
-    node = helper.make_node("LSTM", ["X", "W", "R", "B", "", "h0", "c0"], ["Y", "Y_h", "Y_c"], hidden_size=H)
-    graph = helper.make_graph([node], "lstm", [io("X", [T, 1, I]), io("h0", [1, 1, H]), io("c0", [1, 1, H])],
-                              [io("Y", [T, 1, 1, H]), io("Y_h", [1, 1, H]), io("Y_c", [1, 1, H])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
-
-
 def seeds() -> list:
     """Streams of small compiled models: a CNN (fp16), its int8 form, a concat / eltwise model, and a
-    quantized LSTM (int16 cell state)."""
+    quantized LSTM (its cell state int16 ELTWISE operands, c0 / c_T int16 region I/O: format 1.2)."""
     import tvm_npu
     from tvm_npu import runtime
-    from tvm_npu.models import op_zoo, small_cnn
+    from tvm_npu.models import lstm, op_zoo, small_cnn
 
     out = []
     for config in ("npu-ref", "npu-small"):
@@ -58,7 +43,7 @@ def seeds() -> list:
                 for i in range(2)]
             qmod, _ = tvm_npu.quantize(mod, calib, progress=False)
             out += [bytes(m["get_stream"]()) for m in runtime.npu_modules(tvm_npu.build(qmod, config=config))]
-    model = lstm_model()
+    model = lstm(T=3, B=1, I=8, H=16, seed=3)
     calib = [[np.random.default_rng(i).standard_normal([d.dim_value for d in t.type.tensor_type.shape.dim])
               .astype(np.float32) for t in model.graph.input] for i in range(4)]
     qmod, _ = tvm_npu.quantize(tvm_npu.from_onnx(model), calib, progress=False)

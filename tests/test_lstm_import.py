@@ -2,41 +2,12 @@
 without biases and initial states, layout 1; built for the CPU (llvm) and with tvm_npu.build."""
 
 import numpy as np
-import onnx
 import pytest
 import tvm
-from onnx import TensorProto, helper, numpy_helper
 
 import tvm_npu
 from conftest import run_vm
-
-
-def lstm_model(T=5, B=2, I=3, H=4, direction="forward", layout=0, bias=True, init=True, seed=0,
-               extra_inputs=(), **attrs):
-    rng = np.random.default_rng(seed)
-    D = 2 if direction == "bidirectional" else 1
-    inits = [numpy_helper.from_array((rng.standard_normal((D, 4 * H, I)) * 0.5).astype(np.float32), "W"),
-             numpy_helper.from_array((rng.standard_normal((D, 4 * H, H)) * 0.5).astype(np.float32), "R")]
-    if bias:
-        inits.append(numpy_helper.from_array((rng.standard_normal((D, 8 * H)) * 0.1).astype(np.float32), "B"))
-    names = ["X", "W", "R", "B" if bias else "", "", "h0" if init else "", "c0" if init else ""]
-    for index, value in extra_inputs:  # (input position, initializer) pairs
-        names += [""] * (index + 1 - len(names))
-        names[index] = f"in{index}"
-        inits.append(numpy_helper.from_array(value, f"in{index}"))
-    while names[-1] == "":
-        names.pop()
-    xs, hs = ([T, B, I], [D, B, H]) if layout == 0 else ([B, T, I], [B, D, H])
-    graph_in = [helper.make_tensor_value_info("X", TensorProto.FLOAT, xs)]
-    if init:
-        graph_in += [helper.make_tensor_value_info(n, TensorProto.FLOAT, hs) for n in ("h0", "c0")]
-    node = helper.make_node("LSTM", names, ["Y", "Y_h", "Y_c"], hidden_size=H, direction=direction,
-                            layout=layout, **attrs)
-    ys = [T, D, B, H] if layout == 0 else [B, T, D, H]
-    outs = [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ys)] + \
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, hs) for n in ("Y_h", "Y_c")]
-    graph = helper.make_graph([node], "lstm", graph_in, outs, inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+from tvm_npu.models import lstm as lstm_model  # noqa: F401 (the other LSTM tests import it from here)
 
 
 def feeds_of(model, seed=1):

@@ -171,6 +171,11 @@ def _rows_view(shape):
     return (1, int(np.prod(shape[:-1])), 1, shape[-1])
 
 
+def _layout_view(shape) -> tuple:
+    """A vector op's host layout and device view: NCHW for a 4-D map, else rows."""
+    return ("NCHW", _conv_view(shape, "NCHW")) if len(shape) == 4 else ("ROWS", _rows_view(shape))
+
+
 def _data_dq(calls: dict):
     """The dequantize of an activation (its input is not a constant)."""
     for dq in calls.get("dequantize", []):
@@ -253,8 +258,7 @@ class _Lowerer:
     def _requantize(self, layer: Layer, calls: dict, params: dict):
         dq = calls["dequantize"][0]
         shape = static_shape(dq)
-        layout = "NCHW" if len(shape) == 4 else "ROWS"
-        view = _conv_view(shape, "NCHW") if len(shape) == 4 else _rows_view(shape)
+        layout, view = _layout_view(shape)
         a = dq.args[0]
         layer.inputs = [self._tensor(params.get(a, a), view, layout, "int8", "int8")]
         layer.const = np.zeros(1, np.int8)  # b: read, but b_mult 0 drops it
@@ -325,6 +329,7 @@ class _Lowerer:
             in_view = _rows_view(static_shape(call.args[0]))
             out_shape = static_shape(call)
             out_view = _rows_view(out_shape)
+        self.anchor = call  # the conv / matmul: _requant finds the bias beside it
         layer.weight = self._weight(wexpr, kernel_layout, layer.dtype)
         if layer.groups > 1:
             layer.groups = out_view[3]
@@ -356,8 +361,7 @@ class _Lowerer:
     def _add(self, layer: Layer, calls: dict, params: dict):
         call = calls["add"][0]
         shape = static_shape(call)
-        layout = "NCHW" if len(shape) == 4 else "ROWS"
-        view = _conv_view(shape, "NCHW") if len(shape) == 4 else _rows_view(shape)
+        layout, view = _layout_view(shape)
         dtype, host_dtype = ("int8", "int8") if layer.dtype == "int8" else ("float16", "float32")
         operands = []
         for arg in call.args[:2]:
@@ -372,8 +376,7 @@ class _Lowerer:
         constant (carried in the weight region) or per-channel tensor, per constraints.broadcast_mode."""
         call = calls[layer.func][0]
         shape = static_shape(call)
-        layout = "NCHW" if len(shape) == 4 else "ROWS"
-        view = _conv_view(shape, "NCHW") if len(shape) == 4 else _rows_view(shape)
+        layout, view = _layout_view(shape)
         int8 = layer.dtype == "int8"
         dqs = [self.resolve(arg) for arg in call.args[:2]]
         ops = [self.resolve(dq.args[0]) if int8 else self.resolve(arg) for dq, arg in zip(dqs, call.args)]
@@ -403,8 +406,7 @@ class _Lowerer:
         if layer.func == "leaky_relu":
             layer.alpha = float(call.attrs.alpha)
         shape = static_shape(call)
-        layout = "NCHW" if len(shape) == 4 else "ROWS"
-        view = _conv_view(shape, "NCHW") if len(shape) == 4 else _rows_view(shape)
+        layout, view = _layout_view(shape)
         return call.args[0], view, layout, shape, view
 
     def _pool(self, layer: Layer, calls: dict):
@@ -456,8 +458,7 @@ class _Lowerer:
         layer.scale = np.array([qp.conv_scale(s_x, ws, s_y) for ws in w_scale], np.float32)
         bias = np.zeros(oc, np.int64)
         if "add" in calls:
-            op = calls["nn.conv2d" if "nn.conv2d" in calls else "matmul"][0]
-            bdq = self.resolve(self._bias_operand(calls, op))
+            bdq = self.resolve(self._bias_operand(calls, self.anchor))
             while bdq.op.name == "relax.reshape":
                 bdq = self.resolve(bdq.args[0])
             codes = constant_value(bdq.args[0]).astype(np.int64).reshape(-1)

@@ -139,3 +139,35 @@ def mobilenet_v2_shaped(seed=0, size=64, width=0.5, classes=100) -> onnx.ModelPr
     x = g.node("Flatten", [x])
     y = g.gemm(x, ch(1280), classes)
     return g.model([1, 3, size, size], y, [1, classes])
+
+
+def lstm(T=5, B=2, I=3, H=4, direction="forward", layout=0, bias=True, init=True, seed=0,
+         extra_inputs=(), **attrs) -> onnx.ModelProto:
+    """An ONNX LSTM node as a whole model (opset 14): X [T, B, I] (layout 0) or [B, T, I] (layout 1), the
+    initial h0 / c0 as inputs when `init`, outputs Y, Y_h, Y_c; seeded weights, `bias` adds B.
+    `extra_inputs` are (input position, initializer) pairs (e.g. sequence_lens at 4); `attrs` go on the
+    node."""
+    rng = np.random.default_rng(seed)
+    D = 2 if direction == "bidirectional" else 1
+    inits = [numpy_helper.from_array((rng.standard_normal((D, 4 * H, I)) * 0.5).astype(np.float32), "W"),
+             numpy_helper.from_array((rng.standard_normal((D, 4 * H, H)) * 0.5).astype(np.float32), "R")]
+    if bias:
+        inits.append(numpy_helper.from_array((rng.standard_normal((D, 8 * H)) * 0.1).astype(np.float32), "B"))
+    names = ["X", "W", "R", "B" if bias else "", "", "h0" if init else "", "c0" if init else ""]
+    for index, value in extra_inputs:  # (input position, initializer) pairs
+        names += [""] * (index + 1 - len(names))
+        names[index] = f"in{index}"
+        inits.append(numpy_helper.from_array(value, f"in{index}"))
+    while names[-1] == "":
+        names.pop()
+    xs, hs = ([T, B, I], [D, B, H]) if layout == 0 else ([B, T, I], [B, D, H])
+    graph_in = [helper.make_tensor_value_info("X", TensorProto.FLOAT, xs)]
+    if init:
+        graph_in += [helper.make_tensor_value_info(n, TensorProto.FLOAT, hs) for n in ("h0", "c0")]
+    node = helper.make_node("LSTM", names, ["Y", "Y_h", "Y_c"], hidden_size=H, direction=direction,
+                            layout=layout, **attrs)
+    ys = [T, D, B, H] if layout == 0 else [B, T, D, H]
+    outs = [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ys)] + \
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, hs) for n in ("Y_h", "Y_c")]
+    graph = helper.make_graph([node], "lstm", graph_in, outs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)

@@ -128,21 +128,19 @@ COMPUTE_OPS = ("CONV2D", "ADD", "POOL", "ELTWISE", "UNARY", "SOFTMAX")
 def _vector_footprints(a: dict, op: str, elem: int, alignment: int) -> tuple[list, list]:
     """ELTWISE: a, b (its rows per b_mode), output; UNARY: input, the int8 table, output; SOFTMAX: input,
     output."""
+    if op == "ELTWISE":
+        mode = a["b_mode"]
+        b_rows, b_elems = ((a["rows"], a["row_elems"]) if mode == B_MODES["same"] else
+                           (1, a["channels"] if mode == B_MODES["channel"] else 1))
+        size = {w: DTYPE_BYTES.get(operand_dtype(a, w), 0) for w in ("a", "b", "out")}  # format 1.2 widths
+        return ([("SRAM", "a", a["a_addr"], a["rows"], a["row_elems"] * size["a"], a["a_stride"]),
+                 ("SRAM", "b", a["b_addr"], b_rows, b_elems * size["b"], a["b_stride"])],
+                [("SRAM", "output", a["out_addr"], a["rows"], a["row_elems"] * size["out"], a["out_stride"])])
     row = a["row_elems"] * elem
-    out = [("SRAM", "output", a["out_addr"], a["rows"], row, a["out_stride"])]
-    if op in ("UNARY", "SOFTMAX"):
-        reads = [("SRAM", "input", a["in_addr"], a["rows"], row, a["in_stride"])]
-        if op == "UNARY" and elem == 1:
-            reads.append(("SRAM", "table", a["table_addr"], 1, UNARY_TABLE_BYTES,
-                          _align(UNARY_TABLE_BYTES, alignment)))
-        return reads, out
-    mode = a["b_mode"]
-    b_rows, b_elems = ((a["rows"], a["row_elems"]) if mode == B_MODES["same"] else
-                       (1, a["channels"] if mode == B_MODES["channel"] else 1))
-    size = {w: DTYPE_BYTES.get(operand_dtype(a, w), 0) for w in ("a", "b", "out")}  # format 1.2 widths
-    out = [("SRAM", "output", a["out_addr"], a["rows"], a["row_elems"] * size["out"], a["out_stride"])]
-    return ([("SRAM", "a", a["a_addr"], a["rows"], a["row_elems"] * size["a"], a["a_stride"]),
-             ("SRAM", "b", a["b_addr"], b_rows, b_elems * size["b"], a["b_stride"])], out)
+    reads = [("SRAM", "input", a["in_addr"], a["rows"], row, a["in_stride"])]
+    if op == "UNARY" and elem == 1:
+        reads.append(("SRAM", "table", a["table_addr"], 1, UNARY_TABLE_BYTES, _align(UNARY_TABLE_BYTES, alignment)))
+    return reads, [("SRAM", "output", a["out_addr"], a["rows"], row, a["out_stride"])]
 
 
 def _check_static(i: int, cmd, stream: Stream, reads: list, writes: list) -> None:

@@ -4,30 +4,24 @@
  */
 #include "kernels/fast/add_fast.h"
 
+#include "kernels/fast/x86_intrinsics.h"
 #include "kernels/ref/add_ref.h"
 #include "kernels/ref/ref_common.h"
-
-#if TVM_NPU_X86_64
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 avx512fintrin.h false positive
-#include <immintrin.h>
-#endif
 
 namespace tvm_npu {
 namespace fast {
 namespace {
 
 #if TVM_NPU_X86_64
-#define NPU_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
-#define NPU_AVX512F16 __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
 
 // Sign-extended int8 x minus its zero point, times a multiplier < 2^31: int64, exact.
-NPU_AVX512 inline __m512i Scaled(const int8_t* p, __mmask8 mask, __m512i zp, __m512i mult) {
+NPU_TARGET_AVX512 inline __m512i Scaled(const int8_t* p, __mmask8 mask, __m512i zp, __m512i mult) {
   const __m128i bytes = _mm_maskz_loadu_epi8(mask, p);
   const __m512i x = _mm512_sub_epi64(_mm512_cvtepi8_epi64(bytes), zp);
   return _mm512_mul_epi32(x, mult);  // low 32 bits of each lane, signed: x fits, M < 2^31
 }
 
-NPU_AVX512 void AddInt8Avx512(const stream::AddOperands& op, const uint8_t* a, const uint8_t* b,
+NPU_TARGET_AVX512 void AddInt8Avx512(const stream::AddOperands& op, const uint8_t* a, const uint8_t* b,
                               uint8_t* out) {
   const __m512i za = _mm512_set1_epi64(static_cast<int32_t>(op.a_zp));
   const __m512i zb = _mm512_set1_epi64(static_cast<int32_t>(op.b_zp));
@@ -63,7 +57,7 @@ NPU_AVX512 void AddInt8Avx512(const stream::AddOperands& op, const uint8_t* a, c
 // fp16: a + b in fp32 (halves convert exactly; vcvtph2ps quiets a signalling NaN, which the add
 // would do anyway), Activate's comparisons, one rounding to fp16 by vcvtps2ph — except lanes
 // holding NaN, stored by the scalar conversion as in the reference.
-NPU_AVX512F16 void AddFp16Avx512(const stream::AddOperands& op, const uint8_t* a,
+NPU_TARGET_AVX512_F16C void AddFp16Avx512(const stream::AddOperands& op, const uint8_t* a,
                                  const uint8_t* b, uint8_t* out) {
   const __m512 lo = _mm512_set1_ps(ref::BitsToFloat(op.clip_lo));
   const __m512 hi = _mm512_set1_ps(ref::BitsToFloat(op.clip_hi));

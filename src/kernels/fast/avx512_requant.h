@@ -6,16 +6,11 @@
 #ifndef TVM_NPU_KERNELS_FAST_AVX512_REQUANT_H_
 #define TVM_NPU_KERNELS_FAST_AVX512_REQUANT_H_
 
-#include "kernels/fast/cpu_level.h"
+#include "kernels/fast/x86_intrinsics.h"
 #if TVM_NPU_X86_64
-// GCC 12's avx512fintrin.h builds masked loads from an undefined vector it then reports as
-// "may be used uninitialized": a false positive in the header, not in the kernels.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
 
 #include <cstddef>
 
-#define NPU_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
 namespace tvm_npu {
 namespace fast {
@@ -25,7 +20,7 @@ namespace fast {
 // roundscale's explicit mode, then the clamp. The rounded value is an integer and may be huge
 // or inf; clamping it to +-1024 first keeps z_y + r within int32 and changes no result, because
 // z_y, lo and hi are int8.
-NPU_AVX512 inline __m512i Requant16(__m512i acc, __m512 scale, __m512i zp, __m512i lo,
+NPU_TARGET_AVX512_VNNI inline __m512i Requant16(__m512i acc, __m512 scale, __m512i zp, __m512i lo,
                                     __m512i hi) {
   __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), scale);
   f = _mm512_roundscale_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -34,7 +29,7 @@ NPU_AVX512 inline __m512i Requant16(__m512i acc, __m512 scale, __m512i zp, __m51
   return _mm512_min_epi32(_mm512_max_epi32(q, lo), hi);
 }
 
-NPU_AVX512 inline __mmask16 TailMask(size_t n) {
+NPU_TARGET_AVX512_VNNI inline __mmask16 TailMask(size_t n) {
   return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
 }
 

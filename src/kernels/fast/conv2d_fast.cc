@@ -21,11 +21,9 @@ void Conv2D(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* 
   const uint64_t row = stream::RequantRowStride(op.oc, alignment);
   std::vector<int32_t> b(op.oc);
   std::vector<float> s(op.oc);
-  for (uint64_t o = 0; o < op.oc; ++o) {
-    b[o] = ref::LoadI32(bias + o * 4);
-    s[o] = ref::BitsToFloat(static_cast<uint32_t>(ref::LoadI32(bias + row + o * 4)));
-    // The reference refuses a bad scale before writing anything, with its own message.
-    if (!ref::ValidScale(s[o])) return Conv2DRef(op, in, w, bias, out, alignment);
+  // The reference refuses a bad scale before writing anything, with its own message.
+  if (ref::LoadRequantBlock(bias, op.oc, row, b.data(), s.data()) < op.oc) {
+    return Conv2DRef(op, in, w, bias, out, alignment);
   }
   if (stream::IsDepthwise(op)) {
     Conv2DInt8Depthwise(op, in, w, b.data(), s.data(), out, level);

@@ -18,13 +18,9 @@
 #include "kernels/fast/conv2d_fast.h"
 #include "kernels/fast/conv_window.h"
 #include "kernels/fast/thread_pool.h"
+#include "kernels/fast/x86_intrinsics.h"
 #include "kernels/ref/conv2d_ref.h"
 #include "kernels/ref/ref_common.h"
-
-#if TVM_NPU_X86_64
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 avx512fintrin.h false positive
-#include <immintrin.h>
-#endif
 
 namespace tvm_npu {
 namespace fast {
@@ -66,11 +62,9 @@ std::shared_ptr<const PackedWeights> PackFp16(int tag, const uint8_t* w, size_t 
   return e;
 }
 
-#define NPU_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
-#define NPU_AVX2 __attribute__((target("avx2,f16c")))
 
 template <int NB>
-NPU_AVX512 void BlockAvx512(const Fp16Args& a, size_t n, uint8_t* out_px) {
+NPU_TARGET_AVX512_F16C void BlockAvx512(const Fp16Args& a, size_t n, uint8_t* out_px) {
   const stream::Conv2DOperands& op = *a.op;
   __m512 acc[NB];
   #pragma GCC unroll 16
@@ -117,7 +111,7 @@ NPU_AVX512 void BlockAvx512(const Fp16Args& a, size_t n, uint8_t* out_px) {
   }
 }
 
-NPU_AVX512 void PixelAvx512(const Fp16Args& a, uint8_t* out_px) {
+NPU_TARGET_AVX512_F16C void PixelAvx512(const Fp16Args& a, uint8_t* out_px) {
   for (size_t n = 0; n < a.op->oc; n += 4 * kLanes) {
     const size_t left = a.op->oc - n;
     if (left > 3 * kLanes) {
@@ -133,7 +127,7 @@ NPU_AVX512 void PixelAvx512(const Fp16Args& a, uint8_t* out_px) {
 }
 
 // AVX2: the same, 8 lanes per ymm, two ymm per packed block of 16.
-NPU_AVX2 void PixelAvx2(const Fp16Args& a, uint8_t* out_px) {
+NPU_TARGET_AVX2_F16C void PixelAvx2(const Fp16Args& a, uint8_t* out_px) {
   const stream::Conv2DOperands& op = *a.op;
   for (size_t n = 0; n < op.oc; n += kLanes) {
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};

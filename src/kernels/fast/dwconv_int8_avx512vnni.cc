@@ -37,7 +37,7 @@ struct DwVnniArgs {
   const uint8_t* pad;    // blocks * 64 bytes of z_x
 };
 
-NPU_AVX512 void Pixel(const DwVnniArgs& a, const uint8_t* const* x, int8_t* out) {
+NPU_TARGET_AVX512_VNNI void Pixel(const DwVnniArgs& a, const uint8_t* const* x, int8_t* out) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i zp = _mm512_set1_epi32(static_cast<int32_t>(a.op->out_zp));
   const __m512i lo = _mm512_set1_epi32(static_cast<int32_t>(a.op->clip_lo));

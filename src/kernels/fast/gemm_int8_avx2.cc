@@ -4,15 +4,13 @@
  *        summed into an int32 lane, never saturating); vpmaddubsw would saturate its int16 sums
  *        (2 * 255 * 128 > 32767), which the contract does not allow.
  */
-#include "kernels/fast/cpu_level.h"
+#include "kernels/fast/x86_intrinsics.h"
 #if TVM_NPU_X86_64
-#include <immintrin.h>
 
 #include <cstring>
 
 #include "kernels/fast/gemm_int8.h"
 
-#define NPU_AVX2 __attribute__((target("avx2")))
 
 namespace tvm_npu {
 namespace fast {
@@ -20,7 +18,7 @@ namespace {
 
 // As Requant16 in gemm_int8_avx512vnni.cc, 8 lanes: _mm256_round_ps with an explicit
 // round-to-nearest-even, the clamp to +-1024 keeping z_y + r in int32.
-NPU_AVX2 inline __m256i Requant8(__m256i acc, __m256 scale, __m256i zp, __m256i lo, __m256i hi) {
+NPU_TARGET_AVX2 inline __m256i Requant8(__m256i acc, __m256 scale, __m256i zp, __m256i lo, __m256i hi) {
   __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(acc), scale);
   f = _mm256_round_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   f = _mm256_min_ps(_mm256_max_ps(f, _mm256_set1_ps(-1024.0f)), _mm256_set1_ps(1024.0f));
@@ -28,14 +26,14 @@ NPU_AVX2 inline __m256i Requant8(__m256i acc, __m256 scale, __m256i zp, __m256i 
   return _mm256_min_epi32(_mm256_max_epi32(q, lo), hi);
 }
 
-NPU_AVX2 inline void Store8(int8_t* out, __m256i q, size_t n) {
+NPU_TARGET_AVX2 inline void Store8(int8_t* out, __m256i q, size_t n) {
   alignas(32) int32_t lanes[8];
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), q);
   for (size_t i = 0; i < n && i < 8; ++i) out[i] = static_cast<int8_t>(lanes[i]);
 }
 
 template <int MR, int NB>
-NPU_AVX2 void Tile(const GemmInt8Task& t, const int16_t* a, size_t m, size_t n) {
+NPU_TARGET_AVX2 void Tile(const GemmInt8Task& t, const int16_t* a, size_t m, size_t n) {
   const int16_t* b = static_cast<const int16_t*>(t.b) + (n / 8) * t.kp * 8;
   __m256i acc[MR][NB];
   #pragma GCC unroll 16
@@ -80,7 +78,7 @@ NPU_AVX2 void Tile(const GemmInt8Task& t, const int16_t* a, size_t m, size_t n) 
 
 }  // namespace
 
-NPU_AVX2 void GemmInt8Avx2(const GemmInt8Task& t) {
+NPU_TARGET_AVX2 void GemmInt8Avx2(const GemmInt8Task& t) {
   const int16_t* a = static_cast<const int16_t*>(t.a);
   ForEachTile(t, 6, 8, [a](const GemmInt8Task& rows, size_t i, size_t m, size_t n, bool wide) {
     if (wide) {
@@ -91,7 +89,7 @@ NPU_AVX2 void GemmInt8Avx2(const GemmInt8Task& t) {
   });
 }
 
-NPU_AVX2 void DwPixelAvx2(const DwPixel& p) {
+NPU_TARGET_AVX2 void DwPixelAvx2(const DwPixel& p) {
   const __m256i zx = _mm256_set1_epi32(p.in_zp), zp = _mm256_set1_epi32(p.zp);
   const __m256i lo = _mm256_set1_epi32(p.lo), hi = _mm256_set1_epi32(p.hi);
   for (size_t c = 0; c < p.c; c += 8) {

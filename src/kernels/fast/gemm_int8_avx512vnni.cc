@@ -21,7 +21,7 @@ namespace {
 
 // MR rows x NB blocks of 16 channels starting at channel n; rows [0, m) are written.
 template <int MR, int NB>
-NPU_AVX512 void Tile(const GemmInt8Task& t, const uint8_t* a, size_t m, size_t n) {
+NPU_TARGET_AVX512_VNNI void Tile(const GemmInt8Task& t, const uint8_t* a, size_t m, size_t n) {
   const int8_t* b = static_cast<const int8_t*>(t.b) + (n / 16) * t.kp * 16;
   __m512i acc[MR][NB];
   #pragma GCC unroll 16
@@ -62,7 +62,7 @@ NPU_AVX512 void Tile(const GemmInt8Task& t, const uint8_t* a, size_t m, size_t n
 
 }  // namespace
 
-NPU_AVX512 void GemmInt8Avx512Vnni(const GemmInt8Task& t) {
+NPU_TARGET_AVX512_VNNI void GemmInt8Avx512Vnni(const GemmInt8Task& t) {
   const uint8_t* a = static_cast<const uint8_t*>(t.a);
   ForEachTile(t, 6, 16, [a](const GemmInt8Task& rows, size_t i, size_t m, size_t n, bool wide) {
     if (wide) {
@@ -73,7 +73,7 @@ NPU_AVX512 void GemmInt8Avx512Vnni(const GemmInt8Task& t) {
   });
 }
 
-NPU_AVX512 void DwPixelAvx512(const DwPixel& p) {
+NPU_TARGET_AVX512_VNNI void DwPixelAvx512(const DwPixel& p) {
   const __m512i zx = _mm512_set1_epi32(p.in_zp), zp = _mm512_set1_epi32(p.zp);
   const __m512i lo = _mm512_set1_epi32(p.lo), hi = _mm512_set1_epi32(p.hi);
   for (size_t c = 0; c < p.c; c += 16) {

@@ -20,13 +20,10 @@ void Conv2DInt8Ref(const stream::Conv2DOperands& op, const uint8_t* in, const ui
   // here, before writing anything, so a bad block never yields a half-written tile.
   std::vector<int32_t> bias(op.oc);
   std::vector<float> scale(op.oc);
-  for (uint64_t o = 0; o < op.oc; ++o) {
-    bias[o] = ref::LoadI32(requant + o * 4);
-    scale[o] = ref::BitsToFloat(static_cast<uint32_t>(ref::LoadI32(requant + row + o * 4)));
-    if (!ref::ValidScale(scale[o])) {
-      NPU_THROW(kBadStream) << "CONV2D int8: output channel " << o << " has scale " << scale[o]
-                            << "; S must be finite and > 0 (docs/npu.md section 2)";
-    }
+  const uint64_t bad = ref::LoadRequantBlock(requant, op.oc, row, bias.data(), scale.data());
+  if (bad < op.oc) {
+    NPU_THROW(kBadStream) << "CONV2D int8: output channel " << bad << " has scale " << scale[bad]
+                          << "; S must be finite and > 0 (docs/npu.md section 2)";
   }
   const int32_t in_zp = static_cast<int32_t>(op.in_zp), out_zp = static_cast<int32_t>(op.out_zp);
   const int32_t lo = static_cast<int32_t>(op.clip_lo), hi = static_cast<int32_t>(op.clip_hi);

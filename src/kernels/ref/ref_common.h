@@ -91,6 +91,23 @@ inline bool ValidInt16(int64_t v) { return v >= -32768 && v <= 32767; }
 inline bool ValidScale(float s) { return std::isfinite(s) && s > 0.0f; }
 
 /*!
+ * \brief An int8 CONV2D's requantization block (docs/npu.md section 6): `oc` int32 biases, then `oc`
+ *        fp32 scales `row` bytes later, read into `bias` and `scale`.
+ * \return The first output channel whose scale is not finite and > 0, or `oc` when all are valid
+ *         (the scales are data in SRAM, so the parser cannot check them).
+ */
+inline uint64_t LoadRequantBlock(const uint8_t* block, uint64_t oc, uint64_t row, int32_t* bias,
+                                 float* scale) {
+  uint64_t bad = oc;
+  for (uint64_t o = 0; o < oc; ++o) {
+    bias[o] = LoadI32(block + o * 4);
+    scale[o] = BitsToFloat(static_cast<uint32_t>(LoadI32(block + row + o * 4)));
+    if (bad == oc && !ValidScale(scale[o])) bad = o;
+  }
+  return bad;
+}
+
+/*!
  * \brief rshift_rne(p, n) of docs/npu.md section 2 (ADD): p / 2^n rounded to nearest, ties to
  *        even. q = p >> n (arithmetic), r = p - (q << n), q += 1 if r > 2^(n-1) or (r == 2^(n-1)
  *        and q is odd). 1 <= n <= 62.

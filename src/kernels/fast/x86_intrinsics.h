@@ -1,0 +1,25 @@
+/*!
+ * \file x86_intrinsics.h
+ * \brief <immintrin.h> for the vector kernels (x86-64 builds only) and the names of the instruction
+ *        sets they are compiled for. Include from files compiled for every target: each vector
+ *        function carries its own target attribute and runs only where cpu_level.cc found the set.
+ */
+#ifndef TVM_NPU_KERNELS_FAST_X86_INTRINSICS_H_
+#define TVM_NPU_KERNELS_FAST_X86_INTRINSICS_H_
+
+#include "kernels/fast/cpu_level.h"
+
+#if TVM_NPU_X86_64
+// GCC 12's avx512fintrin.h builds masked loads from an undefined vector it then reports as
+// "may be used uninitialized": a false positive in the header, not in the kernels.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#define NPU_TARGET_AVX2 __attribute__((target("avx2")))
+#define NPU_TARGET_AVX2_F16C __attribute__((target("avx2,f16c")))
+#define NPU_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define NPU_TARGET_AVX512_F16C __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
+#define NPU_TARGET_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+#endif
+
+#endif  // TVM_NPU_KERNELS_FAST_X86_INTRINSICS_H_
