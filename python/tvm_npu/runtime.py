@@ -54,6 +54,12 @@ def validate_stream(blob: bytes) -> dict:
     return json.loads(_func("tvm_npu.runtime.validate_stream")(bytes(blob)))
 
 
+def constant_weight_commands(blob: bytes) -> list[int]:
+    """Indices of the CONV2D commands whose weights are the same bytes in every call (loaded from the
+    weight region only): the fast kernels pack those once and never compare them again."""
+    return [int(i) for i in _func("tvm_npu.runtime.constant_weight_commands")(bytes(blob))]
+
+
 def kernel_level() -> str:
     """The kernels the reference NPU runs: "ref" (src/kernels/ref), or the fast kernels at "portable",
     "avx2" or "avx512vnni". Default: the best this CPU supports, or $TVM_NPU_KERNELS. Every level gives

@@ -22,6 +22,7 @@
 #include "kernels/ref/fp16.h"
 #include "kernels/ref/pool_ref.h"
 #include "runtime/cycle_model.h"
+#include "runtime/sram_provenance.h"
 #include "runtime/npu_error.h"
 
 namespace tvm_npu {
@@ -98,8 +99,9 @@ void ForEachElement(const TensorDesc& d, F&& f) {
 class Machine {
  public:
   // `buffers` hold a zeroed SRAM of sram_bytes and a zeroed arena of ddr_bytes - weights_bytes.
-  Machine(const ParsedStream& ps, ExecCache::Buffers* buffers, fast::WeightCache* weights)
-      : ps_(ps), sram_(buffers->sram), arena_(buffers->arena), weights_(weights) {}
+  Machine(const ParsedStream& ps, ExecCache::Buffers* buffers, ExecCache* cache)
+      : ps_(ps), sram_(buffers->sram), arena_(buffers->arena),
+        weights_(cache != nullptr ? &cache->weights : nullptr) {}
 
   // Host fp32 -> device fp16 (RNE), or int8 / int16 unchanged (re-layout only), at the
   // descriptor's place in the activation region.
@@ -216,44 +218,6 @@ class Machine {
   fast::WeightCache* weights_;
 };
 
-// One past the highest SRAM byte `cmd` may write (its output footprint as the checks bound it);
-// an opcode this does not know about may write anywhere.
-uint64_t SramWriteEnd(const stream::Command& cmd, uint64_t sram_bytes) {
-  switch (cmd.opcode()) {
-    case stream::kDmaLoad: {
-      const auto op = OperandsOf<stream::DmaOperands>(cmd);
-      return op.dst_addr + SatMul(op.rows, std::max(op.dst_stride, op.row_bytes));
-    }
-    case stream::kDmaStore:
-    case stream::kEnd: return 0;
-    case stream::kConv2D: {
-      const auto op = OperandsOf<stream::Conv2DOperands>(cmd);
-      return op.out_addr + SatMul(op.out_h, op.out_stride);
-    }
-    case stream::kPool: {
-      const auto op = OperandsOf<stream::PoolOperands>(cmd);
-      return op.out_addr + SatMul(op.out_h, op.out_stride);
-    }
-    case stream::kAdd: {
-      const auto op = OperandsOf<stream::AddOperands>(cmd);
-      return op.out_addr + SatMul(op.rows, op.out_stride);
-    }
-    case stream::kEltwise: {
-      const auto op = OperandsOf<stream::EltwiseOperands>(cmd);
-      return op.out_addr + SatMul(op.rows, op.out_stride);
-    }
-    case stream::kUnary: {
-      const auto op = OperandsOf<stream::UnaryOperands>(cmd);
-      return op.out_addr + SatMul(op.rows, op.out_stride);
-    }
-    case stream::kSoftmax: {
-      const auto op = OperandsOf<stream::SoftmaxOperands>(cmd);
-      return op.out_addr + SatMul(op.rows, op.out_stride);
-    }
-    default: return sram_bytes;
-  }
-}
-
 // Nominal MACs: one per weight tap and output element; depthwise reads one channel per output.
 uint64_t Conv2DMacs(const stream::Conv2DOperands& op) {
   const uint64_t per_output = SatMul(SatMul(op.kh, op.kw), stream::IsDepthwise(op) ? 1 : op.in_c);
@@ -269,7 +233,7 @@ ExecCache::ExecCache(const ParsedStream& ps)
       arena_dirty_(0) {
   const uint64_t wb = ps.header.weights_bytes;
   for (const stream::Command& cmd : ps.commands) {
-    sram_dirty_ = std::max(sram_dirty_, SramWriteEnd(cmd, sram_bytes_));
+    sram_dirty_ = std::max(sram_dirty_, SramWrites(cmd, sram_bytes_).end);
     if (cmd.opcode() == stream::kDmaStore) {
       const auto op = OperandsOf<stream::DmaOperands>(cmd);
       arena_dirty_ = std::max(
@@ -283,6 +247,7 @@ ExecCache::ExecCache(const ParsedStream& ps)
   }
   sram_dirty_ = std::min(sram_dirty_, sram_bytes_);
   arena_dirty_ = std::min(arena_dirty_, arena_bytes_);
+  weights.SetConstantKeys(ConstantWeightCommands(ps));
 }
 
 namespace {
@@ -332,8 +297,35 @@ void ExecCache::Release(std::unique_ptr<Buffers> b) {
   if (idle.size() < kIdleBuffersPerSize) idle.push_back(std::move(b));
 }
 
-Stats Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
-              const std::vector<DLTensor*>& outputs, ExecCache* cache) {
+Stats TimeStream(const ParsedStream& ps) {
+  const NPUConfig& cfg = ps.config;
+  CycleModel model(cfg);
+  Stats st;
+  st.records.reserve(ps.commands.size());
+  for (size_t i = 0; i < ps.commands.size(); ++i) {
+    const stream::Command& cmd = ps.commands[i];
+    const CommandTiming t = model.OnCommand(cmd);
+    CommandRecord rec{static_cast<uint32_t>(i), cmd.opcode(), t.engine, t.issue, t.start, t.end,
+                      0, 0};
+    if (cmd.opcode() == stream::kDmaLoad || cmd.opcode() == stream::kDmaStore) {
+      rec.bus_bytes = CycleModel::DmaBusBytes(cfg, OperandsOf<stream::DmaOperands>(cmd));
+      (cmd.opcode() == stream::kDmaLoad ? st.ddr_read_bytes : st.ddr_write_bytes) += rec.bus_bytes;
+    } else if (cmd.opcode() == stream::kConv2D) {
+      rec.macs = Conv2DMacs(OperandsOf<stream::Conv2DOperands>(cmd));
+      st.macs += rec.macs;  // vector ops do no MACs
+    }
+    st.records.push_back(rec);
+  }
+  st.commands = ps.commands.size();
+  st.total_cycles = model.TotalCycles();
+  st.mac_cycles = model.BusyCycles(kEngineMac);
+  st.vector_cycles = model.BusyCycles(kEngineVector);
+  for (uint32_t ch = 0; ch < cfg.dma_channels; ++ch) st.dma_cycles.push_back(model.BusyCycles(ch));
+  return st;
+}
+
+void Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
+             const std::vector<DLTensor*>& outputs, ExecCache* cache) {
   if (inputs.size() != ps.inputs.size() || outputs.size() != ps.outputs.size()) {
     NPU_THROW(kShapeMismatch) << "got " << inputs.size() << " inputs and " << outputs.size()
                               << " outputs, the model was compiled for " << ps.inputs.size()
@@ -362,49 +354,28 @@ Stats Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs
       if (cache != nullptr) cache->Release(std::move(*buffers));
     }
   } give_back{cache, &own};
-  Machine machine(ps, own.get(), cache != nullptr ? &cache->weights : nullptr);
+  Machine machine(ps, own.get(), cache);
   for (size_t k = 0; k < inputs.size(); ++k) machine.StageIn(ps.tensors[ps.inputs[k]], inputs[k]);
 
-  const NPUConfig& cfg = ps.config;
-  CycleModel model(cfg);
-  Stats st;
-  st.records.reserve(ps.commands.size());
+  // One after another in program order; when they would overlap on the hardware is the cycle
+  // model's business (TimeStream, once per stream).
   for (size_t i = 0; i < ps.commands.size(); ++i) {
     const stream::Command& cmd = ps.commands[i];
-    const CommandTiming t = model.OnCommand(cmd);
-    CommandRecord rec{static_cast<uint32_t>(i), cmd.opcode(), t.engine, t.issue, t.start, t.end,
-                      0, 0};
-    if (cmd.opcode() == stream::kDmaLoad || cmd.opcode() == stream::kDmaStore) {
-      machine.Dma(cmd);
-      rec.bus_bytes = CycleModel::DmaBusBytes(cfg, OperandsOf<stream::DmaOperands>(cmd));
-      (cmd.opcode() == stream::kDmaLoad ? st.ddr_read_bytes : st.ddr_write_bytes) += rec.bus_bytes;
-    } else if (cmd.opcode() == stream::kConv2D) {
-      machine.Conv2D(cmd, i);
-      rec.macs = Conv2DMacs(OperandsOf<stream::Conv2DOperands>(cmd));
-      st.macs += rec.macs;
-    } else if (cmd.opcode() == stream::kAdd) {
-      machine.Add(cmd);  // vector ops do no MACs
-    } else if (cmd.opcode() == stream::kPool) {
-      machine.Pool(cmd);
-    } else if (cmd.opcode() == stream::kEltwise) {
-      machine.Eltwise(cmd);
-    } else if (cmd.opcode() == stream::kUnary) {
-      machine.Unary(cmd);
-    } else if (cmd.opcode() == stream::kSoftmax) {
-      machine.Softmax(cmd);
+    switch (cmd.opcode()) {
+      case stream::kDmaLoad:
+      case stream::kDmaStore: machine.Dma(cmd); break;
+      case stream::kConv2D: machine.Conv2D(cmd, i); break;
+      case stream::kAdd: machine.Add(cmd); break;
+      case stream::kPool: machine.Pool(cmd); break;
+      case stream::kEltwise: machine.Eltwise(cmd); break;
+      case stream::kUnary: machine.Unary(cmd); break;
+      case stream::kSoftmax: machine.Softmax(cmd); break;
+      default: break;  // END
     }
-    st.records.push_back(rec);
   }
-  st.commands = ps.commands.size();
-  st.total_cycles = model.TotalCycles();
-  st.mac_cycles = model.BusyCycles(kEngineMac);
-  st.vector_cycles = model.BusyCycles(kEngineVector);
-  for (uint32_t ch = 0; ch < cfg.dma_channels; ++ch) st.dma_cycles.push_back(model.BusyCycles(ch));
-
   for (size_t k = 0; k < outputs.size(); ++k) {
     machine.StageOut(ps.tensors[ps.outputs[k]], outputs[k]);
   }
-  return st;
 }
 
 }  // namespace tvm_npu

@@ -1,6 +1,6 @@
 /*!
  * \file executor.h
- * \brief Run a validated stream functionally on the reference NPU, and count its cycles.
+ * \brief Run a validated stream functionally on the reference NPU, and count its cycles (once).
  *
  * One call owns all its mutable state: a zeroed SRAM of sram_bytes and a zeroed DDR activation
  * arena [weights_bytes, ddr_bytes), taken from the stream's ExecCache (reused, cleared) or
@@ -72,19 +72,26 @@ class ExecCache {
 };
 
 /*!
- * \brief Execute one call.
+ * \brief The cycle model over a validated stream: per-command timing and the call's counters.
+ *
+ * Timing depends on the commands only, never on the data (docs/npu.md section 5), so a module
+ * computes it once and every call reports the same Stats; a call pays nothing for it.
+ */
+Stats TimeStream(const ParsedStream& ps);
+
+/*!
+ * \brief Execute one call functionally: stage the inputs, run the commands, stage the outputs.
  *
  * \param ps The validated stream.
  * \param inputs num_inputs host tensors (fp32, or int8 for int8 descriptors), in io_index order.
  * \param outputs num_outputs host tensors to write, likewise, in io_index order.
  * \param cache The stream's ExecCache, or nullptr to allocate everything for this call.
- * \return The call's statistics.
  *
  * Throws ERR_SHAPE_MISMATCH if an argument's count, dtype, shape, layout or device differs from
  * the compiled one.
  */
-Stats Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
-              const std::vector<DLTensor*>& outputs, ExecCache* cache = nullptr);
+void Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
+             const std::vector<DLTensor*>& outputs, ExecCache* cache = nullptr);
 
 }  // namespace tvm_npu
 

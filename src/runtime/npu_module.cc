@@ -26,6 +26,7 @@
 #include "runtime/cycle_model.h"
 #include "runtime/executor.h"
 #include "runtime/npu_error.h"
+#include "runtime/sram_provenance.h"
 #include "runtime/stream_parser.h"
 
 namespace tvm_npu {
@@ -113,6 +114,7 @@ class NPUModuleObj : public ffi::ModuleObj {
     // Parsed from the member copy: ps_.weights points into blob_, which lives as long as this.
     ps_ = ParseStream(blob_.data(), blob_.size());
     cache_ = std::make_unique<ExecCache>(ps_);
+    timing_ = TimeStream(ps_);
   }
 
   const char* kind() const final { return "npu"; }
@@ -196,11 +198,10 @@ class NPUModuleObj : public ffi::ModuleObj {
     for (size_t i = 0; i < ni; ++i) inputs.push_back(args[i].cast<DLTensor*>());
     for (size_t i = 0; i < no; ++i) outputs.push_back(args[ni + i].cast<DLTensor*>());
     const int64_t host_start = SteadyNs();
-    Stats st = Execute(ps_, inputs, outputs, cache_.get());
+    Execute(ps_, inputs, outputs, cache_.get());
     const int64_t host_end = SteadyNs();
     std::lock_guard<std::mutex> lock(mutex_);
-    Accumulate(&total_, st);
-    last_ = std::move(st);
+    Accumulate(&total_, timing_);
     last_host_ns_[0] = host_start;
     last_host_ns_[1] = host_end;
     ++calls_;
@@ -210,10 +211,12 @@ class NPUModuleObj : public ffi::ModuleObj {
     std::lock_guard<std::mutex> lock(mutex_);
     std::ostringstream os;
     os << "{\"symbol\": \"" << symbol_ << "\", \"calls\": " << calls_ << ", \"last\": {";
-    StatsJson(os, last_);
+    const Stats none;
+    const Stats& last = calls_ > 0 ? timing_ : none;
+    StatsJson(os, last);
     os << ", \"host_start_ns\": " << last_host_ns_[0] << ", \"host_end_ns\": " << last_host_ns_[1]
        << ", \"records\": ";
-    RecordsJson(os, last_.records);
+    RecordsJson(os, last.records);
     os << "}, \"total\": {";
     StatsJson(os, total_);
     os << "}}";
@@ -222,7 +225,6 @@ class NPUModuleObj : public ffi::ModuleObj {
 
   void ResetProfile() {
     std::lock_guard<std::mutex> lock(mutex_);
-    last_ = Stats();
     total_ = Stats();
     last_host_ns_[0] = last_host_ns_[1] = 0;
     calls_ = 0;
@@ -233,7 +235,7 @@ class NPUModuleObj : public ffi::ModuleObj {
   ParsedStream ps_;
   std::unique_ptr<ExecCache> cache_;  // buffers and packed weights kept between calls
   std::mutex mutex_;  // guards the profile below; execution itself shares nothing mutable
-  Stats last_;
+  Stats timing_;  // every call's cycle-model result (TimeStream), computed at creation
   Stats total_;
   int64_t last_host_ns_[2] = {0, 0};  // host wall clock (steady_clock) around the last call
   uint64_t calls_ = 0;
@@ -254,7 +256,16 @@ TVM_FFI_STATIC_INIT_BLOCK() {
            [](ffi::Bytes blob) {
              return ffi::String(SummaryJson(
                  ParseStream(reinterpret_cast<const uint8_t*>(blob.data()), blob.size())));
-           });
+           })
+      .def("tvm_npu.runtime.constant_weight_commands", [](ffi::Bytes blob) {
+        const std::vector<bool> constant = ConstantWeightCommands(
+            ParseStream(reinterpret_cast<const uint8_t*>(blob.data()), blob.size()));
+        ffi::Array<int64_t> out;
+        for (size_t i = 0; i < constant.size(); ++i) {
+          if (constant[i]) out.push_back(static_cast<int64_t>(i));
+        }
+        return out;
+      });
 }
 
 }  // namespace tvm_npu

@@ -175,7 +175,8 @@ void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8
   auto pack = [&] { return PackFp16(tag, w, op.w_stride, k, op.oc); };
   const std::shared_ptr<const PackedWeights> packed =
       cache != nullptr ? cache->Get(key, tag, w, op.w_stride, k * 2, op.oc, pack) : pack();
-  std::vector<float> bias_pad;
+  // The bias padded to whole vectors; kept per thread, so a call allocates nothing once warm.
+  thread_local std::vector<float> bias_pad;
   if (bias != nullptr) {
     bias_pad.assign((op.oc + kLanes - 1) / kLanes * kLanes, 0.0f);
     std::memcpy(bias_pad.data(), bias, uint64_t{op.oc} * 4);
@@ -189,8 +190,10 @@ void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8
   const bool split = uint64_t{op.out_h} * op.out_w * op.oc * k >= (1u << 16);
   ParallelFor(split ? op.out_h : 1, [&](size_t task) {
     const size_t r0 = split ? task : 0, r1 = split ? task + 1 : op.out_h;
-    std::vector<const uint8_t*> px(uint64_t{op.kh} * op.kw);
-    std::vector<uint32_t> tap(px.size());
+    thread_local std::vector<const uint8_t*> px;
+    thread_local std::vector<uint32_t> tap;
+    px.resize(uint64_t{op.kh} * op.kw);
+    tap.resize(px.size());
     Fp16Args a = args;
     a.px = px.data();
     a.tap = tap.data();

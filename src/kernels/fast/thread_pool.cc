@@ -147,7 +147,7 @@ int SetThreads(int n) {
   return NumThreads();
 }
 
-void ParallelFor(size_t n_tasks, const std::function<void(size_t)>& fn) {
+void RunTasks(size_t n_tasks, const std::function<void(size_t)>& fn) {
   GlobalPool().Run(n_tasks, fn);
 }
 

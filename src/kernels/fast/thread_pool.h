@@ -27,7 +27,16 @@ int SetThreads(int n);
  *        call from inside a task runs its tasks inline. The first exception a task throws is
  *        rethrown here after the others finish.
  */
-void ParallelFor(size_t n_tasks, const std::function<void(size_t)>& fn);
+void RunTasks(size_t n_tasks, const std::function<void(size_t)>& fn);
+
+/*! \brief RunTasks for any callable, without the heap allocation a std::function holding a
+ *         lambda with captures costs (the pool sees a reference to `fn`); one task runs inline.
+ *         Small commands run many times a call (an LSTM's steps) would notice both. */
+template <typename F>
+void ParallelFor(size_t n_tasks, F&& fn) {
+  if (n_tasks == 1) return fn(size_t{0});
+  RunTasks(n_tasks, std::function<void(size_t)>(std::ref(fn)));
+}
 
 }  // namespace fast
 }  // namespace tvm_npu

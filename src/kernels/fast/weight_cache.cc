@@ -11,8 +11,9 @@
 namespace tvm_npu {
 namespace fast {
 bool WeightCache::Matches(const PackedWeights& e, int level, const uint8_t* w, size_t w_stride,
-                          size_t row_bytes, size_t oc) {
+                          size_t row_bytes, size_t oc, bool compare_bytes) {
   if (e.level != level || e.row_bytes != row_bytes || e.oc != oc) return false;
+  if (!compare_bytes) return true;
   for (size_t o = 0; o < oc; ++o) {
     if (std::memcmp(e.raw.data() + o * row_bytes, w + o * w_stride, row_bytes) != 0) return false;
   }

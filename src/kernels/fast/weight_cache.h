@@ -5,7 +5,10 @@
  *
  * An entry remembers the raw weight bytes it was packed from and is used only while SRAM holds
  * exactly those bytes (one memcmp, far cheaper than packing), so the cache can never change a
- * result: a stream that puts other weights at the same command gets them repacked.
+ * result: a stream that puts other weights at the same command gets them repacked. Commands the
+ * owner declares constant (their weights are the same bytes in every call, proved from the
+ * stream: runtime/sram_provenance.h) skip the memcmp, which for small layers run many times a
+ * call (an LSTM's steps) costs as much as the layer.
  */
 #ifndef TVM_NPU_KERNELS_FAST_WEIGHT_CACHE_H_
 #define TVM_NPU_KERNELS_FAST_WEIGHT_CACHE_H_
@@ -39,20 +42,26 @@ class WeightCache {
                                            size_t w_stride, size_t row_bytes, size_t oc,
                                            Pack&& pack) {
     std::shared_ptr<const PackedWeights> hit = Find(key);
-    if (hit && Matches(*hit, level, w, w_stride, row_bytes, oc)) return hit;
+    if (hit && Matches(*hit, level, w, w_stride, row_bytes, oc, !IsConstant(key))) return hit;
     hit = pack();
     Store(key, hit);
     return hit;
   }
 
+  /*! \brief keys[k]: command k's weights are the same bytes in every call. Set once, before
+   *         the first Get. */
+  void SetConstantKeys(std::vector<bool> keys) { constant_ = std::move(keys); }
+
  private:
+  bool IsConstant(size_t key) const { return key < constant_.size() && constant_[key]; }
   static bool Matches(const PackedWeights& e, int level, const uint8_t* w, size_t w_stride,
-                      size_t row_bytes, size_t oc);
+                      size_t row_bytes, size_t oc, bool compare_bytes);
   std::shared_ptr<const PackedWeights> Find(size_t key);
   void Store(size_t key, std::shared_ptr<const PackedWeights> e);
 
   std::mutex mutex_;
   std::unordered_map<size_t, std::shared_ptr<const PackedWeights>> entries_;
+  std::vector<bool> constant_;
 };
 
 /*! \brief Tags fp16 entries apart from int8 ones of the same level. */
