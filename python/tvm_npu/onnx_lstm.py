@@ -80,10 +80,12 @@ def lstm(bb: relax.BlockBuilder, inputs, attr) -> relax.Tuple:
     ys, hs, cs = [], [], []
     for d, reverse in enumerate(dirs):
         def state(k):
+            """The initial state, or None for ONNX's default of zeros: the first step then skips the
+            terms that read it (h @ R, f * c), instead of computing with a constant zero."""
             if len(inputs) > k and inputs[k] is not None:
                 axis = 1 if layout else 0  # [D, B, H], or [B, D, H] in layout 1
                 return bb.emit(relax.op.squeeze(relax.op.strided_slice(inputs[k], [axis], [d], [d + 1]), [axis]))
-            return relax.const(np.zeros((batch, hidden), np.float32))
+            return None
         h, c = state(5), state(6)
         bias = b[d, :GATES * hidden] + b[d, GATES * hidden:]
         rows = [slice(k * hidden, (k + 1) * hidden) for k in range(GATES)]
@@ -92,11 +94,13 @@ def lstm(bb: relax.BlockBuilder, inputs, attr) -> relax.Tuple:
         rt = [relax.const(np.ascontiguousarray(r[d][g].T)) for g in rows]
         outs = [None] * seq
         for t in (reversed(range(seq)) if reverse else range(seq)):
-            pre = [bb.emit(relax.op.add(relax.op.strided_slice(xw[k], [0], [t * batch], [(t + 1) * batch]),
-                                        relax.op.matmul(h, rt[k]))) for k in range(GATES)]
+            xt = [relax.op.strided_slice(xw[k], [0], [t * batch], [(t + 1) * batch]) for k in range(GATES)]
+            pre = [bb.emit(xt[k] if h is None else relax.op.add(xt[k], relax.op.matmul(h, rt[k])))
+                   for k in range(GATES)]
             i, o, f = (bb.emit(relax.op.sigmoid(v)) for v in pre[:3])
             g = bb.emit(relax.op.tanh(pre[3]))
-            c = bb.emit(relax.op.add(relax.op.multiply(f, c), relax.op.multiply(i, g)))
+            ig = relax.op.multiply(i, g)
+            c = bb.emit(ig if c is None else relax.op.add(relax.op.multiply(f, c), ig))
             h = bb.emit(relax.op.multiply(o, relax.op.tanh(c)))
             outs[t] = h
         y = bb.emit(relax.op.concat(outs, axis=0)) if seq > 1 else outs[0]  # [T*B, H]: rows over time
