@@ -175,3 +175,53 @@ def test_conv_with_a_second_consumer_keeps_its_weights(rng):
     out, report = build(model)
     assert [p.device for p in report.placements if p.op == "relax.nn.conv2d"] == ["npu"]
     np.testing.assert_allclose(out, onnxruntime_ref(model, X), rtol=2e-2, atol=2e-2)
+
+
+def test_squeeze_unsqueeze_flatten_become_npu_views(rng):
+    """Conv -> GlobalAveragePool -> Squeeze -> Gemm -> Unsqueeze -> Flatten: the three shape ops are
+    reshapes that keep the stored rows, so after views_as_reshape the whole model is one NPU region."""
+    inits = {"w": conv_weight(rng, 16, SHAPE[1]), "axes": np.asarray([2, 3], np.int64),
+             "axis0": np.asarray([1], np.int64),
+             "g": (rng.standard_normal((16, 10)) * 0.3).astype(np.float32),
+             "gb": (rng.standard_normal(10) * 0.1).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("GlobalAveragePool", ["c"], ["p"]),
+             helper.make_node("Squeeze", ["p", "axes"], ["s"]),
+             helper.make_node("Gemm", ["s", "g", "gb"], ["f"]),
+             helper.make_node("Unsqueeze", ["f", "axis0"], ["u"]),
+             helper.make_node("Flatten", ["u"], ["y"], axis=1)]
+    model = make_model(nodes, inits, [1, 10])
+    mod = tvm_npu.from_onnx(model)
+    assert count_ops(mod, "relax.squeeze") + count_ops(mod, "relax.expand_dims") == 2
+    prepared = partition.prepare(mod)
+    for op in ("relax.squeeze", "relax.expand_dims", "relax.flatten"):
+        assert count_ops(prepared, op) == 0
+
+    out, report = build(model)
+    assert all(p.device == "npu" for p in report.placements), report.placements
+    assert len(report.regions) == 1
+    np.testing.assert_allclose(out, onnxruntime_ref(model, X), rtol=2e-2, atol=2e-2)
+
+
+def test_lstm_final_state_and_classifier_share_one_region(rng):
+    """An ONNX LSTM's Y_h is stack([h]); a classifier reads squeeze(Y_h). Both are views now, so the
+    recurrence and the classifier run as one NPU region (they were two, with a host round trip)."""
+    from onnx import shape_inference
+    from tvm_npu.models import lstm
+
+    base = lstm(T=4, B=1, I=6, H=8, init=False)
+    g = base.graph
+    g.initializer.extend([numpy_helper.from_array(np.asarray([0], np.int64), "sq_axes"),
+                          numpy_helper.from_array((rng.standard_normal((8, 3)) * 0.3).astype(np.float32), "wc")])
+    g.node.extend([helper.make_node("Squeeze", [g.output[1].name, "sq_axes"], ["hs"]),
+                   helper.make_node("MatMul", ["hs", "wc"], ["logits"])])
+    del g.output[:]
+    g.output.extend([helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 3])])
+    model = shape_inference.infer_shapes(base)
+    x = rng.standard_normal((4, 1, 6)).astype(np.float32)
+    report = tvm_npu.BuildReport()
+    out = run_vm(tvm_npu.build(tvm_npu.from_onnx(model), report=report), x)
+    assert len(report.regions) == 1
+    assert all(p.device == "npu" for p in report.placements), [p for p in report.placements if p.device != "npu"]
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(out, sess.run(None, {g.input[0].name: x})[0], rtol=2e-2, atol=2e-2)

@@ -233,11 +233,59 @@ def decompose_batch_norm(mod: tvm.IRModule) -> tvm.IRModule:
     return relax.transform.DecomposeOpsForInference("main")(mod) if found else mod
 
 
+# --- squeeze / expand_dims / stack of one -> reshape ---------------------------------------------
+
+VIEWS = ("relax.squeeze", "relax.expand_dims", "relax.flatten")
+
+
+def _sole_stacked(g: rg.Graph, e):
+    """The one tensor a `stack` stacks, or None when it stacks several (or an unknown tuple)."""
+    tup = e.args[0]
+    tup = g.value.get(tup, tup) if isinstance(tup, relax.Var) else tup
+    return tup.fields[0] if isinstance(tup, relax.Tuple) and len(tup.fields) == 1 else None
+
+
+def views_as_reshape(mod: tvm.IRModule) -> tvm.IRModule:
+    """Rewrite squeeze, expand_dims, flatten and the stack of a single tensor as the `reshape` each
+    one is.
+
+    They only insert or drop unit dimensions (a stack of one tensor inserts one), so on static shapes
+    each is ``reshape(x, shape of the result)``, which the reshape pattern places on the NPU as a free
+    view when it keeps the stored rows. ONNX exports are full of them: an LSTM's final state ``Y_h`` is
+    ``stack([h])`` and a classifier after it reads ``squeeze(Y_h)``; left as CPU ops they split the NPU
+    region in two, with a host round trip between.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        A Relax module; only its `main` (plain dataflow, as frontends emit) is rewritten.
+
+    Returns
+    -------
+    tvm.IRModule
+        `mod` with the matches rewritten (`mod` itself when nothing matched).
+    """
+    g = rg.Graph(mod["main"])
+    plan: dict = {}
+    for var, e in g.bindings:
+        name = rg.op_name(e)
+        x = _sole_stacked(g, e) if name == "relax.stack" else e.args[0] if name in VIEWS else None
+        shape = static_shape(e) if x is not None else None
+        if shape is None or static_shape(x) is None:
+            continue
+        if isinstance(x, tvm.ir.Constant):  # e.g. an LSTM's zero initial state: fold it here
+            plan[var] = lambda m, x=x, shape=shape: relax.const(x.data.numpy().reshape(shape))
+        else:
+            plan[var] = lambda m, x=x, shape=shape: relax.op.reshape(rg.subst(x, m), shape)
+    return _rebuild(mod, g, plan)
+
+
 def run(mod: tvm.IRModule) -> tvm.IRModule:
-    """All rewrites, in order: pad fusion, batch norm folding, then decomposing the batch norms left;
-    returns the rewritten module with its bindings canonicalized (see `fold_batch_norm`)."""
+    """All rewrites, in order: views as reshapes, pad fusion, batch norm folding, then decomposing the
+    batch norms left; returns the rewritten module with its bindings canonicalized (see
+    `fold_batch_norm`)."""
     try:
-        mod = fold_batch_norm(fuse_pad_into_conv(mod))
+        mod = fold_batch_norm(fuse_pad_into_conv(views_as_reshape(mod)))
     except ValueError:  # main is not plain dataflow (e.g. control flow): rewrite nothing
         pass
     return relax.transform.CanonicalizeBindings()(decompose_batch_norm(mod))
