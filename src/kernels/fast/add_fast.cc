@@ -4,6 +4,7 @@
  */
 #include "kernels/fast/add_fast.h"
 
+#include "kernels/fast/eltwise_fast.h"
 #include "kernels/fast/x86_intrinsics.h"
 #include "kernels/ref/add_ref.h"
 #include "kernels/ref/ref_common.h"
@@ -53,43 +54,25 @@ NPU_TARGET_AVX512 void AddInt8Avx512(const stream::AddOperands& op, const uint8_
     }
   }
 }
-
-// fp16: a + b in fp32 (halves convert exactly; vcvtph2ps quiets a signalling NaN, which the add
-// would do anyway), Activate's comparisons, one rounding to fp16 by vcvtps2ph — except lanes
-// holding NaN, stored by the scalar conversion as in the reference.
-NPU_TARGET_AVX512_F16C void AddFp16Avx512(const stream::AddOperands& op, const uint8_t* a,
-                                 const uint8_t* b, uint8_t* out) {
-  const __m512 lo = _mm512_set1_ps(ref::BitsToFloat(op.clip_lo));
-  const __m512 hi = _mm512_set1_ps(ref::BitsToFloat(op.clip_hi));
-  for (uint64_t r = 0; r < op.rows; ++r) {
-    const uint8_t* ar = a + r * op.a_stride;
-    const uint8_t* br = b + r * op.b_stride;
-    uint8_t* outr = out + r * op.out_stride;
-    for (uint64_t e = 0; e < op.row_elems; e += 16) {
-      const uint64_t left = op.row_elems - e;
-      const __mmask16 mask = left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
-      const __m512 av = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, ar + e * 2));
-      const __m512 bv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, br + e * 2));
-      __m512 v = _mm512_add_ps(av, bv);
-      if (op.act == stream::kActRelu) {
-        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), v,
-                                 _mm512_setzero_ps());
-      } else if (op.act == stream::kActClip) {
-        const __mmask16 below = _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ);
-        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
-        v = _mm512_mask_blend_ps(below, v, lo);
-      }
-      if (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & mask) {
-        alignas(64) float lanes[16];
-        _mm512_store_ps(lanes, v);
-        for (uint64_t i = 0; i < left && i < 16; ++i) ref::StoreHalf(outr + (e + i) * 2, lanes[i]);
-      } else {
-        _mm256_mask_storeu_epi16(outr + e * 2, mask, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
-      }
-    }
-  }
-}
 #endif
+
+// An fp16 ADD is an ELTWISE add whose b has a's shape (docs/npu.md sections 2 and 6): the same
+// arithmetic, so one fp16 vector kernel (eltwise_fast.cc) serves both.
+stream::EltwiseOperands AsEltwise(const stream::AddOperands& op) {
+  stream::EltwiseOperands e{};
+  e.dtype = op.dtype;
+  e.kind = stream::kEltAdd;
+  e.b_mode = stream::kBSame;
+  e.a_stride = op.a_stride;
+  e.b_stride = op.b_stride;
+  e.out_stride = op.out_stride;
+  e.rows = op.rows;
+  e.row_elems = op.row_elems;
+  e.act = op.act;
+  e.clip_lo = op.clip_lo;
+  e.clip_hi = op.clip_hi;
+  return e;
+}
 
 }  // namespace
 
@@ -97,11 +80,10 @@ void Add(const stream::AddOperands& op, const uint8_t* a, const uint8_t* b, uint
          Level level) {
 #if TVM_NPU_X86_64
   if (level == kLevelAvx512Vnni && op.dtype == stream::kInt8) return AddInt8Avx512(op, a, b, out);
-  // The fp16 conversions ignore FTZ / DAZ, the reference's fp32 add does not: reference then.
-  if (level == kLevelAvx512Vnni && op.dtype == stream::kFP16 && (_mm_getcsr() & 0x8040u) == 0) {
-    return AddFp16Avx512(op, a, b, out);
-  }
 #endif
+  if (level == kLevelAvx512Vnni && op.dtype == stream::kFP16) {
+    return Eltwise(AsEltwise(op), a, b, out, level);
+  }
   (void)level;
   AddRef(op, a, b, out);
 }

@@ -4,7 +4,7 @@
  *
  * int8 at the AVX-512 level: the contract's int64 arithmetic, 8 lanes at a time
  * ((a - z_a) * M_a is a 32 x 32 -> 64-bit product, exact), the same rshift_rne and clamp.
- * fp16 at the AVX-512 level: 16 lanes with F16C conversions (see add_fast.cc for NaN and FTZ).
+ * fp16 at the AVX-512 level: ELTWISE's fp16 add kernel (eltwise_fast.h), the same arithmetic.
  * Other levels run AddRef, whose scalar loop is already the portable form.
  */
 #ifndef TVM_NPU_KERNELS_FAST_ADD_FAST_H_
