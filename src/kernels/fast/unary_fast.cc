@@ -4,6 +4,7 @@
  */
 #include "kernels/fast/unary_fast.h"
 
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -22,8 +23,12 @@ constexpr uint32_t kHalves = 65536;
 
 // Entry h is the reference's result for input bits h. The caller checked the FP environment is
 // the default, so the table is built in it (MXCSR is per thread: the building thread's counts).
-// 128 KB a function, built on first use (sigmoid and tanh cost ~2 ms each), then shared by all.
+// 128 KB a function, built on first use (a few ms each), then shared by all threads. `ready` is
+// the per-call check: std::call_once costs more than the lookups of a 64-element command.
 const uint16_t* Fp16Table(uint32_t func) {
+  static std::atomic<const uint16_t*> ready[kTableFuncs];
+  const uint16_t* table = ready[func].load(std::memory_order_acquire);
+  if (table != nullptr) return table;
   static std::once_flag once[kTableFuncs];
   static std::vector<uint16_t> tables[kTableFuncs];
   std::call_once(once[func], [func] {
@@ -32,15 +37,17 @@ const uint16_t* Fp16Table(uint32_t func) {
     for (uint32_t h = 0; h < kHalves; ++h) {
       t[h] = FloatToHalfBits(ref::UnaryFp32(func, HalfBitsToFloat(static_cast<uint16_t>(h)), 0.0f));
     }
+    ready[func].store(t.data(), std::memory_order_release);
   });
   return tables[func].data();
 }
 
 void LookUp(const stream::UnaryOperands& op, const uint16_t* table, const uint8_t* in, uint8_t* out) {
+  const uint64_t n = op.row_elems;  // a local: the stores below could alias `op` for the compiler
   for (uint64_t r = 0; r < op.rows; ++r) {
     const uint8_t* ir = in + r * op.in_stride;
     uint8_t* outr = out + r * op.out_stride;
-    for (uint64_t e = 0; e < op.row_elems; ++e) {
+    for (uint64_t e = 0; e < n; ++e) {
       uint16_t h;
       std::memcpy(&h, ir + e * 2, sizeof(h));
       std::memcpy(outr + e * 2, &table[h], sizeof(h));
