@@ -156,7 +156,8 @@ NPU_TARGET_AVX512 void Span8(const uint8_t* a, const uint8_t* b, const __m512i* 
   for (uint64_t e = 0; e < n; e += 8) {
     const __mmask8 mask = Lanes8(n - e);
     const __m512i da = Differences8<kA16>(a + e * (kA16 ? 2 : 1), mask, k.za);
-    const __m512i db = fixed != nullptr ? *fixed : Differences8<kB16>(b + e * (kB16 ? 2 : 1), mask, k.zb);
+    const __m512i db =
+        fixed != nullptr ? *fixed : Differences8<kB16>(b + e * (kB16 ? 2 : 1), mask, k.zb);
     const __m512i y = Requantize8(Combine8<kKind>(da, db, k), k);
     if (kO16) {
       _mm512_mask_cvtepi64_storeu_epi16(out + e * 2, mask, y);
@@ -170,9 +171,11 @@ template <uint32_t kKind, bool kA16, bool kB16, bool kO16>
 NPU_TARGET_AVX512 void EltwiseIntAvx512(const stream::EltwiseOperands& op, const uint8_t* a,
                                         const uint8_t* b, uint8_t* out) {
   const uint64_t shift = op.shift;
-  const Int8Lanes k{_mm512_set1_epi64(ref::WrapI32(op.a_zp)), _mm512_set1_epi64(ref::WrapI32(op.b_zp)),
+  const int64_t zb = ref::WrapI32(op.b_zp);
+  const Int8Lanes k{_mm512_set1_epi64(ref::WrapI32(op.a_zp)), _mm512_set1_epi64(zb),
                     _mm512_set1_epi64(op.a_mult), _mm512_set1_epi64(op.b_mult),
-                    _mm512_set1_epi64(ref::WrapI32(op.out_zp)), _mm512_set1_epi64(ref::WrapI32(op.clip_lo)),
+                    _mm512_set1_epi64(ref::WrapI32(op.out_zp)),
+                    _mm512_set1_epi64(ref::WrapI32(op.clip_lo)),
                     _mm512_set1_epi64(ref::WrapI32(op.clip_hi)),
                     _mm512_set1_epi64(static_cast<int64_t>((uint64_t{1} << shift) - 1)),
                     _mm512_set1_epi64(static_cast<int64_t>(uint64_t{1} << (shift - 1))),
@@ -185,7 +188,7 @@ NPU_TARGET_AVX512 void EltwiseIntAvx512(const stream::EltwiseOperands& op, const
   if (repeat) {
     const uint32_t period = op.b_mode == stream::kBScalar ? 1 : op.channels;
     alignas(64) int64_t lanes[8];
-    for (uint32_t i = 0; i < 8; ++i) lanes[i] = ref::LoadInt(b, i % period, kB16) - ref::WrapI32(op.b_zp);
+    for (uint32_t i = 0; i < 8; ++i) lanes[i] = ref::LoadInt(b, i % period, kB16) - zb;
     fixed = _mm512_load_si512(lanes);
   }
   const uint64_t ea = kA16 ? 2 : 1, eo = kO16 ? 2 : 1;
