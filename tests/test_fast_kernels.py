@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 
 import tvm_npu
-from npu_stream_pack import (ALL_DONE, DMA0, DMA1, DMA_LOAD, DMA_STORE, END, FP16, INPUT, INT8, OUTPUT, ROWS, T,
-                             align, command, dma, f32_bits, pack_stream, runtime_functions, tensor, u32)
+from npu_stream_pack import (ALL_DONE, DMA0, DMA1, DMA_LOAD, DMA_STORE, END, FP16, INPUT, INT8, INT16, OUTPUT, ROWS,
+                             T, align, command, dma, f32_bits, pack_stream, raises_code, runtime_functions, tensor,
+                             u32)
 
 F = runtime_functions({"conv": "tvm_npu.kernels.run_conv2d", "add": "tvm_npu.kernels.run_add",
+                       "eltwise": "tvm_npu.kernels.run_eltwise", "unary": "tvm_npu.kernels.run_unary",
                        "create": "runtime.NPUModuleCreate"})
 ORDER = ["portable", "avx2", "avx512vnni"]
 LEVELS = ORDER[:ORDER.index(tvm_npu.runtime.best_kernel_level()) + 1]
@@ -34,7 +36,7 @@ def threads(request):
     tvm_npu.runtime.set_threads(before)
 
 
-SPECIALS = np.array([0x7C01, 0x7E00, 0xFE01, 0x7C00, 0xFC00, 0x0001, 0x8000, 0x7BFF], np.uint16)  # NaNs, infs, ...
+SPECIALS = np.array([0x7C01, 0x7E00, 0xFE01, 0x7C00, 0xFC00, 0x0001, 0x8000, 0x0000, 0x7BFF], np.uint16)  # NaNs, infs, ...
 
 
 def halves(rng, n, scale=1.0) -> bytes:
@@ -300,6 +302,197 @@ class AddTester:
 def test_add_random_operands_match_the_reference(level):
     for seed in range(300):
         AddTester(seed, INT8 if seed % 4 else FP16).test(level)
+
+
+ADD_, SUB, MUL, MAX, MIN = range(5)  # ELTWISE kinds
+SAME, CHANNEL, SCALAR = range(3)     # b modes
+SIGMOID, TANH, HARDSWISH, GELU, LEAKY = range(5)
+NO_TABLE = 0xFFFFFFFF
+
+
+class EltwiseTester:
+    """One ELTWISE command (section 2: fp16, or int8 with int8 / int16 operands per format 1.2), random contents
+    and row padding, checked against the reference. `dtypes(a, b, out)` takes INT8 / INT16 for an int8 command."""
+
+    def __init__(self, seed=0, dtype=INT8):
+        self.rng, self.dtype = np.random.default_rng(seed), dtype
+        self._kind, self._b_mode, self._dtypes, self._shape = ADD_, SAME, (INT8, INT8, INT8), (3, 40)
+        self._channels = 0
+
+    def kind(self, k):
+        self._kind = k
+        return self
+
+    def b_mode(self, m, channels=0):
+        self._b_mode, self._channels = m, channels
+        return self
+
+    def dtypes(self, a, b, out):
+        self._dtypes = (a, b, out)
+        return self
+
+    def shape(self, rows, row_elems):
+        self._shape = (rows, row_elems)
+        return self
+
+    def _int_tail(self):
+        rng, kinds = self.rng, [1 if d == INT8 else 2 for d in self._dtypes]
+        bits = [8 * k for k in kinds]
+        shift = int(rng.integers(1, 63))
+        log_top = np.log2(min(2 ** 31 - 1, 2 ** shift * 4))
+        ma, mb = (int(2 ** rng.uniform(0, log_top)) for _ in range(2))  # scales over every magnitude
+        if self._kind == MUL:
+            ma, mb = min(ma, 2 ** (62 - bits[0] - bits[1]) - 1), 0
+        zps = [int(rng.integers(-2 ** (b - 1), 2 ** (b - 1))) for b in bits]
+        top = 2 ** (bits[2] - 1)
+        lo = int(rng.integers(-top, top))
+        hi = int(rng.integers(lo, top))
+        if rng.random() < 0.5:
+            lo, hi = -top, top - 1
+        wire = [0 if d == INT8 and rng.random() < 0.5 else d for d in self._dtypes]  # 0 = the command's dtype
+        return (0, lo, hi, *zps, ma, mb, shift, *wire)
+
+    def build(self):
+        """(operand words, a, b, out) as bytes, for one call of run_eltwise."""
+        rng = self.rng
+        rows, n = self._shape
+        elems = [2] * 3 if self.dtype == FP16 else [1 if d == INT8 else 2 for d in self._dtypes]
+        b_row = {SAME: n, CHANNEL: self._channels, SCALAR: 1}[self._b_mode]
+        a_stride, out_stride = (k * (n + int(rng.integers(0, 5))) for k in (elems[0], elems[2]))
+        b_stride = elems[1] * (b_row + int(rng.integers(0, 5)))
+        b_rows = rows if self._b_mode == SAME else 1
+        a, b, out = (rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+                     for size in (rows * a_stride, b_rows * b_stride, rows * out_stride))
+        if self.dtype == FP16:
+            a, b = halves(rng, len(a) // 2), halves(rng, len(b) // 2)
+            if rng.random() < 0.25:  # ties of max / min: +-0, equal values, NaN against NaN
+                few = np.array([0x0000, 0x8000, 0x3C00, 0xBC00, 0x7E00, 0x7C01, 0xFC00], np.uint16)
+                a, b = (rng.choice(few, len(v) // 2).tobytes() for v in (a, b))
+            lo, hi = float(rng.uniform(-2, 0)), float(rng.uniform(0, 3))
+            tail = (int(rng.integers(0, 3)), f32_bits(lo), f32_bits(hi), 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        else:
+            tail = self._int_tail()
+        channels = self._channels if self._b_mode == CHANNEL else 0
+        op = words(self.dtype, self._kind, self._b_mode, 0, a_stride, 0, b_stride, 0, out_stride, rows, n,
+                   channels, *tail)
+        return op, a, b, out
+
+    def test(self, level):
+        args = self.build()
+        want = F["eltwise"]("ref", *args)
+        assert_same(F["eltwise"](level, *args), want, self.dtype,
+                    f"kind {self._kind} b {self._b_mode} dtypes {self._dtypes} shape {self._shape}")
+        return self
+
+
+def random_eltwise(seed, dtype):
+    rng = np.random.default_rng(seed)
+    t = EltwiseTester(seed + 5000, dtype).kind(seed % 5)
+    mode = int(rng.integers(0, 3))
+    channels = int(rng.choice([1, 2, 3, 4, 5, 8, 16, 17, 24, 33]))
+    t.b_mode(mode, channels)
+    per_row = channels * int(rng.integers(1, 5)) if mode == CHANNEL else int(rng.integers(1, 80))
+    t.shape(int(rng.integers(1, 5)), per_row)
+    if dtype == INT8:
+        t.dtypes(*(INT16 if rng.random() < 0.4 else INT8 for _ in range(3)))
+    return t
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("dtype", [INT8, FP16], ids=["int", "fp16"])
+def test_eltwise_random_operands_match_the_reference(level, dtype):
+    for seed in range(300):
+        random_eltwise(seed, dtype).test(level)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_eltwise_every_kind_mode_and_dtype(level):
+    """Every kind x b mode x int8 / int16 operand combination once (the random test draws them unevenly)."""
+    combos = [(d0, d1, d2) for d0 in (INT8, INT16) for d1 in (INT8, INT16) for d2 in (INT8, INT16)]
+    for kind in range(5):
+        for mode, channels in [(SAME, 0), (CHANNEL, 4), (CHANNEL, 7), (SCALAR, 0)]:
+            shape = (3, channels * 9) if mode == CHANNEL else (3, 70)
+            EltwiseTester(kind * 10 + mode, FP16).kind(kind).b_mode(mode, channels).shape(*shape).test(level)
+            for i, dts in enumerate(combos):
+                EltwiseTester(kind * 100 + i).kind(kind).b_mode(mode, channels).shape(*shape).dtypes(*dts).test(level)
+
+
+def test_eltwise_checks_operands_and_b_footprint():
+    """run_eltwise refuses what a stream would, and b's footprint follows its mode."""
+    for mode, channels, b_bytes in [(SAME, 0, 2 * 16 + 10), (CHANNEL, 5, 5), (SCALAR, 0, 1)]:
+        t = EltwiseTester(1).b_mode(mode, channels).shape(3, 10)
+        op, a, b, out = t.build()
+        op = op[:24] + words(16) + op[28:]  # b_stride 16: b's rows are 16 bytes apart
+        F["eltwise"]("ref", op, a, bytes(b_bytes), out)
+        raises_code("ERR_INVALID_ADDR", F["eltwise"], LEVELS[-1], op, a, bytes(b_bytes - 1), out)
+    op = EltwiseTester(2).kind(MUL).build()[0]
+    bad = op[:19 * 4] + words(1) + op[20 * 4:]  # a multiply's b_mult must be 0
+    raises_code("ERR_BAD_STREAM", F["eltwise"], LEVELS[-1], bad, bytes(200), bytes(200), bytes(200))
+
+
+def all_halves(rows=256, pad=8):
+    """Every fp16 bit pattern once: `rows` rows of 65536 / rows elements, rows `pad` elements apart."""
+    n = 65536 // rows
+    x = np.zeros((rows, n + pad), np.uint16)
+    x[:, :n] = np.arange(65536, dtype=np.uint16).reshape(rows, n)
+    return x.tobytes(), rows, n, (n + pad) * 2
+
+
+def run_unary_both(level, func, x, rows, n, stride, alpha=0.0, dtype=FP16, table=b""):
+    out = bytes(range(256)) * (rows * (stride + 6) // 256 + 1)
+    op = words(dtype, func, 0, stride, 0, stride + 6, rows, n, 0 if table else NO_TABLE,
+               f32_bits(alpha) if func == LEAKY else 0)
+    return F["unary"](level, op, x, table, out), F["unary"]("ref", op, x, table, out)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_unary_fp16_every_input_matches_the_reference(level):
+    """sigmoid, tanh, hardswish, gelu are tables of the reference's results: all 65,536 inputs."""
+    x, rows, n, stride = all_halves()
+    for func in (SIGMOID, TANH, HARDSWISH, GELU):
+        got, want = run_unary_both(level, func, x, rows, n, stride)
+        assert_same(got, want, FP16, f"func {func}")
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_unary_leaky_relu_and_int8(level):
+    rng = np.random.default_rng(7)
+    x, rows, n, stride = all_halves(1024, 3)
+    for alpha in [0.0, -0.0, 0.1, -3.5, 1e-40, 7e30, float(rng.standard_normal())]:
+        got, want = run_unary_both(level, LEAKY, x, rows, n, stride, alpha)
+        assert_same(got, want, FP16, f"alpha {alpha}")
+    table = rng.integers(0, 256, 256, dtype=np.uint8).tobytes()
+    codes = rng.integers(0, 256, 5 * 37, dtype=np.uint8).tobytes()
+    got, want = run_unary_both(level, SIGMOID, codes, 5, 30, 37, dtype=INT8, table=table)
+    assert_same(got, want, INT8)
+
+
+def test_unary_and_eltwise_follow_a_non_default_rounding_mode():
+    """The fp16 UNARY tables hold round-to-nearest results; with another rounding mode set in this thread
+    (MXCSR, through C's fesetround) the fast kernels must give what the reference gives in that mode."""
+    import ctypes
+    import platform
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the FE_* values below are x86's")
+    libm = ctypes.CDLL("libm.so.6")
+    fe_tonearest, fe_upward = 0, 0x800
+    x, rows, n, stride = all_halves()
+    level = LEVELS[-1]
+    nearest = {f: run_unary_both(level, f, x, rows, n, stride)[1] for f in (SIGMOID, HARDSWISH)}  # builds tables
+    elt = [random_eltwise(seed, FP16).build() for seed in range(40)]
+    assert libm.fesetround(fe_upward) == 0
+    try:
+        for func in (SIGMOID, HARDSWISH):
+            got, want = run_unary_both(level, func, x, rows, n, stride)
+            assert want != nearest[func], "the rounding mode did not reach the reference"
+            assert_same(got, want, FP16, f"func {func}")
+        got, want = run_unary_both(level, LEAKY, x, rows, n, stride, 0.3)
+        assert_same(got, want, FP16, "leaky relu")
+        for args in elt:
+            assert_same(F["eltwise"](level, *args), F["eltwise"]("ref", *args), FP16)
+    finally:
+        libm.fesetround(fe_tonearest)
 
 
 def test_levels_and_threads_are_options():

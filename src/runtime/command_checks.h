@@ -66,6 +66,11 @@ void CheckInt8Epilogue(const std::string& where, uint32_t act, uint32_t lo, uint
 void CheckShift(const std::string& where, uint32_t shift);
 void CheckVectorConfig(const std::string& where, const NPUConfig& c);
 
+/*! \brief ELTWISE's b elements per row: row_elems, channels or 1, per b_mode (section 6). */
+uint64_t EltwiseBRowElems(const stream::EltwiseOperands& op);
+/*! \brief Element bytes of an ELTWISE operand whose own dtype word is `own` (0: the command's). */
+uint64_t EltwiseElemBytes(uint32_t own, const stream::EltwiseOperands& op);
+
 void CheckConv2DParams(const std::string& where, const stream::Conv2DOperands& op);
 void CheckAddParams(const std::string& where, const stream::AddOperands& op);
 void CheckPoolParams(const std::string& where, const stream::PoolOperands& op);

@@ -16,6 +16,8 @@
 
 #include "kernels/fast/add_fast.h"
 #include "kernels/fast/conv2d_fast.h"
+#include "kernels/fast/eltwise_fast.h"
+#include "kernels/fast/unary_fast.h"
 #include "kernels/ref/add_ref.h"
 #include "kernels/ref/conv2d_ref.h"
 #include "kernels/ref/eltwise_ref.h"
@@ -178,7 +180,7 @@ class Machine {
   void Eltwise(const stream::Command& cmd) {
     const stream::EltwiseOperands op = OperandsOf<stream::EltwiseOperands>(cmd);
     uint8_t* s = sram_.data();
-    EltwiseRef(op, s + op.a_addr, s + op.b_addr, s + op.out_addr);
+    fast::Eltwise(op, s + op.a_addr, s + op.b_addr, s + op.out_addr, fast::ActiveLevel());
   }
 
   void Softmax(const stream::Command& cmd) {
@@ -189,8 +191,8 @@ class Machine {
   void Unary(const stream::Command& cmd) {
     const stream::UnaryOperands op = OperandsOf<stream::UnaryOperands>(cmd);
     uint8_t* s = sram_.data();
-    UnaryRef(op, s + op.in_addr, op.dtype == stream::kInt8 ? s + op.table_addr : nullptr,
-             s + op.out_addr);
+    fast::Unary(op, s + op.in_addr, op.dtype == stream::kInt8 ? s + op.table_addr : nullptr,
+                s + op.out_addr, fast::ActiveLevel());
   }
 
  private:

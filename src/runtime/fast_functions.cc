@@ -9,6 +9,8 @@
  *   tvm_npu.runtime.threads() / set_threads(n)
  *   tvm_npu.kernels.run_conv2d(level, words, in, w, bias, out, alignment, cache_key)
  *   tvm_npu.kernels.run_add(level, words, a, b, out)
+ *   tvm_npu.kernels.run_eltwise(level, words, a, b, out)
+ *   tvm_npu.kernels.run_unary(level, words, in, table, out)   (table: 256 bytes for int8, else unused)
  *
  * The run_* functions take the command's operand words (words 1.. of the command), check them as
  * the stream parser would (Check*Params) and check every buffer covers the command's footprint;
@@ -28,6 +30,8 @@
 
 #include "kernels/fast/add_fast.h"
 #include "kernels/fast/conv2d_fast.h"
+#include "kernels/fast/eltwise_fast.h"
+#include "kernels/fast/unary_fast.h"
 #include "kernels/fast/thread_pool.h"
 #include "runtime/command_checks.h"
 #include "runtime/npu_error.h"
@@ -56,10 +60,28 @@ void NeedBytes(const ffi::Bytes& b, uint64_t n, const char* what) {
 
 const uint8_t* Data(const ffi::Bytes& b) { return reinterpret_cast<const uint8_t*>(b.data()); }
 
+// The bytes `rows` rows `stride` apart, of `row` bytes each, span (u32 operands: no overflow).
+uint64_t Rows(uint32_t rows, uint32_t stride, uint64_t row) {
+  return (rows - 1) * uint64_t{stride} + row;
+}
+
+// A level no higher than the CPU's, so a test asking for more never runs an illegal instruction.
+fast::Level LevelOf(const std::string& name) {
+  return std::min(fast::ParseLevel(name), fast::BestLevel());
+}
+
+// `out` with the kernel's result written over it.
+template <typename Kernel>
+ffi::Bytes WithOutput(const ffi::Bytes& out, Kernel kernel) {
+  std::vector<uint8_t> result(Data(out), Data(out) + out.size());
+  kernel(result.data());
+  return ffi::Bytes(reinterpret_cast<const char*>(result.data()), result.size());
+}
+
 ffi::Bytes RunConv2D(const std::string& level, const ffi::Bytes& words, const ffi::Bytes& in,
                      const ffi::Bytes& w, const ffi::Bytes& bias, const ffi::Bytes& out,
                      int64_t alignment, int64_t cache_key) {
-  const fast::Level lv = std::min(fast::ParseLevel(level), fast::BestLevel());  // never SIGILL
+  const fast::Level lv = LevelOf(level);
   const stream::Conv2DOperands op = Operands<stream::Conv2DOperands>(words);
   CheckConv2DParams("run_conv2d", op);
   if (alignment <= 0 || alignment > (1 << 16)) NPU_THROW(kBadStream) << "alignment " << alignment;
@@ -75,12 +97,12 @@ ffi::Bytes RunConv2D(const std::string& level, const ffi::Bytes& words, const ff
   } else if (bias.size() != 0) {
     NeedBytes(bias, uint64_t{op.oc} * 4, "bias");
   }
-  std::vector<uint8_t> result(Data(out), Data(out) + out.size());
   static fast::WeightCache cache;
-  fast::Conv2D(op, Data(in), Data(w), bias.size() == 0 ? nullptr : Data(bias), result.data(),
-               static_cast<uint32_t>(alignment), lv,
-               cache_key >= 0 ? &cache : nullptr, static_cast<size_t>(cache_key));
-  return ffi::Bytes(reinterpret_cast<const char*>(result.data()), result.size());
+  return WithOutput(out, [&](uint8_t* o) {
+    fast::Conv2D(op, Data(in), Data(w), bias.size() == 0 ? nullptr : Data(bias), o,
+                 static_cast<uint32_t>(alignment), lv, cache_key >= 0 ? &cache : nullptr,
+                 static_cast<size_t>(cache_key));
+  });
 }
 
 ffi::Bytes RunAdd(const std::string& level, const ffi::Bytes& words, const ffi::Bytes& a,
@@ -88,13 +110,38 @@ ffi::Bytes RunAdd(const std::string& level, const ffi::Bytes& words, const ffi::
   const stream::AddOperands op = Operands<stream::AddOperands>(words);
   CheckAddParams("run_add", op);
   const uint64_t row = uint64_t{op.row_elems} * stream::DTypeBytes(op.dtype);
-  NeedBytes(a, (op.rows - 1) * uint64_t{op.a_stride} + row, "a");
-  NeedBytes(b, (op.rows - 1) * uint64_t{op.b_stride} + row, "b");
-  NeedBytes(out, (op.rows - 1) * uint64_t{op.out_stride} + row, "out");
-  std::vector<uint8_t> result(Data(out), Data(out) + out.size());
-  fast::Add(op, Data(a), Data(b), result.data(),
-            std::min(fast::ParseLevel(level), fast::BestLevel()));
-  return ffi::Bytes(reinterpret_cast<const char*>(result.data()), result.size());
+  NeedBytes(a, Rows(op.rows, op.a_stride, row), "a");
+  NeedBytes(b, Rows(op.rows, op.b_stride, row), "b");
+  NeedBytes(out, Rows(op.rows, op.out_stride, row), "out");
+  return WithOutput(out, [&](uint8_t* o) { fast::Add(op, Data(a), Data(b), o, LevelOf(level)); });
+}
+
+ffi::Bytes RunEltwise(const std::string& level, const ffi::Bytes& words, const ffi::Bytes& a,
+                      const ffi::Bytes& b, const ffi::Bytes& out) {
+  const stream::EltwiseOperands op = Operands<stream::EltwiseOperands>(words);
+  CheckEltwiseParams("run_eltwise", op);
+  NeedBytes(a, Rows(op.rows, op.a_stride, op.row_elems * EltwiseElemBytes(op.a_dtype, op)), "a");
+  // b: `rows` rows (same shape), else one row of channels or one element.
+  NeedBytes(b, Rows(op.b_mode == stream::kBSame ? op.rows : 1, op.b_stride,
+                    EltwiseBRowElems(op) * EltwiseElemBytes(op.b_dtype, op)), "b");
+  NeedBytes(out, Rows(op.rows, op.out_stride, op.row_elems * EltwiseElemBytes(op.out_dtype, op)),
+            "out");
+  return WithOutput(out,
+                    [&](uint8_t* o) { fast::Eltwise(op, Data(a), Data(b), o, LevelOf(level)); });
+}
+
+ffi::Bytes RunUnary(const std::string& level, const ffi::Bytes& words, const ffi::Bytes& in,
+                    const ffi::Bytes& table, const ffi::Bytes& out) {
+  const stream::UnaryOperands op = Operands<stream::UnaryOperands>(words);
+  CheckUnaryParams("run_unary", op);
+  const uint64_t row = uint64_t{op.row_elems} * stream::DTypeBytes(op.dtype);
+  NeedBytes(in, Rows(op.rows, op.in_stride, row), "in");
+  NeedBytes(out, Rows(op.rows, op.out_stride, row), "out");
+  const bool int8 = op.dtype == stream::kInt8;
+  if (int8) NeedBytes(table, stream::kUnaryTableBytes, "table");
+  return WithOutput(out, [&](uint8_t* o) {
+    fast::Unary(op, Data(in), int8 ? Data(table) : nullptr, o, LevelOf(level));
+  });
 }
 
 }  // namespace
@@ -117,7 +164,9 @@ TVM_FFI_STATIC_INIT_BLOCK() {
              return static_cast<int64_t>(fast::SetThreads(static_cast<int>(n)));
            })
       .def("tvm_npu.kernels.run_conv2d", RunConv2D)
-      .def("tvm_npu.kernels.run_add", RunAdd);
+      .def("tvm_npu.kernels.run_add", RunAdd)
+      .def("tvm_npu.kernels.run_eltwise", RunEltwise)
+      .def("tvm_npu.kernels.run_unary", RunUnary);
 }
 
 }  // namespace tvm_npu

@@ -17,16 +17,6 @@ namespace {
 
 constexpr uint64_t kTwo31 = uint64_t{1} << 31;
 
-// b's elements per row: the whole row, the channel vector, or one scalar.
-uint64_t BRowElems(const stream::EltwiseOperands& op) {
-  if (op.b_mode == stream::kBSame) return op.row_elems;
-  return op.b_mode == stream::kBChannel ? op.channels : 1;
-}
-
-uint64_t ElemBytes(uint32_t own, const stream::EltwiseOperands& op) {
-  return stream::DTypeBytes(stream::OperandDType(own, op.dtype));
-}
-
 void CheckIntEltwise(const std::string& where, const stream::EltwiseOperands& op) {
   // Each operand is int8 or int16 (format 1.2); its zero point, and the result's clamp, lie in the
   // range of its own dtype.
@@ -71,6 +61,15 @@ void CheckIntEltwise(const std::string& where, const stream::EltwiseOperands& op
 }
 
 }  // namespace
+
+uint64_t EltwiseBRowElems(const stream::EltwiseOperands& op) {
+  if (op.b_mode == stream::kBSame) return op.row_elems;
+  return op.b_mode == stream::kBChannel ? op.channels : 1;
+}
+
+uint64_t EltwiseElemBytes(uint32_t own, const stream::EltwiseOperands& op) {
+  return stream::DTypeBytes(stream::OperandDType(own, op.dtype));
+}
 
 void CheckEltwiseParams(const std::string& where, const stream::EltwiseOperands& op) {
   CheckDType(where, op.dtype);
@@ -127,12 +126,12 @@ void CheckEltwise(const std::string& where, const stream::Command& cmd, const NP
   CheckVectorConfig(where, c);
   const uint64_t sram = c.sram_bytes;
   const uint64_t b_rows = op.b_mode == stream::kBSame ? op.rows : 1;
-  CheckBuffer(where, "a", op.a_addr, op.rows, SatMul(op.row_elems, ElemBytes(op.a_dtype, op)),
-              op.a_stride, c, "SRAM", 0, sram);
-  CheckBuffer(where, "b", op.b_addr, b_rows, SatMul(BRowElems(op), ElemBytes(op.b_dtype, op)),
-              op.b_stride, c, "SRAM", 0, sram);
-  CheckBuffer(where, "output", op.out_addr, op.rows, SatMul(op.row_elems, ElemBytes(op.out_dtype, op)),
-              op.out_stride, c, "SRAM", 0, sram);
+  const uint64_t a_row = SatMul(op.row_elems, EltwiseElemBytes(op.a_dtype, op));
+  const uint64_t b_row = SatMul(EltwiseBRowElems(op), EltwiseElemBytes(op.b_dtype, op));
+  const uint64_t out_row = SatMul(op.row_elems, EltwiseElemBytes(op.out_dtype, op));
+  CheckBuffer(where, "a", op.a_addr, op.rows, a_row, op.a_stride, c, "SRAM", 0, sram);
+  CheckBuffer(where, "b", op.b_addr, b_rows, b_row, op.b_stride, c, "SRAM", 0, sram);
+  CheckBuffer(where, "output", op.out_addr, op.rows, out_row, op.out_stride, c, "SRAM", 0, sram);
   const uint64_t out_bytes = uint64_t{op.rows} * op.out_stride;  // bounded by the checks above
   if (Overlaps(op.out_addr, out_bytes, op.a_addr, uint64_t{op.rows} * op.a_stride) ||
       Overlaps(op.out_addr, out_bytes, op.b_addr, b_rows * op.b_stride)) {

@@ -2,9 +2,8 @@
  * \file add_fast.h
  * \brief Fast ADD, bit-identical to AddRef (kernels/ref/add_ref.h).
  *
- * int8 at the AVX-512 level: the contract's int64 arithmetic, 8 lanes at a time
- * ((a - z_a) * M_a is a 32 x 32 -> 64-bit product, exact), the same rshift_rne and clamp.
- * fp16 at the AVX-512 level: 16 lanes with F16C conversions (see add_fast.cc for NaN and FTZ).
+ * At the AVX-512 level ADD runs as ELTWISE add with b of a's shape (eltwise_fast.h): int8 on 8
+ * int64 lanes, fp16 on 16 fp32 lanes with F16C conversions, the same arithmetic.
  * Other levels run AddRef, whose scalar loop is already the portable form.
  */
 #ifndef TVM_NPU_KERNELS_FAST_ADD_FAST_H_

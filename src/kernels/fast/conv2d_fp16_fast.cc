@@ -17,6 +17,7 @@
 
 #include "kernels/fast/conv2d_fast.h"
 #include "kernels/fast/conv_window.h"
+#include "kernels/fast/fp_env.h"
 #include "kernels/fast/thread_pool.h"
 #include "kernels/fast/x86_intrinsics.h"
 #include "kernels/ref/conv2d_ref.h"
@@ -163,7 +164,7 @@ void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8
                 const uint8_t* bias, uint8_t* out, Level level, WeightCache* cache, size_t key) {
   bool vector = level >= kLevelAvx2 && !stream::IsDepthwise(op);
 #if TVM_NPU_X86_64
-  vector = vector && (_mm_getcsr() & 0x8040u) == 0;  // FTZ (bit 15) or DAZ (bit 6) set: reference
+  vector = vector && NoFlushToZero();  // FTZ or DAZ set: reference
 #else
   vector = false;
   (void)cache, (void)key;

@@ -4,8 +4,6 @@
  */
 #include "kernels/ref/eltwise_ref.h"
 
-#include <algorithm>
-
 #include "kernels/ref/ref_common.h"
 
 namespace tvm_npu {
@@ -16,17 +14,6 @@ inline uint64_t BOffset(const stream::EltwiseOperands& op, uint64_t r, uint64_t 
   if (op.b_mode == stream::kBSame) return r * op.b_stride + e * elem;
   if (op.b_mode == stream::kBChannel) return (e % op.channels) * elem;
   return 0;
-}
-
-// Comparisons as the contract writes them, so a NaN in b passes through and one in a does not.
-inline float Fp32Op(uint32_t kind, float a, float b) {
-  switch (kind) {
-    case stream::kEltAdd: return a + b;
-    case stream::kEltSub: return a - b;
-    case stream::kEltMul: return a * b;
-    case stream::kEltMax: return a > b ? a : b;
-    default: return a < b ? a : b;
-  }
 }
 
 }  // namespace
@@ -40,7 +27,7 @@ void EltwiseRef(const stream::EltwiseOperands& op, const uint8_t* a, const uint8
       uint8_t* outr = out + r * op.out_stride;
       for (uint64_t e = 0; e < op.row_elems; ++e) {
         const float bv = ref::LoadHalf(b + BOffset(op, r, e, 2));
-        const float v = Fp32Op(op.kind, ref::LoadHalf(ar + e * 2), bv);
+        const float v = ref::EltwiseFp32(op.kind, ref::LoadHalf(ar + e * 2), bv);
         ref::StoreHalf(outr + e * 2, ref::Activate(v, op.act, lo, hi));
       }
     }
@@ -61,14 +48,7 @@ void EltwiseRef(const stream::EltwiseOperands& op, const uint8_t* a, const uint8
     for (uint64_t e = 0; e < op.row_elems; ++e) {
       const int64_t da = ref::LoadInt(ar, e, a16) - a_zp;
       const int64_t db = ref::LoadInt(b + BOffset(op, r, e, b_elem), 0, b16) - b_zp;
-      int64_t t;
-      switch (op.kind) {
-        case stream::kEltAdd: t = da * ma + db * mb; break;
-        case stream::kEltSub: t = da * ma - db * mb; break;
-        case stream::kEltMul: t = da * db * ma; break;
-        case stream::kEltMax: t = std::max(da * ma, db * mb); break;
-        default: t = std::min(da * ma, db * mb); break;
-      }
+      const int64_t t = ref::EltwiseInt(op.kind, da, db, ma, mb);
       ref::StoreInt(outr, e, out16, ref::ClampInt(ref::RoundShift(t, op.shift), out_zp, lo, hi));
     }
   }

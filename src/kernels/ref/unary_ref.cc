@@ -9,11 +9,11 @@
 #include "kernels/ref/ref_common.h"
 
 namespace tvm_npu {
-namespace {
+namespace ref {
 
 // Each line is the order section 2 fixes; float literals and float functions keep every step in
 // fp32 (the build disables contraction, so x * t is never fused with a neighbouring add).
-inline float Fp32Func(uint32_t func, float x, float alpha) {
+float UnaryFp32(uint32_t func, float x, float alpha) {
   switch (func) {
     case stream::kUnarySigmoid: return 1.0f / (1.0f + std::exp(-x));
     case stream::kUnaryTanh: return std::tanh(x);
@@ -29,7 +29,7 @@ inline float Fp32Func(uint32_t func, float x, float alpha) {
   }
 }
 
-}  // namespace
+}  // namespace ref
 
 void UnaryRef(const stream::UnaryOperands& op, const uint8_t* in, const uint8_t* table,
               uint8_t* out) {
@@ -42,7 +42,7 @@ void UnaryRef(const stream::UnaryOperands& op, const uint8_t* in, const uint8_t*
     }
     const float alpha = ref::BitsToFloat(op.alpha);
     for (uint64_t e = 0; e < op.row_elems; ++e) {
-      ref::StoreHalf(outr + e * 2, Fp32Func(op.func, ref::LoadHalf(ir + e * 2), alpha));
+      ref::StoreHalf(outr + e * 2, ref::UnaryFp32(op.func, ref::LoadHalf(ir + e * 2), alpha));
     }
   }
 }

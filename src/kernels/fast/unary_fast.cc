@@ -1,0 +1,94 @@
+/*!
+ * \file unary_fast.cc
+ * \brief Fast UNARY (unary_fast.h).
+ */
+#include "kernels/fast/unary_fast.h"
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "kernels/fast/fp16_avx512.h"
+#include "kernels/fast/fp_env.h"
+#include "kernels/ref/eltwise_ref.h"
+#include "kernels/ref/fp16.h"
+
+namespace tvm_npu {
+namespace fast {
+namespace {
+
+constexpr uint32_t kTableFuncs = stream::kUnaryLeakyRelu;  // sigmoid .. gelu: no operand but x
+constexpr uint32_t kHalves = 65536;
+
+// Entry h is the reference's result for input bits h. The caller checked the FP environment is
+// the default, so the table is built in it (MXCSR is per thread: the building thread's counts).
+// 128 KB a function, built on first use (a few ms each), then shared by all threads. `ready` is
+// the per-call check: std::call_once costs more than the lookups of a 64-element command.
+const uint16_t* Fp16Table(uint32_t func) {
+  static std::atomic<const uint16_t*> ready[kTableFuncs];
+  const uint16_t* table = ready[func].load(std::memory_order_acquire);
+  if (table != nullptr) return table;
+  static std::once_flag once[kTableFuncs];
+  static std::vector<uint16_t> tables[kTableFuncs];
+  std::call_once(once[func], [func] {
+    std::vector<uint16_t>& t = tables[func];
+    t.resize(kHalves);
+    for (uint32_t h = 0; h < kHalves; ++h) {
+      t[h] = FloatToHalfBits(ref::UnaryFp32(func, HalfBitsToFloat(static_cast<uint16_t>(h)), 0.0f));
+    }
+    ready[func].store(t.data(), std::memory_order_release);
+  });
+  return tables[func].data();
+}
+
+void LookUp(const stream::UnaryOperands& op, const uint16_t* table, const uint8_t* in, uint8_t* out) {
+  const uint64_t n = op.row_elems;  // a local: the stores below could alias `op` for the compiler
+  for (uint64_t r = 0; r < op.rows; ++r) {
+    const uint8_t* ir = in + r * op.in_stride;
+    uint8_t* outr = out + r * op.out_stride;
+    for (uint64_t e = 0; e < n; ++e) {
+      uint16_t h;
+      std::memcpy(&h, ir + e * 2, sizeof(h));
+      std::memcpy(outr + e * 2, &table[h], sizeof(h));
+    }
+  }
+}
+
+#if TVM_NPU_X86_64
+// ref::UnaryFp32's `x < 0 ? x * alpha : x` on 16 lanes: the ordered compare is false for NaN,
+// which passes through.
+NPU_TARGET_AVX512_F16C void LeakyReluAvx512(const stream::UnaryOperands& op, const uint8_t* in,
+                                            uint8_t* out) {
+  const __m512 alpha = _mm512_set1_ps(ref::BitsToFloat(op.alpha));
+  for (uint64_t r = 0; r < op.rows; ++r) {
+    const uint8_t* ir = in + r * op.in_stride;
+    uint8_t* outr = out + r * op.out_stride;
+    for (uint64_t e = 0; e < op.row_elems; e += 16) {
+      const __mmask16 mask = Lanes16(op.row_elems - e);
+      const __m512 x = LoadHalves16(ir + e * 2, mask);
+      const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+      const __m512 y = _mm512_mask_mul_ps(x, neg, x, alpha);
+      StoreHalves16(outr + e * 2, y, mask, op.row_elems - e);
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+void Unary(const stream::UnaryOperands& op, const uint8_t* in, const uint8_t* table, uint8_t* out,
+           Level level) {
+  if (level != kLevelRef && op.dtype == stream::kFP16) {
+    if (op.func < kTableFuncs && DefaultFpEnvironment()) return LookUp(op, Fp16Table(op.func), in, out);
+#if TVM_NPU_X86_64
+    if (op.func == stream::kUnaryLeakyRelu && level == kLevelAvx512Vnni && NoFlushToZero()) {
+      return LeakyReluAvx512(op, in, out);
+    }
+#endif
+  }
+  UnaryRef(op, in, table, out);
+}
+
+}  // namespace fast
+}  // namespace tvm_npu
