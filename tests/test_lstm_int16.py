@@ -103,3 +103,28 @@ def test_steps_share_scales_so_their_weights_load_once(built):
     # Each weight-region byte (the shared blocks, and each step's own UNARY tables) loads about once;
     # without the shared scales this model stores 28,288 B of constants instead of 13,952.
     assert loaded < 1.1 * len(s.weights) and len(s.weights) < 16 * 1024, (loaded, len(s.weights))
+
+
+def test_zero_initial_state_in_calibration_keeps_the_first_step_on_the_npu(model):
+    """Calibration that starts every sequence from h0 = c0 = 0 (as a streaming model's first chunk does)
+    sees an empty range for the state carried in and for f * c0. The carried-in state is the previous
+    call's last state, so both take the states' range: the first step stays int16 on the NPU instead of
+    float on the CPU, and later calls with non-zero states stay accurate."""
+    zero = [[a if i.name == "X" else np.zeros_like(a) for i, a in zip(model.graph.input, batch)]
+            for batch in calibration(model)]
+    qmod, qrep = tvm_npu.quantize(tvm_npu.from_onnx(model), zero, progress=False)
+    assert not [s for s in qrep.skipped if s.op in ("multiply", "add")], qrep.skipped
+    report = tvm_npu.BuildReport()
+    ex = tvm_npu.build(qmod, report=report)
+    cell = [p for p in report.placements if p.op in ("relax.multiply", "relax.add", "relax.tanh", "relax.sigmoid")]
+    assert cell and all(p.device == "npu" for p in cell), report.table()
+    states = [t for t in qrep.tensors if t.bits == 16]
+    assert len(states) == 3 * T + 1 and all(t.hi > t.lo for t in states)
+    feeds = [feeds_of(model, seed=300 + k) for k in range(4)]  # non-zero h0 / c0
+    err = np.mean([np.abs(run_vm(ex, *[f[i.name] for i in model.graph.input])[2] - ort_run(model, f)[2]).mean()
+                   for f in feeds])
+    full, _ = tvm_npu.quantize(tvm_npu.from_onnx(model), calibration(model), progress=False)
+    ex_full = tvm_npu.build(full)
+    err_full = np.mean([np.abs(run_vm(ex_full, *[f[i.name] for i in model.graph.input])[2] - ort_run(model, f)[2]).mean()
+                        for f in feeds])
+    assert err < 2 * err_full + 0.01, (err, err_full)

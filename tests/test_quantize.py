@@ -284,9 +284,11 @@ def test_onnx_import_gemm_weight_per_column():
                and d.args[0].value.numpy().shape == (8, 10)]
     assert len(dense_w) == 1 and dense_w[0].attrs.axis == 1
     assert dense_w[0].args[1].value.numpy().shape == (10,)
-    assert [op for _, op in report.ops] == ["nn.conv2d", "mean", "matmul"]
-    # Flatten's reshape is float but feeds the quantized matmul: it gets its own QDQ pair
+    assert [op for _, op in report.ops] == ["nn.conv2d", "mean", "reshape", "matmul"]
+    # Flatten's reshape moves quantized data: it keeps the mean's scale and zero point (a view on the NPU)
     assert [t.op for t in report.tensors] == ["input", "nn.conv2d", "mean", "reshape", "matmul"]
+    q = {t.op: (t.scale, t.zero_point) for t in report.tensors}
+    assert q["reshape"] == q["mean"]
     fex, qex = llvm(mod), llvm(qmod)
     for x in images(4, seed=7):
         assert cosine(run(fex, x), run(qex, x)) >= 0.99

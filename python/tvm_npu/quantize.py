@@ -21,7 +21,9 @@ two products, ``c = f * c_prev + i * g``, one of whose products reads an earlier
 squeeze / reshape / slice) a model input, is a cell state. ``c``, both products and ``c_prev`` are
 quantized to int16 (symmetric); an op that reads ``c`` but takes int8 only (``tanh(c)``) reads an int8
 requantization of it, and the slices of a model input that feed ``c_prev`` stay float, so the state
-crosses calls in 16 bits.
+crosses calls in 16 bits. A state carried in from a model input is the last state of the previous call,
+so its range is the union of its own and every step's state: calibration data that starts each sequence
+from zeros would otherwise give it an empty range and leave the first step in float on the CPU.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ UNARY = ("relax.sigmoid", "relax.tanh")
 BINARY = ("relax.add", "relax.multiply", "relax.subtract")
 # Ops that move data without computing on it: their output keeps their input's scale and zero point
 # (what onnxruntime's QDQ quantizer does for Slice / Reshape), so they stay views on the NPU.
-PASSTHROUGH = ("relax.strided_slice",)
+PASSTHROUGH = ("relax.strided_slice", "relax.reshape")
 # Ops that only reshape a tensor: followed back from a product to the state it reads.
 VIEWS = ("relax.squeeze", "relax.reshape", "relax.expand_dims", "relax.strided_slice")
 # Units that can read and write 16-bit tensors (ELTWISE, format 1.2).
@@ -202,11 +204,29 @@ def _source(g: Graph, v) -> tuple:
     return v, chain
 
 
-def _cell_states(g: Graph, units: list) -> tuple[set, set]:
-    """(the vars to quantize to 16 bits, the view vars between a model input and a 16-bit state),
-    for every LSTM cell state among `units` (in model order; see the module docstring)."""
+@dataclass
+class _CellStates:
+    """The LSTM cell states among a model's units (see the module docstring)."""
+    wide: set = field(default_factory=set)    # vars to quantize to 16 bits
+    views: set = field(default_factory=set)   # view vars between a model input and a 16-bit state
+    states: set = field(default_factory=set)  # the states c (each step's sum)
+    carried_in: set = field(default_factory=set)  # c_prev read from a model input, and f * c_prev
+
+    def share_ranges(self, ranges: dict) -> dict:
+        """`ranges` with the range of each carried-in state, and of the product that reads it, widened
+        to every state's (module docstring; ``|f * c| <= |c|`` as the gate ``f`` is in (0, 1))."""
+        if not self.states or not self.carried_in:
+            return ranges
+        lo = min(ranges[v][0] for v in self.states)
+        hi = max(ranges[v][1] for v in self.states)
+        return {**ranges, **{v: (min(lo, ranges[v][0]), max(hi, ranges[v][1])) for v in self.carried_in}}
+
+
+def _cell_states(g: Graph, units: list) -> _CellStates:
+    """The LSTM cell states among `units` (in model order; see the module docstring)."""
     by_out = {u.out: u for u in units if u.reason is None}
-    states, wide, views = set(), set(), set()
+    cells = _CellStates()
+    states, wide, views = cells.states, cells.wide, cells.views
     for u in units:
         if u.reason or u.op != "add" or len(u.members) != 1 or len(u.inputs) != 2:
             continue
@@ -219,7 +239,33 @@ def _cell_states(g: Graph, units: list) -> tuple[set, set]:
             states.add(u.out)
             wide.update([u.out, *u.inputs, *(t for t, _ in carried)])
             views.update(v for _, chain in carried for v in chain)
-    return wide, views
+            from_input = {t for t, _ in carried if _source(g, t)[0] in g.params}
+            cells.carried_in.update(from_input)
+            cells.carried_in.update(p.out for p in products if from_input & set(p.inputs))
+    return cells
+
+
+def _drop_lone_passthroughs(units: list) -> None:
+    """A passthrough (slice, reshape) quantizes only next to quantized ops: connected, through other
+    passthroughs, to a unit that computes. Between float ops its QDQ pair would only cost time and
+    precision."""
+    live = [u for u in units if u.reason is None]
+    by_out = {u.out: u for u in live}
+    readers: dict = {}
+    for u in live:
+        for t in u.inputs:
+            readers.setdefault(t, []).append(u)
+    frontier = [u for u in live if not u.passthrough]
+    anchored = {id(u) for u in frontier}
+    while frontier:
+        u = frontier.pop()
+        for n in [by_out[t] for t in u.inputs if t in by_out] + readers.get(u.out, []):
+            if id(n) not in anchored:
+                anchored.add(id(n))
+                frontier.append(n)
+    for u in live:
+        if id(u) not in anchored:
+            u.reason = "moves data between float ops: stays float"
 
 
 def _share_step_ranges(live: list, ranges: dict) -> dict:
@@ -343,14 +389,18 @@ def quantize(mod: tvm.IRModule, calibration_data, method: str = "minmax", percen
     report = QuantReport(method)
     if state_bits not in (8, 16):
         raise ValueError(f"quantize: state_bits must be 8 or 16, not {state_bits}")
-    wide, state_views = _cell_states(g, units) if state_bits == 16 else (set(), set())
+    cells = _cell_states(g, units) if state_bits == 16 else _CellStates()
+    wide = cells.wide
     for u in units:
-        if u.reason is None and u.out in state_views:
+        if u.reason is None and u.out in cells.views:
             u.reason = "a view of a model input that feeds a 16-bit LSTM cell state: stays float"
+        elif u.reason is None and u.passthrough and u.inputs[0] in wide:
+            u.reason = "a view of a 16-bit LSTM cell state: stays float"  # passthroughs are int8
+    _drop_lone_passthroughs(units)
     live = [u for u in units if u.reason is None]
     needed = g.ordered(t for u in live for t in u.inputs + [u.out])
-    ranges = _share_step_ranges(live, _calibrate(mod, g, needed, calibration_data, method, percentile,
-                                                 progress, report))
+    ranges = cells.share_ranges(_share_step_ranges(
+        live, _calibrate(mod, g, needed, calibration_data, method, percentile, progress, report)))
     qp = {v: (cal.wide_qparams if v in wide else cal.activation_qparams)(*ranges[v]) for v in needed}
     for u in live:
         bad = [t for t in u.inputs + [u.out] if qp[t] is None]
