@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import tvm_npu
-from npu_stream_pack import (ADD, ALL_DONE, DMA0, DMA1, DMA_LOAD, DMA_STORE, END, FP16, INPUT, NO_BIAS, OUTPUT,
-                             ROWS, T, command, dma, f32_bits, pack_stream, tensor)
+from npu_stream_pack import (ADD, ALL_DONE, CONV2D, DMA_LOAD, DMA_STORE, END, FP16, INPUT, INT8, NO_BIAS, OUTPUT,
+                             ROWS, T, command, dma, f32_bits, pack_stream, tensor, u32)
 from test_reference_npu import conv, conv_ref
 
 C = 8                # channels in and out
@@ -107,3 +107,67 @@ def test_compiled_models_have_constant_weights():
         blob = bytes(m.get_function("get_stream")())
         convs = [i for i, c in enumerate(tvm_npu.stream.decode(blob).commands) if c.op == "CONV2D"]
         assert convs and tvm_npu.runtime.constant_weight_commands(blob) == convs
+
+
+# --- int8: the requantization block (bias and scale rows) counts too --------------------------------------
+
+BLOCK = 2 * ROW  # bias row then scale row (docs/npu.md section 2), one aligned row each for 8 channels
+B_SRAM = Y_SRAM + ROW
+
+
+def int8_stream(block_from: str, w8: np.ndarray, block: bytes):
+    """x (1x4x8 int8) through an int8 1x1 CONV2D; weights from the blob, the requantization block from
+    the blob ("blob") or from input 1 ("input")."""
+    blob_block = block_from == "blob"
+    weights = w8.tobytes().ljust(2 * ROW, b"\0") + (block if blob_block else b"")  # block at 2 * ROW
+    base = len(weights)
+    x_ddr, b_ddr, y_ddr = base, base + ROW, base + ROW + BLOCK
+    nhwc = [1, 1, PIX, C]
+    tensors = [tensor(INPUT, 0, nhwc, x_ddr, ROW, dtype=INT8, host_dtype=INT8, host_shape=nhwc),
+               tensor(OUTPUT, 0, nhwc, y_ddr, ROW, dtype=INT8, host_dtype=INT8, host_shape=nhwc)]
+    if not blob_block:
+        tensors.append(tensor(INPUT, 1, [1, 2, 1, ROW], b_ddr, ROW, dtype=INT8, host_dtype=INT8, layout=ROWS,
+                              host_shape=[2, ROW]))
+    src = 2 * ROW if blob_block else b_ddr
+    conv8 = command(CONV2D, [INT8, X_SRAM, 1, PIX, C, ROW, W_SRAM, C, 1, 1, C, B_SRAM, Y_SRAM, 1, PIX, ROW,
+                             1, 1, 1, 1, 0, 0, 0, u32(-128), 127, 1, u32(-3), 5, 0, 0], ALL_DONE)
+    cmds = [dma(DMA_LOAD, 0, x_ddr, X_SRAM, 1, PIX * C, ROW, ROW),
+            dma(DMA_LOAD, 1, 0, W_SRAM, 1, C * C, ROW, ROW, wait=ALL_DONE),
+            dma(DMA_LOAD, 1, src, B_SRAM, 2, ROW, ROW, ROW, wait=ALL_DONE), conv8,
+            dma(DMA_STORE, 0, Y_SRAM, y_ddr, 1, PIX * C, ROW, ROW, wait=ALL_DONE), command(END, [], wait=ALL_DONE)]
+    blob = pack_stream(tensors, cmds, weights, y_ddr + ROW, 1 if blob_block else 2, 1)
+    return blob, 3
+
+
+def requant_block(rng) -> bytes:
+    bias = rng.integers(-2000, 2000, C).astype(np.int32).tobytes().ljust(ROW, b"\0")
+    scale = rng.uniform(0.002, 0.02, C).astype(np.float32).tobytes().ljust(ROW, b"\0")
+    return bias + scale
+
+
+@pytest.mark.parametrize("block_from", ["blob", "input"])
+def test_int8_requantization_block_from_an_input_is_read_every_call(block_from):
+    """The fast int8 CONV2D keeps a constant command's bias and scales with its packed weights; a block
+    that comes from an input must be read again each call. Four calls, new x (and block) each: the fast
+    kernels equal the reference kernels, which cache nothing."""
+    rng = np.random.default_rng(11)
+    w8 = rng.integers(-128, 128, (C, C)).astype(np.int8)
+    blob, conv_index = int8_stream(block_from, w8, requant_block(rng))
+    assert tvm_npu.runtime.constant_weight_commands(blob) == ([conv_index] if block_from == "blob" else [])
+    fn = tvm_npu.runtime.create_module("q", blob)["q"]
+    before = tvm_npu.runtime.kernel_level()
+    try:
+        for _ in range(4):
+            x = rng.integers(-128, 128, (1, 1, PIX, C)).astype(np.int8)
+            block = np.frombuffer(requant_block(rng), np.int8).reshape(2, ROW)
+            args = [T(x)] + ([] if block_from == "blob" else [T(block.copy())])
+            got = {}
+            for level in ("ref", tvm_npu.runtime.best_kernel_level()):
+                tvm_npu.runtime.set_kernel_level(level)
+                y = np.zeros((1, 1, PIX, C), np.int8)
+                fn(*args, T(y))
+                got[level] = y
+            assert len(np.unique(got["ref"])) > 4  # not all clamped: the block matters
+            np.testing.assert_array_equal(*got.values())
+    finally:
+        tvm_npu.runtime.set_kernel_level(before)

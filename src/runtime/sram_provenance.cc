@@ -115,7 +115,14 @@ std::vector<bool> ConstantWeightCommands(const ParsedStream& ps) {
       const auto op = OperandsOf<stream::Conv2DOperands>(cmd);
       const uint64_t taps = uint64_t{op.kh} * op.kw * (stream::IsDepthwise(op) ? 1 : op.in_c);
       const uint64_t w_row = taps * stream::DTypeBytes(op.dtype);
-      constant[i] = !var.Any({op.w_addr, op.w_addr + SatMul(op.oc - 1, op.w_stride) + w_row});
+      // The bias: fp16's oc floats, or int8's requantization block (bias and scale rows).
+      const uint64_t bias_bytes =
+          op.bias_addr == stream::kNoBias ? 0
+          : op.dtype == stream::kInt8
+              ? stream::kRequantRows * stream::RequantRowStride(op.oc, ps.config.alignment)
+              : uint64_t{op.oc} * 4;
+      constant[i] = !var.Any({op.w_addr, op.w_addr + SatMul(op.oc - 1, op.w_stride) + w_row}) &&
+                    (bias_bytes == 0 || !var.Any({op.bias_addr, op.bias_addr + bias_bytes}));
     }
     var.Mark(SramWrites(cmd, ps.config.sram_bytes), true);
   }

@@ -1,7 +1,7 @@
 /*!
  * \file sram_provenance.h
- * \brief Which SRAM bytes a command may write, and which CONV2Ds read weights that are the same
- *        bytes in every call.
+ * \brief Which SRAM bytes a command may write, and which CONV2Ds read weights (and a bias or
+ *        requantization block) that are the same bytes in every call.
  *
  * A call starts from a zeroed SRAM and runs the stream's commands in program order, so a byte
  * last written by a DMA_LOAD from the weight region (the blob, read-only) holds the same value in
@@ -30,8 +30,9 @@ struct ByteRange {
  *         all of [0, sram_bytes). */
 ByteRange SramWrites(const stream::Command& cmd, uint64_t sram_bytes);
 
-/*! \brief For each command of a validated stream: true for a CONV2D whose weight rows, when it
- *         runs, hold bytes loaded from the weight region only (the same in every call). */
+/*! \brief For each command of a validated stream: true for a CONV2D whose weight rows and bias
+ *         (int8: requantization block), when it runs, hold bytes loaded from the weight region only
+ *         (the same in every call). */
 std::vector<bool> ConstantWeightCommands(const ParsedStream& ps);
 
 }  // namespace tvm_npu

@@ -19,22 +19,38 @@ void Conv2D(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* 
   if (level == kLevelRef) return Conv2DRef(op, in, w, bias, out, alignment);
   if (op.dtype != stream::kInt8) return Conv2DFp16(op, in, w, bias, out, level, cache, key);
   const uint64_t row = stream::RequantRowStride(op.oc, alignment);
-  std::vector<int32_t> b(op.oc);
-  std::vector<float> s(op.oc);
+  // Per thread and kept: a call allocates nothing once warm (small layers run many times a call).
+  thread_local std::vector<int32_t> b, bias_adj;
+  thread_local std::vector<float> s, scale_pad;
+  b.resize(op.oc);
+  s.resize(op.oc);
   // The reference refuses a bad scale before writing anything, with its own message.
-  if (ref::LoadRequantBlock(bias, op.oc, row, b.data(), s.data()) < op.oc) {
-    return Conv2DRef(op, in, w, bias, out, alignment);
-  }
+  auto load_block = [&] { return ref::LoadRequantBlock(bias, op.oc, row, b.data(), s.data()) == op.oc; };
   if (stream::IsDepthwise(op)) {
-    Conv2DInt8Depthwise(op, in, w, b.data(), s.data(), out, level);
-  } else {
-    const size_t k = uint64_t{op.kh} * op.kw * op.in_c, kp = (k + 3) / 4 * 4;
-    const int8_t* w8 = reinterpret_cast<const int8_t*>(w);
-    auto pack = [&] { return PackWeights(level, w8, op.w_stride, k, kp, op.oc); };
-    const std::shared_ptr<const PackedWeights> packed =
-        cache != nullptr ? cache->Get(key, level, w, op.w_stride, k, op.oc, pack) : pack();
-    Conv2DInt8Dense(op, in, *packed, b.data(), s.data(), out);
+    if (!load_block()) return Conv2DRef(op, in, w, bias, out, alignment);
+    return Conv2DInt8Depthwise(op, in, w, b.data(), s.data(), out, level);
   }
+  const size_t k = uint64_t{op.kh} * op.kw * op.in_c, kp = (k + 3) / 4 * 4;
+  const int8_t* w8 = reinterpret_cast<const int8_t*>(w);
+  // A constant command (weights and requantization block the same every call) gets its
+  // requantization vectors with the packing, once; any other loads and checks them each call.
+  const bool constant = cache != nullptr && cache->IsConstant(key);
+  auto pack = [&] {
+    std::shared_ptr<PackedWeights> e = PackWeights(level, w8, op.w_stride, k, kp, op.oc);
+    if (constant && load_block()) {
+      DenseRequant(op, *e, b.data(), s.data(), &e->bias_adj, &e->scale_pad);
+      e->requant = true;
+    }
+    return e;
+  };
+  const std::shared_ptr<const PackedWeights> packed =
+      cache != nullptr ? cache->Get(key, level, w, op.w_stride, k, op.oc, pack) : pack();
+  if (constant && packed->requant) {
+    return Conv2DInt8Dense(op, in, *packed, packed->bias_adj.data(), packed->scale_pad.data(), out);
+  }
+  if (!load_block()) return Conv2DRef(op, in, w, bias, out, alignment);
+  DenseRequant(op, *packed, b.data(), s.data(), &bias_adj, &scale_pad);
+  Conv2DInt8Dense(op, in, *packed, bias_adj.data(), scale_pad.data(), out);
 }
 
 }  // namespace fast

@@ -99,26 +99,31 @@ void DenseTask(const stream::Conv2DOperands& op, const InteriorWindow& window, c
 
 }  // namespace
 
+void DenseRequant(const stream::Conv2DOperands& op, const PackedWeights& w, const int32_t* bias,
+                  const float* scale, std::vector<int32_t>* bias_adj, std::vector<float>* scale_pad) {
+  const size_t oc = op.oc, oc_pad = RoundUp(oc, GemmBlockN(w.level));
+  // bias - (z_x + 128) * sum_k w in wrapping uint32: with A = x - z_x + (z_x + 128) the GEMM's
+  // sum then equals bias + sum (x - z_x) * w mod 2^32, the reference's accumulator.
+  bias_adj->assign(oc_pad, 0);
+  scale_pad->assign(oc_pad, 1.0f);
+  const uint32_t shift = static_cast<uint32_t>(static_cast<int32_t>(op.in_zp) + 128);
+  for (size_t o = 0; o < oc; ++o) {
+    (*bias_adj)[o] = ref::WrapI32(static_cast<uint32_t>(bias[o]) - shift * w.wsum[o]);
+    (*scale_pad)[o] = scale[o];
+  }
+}
+
 void Conv2DInt8Dense(const stream::Conv2DOperands& op, const uint8_t* in,
-                     const PackedWeights& w, const int32_t* bias, const float* scale,
+                     const PackedWeights& w, const int32_t* bias_adj, const float* scale_pad,
                      uint8_t* out) {
   const Level level = static_cast<Level>(w.level);
   const size_t k = w.k, kp = w.kp, oc = op.oc;
   const size_t block = GemmBlockN(level), oc_pad = RoundUp(oc, block);
-  // bias - (z_x + 128) * sum_k w in wrapping uint32: with A = x - z_x + (z_x + 128) the GEMM's
-  // sum then equals bias + sum (x - z_x) * w mod 2^32, the reference's accumulator.
-  std::vector<int32_t> bias_adj(oc_pad, 0);
-  std::vector<float> scale_pad(oc_pad, 1.0f);
-  const uint32_t shift = static_cast<uint32_t>(static_cast<int32_t>(op.in_zp) + 128);
-  for (size_t o = 0; o < oc; ++o) {
-    bias_adj[o] = ref::WrapI32(static_cast<uint32_t>(bias[o]) - shift * w.wsum[o]);
-    scale_pad[o] = scale[o];
-  }
   GemmInt8Task t{};
   t.kp = kp;
   t.b = w.packed.data();
-  t.bias_adj = bias_adj.data();
-  t.scale = scale_pad.data();
+  t.bias_adj = bias_adj;
+  t.scale = scale_pad;
   t.zp = static_cast<int32_t>(op.out_zp);
   t.lo = static_cast<int32_t>(op.clip_lo);
   t.hi = static_cast<int32_t>(op.clip_hi);

@@ -60,15 +60,25 @@ NPU_TARGET_AVX512_VNNI void Tile(const GemmInt8Task& t, const uint8_t* a, size_t
   }
 }
 
+// A tile of MR rows holding only m of them: the smallest MR >= m, so a one-pixel GEMM (an LSTM
+// step's matmul) does not compute five zero rows.
+template <int NB>
+NPU_TARGET_AVX512_VNNI void Rows(const GemmInt8Task& t, const uint8_t* a, size_t m, size_t n) {
+  if (m == 1) return Tile<1, NB>(t, a, m, n);
+  if (m == 2) return Tile<2, NB>(t, a, m, n);
+  if (m <= 4) return Tile<4, NB>(t, a, m, n);
+  Tile<6, NB>(t, a, m, n);
+}
+
 }  // namespace
 
 NPU_TARGET_AVX512_VNNI void GemmInt8Avx512Vnni(const GemmInt8Task& t) {
   const uint8_t* a = static_cast<const uint8_t*>(t.a);
   ForEachTile(t, 6, 16, [a](const GemmInt8Task& rows, size_t i, size_t m, size_t n, bool wide) {
     if (wide) {
-      Tile<6, 2>(rows, a + i * rows.kp, m, n);
+      Rows<2>(rows, a + i * rows.kp, m, n);
     } else {
-      Tile<6, 1>(rows, a + i * rows.kp, m, n);
+      Rows<1>(rows, a + i * rows.kp, m, n);
     }
   });
 }

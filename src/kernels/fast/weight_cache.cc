@@ -44,8 +44,8 @@ std::shared_ptr<PackedWeights> NewEntry(int level, const uint8_t* w, size_t w_st
   return e;
 }
 
-std::shared_ptr<const PackedWeights> PackWeights(int level, const int8_t* w, size_t w_stride,
-                                                 size_t k, size_t kp, size_t oc) {
+std::shared_ptr<PackedWeights> PackWeights(int level, const int8_t* w, size_t w_stride, size_t k,
+                                           size_t kp, size_t oc) {
   std::shared_ptr<PackedWeights> e =
       NewEntry(level, reinterpret_cast<const uint8_t*>(w), w_stride, k, oc);
   e->k = k;

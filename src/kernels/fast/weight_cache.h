@@ -30,6 +30,11 @@ struct PackedWeights {
   std::vector<uint8_t> raw;     // oc rows of row_bytes, compacted
   std::vector<uint8_t> packed;  // the level's layout
   std::vector<uint32_t> wsum;   // int8: per output channel, the sum of its k weights (wrapping)
+  // int8 dense, constant commands only (WeightCache::IsConstant): the requantization block is
+  // constant too, so its DenseRequant vectors are made once, with the packing.
+  bool requant = false;
+  std::vector<int32_t> bias_adj;
+  std::vector<float> scale_pad;
 };
 
 class WeightCache {
@@ -51,9 +56,9 @@ class WeightCache {
   /*! \brief keys[k]: command k's weights are the same bytes in every call. Set once, before
    *         the first Get. */
   void SetConstantKeys(std::vector<bool> keys) { constant_ = std::move(keys); }
+  bool IsConstant(size_t key) const { return key < constant_.size() && constant_[key]; }
 
  private:
-  bool IsConstant(size_t key) const { return key < constant_.size() && constant_[key]; }
   static bool Matches(const PackedWeights& e, int level, const uint8_t* w, size_t w_stride,
                       size_t row_bytes, size_t oc, bool compare_bytes);
   std::shared_ptr<const PackedWeights> Find(size_t key);
@@ -72,8 +77,8 @@ std::shared_ptr<PackedWeights> NewEntry(int level, const uint8_t* w, size_t w_st
                                         size_t row_bytes, size_t oc);
 
 /*! \brief Packs int8 weights for `level` (PackWeightsInt8, plus the row sums). */
-std::shared_ptr<const PackedWeights> PackWeights(int level, const int8_t* w, size_t w_stride,
-                                                 size_t k, size_t kp, size_t oc);
+std::shared_ptr<PackedWeights> PackWeights(int level, const int8_t* w, size_t w_stride, size_t k,
+                                           size_t kp, size_t oc);
 
 }  // namespace fast
 }  // namespace tvm_npu
