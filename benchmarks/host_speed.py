@@ -19,6 +19,7 @@ test: it prints numbers and ratios; measure on a quiet machine, or at least comp
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -126,24 +127,31 @@ def kws_runners(threads: int) -> dict:
 
 
 def measure(runners: dict, rounds: int, iters: int) -> dict:
-    """Median per-call latency in ms; rounds interleave the contenders."""
+    """Median per-call latency in ms; rounds interleave the contenders. Python's garbage collector is off
+    while a round runs, as timeit has it: with the models and onnxruntime sessions this process holds, a
+    collection can land inside a ~20 us call of any contender and add as much again."""
     for fn in runners.values():  # warm up
         for _ in range(3):
             fn()
     samples = {k: [] for k in runners}
     for _ in range(rounds):
         for name, fn in runners.items():
-            for _ in range(iters):
-                t = time.perf_counter()
-                fn()
-                samples[name].append((time.perf_counter() - t) * 1e3)
+            gc.collect()
+            gc.disable()
+            try:
+                for _ in range(iters):
+                    t = time.perf_counter()
+                    fn()
+                    samples[name].append((time.perf_counter() - t) * 1e3)
+            finally:
+                gc.enable()
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def report(title: str, medians: dict, base: str):
     print(f"\n{title} (median ms per inference; ratio = time / {base})")
     for name, ms in medians.items():
-        print(f"  {name:28s} {ms:9.3f} ms   {ms / medians[base]:7.2f}x")
+        print(f"  {name:28s} {ms:9.4f} ms   {ms / medians[base]:7.2f}x")
 
 
 def main():

@@ -465,6 +465,10 @@ def test_unary_leaky_relu_and_int8(level):
     codes = rng.integers(0, 256, 5 * 37, dtype=np.uint8).tobytes()
     got, want = run_unary_both(level, SIGMOID, codes, 5, 30, 37, dtype=INT8, table=table)
     assert_same(got, want, INT8)
+    # Every code, in rows of whole 64-lane chunks and a tail (the VBMI lookup's two table halves).
+    codes = np.resize(rng.permutation(256).astype(np.uint8), 3 * 203).tobytes()
+    got, want = run_unary_both(level, TANH, codes, 3, 200, 203, dtype=INT8, table=table)
+    assert_same(got, want, INT8)
 
 
 def test_unary_and_eltwise_follow_a_non_default_rounding_mode():

@@ -84,7 +84,9 @@ def lstm(bb: relax.BlockBuilder, inputs, attr) -> relax.Tuple:
             terms that read it (h @ R, f * c), instead of computing with a constant zero."""
             if len(inputs) > k and inputs[k] is not None:
                 axis = 1 if layout else 0  # [D, B, H], or [B, D, H] in layout 1
-                return bb.emit(relax.op.squeeze(relax.op.strided_slice(inputs[k], [axis], [d], [d + 1]), [axis]))
+                # One direction: the whole tensor, no slice (a slice copies on the CPU, a squeeze is a view).
+                one = inputs[k] if len(dirs) == 1 else relax.op.strided_slice(inputs[k], [axis], [d], [d + 1])
+                return bb.emit(relax.op.squeeze(one, [axis]))
             return None
         h, c = state(5), state(6)
         bias = b[d, :GATES * hidden] + b[d, GATES * hidden:]

@@ -4,8 +4,9 @@
  *
  * Each vector lane is one output channel's fp32 accumulator and receives, in the reference's
  * order (kh, kw, ic, padding taps skipped), the exact product of two halves and one rounded
- * fp32 add (a separate multiply and add; the product of two halves is exact in fp32, so only the
- * add rounds), so every lane holds the reference's bits. The bias add, activation (comparisons written as
+ * fp32 add (the product of two halves is exact in fp32 -- 11 x 11 significant bits, and far
+ * from fp32's exponent limits -- so only the add rounds, and the AVX-512 tile can use one fused
+ * multiply-add for both), so every lane holds the reference's bits. The bias add, activation (comparisons written as
  * Activate's) and the fp16 rounding (vcvtps2ph, round to nearest even) follow. Two cases keep the
  * scalar conversion: NaN lanes (vcvtps2ph quiets a signalling NaN, FloatToHalfBits keeps it),
  * and an MXCSR with flush-to-zero / denormals-are-zero, which the integer conversion ignores.
@@ -32,7 +33,7 @@ constexpr size_t kLanes = 16;  // packing block: one zmm, or two ymm
 struct Fp16Args {
   const stream::Conv2DOperands* op;
   const uint8_t* in;
-  const float* w;      // PackFp16's layout
+  const uint16_t* w;   // PackFp16's layout
   size_t k;
   const float* bias;   // oc_pad values, or nullptr
   float lo, hi;
@@ -47,17 +48,19 @@ inline void StoreScalar(const float* v, size_t n, uint8_t* out) {
 }
 
 #if TVM_NPU_X86_64
-// [oc_pad / 16][k][16] fp32: the 16 channels' weights of one reduction element are one vector.
+// [oc_pad / 16][k][16] halves: the 16 channels' weights of one reduction element are one vector,
+// widened to fp32 as it is read (exact). Halves rather than fp32: an LSTM gate's 64 x 64 weights
+// are 8 KB, so the four gates of a step stay in L1 from one step to the next.
 std::shared_ptr<const PackedWeights> PackFp16(int tag, const uint8_t* w, size_t w_stride,
                                               size_t k, size_t oc) {
   std::shared_ptr<PackedWeights> e = NewEntry(tag, w, w_stride, k * 2, oc);
   e->k = e->kp = k;
   const size_t oc_pad = (oc + kLanes - 1) / kLanes * kLanes;
-  e->packed.assign(oc_pad * k * sizeof(float), 0);
-  float* dst = reinterpret_cast<float*>(e->packed.data());
+  e->packed.assign(oc_pad * k * sizeof(uint16_t), 0);
   for (size_t o = 0; o < oc; ++o) {
     for (size_t i = 0; i < k; ++i) {
-      dst[((o / kLanes) * k + i) * kLanes + o % kLanes] = ref::LoadHalf(w + o * w_stride + i * 2);
+      std::memcpy(e->packed.data() + (((o / kLanes) * k + i) * kLanes + o % kLanes) * 2,
+                  w + o * w_stride + i * 2, 2);
     }
   }
   return e;
@@ -70,18 +73,21 @@ NPU_TARGET_AVX512_F16C void BlockAvx512(const Fp16Args& a, size_t n, uint8_t* ou
   __m512 acc[NB];
   #pragma GCC unroll 16
   for (int b = 0; b < NB; ++b) acc[b] = _mm512_setzero_ps();  // +0.0, as the reference
-  const float* wn = a.w + (n / kLanes) * a.k * kLanes;
+  const uint16_t* wn = a.w + (n / kLanes) * a.k * kLanes;
   for (size_t t = 0; t < a.n_taps; ++t) {
     const uint8_t* px = a.px[t];
-    const float* wk = wn + a.tap[t] * op.in_c * kLanes;
+    const uint16_t* wk = wn + a.tap[t] * op.in_c * kLanes;
     for (uint64_t c = 0; c < op.in_c; ++c) {
       uint16_t h;
       std::memcpy(&h, px + c * 2, 2);
       const __m512 xv = _mm512_set1_ps(_cvtsh_ss(h));  // half -> fp32 is exact
       #pragma GCC unroll 16
       for (int b = 0; b < NB; ++b) {
-        const __m512 p = _mm512_mul_ps(xv, _mm512_loadu_ps(wk + b * a.k * kLanes + c * kLanes));
-        acc[b] = _mm512_add_ps(acc[b], p);
+        // One fused multiply-add, the same bits as the reference's multiply then add: the
+        // product of two halves is exact in fp32, so rounding it first changes nothing.
+        const __m512 wv = _mm512_cvtph_ps(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wk + b * a.k * kLanes + c * kLanes)));
+        acc[b] = _mm512_fmadd_ps(xv, wv, acc[b]);
       }
     }
   }
@@ -132,16 +138,18 @@ NPU_TARGET_AVX2_F16C void PixelAvx2(const Fp16Args& a, uint8_t* out_px) {
   const stream::Conv2DOperands& op = *a.op;
   for (size_t n = 0; n < op.oc; n += kLanes) {
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    const float* wn = a.w + (n / kLanes) * a.k * kLanes;
+    const uint16_t* wn = a.w + (n / kLanes) * a.k * kLanes;
     for (size_t t = 0; t < a.n_taps; ++t) {
       const uint8_t* px = a.px[t];
-      const float* wk = wn + a.tap[t] * op.in_c * kLanes;
+      const uint16_t* wk = wn + a.tap[t] * op.in_c * kLanes;
       for (uint64_t c = 0; c < op.in_c; ++c) {
         uint16_t h;
         std::memcpy(&h, px + c * 2, 2);
         const __m256 xv = _mm256_set1_ps(_cvtsh_ss(h));
         for (int b = 0; b < 2; ++b) {
-          acc[b] = _mm256_add_ps(acc[b], _mm256_mul_ps(xv, _mm256_loadu_ps(wk + c * kLanes + b * 8)));
+          const __m256 wv = _mm256_cvtph_ps(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(wk + c * kLanes + b * 8)));
+          acc[b] = _mm256_add_ps(acc[b], _mm256_mul_ps(xv, wv));
         }
       }
     }
@@ -182,7 +190,7 @@ void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8
     bias_pad.assign((op.oc + kLanes - 1) / kLanes * kLanes, 0.0f);
     std::memcpy(bias_pad.data(), bias, uint64_t{op.oc} * 4);
   }
-  const Fp16Args args{&op, in, reinterpret_cast<const float*>(packed->packed.data()), k,
+  const Fp16Args args{&op, in, reinterpret_cast<const uint16_t*>(packed->packed.data()), k,
                       bias != nullptr ? bias_pad.data() : nullptr,
                       ref::BitsToFloat(op.clip_lo), ref::BitsToFloat(op.clip_hi), nullptr, nullptr, 0};
   void (*pixel)(const Fp16Args&, uint8_t*) =

@@ -73,6 +73,34 @@ NPU_TARGET_AVX512_F16C void LeakyReluAvx512(const stream::UnaryOperands& op, con
     }
   }
 }
+
+// The int8 table on 64 lanes (VBMI, which the AVX-512 level does not imply: checked apart).
+// vpermi2b looks an index's low 7 bits up in 128 table bytes; once in each half of the table, and
+// the index's top bit picks the half. The index is x + 128, x with its sign bit flipped.
+NPU_TARGET_AVX512_VBMI void Int8TableVbmi(const stream::UnaryOperands& op, const uint8_t* table,
+                                          const uint8_t* in, uint8_t* out) {
+  const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64);
+  const __m512i t2 = _mm512_loadu_si512(table + 128), t3 = _mm512_loadu_si512(table + 192);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (uint64_t r = 0; r < op.rows; ++r) {
+    const uint8_t* ir = in + r * op.in_stride;
+    uint8_t* outr = out + r * op.out_stride;
+    for (uint64_t e = 0; e < op.row_elems; e += 64) {
+      const uint64_t left = op.row_elems - e;
+      const __mmask64 mask = left >= 64 ? ~__mmask64{0} : (__mmask64{1} << left) - 1;
+      const __m512i idx = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, ir + e), flip);
+      const __m512i low = _mm512_permutex2var_epi8(t0, idx, t1);
+      const __m512i high = _mm512_permutex2var_epi8(t2, idx, t3);
+      _mm512_mask_storeu_epi8(outr + e, mask,
+                              _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), low, high));
+    }
+  }
+}
+
+bool HasVbmi() {
+  static const bool has = __builtin_cpu_supports("avx512vbmi");
+  return has;
+}
 #endif
 
 }  // namespace
@@ -87,6 +115,11 @@ void Unary(const stream::UnaryOperands& op, const uint8_t* in, const uint8_t* ta
     }
 #endif
   }
+#if TVM_NPU_X86_64
+  if (level == kLevelAvx512Vnni && op.dtype == stream::kInt8 && HasVbmi()) {
+    return Int8TableVbmi(op, table, in, out);
+  }
+#endif
   UnaryRef(op, in, table, out);
 }
 

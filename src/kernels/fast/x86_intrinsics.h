@@ -20,6 +20,7 @@
 #define NPU_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 #define NPU_TARGET_AVX512_F16C __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
 #define NPU_TARGET_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+#define NPU_TARGET_AVX512_VBMI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi")))
 #endif
 
 #endif  // TVM_NPU_KERNELS_FAST_X86_INTRINSICS_H_
