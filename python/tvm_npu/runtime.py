@@ -60,6 +60,12 @@ def constant_weight_commands(blob: bytes) -> list[int]:
     return [int(i) for i in _func("tvm_npu.runtime.constant_weight_commands")(bytes(blob))]
 
 
+def resident_loads(blob: bytes) -> list[int]:
+    """Indices of the DMA_LOADs of weights that a call on buffers its stream's previous call used skips:
+    their SRAM bytes are untouched before them and unchanged after them, so they are still in place."""
+    return [int(i) for i in _func("tvm_npu.runtime.resident_loads")(bytes(blob))]
+
+
 def kernel_level() -> str:
     """The kernels the reference NPU runs: "ref" (src/kernels/ref), or the fast kernels at "portable",
     "avx2" or "avx512vnni". Default: the best this CPU supports, or $TVM_NPU_KERNELS. Every level gives

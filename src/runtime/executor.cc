@@ -8,6 +8,7 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -250,6 +251,27 @@ ExecCache::ExecCache(const ParsedStream& ps)
   sram_dirty_ = std::min(sram_dirty_, sram_bytes_);
   arena_dirty_ = std::min(arena_dirty_, arena_bytes_);
   weights.SetConstantKeys(ConstantWeightCommands(ps));
+  static std::atomic<uint64_t> next_id{1};
+  id_ = next_id.fetch_add(1);
+  resident_ = ResidentLoads(ps);
+  std::map<uint64_t, uint64_t> rows;  // begin -> end, then merged
+  for (size_t i = 0; i < ps.commands.size(); ++i) {
+    if (!resident_[i]) continue;
+    const auto op = OperandsOf<stream::DmaOperands>(ps.commands[i]);
+    for (uint64_t r = 0; r < op.rows; ++r) {
+      const uint64_t b = op.dst_addr + r * op.dst_stride;
+      rows[b] = std::max(rows[b], b + op.row_bytes);
+    }
+  }
+  auto retained = std::make_shared<std::vector<ByteRange>>();
+  for (const auto& [b, e] : rows) {
+    if (!retained->empty() && b <= retained->back().end) {
+      retained->back().end = std::max(retained->back().end, e);
+    } else {
+      retained->push_back({b, e});
+    }
+  }
+  retained_ = std::move(retained);
 }
 
 namespace {
@@ -272,26 +294,50 @@ constexpr size_t kIdleBuffersPerSize = 4;
 }  // namespace
 
 std::unique_ptr<ExecCache::Buffers> ExecCache::Acquire() {
+  std::unique_ptr<Buffers> b;
   {
     BufferPool& pool = Pool();
     std::lock_guard<std::mutex> lock(pool.mutex);
     auto it = pool.free.find({sram_bytes_, arena_bytes_});
     if (it != pool.free.end() && !it->second.empty()) {
-      std::unique_ptr<Buffers> b = std::move(it->second.back());
-      it->second.pop_back();
-      return b;
+      // Preferably buffers this stream left: they hold its resident loads already.
+      auto& idle = it->second;
+      auto mine = std::find_if(idle.begin(), idle.end(), [&](const auto& x) { return x->owner == id_; });
+      if (mine == idle.end()) mine = idle.end() - 1;
+      b = std::move(*mine);
+      idle.erase(mine);
     }
   }
-  auto b = std::make_unique<Buffers>();
-  b->sram.assign(sram_bytes_, 0);
-  b->arena.assign(arena_bytes_, 0);
+  if (b == nullptr) {
+    b = std::make_unique<Buffers>();
+    b->sram.assign(sram_bytes_, 0);
+    b->arena.assign(arena_bytes_, 0);
+  } else if (b->owner != id_ && b->retained != nullptr) {
+    for (const ByteRange& r : *b->retained) std::memset(b->sram.data() + r.begin, 0, r.end - r.begin);
+    b->owner = 0;
+    b->retained.reset();
+  }
   return b;
 }
 
-void ExecCache::Release(std::unique_ptr<Buffers> b) {
-  // Back to all zeros (only the bytes this stream can write), as every pooled buffer is.
+void ExecCache::Release(std::unique_ptr<Buffers> b, bool completed) {
+  // Back to all zeros (only the bytes this stream can write), as every pooled buffer is, but for
+  // the resident loads' bytes after a call that ran to the end.
   // memset with a null pointer is undefined even for 0 bytes (an empty arena has no data()).
-  if (sram_dirty_ != 0) std::memset(b->sram.data(), 0, sram_dirty_);
+  uint64_t from = 0;
+  if (completed) {
+    for (const ByteRange& r : *retained_) {
+      if (r.begin > from) std::memset(b->sram.data() + from, 0, std::min(r.begin, sram_dirty_) - from);
+      from = std::max(from, r.end);
+      if (from >= sram_dirty_) break;
+    }
+    b->owner = id_;
+    b->retained = retained_;
+  } else {
+    b->owner = 0;
+    b->retained.reset();
+  }
+  if (sram_dirty_ > from) std::memset(b->sram.data() + from, 0, sram_dirty_ - from);
   if (arena_dirty_ != 0) std::memset(b->arena.data(), 0, arena_dirty_);
   BufferPool& pool = Pool();
   std::lock_guard<std::mutex> lock(pool.mutex);
@@ -352,10 +398,14 @@ void Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
   struct Return {
     ExecCache* cache;
     std::unique_ptr<ExecCache::Buffers>* buffers;
+    bool completed = false;
     ~Return() {
-      if (cache != nullptr) cache->Release(std::move(*buffers));
+      if (cache != nullptr) cache->Release(std::move(*buffers), completed);
     }
   } give_back{cache, &own};
+  // This stream's resident loads are still in place from its previous call on these buffers.
+  const std::vector<bool>* skip =
+      cache != nullptr && own->owner == cache->id() ? &cache->resident_loads() : nullptr;
   Machine machine(ps, own.get(), cache);
   for (size_t k = 0; k < inputs.size(); ++k) machine.StageIn(ps.tensors[ps.inputs[k]], inputs[k]);
 
@@ -365,6 +415,8 @@ void Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
     const stream::Command& cmd = ps.commands[i];
     switch (cmd.opcode()) {
       case stream::kDmaLoad:
+        if (skip == nullptr || !(*skip)[i]) machine.Dma(cmd);
+        break;
       case stream::kDmaStore: machine.Dma(cmd); break;
       case stream::kConv2D: machine.Conv2D(cmd, i); break;
       case stream::kAdd: machine.Add(cmd); break;
@@ -378,6 +430,7 @@ void Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
   for (size_t k = 0; k < outputs.size(); ++k) {
     machine.StageOut(ps.tensors[ps.outputs[k]], outputs[k]);
   }
+  give_back.completed = true;
 }
 
 }  // namespace tvm_npu

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/fast/weight_cache.h"
+#include "runtime/sram_provenance.h"
 #include "runtime/stream_parser.h"
 
 namespace tvm_npu {
@@ -51,8 +52,10 @@ struct Stats {
  *
  * Each call still sees a zeroed SRAM and arena, as the contract says: a returned buffer is
  * cleared up to the highest byte any command of the stream (or the input staging) can write —
- * a bound computed once from the validated stream — instead of all of it. Safe to share between
- * threads; each call takes its own buffers.
+ * a bound computed once from the validated stream — instead of all of it. The one exception is
+ * invisible to the stream: the bytes of its resident loads (ResidentLoads), which no command reads
+ * before the load writes them, stay in place, and the next call of the same stream on those
+ * buffers skips the loads. Safe to share between threads; each call takes its own buffers.
  */
 class ExecCache {
  public:
@@ -60,15 +63,28 @@ class ExecCache {
 
   struct Buffers {
     std::vector<uint8_t> sram, arena;
+    // Zero but for `retained`: the SRAM ranges the stream `owner` (an ExecCache id, 0 = none)
+    // left holding its resident loads' bytes when its last call ended.
+    uint64_t owner = 0;
+    std::shared_ptr<const std::vector<ByteRange>> retained;
   };
+  /*! \brief Buffers for a call; all zero, or (owner() == id()) holding this stream's resident loads. */
   std::unique_ptr<Buffers> Acquire();
-  void Release(std::unique_ptr<Buffers> buffers);
+  /*! \brief Clears what the call wrote; a call that `completed` keeps its resident loads' bytes. */
+  void Release(std::unique_ptr<Buffers> buffers, bool completed);
+
+  uint64_t id() const { return id_; }
+  /*! \brief resident_loads()[i]: command i is a DMA_LOAD a warm call skips (ResidentLoads). */
+  const std::vector<bool>& resident_loads() const { return resident_; }
 
   fast::WeightCache weights;
 
  private:
+  uint64_t id_;                        // unique in the process, never reused
   uint64_t sram_bytes_, arena_bytes_;  // full sizes
   uint64_t sram_dirty_, arena_dirty_;  // the bounds a call can write below
+  std::vector<bool> resident_;
+  std::shared_ptr<const std::vector<ByteRange>> retained_;  // sorted, disjoint
 };
 
 /*!

@@ -107,6 +107,19 @@ std::string SummaryJson(const ParsedStream& ps) {
   return os.str();
 }
 
+ParsedStream Parse(const ffi::Bytes& blob) {
+  return ParseStream(reinterpret_cast<const uint8_t*>(blob.data()), blob.size());
+}
+
+// The indices where `flags` is true.
+ffi::Array<int64_t> Indices(const std::vector<bool>& flags) {
+  ffi::Array<int64_t> out;
+  for (size_t i = 0; i < flags.size(); ++i) {
+    if (flags[i]) out.push_back(static_cast<int64_t>(i));
+  }
+  return out;
+}
+
 class NPUModuleObj : public ffi::ModuleObj {
  public:
   NPUModuleObj(std::string symbol, const char* data, size_t size)
@@ -254,18 +267,12 @@ TVM_FFI_STATIC_INIT_BLOCK() {
       .def("ffi.Module.load_from_bytes.npu", NPUModuleObj::LoadFromBytes)
       .def("tvm_npu.runtime.validate_stream",
            [](ffi::Bytes blob) {
-             return ffi::String(SummaryJson(
-                 ParseStream(reinterpret_cast<const uint8_t*>(blob.data()), blob.size())));
+             return ffi::String(SummaryJson(Parse(blob)));
            })
-      .def("tvm_npu.runtime.constant_weight_commands", [](ffi::Bytes blob) {
-        const std::vector<bool> constant = ConstantWeightCommands(
-            ParseStream(reinterpret_cast<const uint8_t*>(blob.data()), blob.size()));
-        ffi::Array<int64_t> out;
-        for (size_t i = 0; i < constant.size(); ++i) {
-          if (constant[i]) out.push_back(static_cast<int64_t>(i));
-        }
-        return out;
-      });
+      .def("tvm_npu.runtime.constant_weight_commands",
+           [](ffi::Bytes blob) { return Indices(ConstantWeightCommands(Parse(blob))); })
+      .def("tvm_npu.runtime.resident_loads",
+           [](ffi::Bytes blob) { return Indices(ResidentLoads(Parse(blob))); });
 }
 
 }  // namespace tvm_npu

@@ -15,10 +15,31 @@ ByteRange Rows(uint64_t addr, uint64_t rows, uint64_t stride) {
   return {addr, addr + SatMul(rows, stride)};
 }
 
-// The SRAM bytes whose value may differ between calls, as disjoint ranges (begin -> end).
-class VariableBytes {
+// From the first row's start to the last row's end: `rows` rows of `len` bytes, `stride` apart.
+ByteRange Span(uint64_t addr, uint64_t rows, uint64_t stride, uint64_t len) {
+  return rows == 0 ? ByteRange{addr, addr} : ByteRange{addr, addr + SatMul(rows - 1, stride) + len};
+}
+
+// CONV2D's bias: fp16's oc floats, or int8's requantization block (bias and scale rows).
+uint64_t BiasBytes(const stream::Conv2DOperands& op, uint64_t alignment) {
+  if (op.bias_addr == stream::kNoBias) return 0;
+  return op.dtype == stream::kInt8 ? stream::kRequantRows * stream::RequantRowStride(op.oc, alignment)
+                                   : uint64_t{op.oc} * 4;
+}
+
+ByteRange ConvWeights(const stream::Conv2DOperands& op) {
+  const uint64_t taps = uint64_t{op.kh} * op.kw * (stream::IsDepthwise(op) ? 1 : op.in_c);
+  return Span(op.w_addr, op.oc, op.w_stride, taps * stream::DTypeBytes(op.dtype));
+}
+
+ByteRange DmaDst(const stream::DmaOperands& op) {
+  return Span(op.dst_addr, op.rows, op.dst_stride, op.row_bytes);
+}
+
+// A set of SRAM bytes, as disjoint ranges (begin -> end).
+class ByteSet {
  public:
-  void Mark(ByteRange r, bool variable) {
+  void Mark(ByteRange r, bool in) {
     if (r.begin >= r.end) return;
     // Cut out [begin, end), keeping the parts of overlapping ranges outside it.
     auto it = ranges_.lower_bound(r.begin);
@@ -29,7 +50,7 @@ class VariableBytes {
       if (b < r.begin) ranges_[b] = r.begin;
       if (e > r.end) ranges_[r.end] = e;
     }
-    if (variable) ranges_[r.begin] = r.end;
+    if (in) ranges_[r.begin] = r.end;
   }
 
   bool Any(ByteRange r) const {
@@ -47,9 +68,9 @@ class VariableBytes {
 // past this many rows, the whole span is called variable instead, which is only ever cautious.
 constexpr uint64_t kMaxRowsTracked = 4096;
 
-void OnDmaLoad(const stream::DmaOperands& op, uint64_t weights_bytes, VariableBytes* var) {
+void OnDmaLoad(const stream::DmaOperands& op, uint64_t weights_bytes, ByteSet* var) {
   if (op.rows == 0) return;
-  const uint64_t span_end = op.dst_addr + SatMul(op.rows - 1, op.dst_stride) + op.row_bytes;
+  const uint64_t span_end = DmaDst(op).end;
   const uint64_t src_end = op.src_addr + SatMul(op.rows - 1, op.src_stride) + op.row_bytes;
   const bool constant = src_end <= weights_bytes;
   if (!constant || op.rows > kMaxRowsTracked) {
@@ -104,7 +125,7 @@ ByteRange SramWrites(const stream::Command& cmd, uint64_t sram_bytes) {
 
 std::vector<bool> ConstantWeightCommands(const ParsedStream& ps) {
   std::vector<bool> constant(ps.commands.size(), false);
-  VariableBytes var;  // a call starts from zeroed SRAM: nothing variable yet
+  ByteSet var;  // a call starts from zeroed SRAM: nothing variable yet
   for (size_t i = 0; i < ps.commands.size(); ++i) {
     const stream::Command& cmd = ps.commands[i];
     if (cmd.opcode() == stream::kDmaLoad) {
@@ -113,20 +134,87 @@ std::vector<bool> ConstantWeightCommands(const ParsedStream& ps) {
     }
     if (cmd.opcode() == stream::kConv2D) {
       const auto op = OperandsOf<stream::Conv2DOperands>(cmd);
-      const uint64_t taps = uint64_t{op.kh} * op.kw * (stream::IsDepthwise(op) ? 1 : op.in_c);
-      const uint64_t w_row = taps * stream::DTypeBytes(op.dtype);
-      // The bias: fp16's oc floats, or int8's requantization block (bias and scale rows).
-      const uint64_t bias_bytes =
-          op.bias_addr == stream::kNoBias ? 0
-          : op.dtype == stream::kInt8
-              ? stream::kRequantRows * stream::RequantRowStride(op.oc, ps.config.alignment)
-              : uint64_t{op.oc} * 4;
-      constant[i] = !var.Any({op.w_addr, op.w_addr + SatMul(op.oc - 1, op.w_stride) + w_row}) &&
+      const uint64_t bias_bytes = BiasBytes(op, ps.config.alignment);
+      constant[i] = !var.Any(ConvWeights(op)) &&
                     (bias_bytes == 0 || !var.Any({op.bias_addr, op.bias_addr + bias_bytes}));
     }
     var.Mark(SramWrites(cmd, ps.config.sram_bytes), true);
   }
   return constant;
+}
+
+std::vector<ByteRange> SramReads(const stream::Command& cmd, const NPUConfig& cfg) {
+  switch (cmd.opcode()) {
+    case stream::kDmaLoad:
+    case stream::kEnd: return {};
+    case stream::kDmaStore: {
+      const auto op = OperandsOf<stream::DmaOperands>(cmd);
+      return {Span(op.src_addr, op.rows, op.src_stride, op.row_bytes)};
+    }
+    case stream::kConv2D: {
+      const auto op = OperandsOf<stream::Conv2DOperands>(cmd);
+      const uint64_t elem = stream::DTypeBytes(op.dtype);
+      const uint64_t row = SatMul(op.in_w - 1, stream::InPixelStride(op)) + uint64_t{op.in_c} * elem;
+      return {Span(op.in_addr, op.in_h, op.in_stride, row), ConvWeights(op),
+              {op.bias_addr, op.bias_addr + BiasBytes(op, cfg.alignment)}};
+    }
+    case stream::kPool: {
+      const auto op = OperandsOf<stream::PoolOperands>(cmd);
+      const uint64_t row = SatMul(op.in_w - 1, stream::InPixelStride(op)) +
+                           uint64_t{op.c} * stream::DTypeBytes(op.dtype);
+      return {Span(op.in_addr, op.in_h, op.in_stride, row)};
+    }
+    case stream::kAdd: {
+      const auto op = OperandsOf<stream::AddOperands>(cmd);
+      const uint64_t row = uint64_t{op.row_elems} * stream::DTypeBytes(op.dtype);
+      return {Span(op.a_addr, op.rows, op.a_stride, row), Span(op.b_addr, op.rows, op.b_stride, row)};
+    }
+    case stream::kEltwise: {
+      const auto op = OperandsOf<stream::EltwiseOperands>(cmd);
+      const uint64_t ea = stream::DTypeBytes(stream::OperandDType(op.a_dtype, op.dtype));
+      const uint64_t eb = stream::DTypeBytes(stream::OperandDType(op.b_dtype, op.dtype));
+      const ByteRange b = op.b_mode == stream::kBSame ? Span(op.b_addr, op.rows, op.b_stride, op.row_elems * eb)
+                          : op.b_mode == stream::kBChannel ? ByteRange{op.b_addr, op.b_addr + op.channels * eb}
+                                                           : ByteRange{op.b_addr, op.b_addr + eb};
+      return {Span(op.a_addr, op.rows, op.a_stride, op.row_elems * ea), b};
+    }
+    case stream::kUnary: {
+      const auto op = OperandsOf<stream::UnaryOperands>(cmd);
+      const uint64_t row = uint64_t{op.row_elems} * stream::DTypeBytes(op.dtype);
+      std::vector<ByteRange> reads = {Span(op.in_addr, op.rows, op.in_stride, row)};
+      if (op.dtype == stream::kInt8) reads.push_back({op.table_addr, op.table_addr + 256});
+      return reads;
+    }
+    case stream::kSoftmax: {
+      const auto op = OperandsOf<stream::SoftmaxOperands>(cmd);
+      return {Span(op.in_addr, op.rows, op.in_stride, uint64_t{op.row_elems} * 2)};
+    }
+    default: return {{0, cfg.sram_bytes}};
+  }
+}
+
+std::vector<bool> ResidentLoads(const ParsedStream& ps) {
+  const size_t n = ps.commands.size();
+  std::vector<bool> resident(n, false);
+  ByteSet touched;  // read or written by an earlier command
+  for (size_t i = 0; i < n; ++i) {
+    const stream::Command& cmd = ps.commands[i];
+    if (cmd.opcode() == stream::kDmaLoad) {
+      const auto op = OperandsOf<stream::DmaOperands>(cmd);
+      const bool constant =
+          op.rows > 0 && Span(op.src_addr, op.rows, op.src_stride, op.row_bytes).end <= ps.header.weights_bytes;
+      resident[i] = constant && !touched.Any(DmaDst(op));
+    }
+    for (const ByteRange& r : SramReads(cmd, ps.config)) touched.Mark(r, true);
+    touched.Mark(SramWrites(cmd, ps.config.sram_bytes), true);
+  }
+  ByteSet written;  // written by a later command
+  for (size_t i = n; i-- > 0;) {
+    const stream::Command& cmd = ps.commands[i];
+    if (resident[i]) resident[i] = !written.Any(DmaDst(OperandsOf<stream::DmaOperands>(cmd)));
+    written.Mark(SramWrites(cmd, ps.config.sram_bytes), true);
+  }
+  return resident;
 }
 
 }  // namespace tvm_npu

@@ -30,6 +30,21 @@ struct ByteRange {
  *         all of [0, sram_bytes). */
 ByteRange SramWrites(const stream::Command& cmd, uint64_t sram_bytes);
 
+/*! \brief The SRAM bytes `cmd` may read: per operand, its first row's start to its last row's
+ *         end (a superset); an unknown opcode may read all of SRAM. */
+std::vector<ByteRange> SramReads(const stream::Command& cmd, const NPUConfig& config);
+
+/*!
+ * \brief For each command of a validated stream: true for a DMA_LOAD from the weight region whose
+ *        SRAM bytes no earlier command reads or writes and no later command writes.
+ *
+ * Such a load puts the same bytes in place in every call, nothing sees them before it, and they
+ * stay until the call ends. So a call whose SRAM still holds what the previous call of the same
+ * stream left there need not run it: the reference NPU keeps those bytes when it clears SRAM
+ * between calls, and skips these loads (an LSTM's recurrent weights, loaded once per call).
+ */
+std::vector<bool> ResidentLoads(const ParsedStream& ps);
+
 /*! \brief For each command of a validated stream: true for a CONV2D whose weight rows and bias
  *         (int8: requantization block), when it runs, hold bytes loaded from the weight region only
  *         (the same in every call). */
