@@ -242,6 +242,15 @@ def test_conv2d_fp16_random_operands_match_the_reference(level, threads):
 
 
 @pytest.mark.parametrize("level", LEVELS)
+def test_conv2d_fp16_depthwise_mobilenet_shapes(level, threads):
+    """fp16 depthwise runs on 16-channel lanes at the AVX-512 level: 3x3 at stride 1 and 2, channel counts
+    that are and are not multiples of 16, a relu6 clip and a dilated 5x5."""
+    Conv2DTester(FP16, seed=5).input(14, 14, 144).kernel(3, 3).padding(1, 1).depthwise().activation(2, 0.0, 6.0).test(level)
+    Conv2DTester(FP16, seed=6).input(15, 15, 40).kernel(3, 3).stride(2, 2).depthwise().test(level)
+    Conv2DTester(FP16, seed=7).input(9, 9, 17).kernel(5, 5).dilation(2, 2).padding(4, 4).depthwise().test(level)
+
+
+@pytest.mark.parametrize("level", LEVELS)
 def test_conv2d_int8_mobilenet_shapes(level, threads):
     """The shapes MobileNetV2 runs (1x1 expand / project, 3x3 depthwise at stride 1 and 2, the 3x3 stem),
     large enough to be split into many tiles over the threads."""

@@ -10,7 +10,8 @@
  * Activate's) and the fp16 rounding (vcvtps2ph, round to nearest even) follow. Two cases keep the
  * scalar conversion: NaN lanes (vcvtps2ph quiets a signalling NaN, FloatToHalfBits keeps it),
  * and an MXCSR with flush-to-zero / denormals-are-zero, which the integer conversion ignores.
- * Depthwise fp16 and the portable level run the reference.
+ * Depthwise fp16 (AVX-512 only) is vectorized across channels, each lane adding its taps in the
+ * reference's (kh, kw) order. The portable level runs the reference.
  */
 #include <algorithm>
 #include <cstring>
@@ -18,6 +19,7 @@
 
 #include "kernels/fast/conv2d_fast.h"
 #include "kernels/fast/conv_window.h"
+#include "kernels/fast/fp16_avx512.h"
 #include "kernels/fast/fp_env.h"
 #include "kernels/fast/thread_pool.h"
 #include "kernels/fast/x86_intrinsics.h"
@@ -67,6 +69,47 @@ std::shared_ptr<const PackedWeights> PackFp16(int tag, const uint8_t* w, size_t 
 }
 
 
+// Depthwise: [taps][oc_pad] halves, so one tap's 16 channels are one vector.
+std::shared_ptr<const PackedWeights> PackFp16Depthwise(int tag, const uint8_t* w, size_t w_stride,
+                                                       size_t taps, size_t oc) {
+  std::shared_ptr<PackedWeights> e = NewEntry(tag, w, w_stride, taps * 2, oc);
+  const size_t oc_pad = (oc + kLanes - 1) / kLanes * kLanes;
+  e->k = taps;
+  e->kp = oc_pad;
+  e->packed.assign(taps * oc_pad * sizeof(uint16_t), 0);
+  for (size_t o = 0; o < oc; ++o) {
+    for (size_t t = 0; t < taps; ++t) {
+      std::memcpy(e->packed.data() + (t * oc_pad + o) * 2, w + o * w_stride + t * 2, 2);
+    }
+  }
+  return e;
+}
+
+// The bias, the activation (comparisons written as Activate's) and the fp16 rounding of the 16
+// channels from c0 (fewer at the end), from their fp32 accumulators `v`.
+NPU_TARGET_AVX512_F16C inline void Finish(const Fp16Args& a, __m512 v, size_t c0, uint8_t* out_px) {
+  const stream::Conv2DOperands& op = *a.op;
+  if (a.bias != nullptr) v = _mm512_add_ps(v, _mm512_loadu_ps(a.bias + c0));
+  if (op.act == stream::kActRelu) {
+    v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), v,
+                             _mm512_setzero_ps());
+  } else if (op.act == stream::kActClip) {
+    const __m512 lo = _mm512_set1_ps(a.lo), hi = _mm512_set1_ps(a.hi);
+    const __mmask16 below = _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ);
+    v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
+    v = _mm512_mask_blend_ps(below, v, lo);
+  }
+  const size_t left = std::min<size_t>(kLanes, op.oc - c0);
+  const __mmask16 mask = static_cast<__mmask16>(left == 16 ? 0xFFFF : (1u << left) - 1);
+  if (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & mask) {
+    alignas(64) float lanes[kLanes];
+    _mm512_store_ps(lanes, v);
+    StoreScalar(lanes, left, out_px + c0 * 2);
+  } else {
+    _mm256_mask_storeu_epi16(out_px + c0 * 2, mask, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+}
+
 template <int NB>
 NPU_TARGET_AVX512_F16C void BlockAvx512(const Fp16Args& a, size_t n, uint8_t* out_px) {
   const stream::Conv2DOperands& op = *a.op;
@@ -95,26 +138,24 @@ NPU_TARGET_AVX512_F16C void BlockAvx512(const Fp16Args& a, size_t n, uint8_t* ou
   for (int b = 0; b < NB; ++b) {
     const size_t c0 = n + b * kLanes;
     if (c0 >= op.oc) break;
-    __m512 v = acc[b];
-    if (a.bias != nullptr) v = _mm512_add_ps(v, _mm512_loadu_ps(a.bias + c0));
-    if (op.act == stream::kActRelu) {
-      v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), v,
-                               _mm512_setzero_ps());
-    } else if (op.act == stream::kActClip) {
-      const __m512 lo = _mm512_set1_ps(a.lo), hi = _mm512_set1_ps(a.hi);
-      const __mmask16 below = _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ);
-      v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
-      v = _mm512_mask_blend_ps(below, v, lo);
+    Finish(a, acc[b], c0, out_px);
+  }
+}
+
+// Depthwise, one output pixel: each lane is one channel, adding its taps' exact products in the
+// reference's (kh, kw) order (a.k holds the packed row length, oc_pad).
+NPU_TARGET_AVX512_F16C void DwPixelAvx512(const Fp16Args& a, uint8_t* out_px) {
+  const size_t oc = a.op->oc;
+  for (size_t c0 = 0; c0 < oc; c0 += kLanes) {
+    const __mmask16 mask = Lanes16(oc - c0);
+    __m512 acc = _mm512_setzero_ps();  // +0.0, as the reference
+    for (size_t t = 0; t < a.n_taps; ++t) {
+      const __m512 x = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, a.px[t] + c0 * 2));
+      const __m512 w = _mm512_cvtph_ps(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.w + a.tap[t] * a.k + c0)));
+      acc = _mm512_fmadd_ps(x, w, acc);  // exact product, one rounding: the reference's add
     }
-    const size_t left = std::min<size_t>(kLanes, op.oc - c0);
-    const __mmask16 mask = static_cast<__mmask16>(left == 16 ? 0xFFFF : (1u << left) - 1);
-    if (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & mask) {
-      alignas(64) float lanes[kLanes];
-      _mm512_store_ps(lanes, v);
-      StoreScalar(lanes, left, out_px + c0 * 2);
-    } else {
-      _mm256_mask_storeu_epi16(out_px + c0 * 2, mask, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
-    }
+    Finish(a, acc, c0, out_px);
   }
 }
 
@@ -170,7 +211,8 @@ NPU_TARGET_AVX2_F16C void PixelAvx2(const Fp16Args& a, uint8_t* out_px) {
 
 void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
                 const uint8_t* bias, uint8_t* out, Level level, WeightCache* cache, size_t key) {
-  bool vector = level >= kLevelAvx2 && !stream::IsDepthwise(op);
+  const bool depthwise = stream::IsDepthwise(op);
+  bool vector = level >= (depthwise ? kLevelAvx512Vnni : kLevelAvx2);  // depthwise: AVX-512 only
 #if TVM_NPU_X86_64
   vector = vector && NoFlushToZero();  // FTZ or DAZ set: reference
 #else
@@ -179,9 +221,11 @@ void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8
 #endif
   if (!vector) return Conv2DRef(op, in, w, bias, out, 0);
 #if TVM_NPU_X86_64
-  const size_t k = uint64_t{op.kh} * op.kw * op.in_c;
+  const size_t k = uint64_t{op.kh} * op.kw * (depthwise ? 1 : op.in_c);
   const int tag = level + kFp16Tag;
-  auto pack = [&] { return PackFp16(tag, w, op.w_stride, k, op.oc); };
+  auto pack = [&] {
+    return depthwise ? PackFp16Depthwise(tag, w, op.w_stride, k, op.oc) : PackFp16(tag, w, op.w_stride, k, op.oc);
+  };
   const std::shared_ptr<const PackedWeights> packed =
       cache != nullptr ? cache->Get(key, tag, w, op.w_stride, k * 2, op.oc, pack) : pack();
   // The bias padded to whole vectors; kept per thread, so a call allocates nothing once warm.
@@ -190,11 +234,12 @@ void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8
     bias_pad.assign((op.oc + kLanes - 1) / kLanes * kLanes, 0.0f);
     std::memcpy(bias_pad.data(), bias, uint64_t{op.oc} * 4);
   }
-  const Fp16Args args{&op, in, reinterpret_cast<const uint16_t*>(packed->packed.data()), k,
+  const Fp16Args args{&op, in, reinterpret_cast<const uint16_t*>(packed->packed.data()),
+                      depthwise ? packed->kp : k,
                       bias != nullptr ? bias_pad.data() : nullptr,
                       ref::BitsToFloat(op.clip_lo), ref::BitsToFloat(op.clip_hi), nullptr, nullptr, 0};
   void (*pixel)(const Fp16Args&, uint8_t*) =
-      level == kLevelAvx512Vnni ? PixelAvx512 : PixelAvx2;
+      depthwise ? DwPixelAvx512 : level == kLevelAvx512Vnni ? PixelAvx512 : PixelAvx2;
   // One task per output row: rows are independent and each is at least one pixel of work.
   const bool split = uint64_t{op.out_h} * op.out_w * op.oc * k >= (1u << 16);
   ParallelFor(split ? op.out_h : 1, [&](size_t task) {
