@@ -1,7 +1,8 @@
 """Every reason code a placement can carry, triggered by a small model; the report names it, and the
 build still computes the right answer (against numpy or TVM's own CPU build). Codes tested elsewhere:
 NPU_E_DTYPE, NPU_E_RANK, NPU_E_WIDTH (test_bad_inputs.py), NPU_E_BROADCAST (test_ops_fp16.py),
-NPU_E_DYNAMIC_SHAPE, NPU_E_LAYOUT, NPU_E_STRIDE, NPU_E_UNSUPPORTED_OP (test_report.py). Also the task
+NPU_E_DYNAMIC_SHAPE, NPU_E_LAYOUT, NPU_E_STRIDE, NPU_E_UNSUPPORTED_OP (test_report.py), NPU_E_CONCAT
+(test_concat.py). Also the task
 limits of regions.py: regions over max_tensors split, regions too small for their boundary refused."""
 
 import math
@@ -68,6 +69,22 @@ def test_ceil_mode_pool_npu_e_pool(rng):
     want = np.stack([x[:, :, 2 * i:2 * i + 3].max(axis=2) for i in range(4)], axis=2)
     want = np.stack([want[..., 2 * j:2 * j + 3].max(axis=-1) for j in range(4)], axis=-1)
     np.testing.assert_array_equal(run_vm(ex, x), want)
+
+
+@pytest.mark.parametrize("hw,device", [(45, "npu"), (64, "cpu")], ids=["fits", "too_large"])
+def test_global_pool_larger_than_sram_npu_e_sram(rng, hw, device):
+    """A global average pool reads its whole map for its one output row. On npu-small (512 KiB of SRAM) a
+    64-channel 45x45 fp16 map (253 KB, twice that double-buffered) pools on the NPU; 32x64x64 (256 KB)
+    pools on the CPU with NPU_E_SRAM -- it used to fail the build with ERR_SRAM_OVERFLOW."""
+    shape = (1, 64 if hw == 45 else 32, hw, hw)
+    mod = module(lambda bb, x: bb.emit(relax.op.mean(x, axis=[2, 3], keepdims=True)), shapes=(shape,))
+    ex, report = build(mod, config="npu-small")
+    r = row(report, "relax.mean")
+    assert r.device == device, report.table()
+    if device == "cpu":
+        named(report, r, "NPU_E_SRAM")
+    x = rng.standard_normal(shape).astype(np.float32)
+    np.testing.assert_allclose(run_vm(ex, x), x.mean(axis=(2, 3), keepdims=True), rtol=1e-2, atol=1e-3)
 
 
 def test_non_per_channel_bias_npu_e_bias(rng):

@@ -183,6 +183,21 @@ def constraint_pool(call):
     return None
 
 
+def constraint_pool_window_fits(call, elem: int):
+    """NPU_E_SRAM: one output row of a pool reads a window of input rows; the window, double-buffered with
+    the output row, must fit in SRAM (a global pool's window is the whole map). A larger map pools on the
+    CPU; a configuration with more SRAM keeps it on the NPU."""
+    layout = "NCHW" if call.op.name == "relax.mean" else str(call.attrs.layout)
+    (c, h, w), out_w = ([static_shape(call.args[0])[layout.index(d)] for d in "CHW"],
+                        static_shape(call)[layout.index("W")])
+    rows = h if call.op.name == "relax.mean" else min(h, int(call.attrs.pool_size[0]))
+    cfg = _config()
+    line = lambda n: -(-n * c * elem // cfg.alignment) * cfg.alignment  # noqa: E731 (an SRAM row of n pixels)
+    need = 2 * rows * line(w) + 2 * line(out_w)
+    return f"a window of {rows} rows of {w} x {c}: {need} bytes double-buffered > {cfg.sram_bytes}" \
+        if need > cfg.sram_bytes else None
+
+
 def constraint_width(widths):
     """NPU_E_WIDTH: feature-map width (and a matrix's inner dimension) must be at most max_width (2048)."""
     worst = max(widths)
@@ -531,7 +546,7 @@ def check_reshape(ctx) -> bool:
 
 
 @applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_pool,
-         constraint_width, int8=QUANT_CONSTRAINTS)
+         constraint_width, constraint_pool_window_fits, int8=QUANT_CONSTRAINTS)
 def check_pool(ctx) -> bool:
     call = ctx.annotated_expr["op"]
     tensors = [call.args[0], call]
@@ -540,7 +555,9 @@ def check_pool(ctx) -> bool:
     if not _run(ctx, "pool", checks):
         return False
     layout = "NCHW" if call.op.name == "relax.mean" else str(call.attrs.layout)
-    return _run(ctx, "pool", [(constraint_width, ([static_shape(call.args[0])[layout.index("W")]],))])
+    elem = 1 if "quantize" in ctx.annotated_expr else 2
+    return _run(ctx, "pool", [(constraint_width, ([static_shape(call.args[0])[layout.index("W")]],)),
+                              (constraint_pool_window_fits, (call, elem))])
 
 
 @applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_slice_rows,
@@ -683,6 +700,7 @@ ALL_CONSTRAINTS = [constraint_float32, constraint_static_shape, constraint_rank,
                    constraint_stride, constraint_groups, constraint_width, constraint_bias_per_channel,
                    constraint_clip_bounds, constraint_weight_2d, constraint_int8_activations,
                    constraint_per_tensor, constraint_symmetric_weights, constraint_same_shape,
-                   constraint_pool, constraint_reshape_keeps_rows, constraint_same_quantization,
+                   constraint_pool, constraint_pool_window_fits, constraint_reshape_keeps_rows,
+                   constraint_same_quantization,
                    constraint_concat, constraint_slice_rows, constraint_broadcast, constraint_eltwise_scales,
                    constraint_softmax_axis]
