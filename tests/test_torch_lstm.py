@@ -57,3 +57,32 @@ def test_torch_lstm_matches_torch():
     (got,) = run_vm(ex, x.numpy())
     np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2)
     assert all(p.device == "npu" for p in report.placements if p.op == "relax.matmul")
+
+
+def test_gate_split_becomes_one_dense_layer_per_gate():
+    """The form TVM's PyTorch frontend gives an LSTM step: one matmul for all four gates per input, the
+    sum split into the gates along the last axis. rewrite.split_dense_columns pushes the split down to the
+    weights' columns, so there is no split left for the CPU; the result equals TVM llvm on the original."""
+    rng = np.random.default_rng(6)
+    T, I, H = 3, 5, 8
+    w_ih, w_hh = (rng.standard_normal((n, 4 * H)).astype(np.float32) / 3 for n in (I, H))
+    b_ih, b_hh = (rng.standard_normal(4 * H).astype(np.float32) / 5 for _ in range(2))
+    bb = relax.BlockBuilder()
+    x, h = relax.Var("x", relax.TensorType((T, I), "float32")), relax.Var("h", relax.TensorType((1, H), "float32"))
+    with bb.function("main", [x, h]):
+        with bb.dataflow():
+            xw = bb.emit(relax.op.add(relax.const(b_ih), relax.op.matmul(x, relax.const(w_ih))))
+            step = bb.emit(relax.op.squeeze(relax.op.strided_slice(relax.op.reshape(xw, (T, 1, 4 * H)), [0], [1], [2]), [0]))
+            hw = bb.emit(relax.op.reshape(relax.op.add(relax.const(b_hh), relax.op.matmul(h, relax.const(w_hh))), (1, 1, 4 * H)))
+            gates = bb.emit(relax.op.split(relax.op.add(hw, step), 4, axis=-1))
+            i, f, g, o = (bb.emit(relax.TupleGetItem(gates, k)) for k in range(4))
+            c = bb.emit(relax.op.multiply(relax.op.sigmoid(i), relax.op.tanh(g)))
+            out = bb.emit_output(bb.emit(relax.op.multiply(relax.op.sigmoid(o), relax.op.tanh(c))))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    args = [rng.standard_normal((T, I)).astype(np.float32), rng.standard_normal((1, H)).astype(np.float32)]
+    report = tvm_npu.BuildReport()
+    got = run_vm(tvm_npu.build(mod, report=report), *args)
+    assert not [p for p in report.placements if p.op == "relax.split"], report.table()
+    assert all(p.device == "npu" for p in report.placements), report.table()
+    np.testing.assert_allclose(got, run_cpu(mod, *args), rtol=1e-2, atol=1e-2)
