@@ -225,3 +225,25 @@ def test_lstm_final_state_and_classifier_share_one_region(rng):
     assert all(p.device == "npu" for p in report.placements), [p for p in report.placements if p.device != "npu"]
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(out, sess.run(None, {g.input[0].name: x})[0], rtol=2e-2, atol=2e-2)
+
+
+def test_compute_on_constants_alone_is_folded(rng):
+    """matmul(zeros, W) (a zero initial state's h @ R) next to a real dense layer: before folding, the NPU
+    dense pattern took the constant as its data input and lowering crashed with an AttributeError."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 8), "float32"))
+    w = rng.standard_normal((8, 8)).astype(np.float32)
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            z = bb.emit(relax.op.matmul(relax.const(np.full((1, 8), 0.5, np.float32)), relax.const(w)))
+            y = bb.emit(relax.op.add(relax.op.matmul(x, relax.const(w)), z))
+            out = bb.emit_output(bb.emit(relax.op.sigmoid(y)))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    assert count_ops(partition.prepare(mod), "relax.matmul") == 1
+    xv = rng.standard_normal((1, 8)).astype(np.float32)
+    report = tvm_npu.BuildReport()
+    got = run_vm(tvm_npu.build(mod, report=report), xv)
+    assert all(p.device == "npu" for p in report.placements), report.table()
+    want = 1 / (1 + np.exp(-(xv @ w + np.full((1, 8), 0.5, np.float32) @ w)))
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2)

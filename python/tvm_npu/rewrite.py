@@ -418,12 +418,42 @@ def split_dense_columns(mod: tvm.IRModule) -> tvm.IRModule:
     return relax.transform.DeadCodeElimination()(rg.with_main(mod, rg.rebuild(g, rewrite=rewrite)[0]))
 
 
+# --- compute on constants only -> folded ----------------------------------------------------------
+
+# Ops that compute (rather than move or reinterpret) values: one of them on constants alone is work the
+# NPU region would get as a constant input, which no NPU command reads.
+_COMPUTE = ("relax.matmul", "relax.nn.conv2d", "relax.add", "relax.subtract", "relax.multiply",
+            "relax.sigmoid", "relax.tanh", "relax.nn.relu", "relax.clip", "relax.nn.softmax")
+
+
+def fold_constant_compute(mod: tvm.IRModule) -> tvm.IRModule:
+    """Fold a float graph whose compute ops include one on constants only (TVM's FoldConstant).
+
+    A frontend or a user's own rewrite can leave, e.g., ``matmul(zeros, W)`` (an LSTM's first step
+    from a zero state): matched as an NPU dense layer its data input would be a constant, which NPU
+    commands do not take. Folded, it is a constant operand of the next op. Only float graphs: in a QDQ
+    graph FoldConstant would also fold ``dequantize(int8 weight)`` and hide the int8 weights from the
+    patterns. Graphs without such an op are returned as they are (FoldConstant compiles a kernel per
+    constant subgraph, e.g. every transposed weight).
+    """
+    g = rg.Graph(mod["main"])
+    ops = {rg.op_name(e) for _, e in g.bindings}
+    if "relax.dequantize" in ops or "relax.quantize" in ops:
+        return mod
+    for _, e in g.bindings:
+        if rg.op_name(e) in _COMPUTE and all(
+                not isinstance(a, (relax.Var, relax.Call)) or _value(g, a, "constant compute") is not None
+                for a in e.args):
+            return relax.transform.FoldConstant()(mod)
+    return mod
+
+
 def run(mod: tvm.IRModule) -> tvm.IRModule:
-    """All rewrites, in order: column splits of dense layers, views as reshapes, pad fusion, batch norm
-    folding, then decomposing the batch norms left; returns the rewritten module with its bindings canonicalized (see
+    """All rewrites, in order: compute on constants folded, column splits of dense layers, views as
+    reshapes, pad fusion, batch norm folding, then decomposing the batch norms left; returns the rewritten module with its bindings canonicalized (see
     `fold_batch_norm`)."""
     try:
-        mod = fold_batch_norm(fuse_pad_into_conv(views_as_reshape(split_dense_columns(mod))))
+        mod = fold_batch_norm(fuse_pad_into_conv(views_as_reshape(split_dense_columns(fold_constant_compute(mod)))))
     except ValueError:  # main is not plain dataflow (e.g. control flow): rewrite nothing
         pass
     return relax.transform.CanonicalizeBindings()(decompose_batch_norm(mod))
