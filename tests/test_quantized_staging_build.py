@@ -138,3 +138,22 @@ def test_a_quantize_of_an_npu_result_stays_on_the_cpu_with_a_reason():
     assert where["relax.dequantize"].device == "cpu" and where["relax.dequantize"].code == "NPU_E_QUANT_IO"
     xv = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
     assert run_vm(ex, xv).shape == (4, 64)
+
+
+def test_a_region_cut_into_tasks_keeps_each_conversion_with_its_op():
+    """Over max_tensors a region is cut into tasks (regions.py); a model input's quantize goes with the
+    task that reads it, an output's dequantize with the one that makes it: the same results as one task."""
+    from test_lstm_import import feeds_of, lstm_model
+    from test_lstm_int16 import calibration
+
+    model = lstm_model(T=4, B=1, I=8, H=16, seed=5)
+    qmod, _ = tvm_npu.quantize(tvm_npu.from_onnx(model), calibration(model), progress=False)
+    whole = tvm_npu.build(qmod)
+    cut = tvm_npu.build(qmod, config=tvm_npu.get_config("npu-ref").replace(max_tensors=5))
+    assert len(npu_modules(whole)) == 1 and len(npu_modules(cut)) >= 2
+    assert len(staged_descriptors(cut)) == len(staged_descriptors(whole)) == 5  # Y's reshape stays on the CPU
+    for seed in (7, 8):
+        feeds = feeds_of(model, seed=seed)
+        args = [feeds[i.name] for i in model.graph.input]
+        for a, b in zip(run_vm(cut, *args), run_vm(whole, *args)):
+            np.testing.assert_array_equal(a, b)

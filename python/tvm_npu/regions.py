@@ -149,8 +149,11 @@ def _inline(bb, func, args, fresh, rejections, detail, constraint=constraint_reg
     return relax_graph.subst(func.body.body, m)
 
 
-def _chunks(calls: list, result_vars: set, limit: int, symbol: str) -> list:
-    """Cut the calls into runs [s, e) in order, each with at most `limit` inputs plus outputs."""
+def _chunks(calls: list, result_vars: set, limit: int, symbol: str, staged_in: set = frozenset(),
+            staged_out: set = frozenset()) -> list:
+    """Cut the calls into runs [s, e) in order, each with at most `limit` inputs plus outputs. A model
+    input's quantize stays with the calls after it and a model output's dequantize with those before it
+    (`staged_in`, `staged_out`: their vars): staging converts a task's own input or output only."""
     where = {var: i for i, (var, _, _) in enumerate(calls)}
     users: dict = {}
     for i, (_, _, args) in enumerate(calls):
@@ -173,9 +176,35 @@ def _chunks(calls: list, result_vars: set, limit: int, symbol: str) -> list:
         e = s + 1
         while e < len(calls) and tensors(s, e + 1) <= limit:  # greedy: the longest run that fits
             e += 1
+        while e < len(calls) and calls[e][0] in staged_out and tensors(s, e + 1) <= limit:
+            e += 1  # it trades the integer output for the float one (unless that is read later too)
+        while e - 1 > s and calls[e - 1][0] in staged_in:
+            e -= 1
         cuts.append((s, e))
         s = e
     return cuts
+
+
+def _staging_beside_its_op(calls: list, staged_in: set, staged_out: set) -> list:
+    """`calls` with each model input's quantize moved just before the first call that reads it, and each
+    model output's dequantize just after the call that makes its input, so a cut between tasks does not
+    part them (neither depends on anything else of the region)."""
+    pending_in = {var: call for call in calls if (var := call[0]) in staged_in}
+    outs_of: dict = {}
+    for call in calls:
+        if call[0] in staged_out:
+            outs_of.setdefault(call[2][0], []).append(call)
+    order = []
+    for call in calls:
+        if call[0] in staged_in or call[0] in staged_out:
+            continue
+        for a in relax_graph.free_vars(relax.Tuple(call[2])):
+            if a in pending_in:
+                order.append(pending_in.pop(a))
+        order.append(call)
+        order += outs_of.pop(call[0], [])
+    # Left over: staging no op of the region reads or makes (not formed by the partitioner).
+    return list(pending_in.values()) + order + [c for cs in outs_of.values() for c in cs]
 
 
 def _split(gv, func, limit: int) -> list:
@@ -184,7 +213,11 @@ def _split(gv, func, limit: int) -> list:
     body = func.body.body
     result = list(body.fields) if isinstance(body, relax.Tuple) else [body]
     parts = []
-    for k, (s, e) in enumerate(_chunks(calls, set(result), limit, gv.name_hint)):
+    kinds = {var: str(defs[c].value.attrs["Composite"]) for var, c, _ in calls}
+    staged_in = {v for v, k in kinds.items() if k in QUANTIZE_INPUTS}
+    staged_out = {v for v, k in kinds.items() if k in IO_COMPOSITES and k not in QUANTIZE_INPUTS}
+    calls = _staging_beside_its_op(calls, staged_in, staged_out)
+    for k, (s, e) in enumerate(_chunks(calls, set(result), limit, gv.name_hint, staged_in, staged_out)):
         run = calls[s:e]
         defined = {v for v, _, _ in run}
         ins = list(dict.fromkeys(a for _, _, args in run for a in relax_graph.free_vars(relax.Tuple(args))
