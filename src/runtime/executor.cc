@@ -80,37 +80,25 @@ void CheckHostTensor(const char* kind, size_t k, const DLTensor* t, const Tensor
   if (t->data == nullptr) NPU_THROW(kShapeMismatch) << kind << " " << k << " has no data";
 }
 
-// Visits every element of a descriptor's device view with its host flat index and its byte
-// offset from ddr_addr. NHWC and ROWS share the row-major order of the view; NCHW transposes.
-template <typename F>
-void ForEachElement(const TensorDesc& d, F&& f) {
-  const uint64_t elem = stream::DTypeBytes(d.dtype);
-  const uint64_t N = d.view[0], H = d.view[1], W = d.view[2], C = d.view[3];
-  for (uint64_t n = 0; n < N; ++n) {
-    for (uint64_t h = 0; h < H; ++h) {
-      for (uint64_t w = 0; w < W; ++w) {
-        for (uint64_t c = 0; c < C; ++c) {
-          const uint64_t host = d.host_layout == stream::kLayoutNCHW
-                                    ? ((n * C + c) * H + h) * W + w
-                                    : ((n * H + h) * W + w) * C + c;
-          f(host, (n * H + h) * d.row_stride + (w * C + c) * elem);
-        }
-      }
-    }
-  }
-}
-
-// Visits the device view as runs of elements that are contiguous both in the host tensor and on the
-// device: f(host flat index, byte offset from ddr_addr, elements). A row (n, h) of W*C elements is
-// one run, unless NCHW transposes it (then every element is its own run).
+// Visits the device view as runs of elements contiguous in the host tensor: f(host flat index, byte
+// offset from ddr_addr, elements, device step in elements). NHWC and ROWS share the row-major order
+// of the view: a row (n, h) of W*C elements is one run, step 1. NCHW transposes it: a run is the W
+// pixels of one channel of a row, C elements apart on the device.
 template <typename F>
 void ForEachRun(const TensorDesc& d, F&& f) {
   const uint64_t N = d.view[0], H = d.view[1], W = d.view[2], C = d.view[3];
   if (d.host_layout == stream::kLayoutNCHW && C != 1 && H * W != 1) {
-    ForEachElement(d, [&](uint64_t host, uint64_t off) { f(host, off, uint64_t{1}); });
+    const uint64_t elem = stream::DTypeBytes(d.dtype);
+    for (uint64_t n = 0; n < N; ++n) {
+      for (uint64_t h = 0; h < H; ++h) {
+        for (uint64_t c = 0; c < C; ++c) {
+          f(((n * C + c) * H + h) * W, (n * H + h) * d.row_stride + c * elem, W, C);
+        }
+      }
+    }
     return;
   }
-  for (uint64_t r = 0; r < N * H; ++r) f(r * W * C, r * d.row_stride, W * C);
+  for (uint64_t r = 0; r < N * H; ++r) f(r * W * C, r * d.row_stride, W * C, uint64_t{1});
 }
 
 // Quantized staging in (docs/npu.md section 2, format 1.3), as TVM's llvm build of relax.quantize:
@@ -118,9 +106,10 @@ void ForEachRun(const TensorDesc& d, F&& f) {
 // [lo - z - 1, hi - z + 1] first, by compare-and-select as TVM's clamp (a NaN fails the compare and
 // becomes the upper bound): the clamp of the rounded sum is then unchanged, and the quotient is
 // small enough that adding and subtracting 1.5 * 2^23 rounds it to the nearest integer, ties to
-// even (the default FP environment, as for every fp32 operation of the reference).
+// even (the default FP environment, as for every fp32 operation of the reference). `q` is written
+// every `step` elements.
 template <typename T>
-void QuantizeRun(const float* x, T* q, uint64_t n, float scale, int32_t zp) {
+void QuantizeRun(const float* x, T* q, uint64_t n, uint64_t step, float scale, int32_t zp) {
   constexpr int32_t lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
   const float vlo = static_cast<float>(lo - zp - 1), vhi = static_cast<float>(hi - zp + 1);
   constexpr float kRound = 12582912.0f;
@@ -129,14 +118,15 @@ void QuantizeRun(const float* x, T* q, uint64_t n, float scale, int32_t zp) {
     v = v < vhi ? v : vhi;
     v = v > vlo ? v : vlo;
     const int32_t r = static_cast<int32_t>((v + kRound) - kRound) + zp;
-    q[i] = static_cast<T>(r < lo ? lo : (r > hi ? hi : r));
+    q[i * step] = static_cast<T>(r < lo ? lo : (r > hi ? hi : r));
   }
 }
 
-// Quantized staging out: x = fp32(q - z) * s, one rounding (q - z is exact in fp32).
+// Quantized staging out: x = fp32(q - z) * s, one rounding (q - z is exact in fp32); `q` is read
+// every `step` elements.
 template <typename T>
-void DequantizeRun(const T* q, float* x, uint64_t n, float scale, int32_t zp) {
-  for (uint64_t i = 0; i < n; ++i) x[i] = static_cast<float>(int32_t{q[i]} - zp) * scale;
+void DequantizeRun(const T* q, float* x, uint64_t n, uint64_t step, float scale, int32_t zp) {
+  for (uint64_t i = 0; i < n; ++i) x[i] = static_cast<float>(int32_t{q[i * step]} - zp) * scale;
 }
 
 class Machine {
@@ -154,19 +144,24 @@ class Machine {
     uint8_t* base = Arena(d.ddr_addr);
     const uint64_t elem = stream::DTypeBytes(d.dtype);
     const stream::QParams* q = QParamsOf(d);
-    ForEachRun(d, [&](uint64_t host, uint64_t off, uint64_t n) {
+    ForEachRun(d, [&](uint64_t host, uint64_t off, uint64_t n, uint64_t step) {
       uint8_t* dst = base + off;
       if (d.dtype == stream::kFP16) {
         for (uint64_t i = 0; i < n; ++i) {
           const uint16_t h = FloatToHalfBits(src[host + i]);
-          std::memcpy(dst + i * sizeof(h), &h, sizeof(h));
+          std::memcpy(dst + i * step * sizeof(h), &h, sizeof(h));
         }
-      } else if (q == nullptr) {
+      } else if (q == nullptr && step == 1) {
         std::memcpy(dst, data + host * elem, n * elem);
+      } else if (q == nullptr) {
+        for (uint64_t i = 0; i < n; ++i) {
+          std::memcpy(dst + i * step * elem, data + (host + i) * elem, elem);
+        }
       } else if (d.dtype == stream::kInt8) {
-        QuantizeRun(src + host, reinterpret_cast<int8_t*>(dst), n, q->scale, q->zero_point);
+        QuantizeRun(src + host, reinterpret_cast<int8_t*>(dst), n, step, q->scale, q->zero_point);
       } else {
-        QuantizeRun(src + host, reinterpret_cast<int16_t*>(dst), n, q->scale, q->zero_point);
+        QuantizeRun(src + host, reinterpret_cast<int16_t*>(dst), n, step, q->scale,
+                    q->zero_point);
       }
     });
   }
@@ -179,20 +174,25 @@ class Machine {
     const uint8_t* base = arena_.data() + (d.ddr_addr - ps_.header.weights_bytes);
     const uint64_t elem = stream::DTypeBytes(d.dtype);
     const stream::QParams* q = QParamsOf(d);
-    ForEachRun(d, [&](uint64_t host, uint64_t off, uint64_t n) {
+    ForEachRun(d, [&](uint64_t host, uint64_t off, uint64_t n, uint64_t step) {
       const uint8_t* src = base + off;
       if (d.dtype == stream::kFP16) {
         for (uint64_t i = 0; i < n; ++i) {
           uint16_t h;
-          std::memcpy(&h, src + i * sizeof(h), sizeof(h));
+          std::memcpy(&h, src + i * step * sizeof(h), sizeof(h));
           dst[host + i] = HalfBitsToFloat(h);
         }
-      } else if (q == nullptr) {
+      } else if (q == nullptr && step == 1) {
         std::memcpy(data + host * elem, src, n * elem);
+      } else if (q == nullptr) {
+        for (uint64_t i = 0; i < n; ++i) {
+          std::memcpy(data + (host + i) * elem, src + i * step * elem, elem);
+        }
       } else if (d.dtype == stream::kInt8) {
-        DequantizeRun(reinterpret_cast<const int8_t*>(src), dst + host, n, q->scale, q->zero_point);
+        DequantizeRun(reinterpret_cast<const int8_t*>(src), dst + host, n, step, q->scale,
+                      q->zero_point);
       } else {
-        DequantizeRun(reinterpret_cast<const int16_t*>(src), dst + host, n, q->scale,
+        DequantizeRun(reinterpret_cast<const int16_t*>(src), dst + host, n, step, q->scale,
                       q->zero_point);
       }
     });
