@@ -82,14 +82,22 @@ def dma(opcode, channel, src, dst, rows, row_bytes, src_stride, dst_stride, wait
 
 
 def pack_stream(tensors, commands, weights=b"", ddr_bytes=None, num_inputs=0, num_outputs=0,
-                config=NPU_REF, sram_used=0, version=(1, 0)):
-    weights_offset = align(128 + 64 * len(tensors) + 128 * len(commands))
-    body = struct.pack("<16I", *config) + b"".join(tensors) + b"".join(commands)
-    body += b"\0" * (weights_offset - 64 - len(body)) + weights
+                config=NPU_REF, sram_used=0, version=(1, 0), qparams=None, qparams_offset=None):
+    """`qparams` (format 1.3): one (scale, zero point) per tensor, (0.0, 0) for those not staged with
+    quantization, written right after the command table (or at `qparams_offset`, in the blob)."""
+    tables_end = 128 + 64 * len(tensors) + 128 * len(commands)
+    table = b"".join(struct.pack("<fi", s, z) for s, z in qparams) if qparams is not None else b""
+    at = (tables_end if qparams_offset is None else qparams_offset) if qparams is not None else 0
+    weights_offset = align(max(tables_end, at + len(table)))
+    body = bytearray(struct.pack("<16I", *config) + b"".join(tensors) + b"".join(commands))
+    body += b"\0" * (weights_offset - 64 - len(body))
+    if table and at >= 64:
+        body[at - 64:at - 64 + len(table)] = table
+    body = bytes(body) + weights
     ddr = len(weights) if ddr_bytes is None else ddr_bytes
     header = struct.pack("<IHH14I", 0x5355504E, *version, 64, 0, len(tensors), len(commands),
                          weights_offset, len(weights), ddr, sram_used, num_inputs, num_outputs,
-                         zlib.crc32(body), 0, 0, 0)
+                         zlib.crc32(body), at, 0, 0)
     return header + body
 
 

@@ -213,7 +213,8 @@ def test_qdq_form_matches_npu_patterns(cnn):
     batches = [(rng.standard_normal((1, 4, 8, 8)), rng.standard_normal((1, 4, 8, 8))) for _ in range(2)]
     qmod, report = quantize(bb.get(), batches, progress=False)
     assert [t.name for t in report.tensors] == ["a", "b", "s", "p"]
-    assert composites(qmod) == ["npu.qadd", "npu.qmax_pool2d"]
+    # and the model's input quantizes and output dequantize (quantized staging, format 1.3)
+    assert composites(qmod) == ["npu.qadd", "npu.qinput", "npu.qinput", "npu.qmax_pool2d", "npu.qoutput"]
 
 
 def test_skip_keeps_ops_float():

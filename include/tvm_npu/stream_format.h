@@ -1,8 +1,9 @@
 /*!
  * \file tvm_npu/stream_format.h
- * \brief The command stream's on-blob layout, version 1.1 (docs/npu.md section 6). A 1.1 runtime
- *        reads 1.0 streams: 1.1 appended operands whose value 0 keeps the 1.0 meaning (the pixel
- *        strides of CONV2D and POOL) and the opcodes ELTWISE, UNARY and SOFTMAX.
+ * \brief The command stream's on-blob layout, version 1.3 (docs/npu.md section 6). A runtime reads
+ *        every older minor: each appended operands whose value 0 keeps the older meaning (1.1: the
+ *        pixel strides of CONV2D and POOL; 1.2: ELTWISE's operand dtypes; 1.3: the header's
+ *        qparams_offset), dtypes or opcodes.
  *
  * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
  * little-endian host reads one with a memcpy. The structs carry no behaviour: parsing and
@@ -18,11 +19,13 @@ namespace stream {
 
 constexpr uint32_t kMagic = 0x5355504E;  // bytes "NPUS"
 constexpr uint16_t kVersionMajor = 1;
-constexpr uint16_t kVersionMinor = 2;
+constexpr uint16_t kVersionMinor = 3;
 // ELTWISE, UNARY and SOFTMAX appeared in 1.1; a stream that says 1.0 may not use them.
 constexpr uint16_t kVectorOpsMinor = 1;
 // The int16 dtype and ELTWISE's per-operand dtypes appeared in 1.2.
 constexpr uint16_t kInt16Minor = 2;
+// Quantized staging (host fp32 <-> device int8 / int16) and the quantization table appeared in 1.3.
+constexpr uint16_t kQuantIoMinor = 3;
 
 constexpr uint32_t kHeaderBytes = 64;
 constexpr uint32_t kConfigOffset = 64;
@@ -162,8 +165,17 @@ struct Header {
   uint32_t num_inputs;
   uint32_t num_outputs;
   uint32_t crc32;
-  uint32_t reserved[3];
+  uint32_t qparams_offset;  // format 1.3: the quantization table's offset in the blob, 0 = none
+  uint32_t reserved[2];
 };
+
+/*! \brief An entry of the quantization table (format 1.3): one per tensor descriptor, in order; two
+ *         zero words for a tensor that is not staged with quantization. */
+struct QParams {
+  float scale;
+  int32_t zero_point;
+};
+constexpr uint32_t kQParamsBytes = 8;
 
 struct TensorDesc {
   uint32_t role;
@@ -387,6 +399,7 @@ constexpr uint32_t kSoftmaxOperandWords = 7;
 
 static_assert(sizeof(Header) == kHeaderBytes, "header layout");
 static_assert(sizeof(TensorDesc) == kTensorBytes, "tensor descriptor layout");
+static_assert(sizeof(QParams) == kQParamsBytes, "quantization table entry layout");
 static_assert(sizeof(Command) == kCommandBytes, "command layout");
 static_assert(sizeof(DmaOperands) == 4 * kDmaOperandWords, "DMA operand layout");
 static_assert(sizeof(Conv2DOperands) == 4 * kConv2DOperandWords, "CONV2D operand layout");

@@ -15,8 +15,37 @@ from tvm.ir.prim.expr import FloatImm, IntImm
 
 from .config import NPUConfig, get_config
 
-# The configuration the checks use; set by the partitioner for the duration of one partition.
-_ACTIVE = {"config": None, "log": None}
+# The configuration the checks use, and the model's inputs and outputs (ModelIO); set by the
+# partitioner for the duration of one partition.
+_ACTIVE = {"config": None, "log": None, "io": None}
+
+
+@dataclass
+class ModelIO:
+    """What the quantized-staging checks need to know about `main` (docs/npu.md section 2, format 1.3)."""
+
+    inputs: set  # parameters of main read by exactly one binding
+    outputs: set  # vars that main returns and nothing else reads (directly or in its result tuple)
+
+
+def set_model_io(func) -> None:
+    """Record `main`'s inputs and outputs for the checks of the current partition (see `checking`)."""
+    from .relax_graph import Graph  # relax_graph imports nothing of ours; local to keep this module light
+
+    try:
+        g = Graph(func)
+    except ValueError:  # not plain dataflow: no quantized staging
+        _ACTIVE["io"] = None
+        return
+
+    def only_output(v) -> bool:
+        uses = g.uses.get(v, [])
+        return bool(uses) and all(u is None or isinstance(g.value[u], tvm.relax.Tuple) and only_output(u)
+                                  for u in uses)
+
+    inputs = {p for p in g.params if len(g.uses.get(p, [])) == 1 and g.uses[p][0] is not None}
+    outputs = {v for v, _ in g.bindings if only_output(v)}
+    _ACTIVE["io"] = ModelIO(inputs, outputs)
 
 
 @dataclass
@@ -454,15 +483,17 @@ QUANT_WEIGHT_CONSTRAINTS = QUANT_CONSTRAINTS + [constraint_symmetric_weights]
 
 def _quant_checks(ctx, wide: bool = False) -> list:
     """Checks of the QDQ parts of an int8 match: int8 data (int16 too where `wide`: the ELTWISE operands
-    of format 1.2), per-tensor scales, symmetric weights."""
+    of format 1.2), per-tensor scales, symmetric weights. A model output's lone dequantize (annotated
+    "dequantize", no quantize) has its input checked."""
     ann = ctx.annotated_expr
-    if "quantize" not in ann:
+    if "quantize" not in ann and "dequantize" not in ann:
         return []
-    data_dqs = [ann[k] for k in ("data", "lhs", "rhs") if k in ann]
+    data_dqs = [ann[k] for k in ("data", "lhs", "rhs", "dequantize") if k in ann]
     if ann["op"].op.name == "relax.concat":  # its dequantized inputs come as one tuple
         data_dqs = [_resolve(ctx, f) for f in _resolve(ctx, ann["op"].args[0]).fields]
-    checks = [(constraint_int8_activations, ([d.args[0] for d in data_dqs] + [ann["quantize"]], wide)),
-              (constraint_per_tensor, (data_dqs + [ann["quantize"]],))]
+    qs = [ann["quantize"]] if "quantize" in ann else []
+    checks = [(constraint_int8_activations, ([d.args[0] for d in data_dqs] + qs, wide)),
+              (constraint_per_tensor, (data_dqs + qs,))]
     if "weight" in ann:
         w = _resolve(ctx, ann["weight"])
         if w.op.name == "relax.permute_dims":
@@ -665,6 +696,79 @@ def check_unary(ctx) -> bool:
     return _run(ctx, "unary", [(constraint_width, ([static_shape(call)[-1]],))])
 
 
+def constraint_model_input(data):
+    """NPU_E_QUANT_IO: the NPU quantizes only a model input (a parameter of main) that nothing else reads:
+    the runtime converts it from float32 as it stages the input (format 1.3). A quantize of a value the
+    model computes, on the CPU or on the NPU, runs on the CPU (the NPU has no float-to-integer command)."""
+    io = _ACTIVE["io"]
+    if io is not None and data in io.inputs:
+        return None
+    return f"{getattr(data, 'name', 'the input')} is not a model input read only here"
+
+
+def constraint_model_output(result):
+    """NPU_E_QUANT_IO: the NPU dequantizes only a model output (returned by main and read by nothing
+    else): the runtime converts it to float32 as it stages the output (format 1.3). Other dequantizes run
+    inside the int8 op that reads them, or on the CPU."""
+    io = _ACTIVE["io"]
+    return None if io is not None and result is not None and result in io.outputs else \
+        "its result is not only a model output"
+
+
+def constraint_staged_reshape(reshape, quantized):
+    """NPU_E_QUANT_IO: a reshape between a model input or output and its quantize or dequantize joins the
+    staging when it keeps the last dimension and the integer tensor is not 4-D (the runtime stages it as
+    rows of the last dimension)."""
+    a, b = static_shape(reshape.args[0]), static_shape(reshape)
+    q = static_shape(quantized)
+    if a is None or b is None or q is None or not a or not b or a[-1] != b[-1] or len(q) == 4:
+        return f"reshape {None if a is None else list(a)} -> {None if b is None else list(b)}"
+    return None
+
+
+def _staged_io(ctx, quantize_input: bool):
+    """The var a staged quantize or dequantize converts: the model input under a quantize (and a
+    reshape), or the model output a dequantize (and a reshape) makes."""
+    ann = ctx.annotated_expr
+    if quantize_input:
+        return ann["reshape"].args[0] if "reshape" in ann else ann["op"].args[0]
+    return ctx.value_to_bound_var.get(ann.get("reshape", ann["op"]))
+
+
+@applies(constraint_model_input, constraint_static_shape, constraint_rank, constraint_staged_reshape,
+         constraint_width, int8=QUANT_CONSTRAINTS)
+def check_quantize_input(ctx) -> bool:
+    """quantize(x) of a model input x, or quantize(reshape(x)): the region's input, quantized by the runtime
+    as it stages it. With a reshape, a quantize not of a model input is left to the plain entry (it gives
+    the reason)."""
+    ann = ctx.annotated_expr
+    q, data = ann["op"], _staged_io(ctx, True)
+    if "reshape" in ann and constraint_model_input(data) is not None:
+        return False
+    checks = [(constraint_model_input, (data,)), (constraint_static_shape, ([q, data],)),
+              (constraint_rank, ([q, data],))] + _quant_checks(ctx, wide=True)
+    if "reshape" in ann:
+        checks.append((constraint_staged_reshape, (ann["reshape"], q)))
+    return _run(ctx, "input", checks + [(constraint_width, ([static_shape(q)[-1]],))])
+
+
+@applies(constraint_model_output, constraint_static_shape, constraint_rank, constraint_staged_reshape,
+         constraint_width, int8=QUANT_CONSTRAINTS)
+def check_dequantize_output(ctx) -> bool:
+    """dequantize(q) returned by the model, or reshape(dequantize(q)): the region's output, dequantized by
+    the runtime as it stages it. With a reshape, a result that is not a model output is left alone."""
+    ann = ctx.annotated_expr
+    dq = ann["op"]
+    result = _staged_io(ctx, False)
+    if "reshape" in ann and constraint_model_output(result) is not None:
+        return False
+    checks = [(constraint_model_output, (result,)), (constraint_static_shape, ([dq],)),
+              (constraint_rank, ([dq],))] + _quant_checks(ctx, wide=True)
+    if "reshape" in ann:
+        checks.append((constraint_staged_reshape, (ann["reshape"], dq.args[0])))
+    return _run(ctx, "qoutput", checks + [(constraint_width, ([static_shape(dq)[-1]],))])
+
+
 def constraint_softmax_axis(call):
     """NPU_E_AXIS: softmax must run over the last axis of a tensor of rank 1 to 3 (a matrix's rows); a 4-D
     map's last axis (W) is not contiguous in the NPU's NHWC layout, and other axes stay on the CPU."""
@@ -703,4 +807,5 @@ ALL_CONSTRAINTS = [constraint_float32, constraint_static_shape, constraint_rank,
                    constraint_pool, constraint_pool_window_fits, constraint_reshape_keeps_rows,
                    constraint_same_quantization,
                    constraint_concat, constraint_slice_rows, constraint_broadcast, constraint_eltwise_scales,
-                   constraint_softmax_axis]
+                   constraint_softmax_axis, constraint_model_input, constraint_model_output,
+                   constraint_staged_reshape]

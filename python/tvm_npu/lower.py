@@ -8,7 +8,7 @@ All layout and scale arithmetic happens here, at compile time, never at run time
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import tvm
@@ -17,6 +17,7 @@ from tvm import relax
 from . import quant_params as qp
 from .constraints import broadcast_mode, constant_value, dtype_of, static_shape
 from .errors import NPUError
+from .patterns import IO_COMPOSITES, QUANTIZE_INPUTS
 
 
 @dataclass
@@ -29,6 +30,8 @@ class TensorInfo:
     view: tuple
     dtype: str = "float16"  # on the device
     host_dtype: str = "float32"
+    # Quantized staging (int8 / int16 on the device, float32 on the host; format 1.3): scale, zero point
+    qparams: tuple | None = None
 
 
 @dataclass
@@ -95,6 +98,8 @@ class Graph:
     tensors: dict = field(default_factory=dict)  # name -> TensorInfo
     layers: list = field(default_factory=list)
     var_names: dict = field(default_factory=dict)  # relax.Var -> tensor name
+    # (role, index) of a region input / output staged with quantization -> its host form (TensorInfo)
+    staged: dict = field(default_factory=dict)
 
 
 # --- constant expressions ------------------------------------------------------------------------
@@ -185,11 +190,47 @@ def _data_dq(calls: dict):
 
 
 class _Lowerer:
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, params=()):
         self.graph = graph
+        self.params = set(params)  # the region's inputs
+        self.staged_in = {}  # a model input's quantize result -> (the region's float32 input, scale, zp)
+        self.staged = {}  # a region input or output staged with quantization -> its host form
 
-    def composite(self, comp: relax.Function, args, out_var) -> Layer:
+    def staging(self, kind: str, comp: relax.Function, args, out_var) -> None:
+        """A model input's quantize or a model output's dequantize, with or without a reshape
+        (patterns.IO_COMPOSITES): no layer, the runtime converts the region tensor as it stages it
+        (docs/npu.md section 2, format 1.3). The region's argument or result gets its own host form
+        (`staged`); the integer tensor keeps its own, as another region output may be that tensor."""
+        calls = _calls(comp)
+        call = calls["quantize" if kind in QUANTIZE_INPUTS else "dequantize"][0]
+        scale, zp = _qparams(call)
+        if kind in QUANTIZE_INPUTS:  # the tensor is made when an op reads it, in that op's view
+            self.staged_in[out_var] = (args[0], scale, zp)
+            return
+        data = args[0]
+        name = self.graph.var_names.get(data)
+        if name is None or data in self.params:
+            raise NPUError("ERR_OP_NOT_SUPPORTED", f"{self.graph.symbol}: the dequantized output "
+                           f"{out_var.name} is not computed in the region")
+        self.staged[out_var] = self._host_form(self.graph.tensors[name], static_shape(out_var), scale, zp)
+        self.graph.var_names[out_var] = name
+
+    def _host_form(self, info: TensorInfo, host_shape: tuple, scale: float, zp: int) -> TensorInfo:
+        """`info` as a float32 host tensor of `host_shape`, quantized with (scale, zp). Through a reshape
+        the host tensor is staged as rows of its last dimension, which must be the device view's rows
+        (constraints.constraint_staged_reshape)."""
+        form = replace(info, host_dtype="float32", qparams=(scale, zp))
+        if tuple(host_shape) != info.host_shape:
+            if info.view != _rows_view(host_shape):
+                raise NPUError("ERR_OP_NOT_SUPPORTED", f"{self.graph.symbol}: {info.name} is stored as "
+                               f"{info.view}, not as rows of host shape {host_shape}")
+            form.host_shape, form.host_layout = tuple(host_shape), "ROWS"
+        return form
+
+    def composite(self, comp: relax.Function, args, out_var) -> Layer | None:
         kind = str(comp.attrs["Composite"])
+        if kind in IO_COMPOSITES:
+            return self.staging(kind, comp, args, out_var)
         calls = _calls(comp)
         self.env = _bindings(comp)
         params = dict(zip(comp.params, args))
@@ -511,6 +552,10 @@ class _Lowerer:
             known = graph.var_names[var] = f"{var.name}:{len(graph.var_names)}"
             host_shape = tuple(shape or static_shape(var))
             graph.tensors[known] = TensorInfo(known, host_shape, layout, tuple(view), dtype, host_dtype)
+            if var in self.staged_in:  # quantized by the runtime from the region's float32 input
+                source, scale, zp = self.staged_in[var]
+                graph.var_names[source] = known
+                self.staged[source] = self._host_form(graph.tensors[known], static_shape(source), scale, zp)
         elif graph.tensors[known].view != tuple(view) or graph.tensors[known].dtype != dtype:
             raise NPUError("ERR_OP_NOT_SUPPORTED",
                            f"{graph.symbol}: tensor {var.name} is used with two layouts or dtypes; the "
@@ -522,7 +567,7 @@ def lower_function(func: relax.Function) -> Graph:
     """Lower one function with attribute Codegen="npu" to a Graph of NPU layers."""
     symbol = str(func.attrs["global_symbol"])
     graph = Graph(symbol)
-    lowerer = _Lowerer(graph)
+    lowerer = _Lowerer(graph, func.params)
     composites = {}
     for block in func.body.blocks:
         for binding in block.bindings:
@@ -530,7 +575,9 @@ def lower_function(func: relax.Function) -> Graph:
             if isinstance(value, relax.Function):
                 composites[binding.var] = value
             elif isinstance(value, relax.Call) and value.op in composites:
-                graph.layers.append(lowerer.composite(composites[value.op], value.args, binding.var))
+                layer = lowerer.composite(composites[value.op], value.args, binding.var)
+                if layer is not None:
+                    graph.layers.append(layer)
             else:
                 raise NPUError("ERR_OP_NOT_SUPPORTED",
                                f"{symbol}: unexpected binding {binding.var.name} in an NPU region")
@@ -541,4 +588,6 @@ def lower_function(func: relax.Function) -> Graph:
         raise NPUError("ERR_OP_NOT_SUPPORTED", f"{symbol}: region tensors {missing} are not NPU tensors")
     graph.inputs = [graph.var_names[p] for p in func.params]
     graph.outputs = [graph.var_names[o] for o in outs]
+    graph.staged = {(role, i): lowerer.staged[v] for role, vs in (("input", func.params), ("output", outs))
+                    for i, v in enumerate(vs) if v in lowerer.staged}
     return graph

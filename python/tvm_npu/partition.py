@@ -14,7 +14,7 @@ from tvm import relax
 
 from . import patterns, regions, relax_graph, rewrite
 from .config import NPUConfig, get_config
-from .constraints import checking
+from .constraints import checking, set_model_io
 
 
 def duplicate_dequantize(mod: tvm.IRModule) -> tvm.IRModule:
@@ -87,6 +87,7 @@ def partition_for_npu(mod: tvm.IRModule, config: NPUConfig | str | None = None,
     log = rejections if rejections is not None else []
     with checking(get_config(config), log):
         mod = prepare(mod)
+        set_model_io(mod["main"])  # which quantizes / dequantizes the runtime may stage (format 1.3)
         mod = relax.transform.FuseOpsByPattern(patterns.npu_patterns(), bind_constants=True,
                                                annotate_codegen=False)(mod)
         mod = relax.transform.MergeCompositeFunctions()(mod)

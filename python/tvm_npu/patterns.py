@@ -169,6 +169,38 @@ def requantize_patterns():
     return [_entry("qrequantize", q, {"data": data, "quantize": q, "op": q}, C.check_requantize)]
 
 
+# Quantized staging (format 1.3): a model input's quantize and a model output's dequantize, run by the
+# runtime as it stages the region's I/O (no command), each with or without a reshape between it and the
+# model's tensor. lower.py and regions.py know them by these names.
+QUANTIZE_INPUTS = (f"{PREFIX}.qinput", f"{PREFIX}.qinput_reshape")
+IO_COMPOSITES = QUANTIZE_INPUTS + (f"{PREFIX}.qoutput", f"{PREFIX}.qoutput_reshape")
+
+
+def _io_entry(name, root, ann, check):
+    return _entry(name, root, dict(ann, op=ann.get("quantize", ann.get("dequantize"))), check)
+
+
+def io_patterns() -> tuple[list, list]:
+    """(plain, with a reshape): the plain entries go lowest, so they only see a quantize or dequantize
+    that no int8 op took (a dequantize inside a QDQ op is that op's); those with a reshape go highest, so
+    the fp16 reshape entry does not take the model's float reshape first (their checks refuse silently
+    what is not a model input or output, and leave it to the others)."""
+    q = is_op("relax.quantize")(wildcard(), is_const(), is_const())
+    dq = is_op("relax.dequantize")(wildcard(), is_const(), is_const())
+    # Not a QDQ reshape (dequantize -> reshape -> quantize), nor a constant's reshape (a bias): those are
+    # other entries' (a pattern-only match, without the checks, must not take them either).
+    r_in = is_op("relax.reshape")(~is_op("relax.dequantize")(wildcard(), wildcard(), wildcard()), wildcard())
+    q_r = is_op("relax.quantize")(r_in, is_const(), is_const())
+    dq2 = is_op("relax.dequantize")(~is_const(), is_const(), is_const())
+    r_out = is_op("relax.reshape")(dq2, wildcard())
+    plain = [_io_entry("qinput", q, {"quantize": q}, C.check_quantize_input),
+             _io_entry("qoutput", dq, {"dequantize": dq}, C.check_dequantize_output)]
+    reshaped = [_io_entry("qinput_reshape", q_r, {"quantize": q_r, "reshape": r_in}, C.check_quantize_input),
+                _io_entry("qoutput_reshape", r_out, {"dequantize": dq2, "reshape": r_out},
+                          C.check_dequantize_output)]
+    return plain, reshaped
+
+
 def softmax_patterns():
     """Softmax over a matrix's rows (SOFTMAX, fp16 only: in a QDQ model it runs between the CPU's
     dequantize and quantize)."""
@@ -243,7 +275,8 @@ def table() -> list:
         entries += reshape_patterns(quantized) + pool_patterns(quantized) + add_patterns(quantized)
         entries += unary_patterns(quantized)
         entries += conv2d_patterns(quantized) + dense_patterns(quantized)
-    return requantize_patterns() + entries + softmax_patterns()
+    plain_io, reshaped_io = io_patterns()
+    return plain_io + requantize_patterns() + entries + softmax_patterns() + reshaped_io
 
 
 _REGISTERED = []

@@ -526,9 +526,10 @@ def plan(cfg: NPUConfig, graph: Graph) -> Stream:
     tensors = []
     for role, names in (("input", graph.inputs), ("output", graph.outputs)):
         for i, name in enumerate(names):
-            info_t, p = graph.tensors[name], placed[name]
+            info_t, p = graph.staged.get((role, i), graph.tensors[name]), placed[name]
+            scale, zp = info_t.qparams or (0.0, 0)  # quantized staging (format 1.3)
             tensors.append(TensorDesc(role, i, info_t.dtype, info_t.host_dtype, info_t.host_layout,
-                                      info_t.host_shape, info_t.view, p.addr, p.row_stride))
+                                      info_t.host_shape, info_t.view, p.addr, p.row_stride, scale, zp))
     # The task's tensor table holds its inputs and outputs (weights live inside the stream's weight
     # region, intermediates are the planner's own), so the limit is on the region's boundary.
     if len(tensors) > cfg.max_tensors:

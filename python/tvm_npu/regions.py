@@ -21,6 +21,7 @@ from . import relax_graph
 from .config import NPUConfig
 from .constraints import Rejection, reason_code, reason_text, static_shape
 from .errors import NPUError
+from .patterns import IO_COMPOSITES, QUANTIZE_INPUTS
 
 
 def constraint_region_size(compute_cycles: int, boundary_cycles: int):
@@ -35,7 +36,20 @@ def constraint_region_size(compute_cycles: int, boundary_cycles: int):
     return f"{compute_cycles} compute cycles < {boundary_cycles} boundary cycles"
 
 
-REGION_CONSTRAINTS = [constraint_region_size]
+def constraint_io_only(staging_only: bool):
+    """NPU_E_QUANT_IO: a model input's quantize or a model output's dequantize runs on the NPU only as
+    part of a region that computes something (the runtime converts the region's input or output as it
+    stages it); next to CPU ops only, it stays on the CPU."""
+    return "no NPU op reads or writes its tensor" if staging_only else None
+
+
+REGION_CONSTRAINTS = [constraint_region_size, constraint_io_only]
+
+
+def _staging_only(func: relax.Function) -> bool:
+    """Whether every composite of a region is a model input's quantize or output's dequantize."""
+    calls, defs = _calls(func)
+    return all(str(defs[c].value.attrs["Composite"]) in IO_COMPOSITES for _, c, _ in calls)
 
 
 def _npu_functions(mod: tvm.IRModule) -> dict:
@@ -71,6 +85,19 @@ def _device_bytes(var) -> int:
     return sum(math.prod(int(d) for d in t.shape) * (1 if str(t.dtype) == "int8" else 2) for t in tys)  # fp16, int16: 2
 
 
+def _device_tensors(func: relax.Function) -> dict:
+    """Region inputs / outputs staged with quantization -> the integer tensor the device holds for them."""
+    calls, defs = _calls(func)
+    device = {}
+    for var, comp_var, args in calls:
+        kind = str(defs[comp_var].value.attrs["Composite"])
+        if kind in QUANTIZE_INPUTS:
+            device[args[0]] = var  # the float32 input -> the tensor its quantize makes
+        elif kind in IO_COMPOSITES:
+            device[var] = args[0]  # the float32 output -> the tensor it dequantizes
+    return device
+
+
 def compute_cycles(cfg: NPUConfig, func: relax.Function) -> int | None:
     """A region's compute in the cycle model's terms (docs/npu.md section 5), from the Relax shapes;
     None when it has a convolution or dense layer: those always stay on the NPU (the MAC array is what
@@ -102,11 +129,12 @@ def compute_cycles(cfg: NPUConfig, func: relax.Function) -> int | None:
 def boundary_cycles(cfg: NPUConfig, func: relax.Function) -> int:
     body = func.body.body
     outs = list(body.fields) if isinstance(body, relax.Tuple) else [body]
-    return sum(cfg.dma_latency + math.ceil(_device_bytes(v) / cfg.ddr_bytes_per_cycle)
+    device = _device_tensors(func)
+    return sum(cfg.dma_latency + math.ceil(_device_bytes(device.get(v, v)) / cfg.ddr_bytes_per_cycle)
                for v in list(func.params) + outs)
 
 
-def _inline(bb, func, args, fresh, rejections, detail):
+def _inline(bb, func, args, fresh, rejections, detail, constraint=constraint_region_size):
     """Emit the ops of `func`'s composites into `bb`; returns the region's result (var or tuple)."""
     m = dict(zip(func.params, args))
     calls, defs = _calls(func)
@@ -116,14 +144,16 @@ def _inline(bb, func, args, fresh, rejections, detail):
         for b in comp.body.blocks[0].bindings:
             inner[b.var] = bb.emit(relax_graph.subst(b.value, inner), name_hint=fresh(var.name))
             rejections.append(Rejection(inner[b.var].name, relax_graph.op_name(b.value), "region",
-                                        reason_code(constraint_region_size),
-                                        reason_text(constraint_region_size), detail))
+                                        reason_code(constraint), reason_text(constraint), detail))
         m[var] = inner[comp.body.body]
     return relax_graph.subst(func.body.body, m)
 
 
-def _chunks(calls: list, result_vars: set, limit: int, symbol: str) -> list:
-    """Cut the calls into runs [s, e) in order, each with at most `limit` inputs plus outputs."""
+def _chunks(calls: list, result_vars: set, limit: int, symbol: str, staged_in: set = frozenset(),
+            staged_out: set = frozenset()) -> list:
+    """Cut the calls into runs [s, e) in order, each with at most `limit` inputs plus outputs. A model
+    input's quantize stays with the calls after it and a model output's dequantize with those before it
+    (`staged_in`, `staged_out`: their vars): staging converts a task's own input or output only."""
     where = {var: i for i, (var, _, _) in enumerate(calls)}
     users: dict = {}
     for i, (_, _, args) in enumerate(calls):
@@ -146,9 +176,35 @@ def _chunks(calls: list, result_vars: set, limit: int, symbol: str) -> list:
         e = s + 1
         while e < len(calls) and tensors(s, e + 1) <= limit:  # greedy: the longest run that fits
             e += 1
+        while e < len(calls) and calls[e][0] in staged_out and tensors(s, e + 1) <= limit:
+            e += 1  # it trades the integer output for the float one (unless that is read later too)
+        while e - 1 > s and calls[e - 1][0] in staged_in:
+            e -= 1
         cuts.append((s, e))
         s = e
     return cuts
+
+
+def _staging_beside_its_op(calls: list, staged_in: set, staged_out: set) -> list:
+    """`calls` with each model input's quantize moved just before the first call that reads it, and each
+    model output's dequantize just after the call that makes its input, so a cut between tasks does not
+    part them (neither depends on anything else of the region)."""
+    pending_in = {var: call for call in calls if (var := call[0]) in staged_in}
+    outs_of: dict = {}
+    for call in calls:
+        if call[0] in staged_out:
+            outs_of.setdefault(call[2][0], []).append(call)
+    order = []
+    for call in calls:
+        if call[0] in staged_in or call[0] in staged_out:
+            continue
+        for a in relax_graph.free_vars(relax.Tuple(call[2])):
+            if a in pending_in:
+                order.append(pending_in.pop(a))
+        order.append(call)
+        order += outs_of.pop(call[0], [])
+    # Left over: staging no op of the region reads or makes (not formed by the partitioner).
+    return list(pending_in.values()) + order + [c for cs in outs_of.values() for c in cs]
 
 
 def _split(gv, func, limit: int) -> list:
@@ -157,7 +213,11 @@ def _split(gv, func, limit: int) -> list:
     body = func.body.body
     result = list(body.fields) if isinstance(body, relax.Tuple) else [body]
     parts = []
-    for k, (s, e) in enumerate(_chunks(calls, set(result), limit, gv.name_hint)):
+    kinds = {var: str(defs[c].value.attrs["Composite"]) for var, c, _ in calls}
+    staged_in = {v for v, k in kinds.items() if k in QUANTIZE_INPUTS}
+    staged_out = {v for v, k in kinds.items() if k in IO_COMPOSITES and k not in QUANTIZE_INPUTS}
+    calls = _staging_beside_its_op(calls, staged_in, staged_out)
+    for k, (s, e) in enumerate(_chunks(calls, set(result), limit, gv.name_hint, staged_in, staged_out)):
         run = calls[s:e]
         defined = {v for v, _, _ in run}
         ins = list(dict.fromkeys(a for _, _, args in run for a in relax_graph.free_vars(relax.Tuple(args))
@@ -201,9 +261,12 @@ def apply(mod: tvm.IRModule, cfg: NPUConfig, rejections: list) -> tvm.IRModule:
         return (name == "" or isinstance(e, relax.Call) and e.op in regions
                 or qdq and (e.args[0] in params or isinstance(e.args[0], tvm.ir.Constant) or var in outputs))
     whole_model = all(boundary(v, e) for v, e in main.bindings)
-    small = {}
+    # Quantized staging with nothing to stage for: back to the CPU, whole model or not.
+    small = {gv: constraint_io_only(True) for gv, f in regions.items() if _staging_only(f)}
     if not whole_model:
         for gv, f in regions.items():
+            if gv in small:
+                continue
             cycles = compute_cycles(cfg, f)
             detail = None if cycles is None else constraint_region_size(cycles, boundary_cycles(cfg, f))
             if detail is not None:
@@ -227,7 +290,9 @@ def apply(mod: tvm.IRModule, cfg: NPUConfig, rejections: list) -> tvm.IRModule:
         func = mod[value.op]
         args = [relax_graph.subst(a, m) for a in value.args]
         if value.op in small:
-            return _inline(bb, func, args, fresh, rejections, small[value.op])
+            staging = _staging_only(func)
+            return _inline(bb, func, args, fresh, rejections, small[value.op],
+                           constraint_io_only if staging else constraint_region_size)
         env = dict(zip(func.params, args))
         for pgv, _, ins, outs in parts[value.op]:
             res = bb.emit(relax.Call(pgv, [env[v] for v in ins]), name_hint=fresh(f"{var.name}_part"))

@@ -21,6 +21,7 @@ from tvm import relax
 from tvm.ir.prim.expr import IntImm
 
 from .constraints import weight_constant
+from .patterns import IO_COMPOSITES
 from .relax_graph import free_vars
 
 
@@ -392,7 +393,10 @@ def _composite_ops(func: relax.Function):
                     if not any(isinstance(a, relax.Var) and a in data for a in args):
                         continue  # a concat's inputs come as one tuple
                     data.add(cb.var)
-                    if call.op.name not in ("relax.quantize", "relax.dequantize"):
+                    # The QDQ around an int8 op is part of it; a model input's quantize or output's
+                    # dequantize (quantized staging) is an op of its own.
+                    if call.op.name not in ("relax.quantize", "relax.dequantize") or \
+                            str(comp.attrs["Composite"]) in IO_COMPOSITES:
                         yield str(comp.attrs["Composite"]), call.op.name, cb.var.name, call, env
 
 

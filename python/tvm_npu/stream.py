@@ -18,11 +18,13 @@ MAGIC = 0x5355504E  # b"NPUS"
 VERSION_MAJOR = 1
 # 1.1: pixel strides of CONV2D and POOL (0: packed, as in 1.0); ELTWISE, UNARY, SOFTMAX.
 # 1.2: the int16 dtype; ELTWISE's per-operand dtypes (a_dtype, b_dtype, out_dtype; 0 = dtype).
-VERSION_MINOR = 2
+# 1.3: quantized staging (host fp32 <-> device int8 / int16) and the quantization table (qparams_offset).
+VERSION_MINOR = 3
 HEADER_BYTES = 64
 CONFIG_BYTES = 64
 TENSOR_BYTES = 64
 COMMAND_BYTES = 128
+QPARAMS_BYTES = 8  # a quantization table entry: fp32 scale, int32 zero point
 NO_BIAS = 0xFFFFFFFF
 SLICE_ALIGNMENT = 16  # CONV2D / POOL input and output addresses: one SRAM beat (channel slices)
 NO_IO = 0xFFFFFFFF
@@ -131,6 +133,14 @@ class TensorDesc:
     view: tuple  # device [N, H, W, C]
     ddr_addr: int
     row_stride: int
+    # Quantized staging (format 1.3): host fp32 <-> device int8 / int16 with this scale and zero point.
+    scale: float = 0.0
+    zero_point: int = 0
+
+    @property
+    def quantized(self) -> bool:
+        return (self.role in ("input", "output") and self.host_dtype == "float32"
+                and self.dtype in ("int8", "int16"))
 
     def words(self) -> list[int]:
         shape = list(self.host_shape) + [0] * (4 - len(self.host_shape))
@@ -174,13 +184,18 @@ def encode(stream: Stream) -> bytes:
     tensors = b"".join(struct.pack("<16I", *t.words()) for t in stream.tensors)
     commands = b"".join(struct.pack("<32I", *c.words()) for c in stream.commands)
     body = cfg + tensors + commands
+    qparams_offset = 0
+    if any(t.quantized for t in stream.tensors):  # the quantization table follows the commands
+        qparams_offset = HEADER_BYTES + len(body)
+        body += b"".join(struct.pack("<fi", t.scale, t.zero_point) if t.quantized else bytes(QPARAMS_BYTES)
+                         for t in stream.tensors)
     weights_offset = _align(HEADER_BYTES + len(body))
     body += b"\0" * (weights_offset - HEADER_BYTES - len(body)) + bytes(stream.weights)
     version = VERSION_MAJOR | (VERSION_MINOR << 16)
     header = struct.pack("<16I", MAGIC, version, HEADER_BYTES, 0, len(stream.tensors),
                          len(stream.commands), weights_offset, len(stream.weights), stream.ddr_bytes,
                          stream.sram_bytes_used, stream.num_inputs, stream.num_outputs,
-                         zlib.crc32(body) & 0xFFFFFFFF, 0, 0, 0)
+                         zlib.crc32(body) & 0xFFFFFFFF, qparams_offset, 0, 0)
     return header + body
 
 
@@ -213,6 +228,9 @@ def decode(blob: bytes) -> Stream:
         tensors.append(TensorDesc(ROLE_NAMES[w[0]], -1 if w[1] == NO_IO else w[1], DTYPE_NAMES[w[2]],
                                   DTYPE_NAMES[w[3]], LAYOUT_NAMES[w[4]], tuple(w[6:6 + rank]),
                                   tuple(w[10:14]), w[14], w[15]))
+    if h[13]:  # the quantization table (format 1.3)
+        for i, t in enumerate(tensors):
+            t.scale, t.zero_point = struct.unpack_from("<fi", blob, h[13] + QPARAMS_BYTES * i)
     commands = []
     for _ in range(num_commands):
         w = struct.unpack_from("<32I", blob, off)

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -47,7 +48,8 @@ void CheckHostTensor(const char* kind, size_t k, const DLTensor* t, const Tensor
     NPU_THROW(kShapeMismatch) << kind << " " << k << " is on device type "
                               << t->device.device_type << "; pass a CPU tensor";
   }
-  // The parser admits fp32, int8 or int16 host tensors only.
+  // The parser admits fp32, int8 or int16 host tensors only (fp32 also for an int8 / int16 device
+  // tensor staged with quantization, format 1.3).
   const bool fp = d.host_dtype == stream::kFP32;
   const uint8_t code = fp ? kDLFloat : kDLInt;
   const uint8_t bits = fp ? 32 : (d.host_dtype == stream::kInt16 ? 16 : 8);
@@ -79,24 +81,53 @@ void CheckHostTensor(const char* kind, size_t k, const DLTensor* t, const Tensor
   if (t->data == nullptr) NPU_THROW(kShapeMismatch) << kind << " " << k << " has no data";
 }
 
-// Visits every element of a descriptor's device view with its host flat index and its byte
-// offset from ddr_addr. NHWC and ROWS share the row-major order of the view; NCHW transposes.
+// Visits the device view as runs of elements contiguous in the host tensor: f(host flat index, byte
+// offset from ddr_addr, elements, device step in elements). NHWC and ROWS share the row-major order
+// of the view: a row (n, h) of W*C elements is one run, step 1. NCHW transposes it: a run is the W
+// pixels of one channel of a row, C elements apart on the device.
 template <typename F>
-void ForEachElement(const TensorDesc& d, F&& f) {
-  const uint64_t elem = stream::DTypeBytes(d.dtype);
+void ForEachRun(const TensorDesc& d, F&& f) {
   const uint64_t N = d.view[0], H = d.view[1], W = d.view[2], C = d.view[3];
-  for (uint64_t n = 0; n < N; ++n) {
-    for (uint64_t h = 0; h < H; ++h) {
-      for (uint64_t w = 0; w < W; ++w) {
+  if (d.host_layout == stream::kLayoutNCHW && C != 1 && H * W != 1) {
+    const uint64_t elem = stream::DTypeBytes(d.dtype);
+    for (uint64_t n = 0; n < N; ++n) {
+      for (uint64_t h = 0; h < H; ++h) {
         for (uint64_t c = 0; c < C; ++c) {
-          const uint64_t host = d.host_layout == stream::kLayoutNCHW
-                                    ? ((n * C + c) * H + h) * W + w
-                                    : ((n * H + h) * W + w) * C + c;
-          f(host, (n * H + h) * d.row_stride + (w * C + c) * elem);
+          f(((n * C + c) * H + h) * W, (n * H + h) * d.row_stride + c * elem, W, C);
         }
       }
     }
+    return;
   }
+  for (uint64_t r = 0; r < N * H; ++r) f(r * W * C, r * d.row_stride, W * C, uint64_t{1});
+}
+
+// Quantized staging in (docs/npu.md section 2, format 1.3), as TVM's llvm build of relax.quantize:
+// q = clamp(round_half_even(fp32(x / s)) + z, lo, hi), a NaN giving hi. The quotient is clamped to
+// [lo - z - 1, hi - z + 1] first, by compare-and-select as TVM's clamp (a NaN fails the compare and
+// becomes the upper bound): the clamp of the rounded sum is then unchanged, and the quotient is
+// small enough that adding and subtracting 1.5 * 2^23 rounds it to the nearest integer, ties to
+// even (the default FP environment, as for every fp32 operation of the reference). `q` is written
+// every `step` elements.
+template <typename T>
+void QuantizeRun(const float* x, T* q, uint64_t n, uint64_t step, float scale, int32_t zp) {
+  constexpr int32_t lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
+  const float vlo = static_cast<float>(lo - zp - 1), vhi = static_cast<float>(hi - zp + 1);
+  constexpr float kRound = 12582912.0f;
+  for (uint64_t i = 0; i < n; ++i) {
+    float v = x[i] / scale;
+    v = v < vhi ? v : vhi;
+    v = v > vlo ? v : vlo;
+    const int32_t r = static_cast<int32_t>((v + kRound) - kRound) + zp;
+    q[i * step] = static_cast<T>(r < lo ? lo : (r > hi ? hi : r));
+  }
+}
+
+// Quantized staging out: x = fp32(q - z) * s, one rounding (q - z is exact in fp32); `q` is read
+// every `step` elements.
+template <typename T>
+void DequantizeRun(const T* q, float* x, uint64_t n, uint64_t step, float scale, int32_t zp) {
+  for (uint64_t i = 0; i < n; ++i) x[i] = static_cast<float>(int32_t{q[i * step]} - zp) * scale;
 }
 
 class Machine {
@@ -106,41 +137,65 @@ class Machine {
       : ps_(ps), sram_(buffers->sram), arena_(buffers->arena),
         weights_(cache != nullptr ? &cache->weights : nullptr) {}
 
-  // Host fp32 -> device fp16 (RNE), or int8 / int16 unchanged (re-layout only), at the
-  // descriptor's place in the activation region.
+  // Host fp32 -> device fp16 (RNE), host fp32 -> device int8 / int16 quantized (format 1.3), or
+  // int8 / int16 unchanged (re-layout only), at the descriptor's place in the activation region.
   void StageIn(const TensorDesc& d, const DLTensor* t) {
     const char* data = static_cast<const char*>(t->data) + t->byte_offset;
-    uint8_t* base = Arena(d.ddr_addr);
-    if (d.dtype != stream::kFP16) {
-      const uint64_t elem = stream::DTypeBytes(d.dtype);
-      ForEachElement(d, [&](uint64_t host, uint64_t off) {
-        std::memcpy(base + off, data + host * elem, elem);
-      });
-      return;
-    }
     const float* src = reinterpret_cast<const float*>(data);
-    ForEachElement(d, [&](uint64_t host, uint64_t off) {
-      const uint16_t h = FloatToHalfBits(src[host]);
-      std::memcpy(base + off, &h, sizeof(h));
+    uint8_t* base = Arena(d.ddr_addr);
+    const uint64_t elem = stream::DTypeBytes(d.dtype);
+    const stream::QParams* q = QParamsOf(d);
+    ForEachRun(d, [&](uint64_t host, uint64_t off, uint64_t n, uint64_t step) {
+      uint8_t* dst = base + off;
+      if (d.dtype == stream::kFP16) {
+        for (uint64_t i = 0; i < n; ++i) {
+          const uint16_t h = FloatToHalfBits(src[host + i]);
+          std::memcpy(dst + i * step * sizeof(h), &h, sizeof(h));
+        }
+      } else if (q == nullptr && step == 1) {
+        std::memcpy(dst, data + host * elem, n * elem);
+      } else if (q == nullptr) {
+        for (uint64_t i = 0; i < n; ++i) {
+          std::memcpy(dst + i * step * elem, data + (host + i) * elem, elem);
+        }
+      } else if (d.dtype == stream::kInt8) {
+        QuantizeRun(src + host, reinterpret_cast<int8_t*>(dst), n, step, q->scale, q->zero_point);
+      } else {
+        QuantizeRun(src + host, reinterpret_cast<int16_t*>(dst), n, step, q->scale,
+                    q->zero_point);
+      }
     });
   }
 
-  // Device fp16 -> host fp32 (exact), or int8 / int16 unchanged.
+  // Device fp16 -> host fp32 (exact), device int8 / int16 -> host fp32 dequantized (format 1.3), or
+  // int8 / int16 unchanged.
   void StageOut(const TensorDesc& d, DLTensor* t) const {
     char* data = static_cast<char*>(t->data) + t->byte_offset;
-    const uint8_t* base = arena_.data() + (d.ddr_addr - ps_.header.weights_bytes);
-    if (d.dtype != stream::kFP16) {
-      const uint64_t elem = stream::DTypeBytes(d.dtype);
-      ForEachElement(d, [&](uint64_t host, uint64_t off) {
-        std::memcpy(data + host * elem, base + off, elem);
-      });
-      return;
-    }
     float* dst = reinterpret_cast<float*>(data);
-    ForEachElement(d, [&](uint64_t host, uint64_t off) {
-      uint16_t h;
-      std::memcpy(&h, base + off, sizeof(h));
-      dst[host] = HalfBitsToFloat(h);
+    const uint8_t* base = arena_.data() + (d.ddr_addr - ps_.header.weights_bytes);
+    const uint64_t elem = stream::DTypeBytes(d.dtype);
+    const stream::QParams* q = QParamsOf(d);
+    ForEachRun(d, [&](uint64_t host, uint64_t off, uint64_t n, uint64_t step) {
+      const uint8_t* src = base + off;
+      if (d.dtype == stream::kFP16) {
+        for (uint64_t i = 0; i < n; ++i) {
+          uint16_t h;
+          std::memcpy(&h, src + i * step * sizeof(h), sizeof(h));
+          dst[host + i] = HalfBitsToFloat(h);
+        }
+      } else if (q == nullptr && step == 1) {
+        std::memcpy(data + host * elem, src, n * elem);
+      } else if (q == nullptr) {
+        for (uint64_t i = 0; i < n; ++i) {
+          std::memcpy(data + (host + i) * elem, src + i * step * elem, elem);
+        }
+      } else if (d.dtype == stream::kInt8) {
+        DequantizeRun(reinterpret_cast<const int8_t*>(src), dst + host, n, step, q->scale,
+                      q->zero_point);
+      } else {
+        DequantizeRun(reinterpret_cast<const int16_t*>(src), dst + host, n, step, q->scale,
+                      q->zero_point);
+      }
     });
   }
 
@@ -197,6 +252,13 @@ class Machine {
   }
 
  private:
+  // The scale and zero point of a descriptor staged with quantization, else nullptr. `d` is an
+  // element of ps_.tensors (Execute passes them), so its index there is its table entry's.
+  const stream::QParams* QParamsOf(const TensorDesc& d) const {
+    if (ps_.qparams.empty() || !IsQuantized(d)) return nullptr;
+    return &ps_.qparams[static_cast<size_t>(&d - ps_.tensors.data())];
+  }
+
   // Only the activation region [weights_bytes, ddr_bytes) is writable, and it is per call.
   uint8_t* Arena(uint64_t ddr_addr) {
     return arena_.data() + (ddr_addr - ps_.header.weights_bytes);

@@ -8,6 +8,7 @@
  */
 #include "runtime/stream_parser.h"
 
+#include <cmath>
 #include <string>
 
 #include "runtime/command_checks.h"
@@ -32,9 +33,15 @@ void CheckHeader(const stream::Header& h, size_t size) {
                           << "; recompile the model with this tvm_npu, or update the runtime";
   }
   if (h.header_bytes != stream::kHeaderBytes || h.flags != 0 || h.reserved[0] != 0 ||
-      h.reserved[1] != 0 || h.reserved[2] != 0) {
+      h.reserved[1] != 0) {
     NPU_THROW(kBadStream) << "header_bytes must be 64 and flags/reserved words 0 (got "
                           << h.header_bytes << ", flags " << h.flags << ")";
+  }
+  if (h.qparams_offset != 0 && h.version_minor < stream::kQuantIoMinor) {
+    NPU_THROW(kBadStream) << "header word 13 (qparams_offset) is " << h.qparams_offset
+                          << ": a quantization table needs stream format 1."
+                          << stream::kQuantIoMinor << ", the stream says 1." << h.version_minor
+                          << " (a reserved word there)";
   }
   const uint64_t tables_end = stream::kTensorTableOffset +
                               uint64_t{stream::kTensorBytes} * h.num_tensors +
@@ -43,6 +50,14 @@ void CheckHeader(const stream::Header& h, size_t size) {
     NPU_THROW(kBadStream) << "weights_offset " << h.weights_offset
                           << " must be 128-aligned and at or after the command table end "
                           << tables_end;
+  }
+  if (h.qparams_offset != 0 &&
+      (h.qparams_offset % 4 != 0 || h.qparams_offset < tables_end ||
+       h.qparams_offset + uint64_t{stream::kQParamsBytes} * h.num_tensors > h.weights_offset)) {
+    NPU_THROW(kBadStream) << "quantization table at " << h.qparams_offset << " ("
+                          << h.num_tensors << " entries of 8 bytes) must be 4-byte aligned and lie "
+                          << "between the command table end " << tables_end
+                          << " and weights_offset " << h.weights_offset;
   }
   const uint64_t expected = uint64_t{h.weights_offset} + h.weights_bytes;
   if (size != expected) {
@@ -108,15 +123,45 @@ bool ViewMatchesHost(const TensorDesc& t) {
   }
 }
 
-void CheckIoTensor(const std::string& where, const TensorDesc& t, const NPUConfig& c) {
-  // fp32 on the host staged as fp16, or int8 / int16 on both sides (the runtime only re-lays it out).
+// A quantized scale is finite and positive, a zero point in the device dtype's range (int16: 0).
+void CheckQParams(const std::string& where, const TensorDesc& t, const stream::QParams& q) {
+  const bool scale_ok = std::isfinite(q.scale) && q.scale > 0.0f;
+  const bool zp_ok = t.dtype == stream::kInt8 ? q.zero_point >= -128 && q.zero_point <= 127
+                                              : q.zero_point == 0;
+  if (!scale_ok || !zp_ok) {
+    NPU_THROW(kBadStream) << where << ": quantized staging with scale " << q.scale
+                          << " and zero point " << q.zero_point << "; the scale must be finite and "
+                          << "> 0, the zero point within -128..127 (int8) or 0 (int16)";
+  }
+}
+
+void CheckIoTensor(const std::string& where, const TensorDesc& t, const ParsedStream& ps,
+                   const stream::QParams* q) {
+  // fp32 on the host staged as fp16, int8 / int16 on both sides (the runtime only re-lays it out),
+  // or fp32 on the host quantized to int8 / int16 (format 1.3).
   const bool fp = t.host_dtype == stream::kFP32 && t.dtype == stream::kFP16;
-  const bool same_int = t.host_dtype == t.dtype && (t.dtype == stream::kInt8 || t.dtype == stream::kInt16);
-  if (!fp && !same_int) {
+  const bool integer = t.dtype == stream::kInt8 || t.dtype == stream::kInt16;
+  const bool same_int = t.host_dtype == t.dtype && integer;
+  const bool quant = t.host_dtype == stream::kFP32 && integer;
+  if (!fp && !same_int && !quant) {
     NPU_THROW(kOpNotSupported) << where << ": host dtype " << t.host_dtype << " with device dtype "
                                << t.dtype << "; an input or output is fp32 (4) on the host and "
-                               << "fp16 (1) on the device, or int8 (2) or int16 (5) on both";
+                               << "fp16 (1) on the device, int8 (2) or int16 (5) on both, or fp32 "
+                               << "on the host and int8 or int16 on the device (format 1.3)";
   }
+  if (quant) {
+    if (ps.header.version_minor < stream::kQuantIoMinor) {
+      NPU_THROW(kBadStream) << where << ": fp32 on the host and an integer dtype on the device "
+                            << "(quantized staging) needs stream format 1." << stream::kQuantIoMinor
+                            << ", the stream says 1." << ps.header.version_minor;
+    }
+    if (q == nullptr) {
+      NPU_THROW(kBadStream) << where << ": quantized staging needs the quantization table "
+                            << "(qparams_offset is 0)";
+    }
+    CheckQParams(where, t, *q);
+  }
+  const NPUConfig& c = ps.config;
   if (t.host_rank < 1 || t.host_rank > c.max_rank) {
     NPU_THROW(kBadStream) << where << ": host rank " << t.host_rank << " outside 1.."
                           << c.max_rank;
@@ -156,8 +201,9 @@ void CheckTensors(ParsedStream* ps) {
     for (uint32_t d : t.view) {
       if (d == 0) NPU_THROW(kBadStream) << where << ": view has a zero dimension";
     }
+    const stream::QParams* q = ps->qparams.empty() ? nullptr : &ps->qparams[i];
     if (is_io) {
-      CheckIoTensor(where, t, c);
+      CheckIoTensor(where, t, *ps, q);
       std::vector<uint32_t>& slots = t.role == stream::kRoleInput ? ps->inputs : ps->outputs;
       if (t.io_index >= slots.size() || slots[t.io_index] != stream::kNoIoIndex) {
         NPU_THROW(kBadStream) << where << ": io_index " << t.io_index
@@ -167,6 +213,12 @@ void CheckTensors(ParsedStream* ps) {
       slots[t.io_index] = static_cast<uint32_t>(i);
     } else if (t.io_index != stream::kNoIoIndex) {
       NPU_THROW(kBadStream) << where << ": a weight or bias must have io_index 0xFFFFFFFF";
+    }
+    uint32_t scale_bits = 0;
+    if (q != nullptr) std::memcpy(&scale_bits, &q->scale, sizeof(scale_bits));
+    if (q != nullptr && !IsQuantized(t) && (scale_bits != 0 || q->zero_point != 0)) {
+      NPU_THROW(kBadStream) << where << ": its quantization table entry must be two zero words "
+                            << "(it is not staged with quantization)";
     }
     // I/O lives in the per-call activation region; weights and biases in the weight region.
     const uint64_t lo = is_io ? h.weights_bytes : 0;
@@ -297,6 +349,13 @@ ParsedStream ParseStream(const uint8_t* data, size_t size) {
               data + stream::kTensorTableOffset + size_t{stream::kTensorBytes} * h.num_tensors,
               sizeof(stream::Command) * h.num_commands);
   ps.weights = data + h.weights_offset;
+  if (h.qparams_offset != 0) {
+    ps.qparams.resize(h.num_tensors);
+    if (h.num_tensors > 0) {
+      std::memcpy(ps.qparams.data(), data + h.qparams_offset,
+                  sizeof(stream::QParams) * h.num_tensors);
+    }
+  }
   CheckTensors(&ps);
   CheckCommands(ps);
   return ps;

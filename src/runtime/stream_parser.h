@@ -31,7 +31,16 @@ struct ParsedStream {
   // The weight region (header.weights_bytes bytes, DDR [0, weights_bytes)). It points into the
   // blob, which the owner of the ParsedStream must keep alive and unchanged.
   const uint8_t* weights = nullptr;
+  // The quantization table (format 1.3): qparams[i] belongs to tensors[i]; empty without a table.
+  std::vector<stream::QParams> qparams;
 };
+
+/*! \brief An input or output staged with quantization (format 1.3): fp32 on the host, int8 or
+ *         int16 on the device. */
+inline bool IsQuantized(const stream::TensorDesc& t) {
+  return (t.role == stream::kRoleInput || t.role == stream::kRoleOutput) &&
+         t.host_dtype == stream::kFP32 && (t.dtype == stream::kInt8 || t.dtype == stream::kInt16);
+}
 
 /*! \brief Parse `size` bytes at `data`; throws NPUError (ERR_BAD_STREAM, ...) if invalid. */
 ParsedStream ParseStream(const uint8_t* data, size_t size);
