@@ -40,6 +40,6 @@ cd "$root"
 python -m pytest -q -p no:warnings -p no:cacheprovider tests/test_reference_npu.py \
   tests/test_reference_npu_int8_streams.py tests/test_reference_npu_vector.py tests/test_bad_inputs.py \
   tests/test_verify.py tests/test_fast_kernels.py tests/test_graph_fuzz.py tests/test_artifact.py tests/test_session.py \
-  tests/test_host_app.py tests/test_weight_provenance.py tests/test_lstm_int16.py
+  tests/test_host_app.py tests/test_weight_provenance.py tests/test_lstm_int16.py tests/test_quantized_staging.py
 python benchmarks/fuzz_streams.py --execs "$execs" --seed 11
 echo "sanitize.sh: ASan + UBSan clean"
