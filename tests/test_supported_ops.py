@@ -3,6 +3,7 @@
 import inspect
 from pathlib import Path
 
+from tvm_npu import checks as checks_module
 from tvm_npu import constraints as C
 from tvm_npu import patterns, supported_ops
 
@@ -27,14 +28,15 @@ def test_declared_constraints_are_the_ones_each_check_runs():
     checks = {inspect.unwrap(check) for _, _, _, check in supported_ops.pattern_table()}
     assert {c.__name__ for c in checks} >= {"check_conv2d", "check_dense", "check_add", "check_pool",
                                             "check_reshape"}
-    quant = _called_constraints(C._quant_checks)
-    assert quant == set(C.QUANT_WEIGHT_CONSTRAINTS)
+    quant = _called_constraints(checks_module._quant_checks)
+    assert quant == set(checks_module.QUANT_WEIGHT_CONSTRAINTS)
     for check in checks:
         declared, int8 = set(check.constraints), set(check.int8_constraints)
         body = _called_constraints(check)
         assert "_quant_checks" in check.__code__.co_names
         assert declared | (int8 - quant) == body, check.__name__
-        assert int8 & quant in (set(C.QUANT_CONSTRAINTS), set(C.QUANT_WEIGHT_CONSTRAINTS)), check.__name__
+        assert int8 & quant in (set(checks_module.QUANT_CONSTRAINTS),
+                                set(checks_module.QUANT_WEIGHT_CONSTRAINTS)), check.__name__
         assert not declared & int8, check.__name__
         # Weighted ops (conv2d, dense) add the symmetric-weight check, as _quant_checks does.
         has_weight = check.__name__ in ("check_conv2d", "check_dense")

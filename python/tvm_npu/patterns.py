@@ -3,8 +3,8 @@
 Each entry is (composite name, Relax dataflow pattern, annotations, check). The composite names are the
 contract with codegen (`lower.py` reads them): "npu.<op>..." runs on the fp16 datapath, "npu.q<op>..."
 is an int8 op matched in the QDQ form TVM's ONNX frontend gives for quantized models
-(dequantize -> op -> quantize). The checks run the `constraint_*` functions of `constraints.py`, whose
-docstrings are the reasons a user reads when an op stays on the CPU.
+(dequantize -> op -> quantize). The checks (`checks.py`) run the `constraint_*` functions of
+`constraints.py`, whose docstrings are the reasons a user reads when an op stays on the CPU.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tvm.relax.backend.pattern_registry import get_patterns_with_prefix, registe
 from tvm.relax.backend.utils import has_leaking_intermediate_variables
 from tvm.relax.dpl import is_const, is_op, is_tuple, wildcard
 
-from . import constraints as C
+from . import checks
 
 PREFIX = "npu"
 ACTIVATIONS = ("relu", "clip")
@@ -88,7 +88,7 @@ def conv2d_patterns(quantized: bool):
     conv = is_op("relax.nn.conv2d")(data, weight)
     name = "qconv2d" if quantized else "conv2d"
     return _with_bias_and_act(name, conv, {"data": data, "weight": weight, "op": conv},
-                              C.check_conv2d, quantized, _qbias if quantized else _const_expr)
+                              checks.check_conv2d, quantized, _qbias if quantized else _const_expr)
 
 
 def dense_patterns(quantized: bool):
@@ -101,7 +101,7 @@ def dense_patterns(quantized: bool):
     mm = is_op("relax.matmul")(data, weight)
     name = "qdense" if quantized else "dense"
     return _with_bias_and_act(name, mm, {"data": data, "weight": weight, "op": mm},
-                              C.check_dense, quantized, _qbias if quantized else _const_expr)
+                              checks.check_dense, quantized, _qbias if quantized else _const_expr)
 
 
 def _binary(op: str, name: str, quantized: bool, check):
@@ -122,7 +122,7 @@ def _binary(op: str, name: str, quantized: bool, check):
 
 
 def add_patterns(quantized: bool):
-    return _binary("relax.add", "add", quantized, C.check_add)
+    return _binary("relax.add", "add", quantized, checks.check_add)
 
 
 ELTWISE_OPS = ("add", "subtract", "multiply", "maximum", "minimum")
@@ -132,7 +132,7 @@ def eltwise_patterns(quantized: bool):
     """Binary ops with a broadcast second operand (ELTWISE); the same-shape tensor add keeps its own
     entry ("npu.add", opcode ADD), registered after these so it wins."""
     return [e for name in ELTWISE_OPS
-            for e in _binary(f"relax.{name}", f"eltwise_{name}", quantized, C.check_eltwise)]
+            for e in _binary(f"relax.{name}", f"eltwise_{name}", quantized, checks.check_eltwise)]
 
 
 UNARY_OPS = {"sigmoid": "relax.sigmoid", "tanh": "relax.tanh", "gelu": "relax.nn.gelu",
@@ -157,7 +157,7 @@ def unary_patterns(quantized: bool):
         pat = ann["op"] = call
         if quantized:
             pat = ann["quantize"] = is_op("relax.quantize")(call, is_const(), is_const())
-        out.append(_entry(("q" if quantized else "") + name, pat, ann, C.check_unary))
+        out.append(_entry(("q" if quantized else "") + name, pat, ann, checks.check_unary))
     return out
 
 
@@ -166,7 +166,7 @@ def requantize_patterns():
     quantized LSTM, the 16-bit cell state requantized to int8 for tanh's table."""
     data = _dq(wildcard())
     q = is_op("relax.quantize")(data, is_const(), is_const())
-    return [_entry("qrequantize", q, {"data": data, "quantize": q, "op": q}, C.check_requantize)]
+    return [_entry("qrequantize", q, {"data": data, "quantize": q, "op": q}, checks.check_requantize)]
 
 
 # Quantized staging (format 1.3): a model input's quantize and a model output's dequantize, run by the
@@ -193,11 +193,11 @@ def io_patterns() -> tuple[list, list]:
     q_r = is_op("relax.quantize")(r_in, is_const(), is_const())
     dq2 = is_op("relax.dequantize")(~is_const(), is_const(), is_const())
     r_out = is_op("relax.reshape")(dq2, wildcard())
-    plain = [_io_entry("qinput", q, {"quantize": q}, C.check_quantize_input),
-             _io_entry("qoutput", dq, {"dequantize": dq}, C.check_dequantize_output)]
-    reshaped = [_io_entry("qinput_reshape", q_r, {"quantize": q_r, "reshape": r_in}, C.check_quantize_input),
+    plain = [_io_entry("qinput", q, {"quantize": q}, checks.check_quantize_input),
+             _io_entry("qoutput", dq, {"dequantize": dq}, checks.check_dequantize_output)]
+    reshaped = [_io_entry("qinput_reshape", q_r, {"quantize": q_r, "reshape": r_in}, checks.check_quantize_input),
                 _io_entry("qoutput_reshape", r_out, {"dequantize": dq2, "reshape": r_out},
-                          C.check_dequantize_output)]
+                          checks.check_dequantize_output)]
     return plain, reshaped
 
 
@@ -206,7 +206,7 @@ def softmax_patterns():
     dequantize and quantize)."""
     data = wildcard()
     call = is_op("relax.nn.softmax")(data)
-    return [_entry("softmax", call, {"op": call, "data": data}, C.check_softmax)]
+    return [_entry("softmax", call, {"op": call, "data": data}, checks.check_softmax)]
 
 
 def pool_patterns(quantized: bool):
@@ -219,7 +219,7 @@ def pool_patterns(quantized: bool):
         if quantized:
             pat = is_op("relax.quantize")(pool, is_const(), is_const())
             ann["quantize"] = pat
-        out.append(_entry(("q" if quantized else "") + name, pat, ann, C.check_pool))
+        out.append(_entry(("q" if quantized else "") + name, pat, ann, checks.check_pool))
     return out
 
 
@@ -231,7 +231,7 @@ def reshape_patterns(quantized: bool):
     if quantized:
         pat = is_op("relax.quantize")(reshape, is_const(), is_const())
         ann["quantize"] = pat
-    return [_entry("qreshape" if quantized else "reshape", pat, ann, C.check_reshape)]
+    return [_entry("qreshape" if quantized else "reshape", pat, ann, checks.check_reshape)]
 
 
 # Concatenations of up to this many tensors are matched (DenseNet-121's widest joins 24).
@@ -248,7 +248,7 @@ def concat_patterns(quantized: bool):
         if quantized:
             pat = is_op("relax.quantize")(concat, is_const(), is_const())
             ann["quantize"] = pat
-        out.append(_entry("qconcat" if quantized else "concat", pat, ann, C.check_concat))
+        out.append(_entry("qconcat" if quantized else "concat", pat, ann, checks.check_concat))
     return out
 
 
@@ -262,7 +262,7 @@ def slice_patterns(quantized: bool):
         if quantized:
             pat = is_op("relax.quantize")(sl, is_const(), is_const())
             ann["quantize"] = pat
-        out.append(_entry("qslice_rows" if quantized else "slice_rows", pat, ann, C.check_slice))
+        out.append(_entry("qslice_rows" if quantized else "slice_rows", pat, ann, checks.check_slice))
     return out
 
 

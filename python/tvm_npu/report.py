@@ -20,7 +20,7 @@ import tvm
 from tvm import relax
 from tvm.ir.prim.expr import IntImm
 
-from .constraints import weight_constant
+from .checks import weight_constant
 from .patterns import IO_COMPOSITES
 from .relax_graph import free_vars
 

@@ -4,7 +4,7 @@
 
 Nothing here is written by hand: the composites and the Relax ops they cover come from the entries
 `patterns.table()` holds, the constraints from the `applies(...)` lists of the check functions
-(constraints.py), and each constraint's reason code and text from its docstring. tests/test_supported_ops.py
+(checks.py), and each constraint's reason code and text from its docstring. tests/test_supported_ops.py
 fails when the committed file differs from `render()`.
 """
 
@@ -55,7 +55,7 @@ def families() -> list[dict]:
     for name, pattern, ann, check in pattern_table():
         int8 = name.startswith(f"{patterns.PREFIX}.q")
         if not hasattr(check, "constraints"):
-            raise TypeError(f"{check.__name__} (pattern {name}) has no constraints.applies(...) list")
+            raise TypeError(f"{check.__name__} (pattern {name}) has no checks.applies(...) list")
         key = (check.__name__, int8)
         g = groups.setdefault(key, {"family": check.__name__.removeprefix("check_"),
                                     "datapath": "int8" if int8 else "fp16", "composites": [],
