@@ -316,24 +316,7 @@ ExecCache::ExecCache(const ParsedStream& ps)
   static std::atomic<uint64_t> next_id{1};
   id_ = next_id.fetch_add(1);
   resident_ = ResidentLoads(ps);
-  std::map<uint64_t, uint64_t> rows;  // begin -> end, then merged
-  for (size_t i = 0; i < ps.commands.size(); ++i) {
-    if (!resident_[i]) continue;
-    const auto op = OperandsOf<stream::DmaOperands>(ps.commands[i]);
-    for (uint64_t r = 0; r < op.rows; ++r) {
-      const uint64_t b = op.dst_addr + r * op.dst_stride;
-      rows[b] = std::max(rows[b], b + op.row_bytes);
-    }
-  }
-  auto retained = std::make_shared<std::vector<ByteRange>>();
-  for (const auto& [b, e] : rows) {
-    if (!retained->empty() && b <= retained->back().end) {
-      retained->back().end = std::max(retained->back().end, e);
-    } else {
-      retained->push_back({b, e});
-    }
-  }
-  retained_ = std::move(retained);
+  retained_ = std::make_shared<const std::vector<ByteRange>>(LoadedBytes(ps, resident_));
 }
 
 namespace {

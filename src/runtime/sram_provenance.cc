@@ -53,6 +53,12 @@ class ByteSet {
     if (in) ranges_[r.begin] = r.end;
   }
 
+  std::vector<ByteRange> Ranges() const {
+    std::vector<ByteRange> out;
+    for (const auto& [b, e] : ranges_) out.push_back({b, e});
+    return out;
+  }
+
   bool Any(ByteRange r) const {
     if (r.begin >= r.end) return false;
     auto it = ranges_.upper_bound(r.begin);
@@ -215,6 +221,19 @@ std::vector<bool> ResidentLoads(const ParsedStream& ps) {
     written.Mark(SramWrites(cmd, ps.config.sram_bytes), true);
   }
   return resident;
+}
+
+std::vector<ByteRange> LoadedBytes(const ParsedStream& ps, const std::vector<bool>& loads) {
+  ByteSet bytes;
+  for (size_t i = 0; i < ps.commands.size(); ++i) {
+    if (!loads[i]) continue;
+    const auto op = OperandsOf<stream::DmaOperands>(ps.commands[i]);
+    for (uint64_t r = 0; r < op.rows; ++r) {
+      const uint64_t dst = op.dst_addr + r * op.dst_stride;
+      bytes.Mark({dst, dst + op.row_bytes}, true);
+    }
+  }
+  return bytes.Ranges();
 }
 
 }  // namespace tvm_npu

@@ -45,6 +45,10 @@ std::vector<ByteRange> SramReads(const stream::Command& cmd, const NPUConfig& co
  */
 std::vector<bool> ResidentLoads(const ParsedStream& ps);
 
+/*! \brief The SRAM bytes the DMA_LOADs flagged in `loads` write (their rows, not the gaps between),
+ *         as sorted, disjoint ranges. */
+std::vector<ByteRange> LoadedBytes(const ParsedStream& ps, const std::vector<bool>& loads);
+
 /*! \brief For each command of a validated stream: true for a CONV2D whose weight rows and bias
  *         (int8: requantization block), when it runs, hold bytes loaded from the weight region only
  *         (the same in every call). */
