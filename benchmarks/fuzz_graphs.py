@@ -3,7 +3,7 @@
     python benchmarks/fuzz_graphs.py --examples 2000 [--seed 0] [--dtype fp16|int8] [--minutes 30]
 
 The generator and the oracles are tests/graph_fuzz.py (its docstring says what is compared and why);
-tests/test_graph_fuzz.py runs a bounded, derandomized profile in CI. Each graph ends as pass, coded
+tests/pipeline/test_graph_fuzz.py runs a bounded, derandomized profile in CI. Each graph ends as pass, coded
 (an NPUError: the compiler refused it and said why), skip (outside what the reference can judge), fail
 (a wrong answer) or error (an uncoded exception). Fails and errors are bugs: their specs are appended to
 fuzz_graph_failures.jsonl (paste one into REGRESSIONS after minimizing it) and the campaign goes on.

@@ -79,7 +79,8 @@ def mutate(blob: bytes, rng) -> bytes:
 def execute(blob: bytes, rt, rng) -> str:
     """'refused', 'ran', 'run-error' (a coded error while running) or 'undecodable' (loaded, but the
     Python reader refuses its configuration, so no inputs are made); raises on anything uncoded."""
-    from tvm_npu import NPUError, stream
+    from tvm_npu import NPUError
+    from tvm_npu.contract import stream
     import tvm
 
     try:

@@ -6,7 +6,7 @@
 again through one Relax VM, and the resident set size (/proc/self/statm) is read after a warm-up and at
 the end. `loads`: the exported artifact is loaded (tvm_npu.load_module), run and dropped again and
 again; RSS and the number of open file descriptors (/proc/self/fd) are read the same way. Prints the
-growth per run / per load; tests/test_resource_hygiene.py runs a bounded form, docs/reliability.md
+growth per run / per load; tests/runtime/test_resource_hygiene.py runs a bounded form, docs/reliability.md
 records the full one.
 """
 

@@ -22,7 +22,7 @@ import tvm
 from tvm import relax
 
 import tvm_npu
-from tvm_npu.model_zoo import resnet50_shaped, shufflenet_v2, squeezenet1_1
+from tvm_npu.models.zoo import resnet50_shaped, shufflenet_v2, squeezenet1_1
 from tvm_npu.models import lstm, mobilenet_v2_shaped, op_zoo, small_cnn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tutorials"))

@@ -57,3 +57,24 @@ def dense_layer(rng, k, n, act="none", bias=True):
     w = rng.standard_normal((n, k)).astype(np.float32) / np.float32(np.sqrt(k))
     b = rng.standard_normal(n).astype(np.float32) * 0.1 if bias else None
     return {"op": "dense", "w": w, "b": b, "act": act}
+
+
+def residual_block(rng, c=16, hw=20):
+    """conv3x3+relu -> depthwise3x3+clip -> conv1x1 -> add(residual) -> maxpool 2x2 -> avgpool 3x3/2
+    -> global mean; weights returned for the numpy reference."""
+    w1 = (rng.standard_normal((c, 3, 3, 3)) / np.sqrt(27)).astype(np.float32)
+    wd = (rng.standard_normal((c, 1, 3, 3)) / 3).astype(np.float32)
+    w2 = (rng.standard_normal((c, c, 1, 1)) / np.sqrt(c)).astype(np.float32)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 3, hw, hw), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(relax.op.nn.relu(relax.op.nn.conv2d(x, relax.const(w1), padding=1)))
+            d = bb.emit(relax.op.clip(relax.op.nn.conv2d(a, relax.const(wd), padding=1, groups=c), 0, 6))
+            p = bb.emit(relax.op.nn.conv2d(d, relax.const(w2)))
+            r = bb.emit(relax.op.add(a, p))
+            m = bb.emit(relax.op.nn.max_pool2d(r, pool_size=2, strides=2))
+            v = bb.emit(relax.op.nn.avg_pool2d(m, pool_size=3, strides=2))
+            out = bb.emit_output(bb.emit(relax.op.mean(v, axis=[2, 3], keepdims=True)))
+        bb.emit_func_output(out)
+    return bb.get(), (w1, wd, w2)

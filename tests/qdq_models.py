@@ -3,6 +3,7 @@
 The float models themselves are built by tvm_npu.models (re-exported here for the tests)."""
 
 import onnx
+from onnx import numpy_helper
 
 from tvm_npu.models import GraphBuilder, mobilenet_v2_shaped, op_zoo  # noqa: F401
 
@@ -23,3 +24,21 @@ def quantize_with_ort(model: onnx.ModelProto, calib: list, path) -> onnx.ModelPr
     quantize_static(src, str(path), Reader(), quant_format=QuantFormat.QDQ,
                     activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=True)
     return onnx.load(str(path))
+
+
+def ort_session(model, int8_kernels: bool):
+    """onnxruntime's CPU provider. With int8_kernels, every QDQ group runs on ORT's integer kernels
+    (QLinearConv, QLinearAdd, ...); by default ORT emulates some s8 groups (depthwise, add) in float."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    if int8_kernels:
+        so.add_session_config_entry("session.qdqisint8allowed", "1")
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def output_scale(model) -> float:
+    last = model.graph.node[-1]
+    assert last.op_type == "DequantizeLinear"
+    init = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    return float(init[last.input[1]])

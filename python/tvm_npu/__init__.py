@@ -2,6 +2,10 @@
 
     import tvm, tvm_npu
     ex = tvm.compile(mod, target="npu", relax_pipeline="npu")      # or tvm_npu.build(mod, params=...)
+
+The package is laid out by pipeline stage (docs/architecture.md); imports run one way, down it:
+tools, dse -> build -> backend -> partition -> quantization -> rewrite -> frontend -> ir, runtime,
+models -> contract.
 """
 
 from __future__ import annotations
@@ -18,22 +22,17 @@ def _autoload() -> None:
     register()
 
 
-from .errors import NPUError, CODES  # noqa: F401  (first: registers the error kind with tvm-ffi)
-from .config import NPUConfig, NPU_REF, NPU_SMALL, PRESETS, get_config  # noqa: F401
-from .frontend import from_onnx  # noqa: F401
-from .partition import partition_for_npu  # noqa: F401
-from .report import BuildReport  # noqa: F401
-from .quantize import quantize, QuantReport  # noqa: F401
-from .accuracy import layer_sqnr, format_sqnr_table  # noqa: F401
-from .profile import profile, to_csv as profile_to_csv  # noqa: F401
-from .trace import write_chrome_trace  # noqa: F401
-from .build import build, npu_pipeline  # noqa: F401
-from .estimate import estimate  # noqa: F401
-from .energy import EnergyModel  # noqa: F401
-from .sweep import sweep, SweepResult  # noqa: F401
-from .session import AsyncModel, StreamingSession  # noqa: F401
-from .runtime import load_module  # noqa: F401
-from . import codegen as _codegen  # noqa: F401  (registers "relax.ext.npu")
+from .contract import CODES, NPU_REF, NPU_SMALL, PRESETS, NPUConfig, NPUError, get_config  # noqa: E402, F401  (first: registers the error kind with tvm-ffi)
+from .frontend import from_onnx  # noqa: E402, F401
+from .quantization import QuantReport, quantize  # noqa: E402, F401
+from .partition import BuildReport, partition_for_npu  # noqa: E402, F401
+from .backend import codegen as _codegen  # noqa: E402, F401  (registers "relax.ext.npu")
+from .backend.plan.energy import EnergyModel  # noqa: E402, F401
+from .runtime import load_module  # noqa: E402, F401
+from .build import build, npu_pipeline  # noqa: E402, F401
+from .dse import SweepResult, estimate, sweep  # noqa: E402, F401
+from .tools import (AsyncModel, StreamingSession, format_sqnr_table, layer_sqnr, profile,  # noqa: E402, F401
+                    to_csv as profile_to_csv, write_chrome_trace)
 
 __version__ = "0.1.0"
 

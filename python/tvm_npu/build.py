@@ -16,9 +16,10 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from . import codegen, partition, report as report_mod
-from .config import NPUConfig, get_config
-from .errors import NPUError
+from .backend import codegen
+from .partition import partitioner as partition, report as report_mod
+from .contract.config import NPUConfig, get_config
+from .contract.errors import NPUError
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +84,8 @@ def _stage(name: str, mod: tvm.IRModule, dump_after: str | None) -> tvm.IRModule
 def _region_summary(cfg: NPUConfig, planned, layers: dict | None = None) -> dict:
     """A region's plan in JSON-serializable form; with `layers` (report.region_layers) also its
     layers, I/O tensor bytes and command -> layer map, which tvm_npu.profile needs."""
-    from .cost_model import estimate
-    from .energy import command_counts
+    from .backend.plan.cost_model import estimate
+    from .backend.plan.energy import command_counts
 
     est = estimate(cfg, planned.commands)
     summary = {"commands": len(planned.commands), "weight_bytes": len(planned.weights),

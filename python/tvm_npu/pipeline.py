@@ -10,8 +10,9 @@ import warnings
 import tvm
 from tvm import relax
 
-from . import patterns, runtime
-from .errors import NPUError
+from .partition import patterns
+from . import runtime
+from .contract.errors import NPUError
 
 TARGET_TAG = {"kind": "llvm", "keys": ["npu", "cpu"]}
 

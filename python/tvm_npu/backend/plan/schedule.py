@@ -1,0 +1,125 @@
+"""Stage 4d — DMA scheduling: the waits of every command, derived from what it reads and writes.
+
+The planner emits commands in program order together with the memory ranges each one reads and writes;
+the scoreboard finds the earlier commands it depends on (read after write, write after read, write after
+write) and turns them into the per-engine wait counts of docs/npu.md section 5 ("issue once at most k
+commands are outstanding on engine e"). Only true dependencies become waits, so a prefetch on one DMA
+channel overlaps the MAC array and the other channel whenever the memory allows it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...contract.stream import ENGINES, NO_WAIT, Command
+
+# Wait fields are 4 bits and 15 means "no wait": the deepest wait we can express is 14 outstanding.
+MAX_OUTSTANDING = NO_WAIT - 1
+
+
+@dataclass
+class _Access:
+    lo: int
+    hi: int
+    writer: tuple | None  # (engine, position) of the last command that wrote [lo, hi)
+    readers: list = field(default_factory=list)  # (engine, position) of reads since that write
+
+
+class Scoreboard:
+    """Per-space access history and per-engine command counts of the stream being emitted."""
+
+    def __init__(self):
+        self.count = {e: 0 for e in ENGINES}
+        self.history = {"sram": [], "ddr": []}
+        self.commands: list[Command] = []
+
+    def _deps(self, space: str, lo: int, hi: int, write: bool) -> list:
+        deps = []
+        for acc in self.history[space]:
+            if acc.hi <= lo or acc.lo >= hi:
+                continue
+            if acc.writer is not None:
+                deps.append(acc.writer)  # RAW, or WAW for a write
+            if write:
+                deps.extend(acc.readers)  # WAR
+        return deps
+
+    def _record(self, space: str, lo: int, hi: int, who: tuple, write: bool):
+        hist = self.history[space]
+        if write:
+            # The new write supersedes older accesses of the same bytes: cut them out.
+            kept = []
+            for acc in hist:
+                if acc.hi <= lo or acc.lo >= hi:
+                    kept.append(acc)
+                    continue
+                if acc.lo < lo:
+                    kept.append(_Access(acc.lo, lo, acc.writer, list(acc.readers)))
+                if acc.hi > hi:
+                    kept.append(_Access(hi, acc.hi, acc.writer, list(acc.readers)))
+            kept.append(_Access(lo, hi, who))
+            self.history[space] = kept
+            return
+        covered = []
+        for acc in hist:
+            if acc.hi > lo and acc.lo < hi:
+                acc.readers.append(who)
+                covered.append((max(acc.lo, lo), min(acc.hi, hi)))
+        # Bytes never written inside the stream (inputs staged by the runtime): remember the read.
+        start = lo
+        for a, b in sorted(covered):
+            if a > start:
+                hist.append(_Access(start, a, None, [who]))
+            start = max(start, b)
+        if start < hi:
+            hist.append(_Access(start, hi, None, [who]))
+
+    def emit(self, cmd: Command, reads=(), writes=()) -> Command:
+        """Append `cmd`, setting its waits from its (space, lo, hi) reads and writes."""
+        engine = cmd.engine
+        deps = []
+        for space, lo, hi in reads:
+            deps += self._deps(space, lo, hi, write=False)
+        for space, lo, hi in writes:
+            deps += self._deps(space, lo, hi, write=True)
+        waits = dict(cmd.waits)
+        for dep_engine, pos in deps:
+            if dep_engine == engine:
+                continue  # an engine runs its own commands in order
+            k = min(self.count[dep_engine] - pos - 1, MAX_OUTSTANDING)
+            waits[dep_engine] = min(waits.get(dep_engine, NO_WAIT), k)
+        cmd.waits = waits
+        if engine is not None:
+            who = (engine, self.count[engine])
+            for space, lo, hi in reads:
+                self._record(space, lo, hi, who, write=False)
+            for space, lo, hi in writes:
+                self._record(space, lo, hi, who, write=True)
+            self.count[engine] += 1
+        self.commands.append(cmd)
+        return cmd
+
+    def finish(self) -> list[Command]:
+        """Close the stream with END, which waits for every engine to drain."""
+        self.commands.append(Command("END", {}, {e: 0 for e in ENGINES}))
+        return self.commands
+
+
+def emit_constant_load(sb: Scoreboard, ddr: int, sram: int, nbytes: int, alignment: int, note: str):
+    """Load `nbytes` of constants (weights, biases, tables) from the weight region on DMA channel 1, as
+    one row (its stride only has to be aligned)."""
+    stride = (nbytes + alignment - 1) // alignment * alignment
+    return emit_dma(sb, "DMA_LOAD", 1, ddr, sram, 1, nbytes, stride, stride, note)
+
+
+def emit_dma(sb: Scoreboard, op, channel, ddr, sram, rows, row_bytes, ddr_stride, sram_stride, note):
+    """Emit a DMA_LOAD (DDR -> SRAM) or DMA_STORE (SRAM -> DDR) of `rows` rows with its footprints."""
+    span_ddr = ("ddr", ddr, ddr + (rows - 1) * ddr_stride + row_bytes)
+    span_sram = ("sram", sram, sram + (rows - 1) * sram_stride + row_bytes)
+    if op == "DMA_LOAD":
+        args = dict(channel=channel, ddr_addr=ddr, sram_addr=sram, rows=rows, row_bytes=row_bytes,
+                    ddr_stride=ddr_stride, sram_stride=sram_stride)
+        return sb.emit(Command(op, args, {}, note), reads=[span_ddr], writes=[span_sram])
+    args = dict(channel=channel, sram_addr=sram, ddr_addr=ddr, rows=rows, row_bytes=row_bytes,
+                sram_stride=sram_stride, ddr_stride=ddr_stride)
+    return sb.emit(Command(op, args, {}, note), reads=[span_sram], writes=[span_ddr])

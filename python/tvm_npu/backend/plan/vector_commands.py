@@ -1,0 +1,62 @@
+"""Part of stage 4 (plan): the vector-unit commands of format 1.1 (ELTWISE, UNARY, SOFTMAX) for one row
+tile, and their SRAM footprints (docs/npu.md section 6). plan.py places and tiles them like ADD:
+a tile is a band of rows; a per-channel b is one row read by every tile; a constant b or an int8 table
+is a constant block loaded into the layer's weight slot.
+"""
+
+from __future__ import annotations
+
+from ...contract.config import NPUConfig
+from .sram import align
+from ...contract.stream import B_MODES, DTYPE_BYTES, DTYPES, ELTWISE_KINDS, NO_TABLE, UNARY_FUNCS, UNARY_TABLE_BYTES, Command, f32_bits
+
+VECTOR_OPS = ("ELTWISE", "UNARY", "SOFTMAX")
+
+
+def vector_command(cfg: NPUConfig, layer, t, ins: list, srcs: list, dst, out_addr: int, out_stride: int,
+                   w_slot, common: dict) -> Command:
+    """The ELTWISE, UNARY or SOFTMAX command of one row tile; a constant b / int8 table sits in the weight
+    slot."""
+    int8 = layer.dtype == "int8"
+    rows = dict(out_addr=out_addr, out_stride=out_stride, rows=t.out_rows, row_elems=dst.view[2] * dst.view[3])
+    if layer.kind == "softmax":  # rows are softmax rows: a tile is any band of them
+        a = dict(rows, dtype=common["dtype"], in_addr=ins[0], in_stride=srcs[0].row_stride)
+        return Command("SOFTMAX", a, {}, layer.name)
+    if layer.kind == "unary":
+        a = dict(rows, dtype=common["dtype"], func=UNARY_FUNCS[layer.func], in_addr=ins[0],
+                 in_stride=srcs[0].row_stride, table_addr=w_slot if int8 else NO_TABLE,
+                 alpha=0 if int8 else f32_bits(layer.alpha))
+        return Command("UNARY", a, {}, layer.name)
+    b_dtype = layer.dtypes[1] if layer.dtypes else layer.dtype
+    elem = DTYPE_BYTES[b_dtype]
+    if layer.const is not None:  # from the weight slot: one aligned row
+        b_addr, b_stride = w_slot, align(layer.const.size * elem, cfg.alignment)
+    else:
+        b_addr, b_stride = ins[1], srcs[1].row_stride
+    a = dict(common, **rows, kind=ELTWISE_KINDS[layer.func], b_mode=B_MODES[layer.b_mode], a_addr=ins[0],
+             a_stride=srcs[0].row_stride, b_addr=b_addr, b_stride=b_stride,
+             channels=dst.view[3] if layer.b_mode == "channel" else 0)
+    if int8:
+        a.update(a_zp=layer.in_zps[0], b_zp=layer.in_zps[1], out_zp=layer.out_zp,
+                 a_mult=int(layer.mult[0]), b_mult=int(layer.mult[1]), shift=layer.shift)
+        # Format 1.2: an operand's own dtype where it is not the command's (0 keeps 1.1's meaning).
+        for which, d in zip(("a", "b", "out"), layer.dtypes):
+            a[f"{which}_dtype"] = 0 if d == layer.dtype else DTYPES[d]
+    return Command("ELTWISE", a, {}, layer.name)
+
+
+def vector_footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
+    """(reads, writes) in SRAM of an ELTWISE, UNARY or SOFTMAX command, as (space, lo, hi) ranges."""
+    a = cmd.args
+
+    def span(addr, rows, stride):
+        return ("sram", addr, addr + rows * stride)
+
+    out = [span(a["out_addr"], a["rows"], a["out_stride"])]
+    if cmd.op in ("UNARY", "SOFTMAX"):
+        reads = [span(a["in_addr"], a["rows"], a["in_stride"])]
+        if a.get("table_addr", NO_TABLE) != NO_TABLE:
+            reads.append(span(a["table_addr"], 1, align(UNARY_TABLE_BYTES, cfg.alignment)))
+        return reads, out
+    b_rows = a["rows"] if a["b_mode"] == B_MODES["same"] else 1  # a broadcast b is one row
+    return [span(a["a_addr"], a["rows"], a["a_stride"]), span(a["b_addr"], b_rows, a["b_stride"])], out

@@ -1,0 +1,127 @@
+"""Stage 4e — weight streaming: where each layer's weights wait in SRAM, and when they load.
+
+A layer's weights can load while earlier layers compute only if their SRAM slot is free during those
+layers. After every layer's activation buffers are placed, each weight slot (in layer order) gets the
+lowest address that is free over the longest run of layers ending at its own: the load may start as
+soon as the first layer of that run has begun. Late layers of a CNN have small activations but large
+weights (MobileNetV2's last 1x1 convolutions and classifier hold most of its 3.5 MB); with slots
+reaching back over the cheap-to-hold early-weight layers, their loads hide behind earlier compute
+instead of stalling the MAC array at the end of the network.
+
+A block whose bytes an earlier layer already loaded (an unrolled recurrence reads the same weights at
+every time step: one DDR copy, shared) stays where that load put it when its slot can be kept free over
+the layers in between: it is loaded once, not once per step (`RESIDENT`).
+
+The loads go out in chunks on DMA channel 1, paced by the compute they hide behind: after each compute
+command the streamer may queue as many bytes as the DDR bus moves in that command's cycles. Queuing
+everything at once would put a classifier's megabyte in front of the output stores that share the
+channel, and in front of the next input tiles on the shared DDR bus.
+"""
+
+from __future__ import annotations
+
+from . import cost_model
+from ...contract.config import NPUConfig
+from .schedule import Scoreboard, emit_constant_load
+from .sram import align
+
+# Bytes per weight-load command: long enough that the DMA set-up latency is ~3% of a chunk.
+CHUNK_BYTES = 32 * 1024
+# How far (in chunks) the loads may run ahead of the compute they hide behind: the pacing starts with
+# this much credit and saves up no more while nothing is eligible to load.
+MAX_CREDIT_CHUNKS = 4
+# `load_after` of a block that needs no load: an earlier layer's load of the same bytes is still in SRAM.
+RESIDENT = "resident"
+
+
+def _first_fit(busy: list, size: int, limit: int, alignment: int) -> int | None:
+    """Lowest aligned address where [addr, addr + size) overlaps none of the `busy` ranges."""
+    addr = 0
+    for lo, hi in sorted(busy):
+        if addr + size <= lo:
+            break
+        addr = max(addr, align(hi, alignment))
+    return addr if addr + size <= limit else None
+
+
+def place_weight_slots(cfg: NPUConfig, plans: list, residents: dict) -> int:
+    """Give every constant block a slot (`w_slots`) and the index of the first layer its load may
+    overlap (`load_after`). Returns the first SRAM byte above everything placed."""
+    busy = [[(lp.base, lp.top)] for lp in plans]
+    for r in residents.values():
+        for k in range(r.first, r.last + 1):
+            busy[k].append((r.addr, r.addr + r.size))
+    loaded = {}  # (DDR address, bytes) of a single-block layer's weights -> (slot, last layer it is kept)
+    for i, lp in enumerate(plans):
+        for b, blk in enumerate(lp.blocks):
+            size = align(blk.nbytes, cfg.alignment)
+            key = (blk.ddr_addr, blk.nbytes) if len(lp.blocks) == 1 else None
+            if key in loaded and _keep(busy, *loaded[key], i, size):
+                slot, last = loaded[key]
+                for k in range(last + 1, i + 1):
+                    busy[k].append((slot, slot + size))
+                lp.w_slots[b], lp.load_after[b] = slot, RESIDENT
+                loaded[key] = (slot, i)
+                continue
+            best, union = None, []
+            for k in range(i, -1, -1):
+                union += busy[k]
+                addr = _first_fit(union, size, cfg.sram_bytes, cfg.alignment)
+                if addr is None:
+                    break
+                best = (k, addr)
+            if best is None:
+                # No room beside the blocks already waiting: load into the previous block's slot once
+                # its computes are done. Block 0 always fits above the layer's buffers (plan._layout).
+                lp.w_slots[b], lp.load_after[b] = lp.w_slots[b - 1], None
+                continue
+            lp.load_after[b], lp.w_slots[b] = best
+            for k in range(best[0], i + 1):
+                busy[k].append((best[1], best[1] + size))
+            if key is not None:
+                loaded[key] = (best[1], i)
+    return max((hi for ranges in busy for _, hi in ranges), default=0)
+
+
+def _keep(busy: list, slot: int, last: int, i: int, size: int) -> bool:
+    """Whether [slot, slot + size) is free in every layer after `last` up to `i`."""
+    return all(hi <= slot or lo >= slot + size for k in range(last + 1, i + 1) for lo, hi in busy[k])
+
+
+class WeightStreamer:
+    """Emits the streamed constant-block loads of every layer, chunk by chunk, between compute commands."""
+
+    def __init__(self, cfg: NPUConfig, sb: Scoreboard, plans: list, names: list):
+        self.cfg, self.sb, self.names = cfg, sb, names
+        self.queue = []  # (layer, load_after, ddr_addr, sram_addr, nbytes), in layer order
+        for j, lp in enumerate(plans):
+            for blk, slot, after in zip(lp.blocks, lp.w_slots, lp.load_after):
+                if after is None or after == RESIDENT:
+                    continue
+                for off in range(0, blk.nbytes, CHUNK_BYTES):
+                    n = min(CHUNK_BYTES, blk.nbytes - off)
+                    self.queue.append((j, after, blk.ddr_addr + off, slot + off, n))
+        self.credit = float(MAX_CREDIT_CHUNKS * CHUNK_BYTES)
+
+    def _emit(self, item):
+        j, _, ddr, sram, n = item
+        emit_constant_load(self.sb, ddr, sram, n, self.cfg.alignment, self.names[j])
+
+    def flush(self, layer: int):
+        """Emit what is left of the loads of `layer` and of the layers before it."""
+        for item in [q for q in self.queue if q[0] <= layer]:
+            self._emit(item)
+        self.queue = [q for q in self.queue if q[0] > layer]
+
+    def after_compute(self, layer: int, cmd):
+        """Called after each compute command of `layer`: queue the loads its cycles can hide."""
+        cap = MAX_CREDIT_CHUNKS * CHUNK_BYTES
+        self.credit = min(cap, self.credit + cost_model.compute_cycles(self.cfg, cmd) * self.cfg.ddr_bytes_per_cycle)
+        kept = []
+        for item in self.queue:
+            if self.credit > 0 and item[1] <= layer:
+                self._emit(item)
+                self.credit -= item[4]
+            else:
+                kept.append(item)
+        self.queue = kept

@@ -1,0 +1,64 @@
+"""A model's cost on one NPU configuration, from the compiler and the cost model alone.
+
+The build's own stages up to codegen (partition, lower, plan, verify, encode: build.compile_npu_regions)
+give every NPU region's command stream, which the cost model (cost_model.py, docs/npu.md section 5)
+times. Nothing runs, and TVM's CPU lowering -- the slow part of a build, which does not change the NPU's
+numbers -- is skipped: MobileNetV2 at 224x224 estimates in about 1.5 s. The numbers are the ones the
+planner optimised and that `tvm-npu profile` reports as "estimated".
+
+What the estimate leaves out: the ops that stay on the CPU (their MACs are counted as `cpu_macs` but
+not timed), and the host's work at region boundaries (fp32 <-> fp16 conversion, NCHW <-> NHWC).
+"""
+
+from __future__ import annotations
+
+import tvm
+
+from ..contract.config import NPUConfig, get_config
+from ..backend.plan.energy import DEFAULT, EnergyModel
+from ..partition.report import BuildReport
+
+# Summed over NPU regions (which run one after another); SRAM is the largest region's.
+_SUMMED = ("estimated_cycles", "mac_cycles", "vector_cycles", "macs", "macs_int8", "macs_fp16",
+           "ddr_read_bytes", "ddr_write_bytes", "compulsory_ddr_bytes", "sram_access_bytes", "weight_bytes")
+
+
+def estimate(mod: tvm.IRModule, config: NPUConfig | str | None = None, params: dict | None = None,
+             energy: EnergyModel = DEFAULT) -> dict:
+    """Compile `mod`'s NPU regions for `config` and return the cost model's totals.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        The model (e.g. from `tvm_npu.from_onnx`).
+    config : NPUConfig or str, optional
+        The NPU ("npu-ref" by default).
+    params : dict, optional
+        Weights to bind into `main`, as for `tvm_npu.build`.
+    energy : EnergyModel, optional
+        The pJ constants of the energy estimate (energy.py).
+
+    Returns
+    -------
+    dict
+        `cycles` (all NPU regions, one after another), `latency_us`, `mac_cycles` (MAC array busy),
+        `vector_cycles`, `macs`, `ddr_bytes` (read + written), `sram_peak_bytes`, the energy parts in
+        microjoules, `npu_ops` / `ops`, `cpu_macs` and `regions`. Raises NPUError (e.g.
+        ERR_SRAM_OVERFLOW) when the model does not compile for `config`.
+    """
+    from ..build import bind_params, compile_npu_regions
+
+    cfg = get_config(config)
+    report = BuildReport()
+    compile_npu_regions(bind_params(mod, params), cfg, report)
+    regions = report.regions.values()
+    out = {k: sum(int(r.get(k, 0)) for r in regions) for k in _SUMMED}
+    out["cycles"] = out.pop("estimated_cycles")
+    out["latency_us"] = out["cycles"] / cfg.clock_mhz
+    out["ddr_bytes"] = out["ddr_read_bytes"] + out["ddr_write_bytes"]
+    out["sram_peak_bytes"] = max((int(r["sram_bytes_used"]) for r in regions), default=0)
+    out.update(energy.energy_uj(cfg, out["macs_int8"], out["macs_fp16"], out["ddr_bytes"],
+                                out["sram_access_bytes"]))
+    out.update(regions=len(report.regions), npu_ops=report.npu_ops, ops=len(report.placements),
+               cpu_macs=report.macs()["cpu"])
+    return out

@@ -1,0 +1,107 @@
+"""Design-space exploration: how much SRAM, MAC array and DDR bandwidth a model needs.
+
+The sweep's driver; each stage is a file:
+
+    grid (sweep_grid.py)  -> estimate every configuration in parallel, resumably (sweep_run.py,
+    each one tvm_npu.estimate: the compiler + the cost model, nothing runs)
+    -> energy, area, Pareto front, table (sweep_table.py, energy.py) -> plots (sweep_plots.py)
+
+`tvm-npu sweep model.onnx --mac 16x16,32x32 --sram 512KiB,2MiB --ddr-bw 8,16` is the command line;
+docs/dse.md says what the numbers mean and how to run a sweep on Dask or Ray.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import grid as sweep_grid, plots as sweep_plots, run as sweep_run, table as sweep_table
+from ..contract.config import NPUConfig, get_config
+from ..backend.plan.energy import DEFAULT, DEFAULT_AREA, AreaModel, EnergyModel
+from ..contract.errors import NPUError
+
+
+@dataclass
+class SweepResult:
+    """The sweep's table (`rows`, one dict per configuration in grid order) and the files it wrote."""
+
+    rows: list
+    folder: Path
+    files: list = field(default_factory=list)
+    seconds: float = 0.0
+    estimated: int = 0  # configurations estimated by this call (the rest came from the results file)
+
+    @property
+    def pareto(self) -> list[str]:
+        return [r["name"] for r in self.rows if r.get("pareto")]
+
+    def table(self) -> str:
+        return sweep_table.text(self.rows)
+
+
+def sweep(model, mac="16x16,32x32,64x64", sram="512KiB,1MiB,2MiB,4MiB", ddr_bw="8,16,32",
+          out: str | Path = "npu_sweep", base: NPUConfig | str | None = None,
+          executor: cf.Executor | None = None, jobs: int | None = None, progress: bool = True,
+          plots: bool = True, energy: EnergyModel = DEFAULT, area: AreaModel = DEFAULT_AREA) -> SweepResult:
+    """Estimate `model` on every combination of MAC array, SRAM size and DDR bandwidth.
+
+    Parameters
+    ----------
+    model : str or Path or onnx.ModelProto
+        The ONNX model (a ModelProto is saved as `<out>/model.onnx` for the workers).
+    mac, sram, ddr_bw : str or list
+        Swept values, e.g. "16x16,32x32", ["512KiB", "2MiB"], "8,16,32" (sweep_grid.py).
+    out : str or Path
+        Folder for results.jsonl (resumable), sweep.csv and the plots.
+    base : NPUConfig or str, optional
+        The configuration whose other fields every point keeps (default "npu-ref").
+    executor : concurrent.futures.Executor, optional
+        Where to estimate (anything with `submit` returning a concurrent.futures.Future); by default a
+        process pool of `jobs` workers (default: all cores), shut down at the end.
+    progress, plots : bool
+        Show a progress bar; write the PNG plots.
+    energy, area : EnergyModel, AreaModel
+        The constants of the energy and area estimates (energy.py).
+
+    Returns
+    -------
+    SweepResult
+        `.rows` (the table), `.pareto`, `.table()`, `.files`. Configurations that the contract forbids
+        or that the model does not fit are rows with `feasible` False, `error_code` and `reason`.
+    """
+    start = time.perf_counter()
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    model_path = _model_file(model, folder)
+    base_cfg = get_config(base)
+    points = sweep_grid.grid(base_cfg, mac, sram, ddr_bw)
+    results = folder / "results.jsonl"
+    fp = sweep_run.fingerprint(model_path, base_cfg)
+    stored = set(sweep_run.load_rows(results, fp))
+    rows = sweep_run.run(points, model_path, results, fp, executor, jobs, progress)
+    rows = sweep_table.finish(rows, energy, area)
+    sweep_table.write_csv(rows, folder / "sweep.csv")
+    files = [results, folder / "sweep.csv"]
+    if plots:
+        files += sweep_plots.write_plots(rows, folder, Path(model_path).stem)
+    estimated = sum(p.name not in stored for p in points)
+    return SweepResult(rows, folder, files, time.perf_counter() - start, estimated)
+
+
+def _model_file(model, folder: Path) -> str:
+    if isinstance(model, (str, Path)):
+        path = Path(model)
+        if not path.is_file():
+            raise NPUError("ERR_OP_NOT_SUPPORTED", f"model file {str(path)!r} does not exist; give the path of an "
+                                                   f"ONNX model")
+        return str(path.resolve())
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        path = folder / "model.onnx"
+        onnx.save(model, str(path))
+        return str(path.resolve())
+    raise NPUError("ERR_OP_NOT_SUPPORTED", f"sweep takes an ONNX file path or an onnx.ModelProto, not "
+                                           f"{type(model).__name__}")

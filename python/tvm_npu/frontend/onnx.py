@@ -1,0 +1,143 @@
+"""Stage 1 — import: ONNX models into Relax, with the weights as constants.
+
+`from_onnx` is TVM's ONNX frontend plus tvm_npu's own converters for what TVM lowers in a way the NPU
+patterns cannot see (Clip becomes two TIR calls in TVM 0.27; here it stays one `R.clip`, so relu6
+fuses into the convolution before it; constant Pad stays one `R.nn.pad`, so a zero pad can fold into
+the convolution after it), LSTM, which TVM's frontend lacks (onnx_lstm.py), and QOperator-format
+quantized models (QLinearConv, QLinearMatMul) are rewritten into the QDQ format the NPU patterns match
+(onnx_qlinear.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+
+import numpy as np
+import onnx
+import tvm
+from tvm import relax
+from tvm.relax.frontend.onnx import onnx_frontend
+
+from ..ir.values import constant_value
+from ..contract.errors import NPUError
+from .lstm import LSTM
+from .qlinear import qoperator_to_qdq
+
+
+class Clip(onnx_frontend.Clip):
+    """Clip with constant bounds as one R.clip (TVM emits maximum + minimum as call_tir)."""
+
+    @classmethod
+    def _as_clip(cls, x, lo, hi):
+        if str(x.ty.dtype) != "float32":
+            return None
+        bounds = []
+        for bound, default in ((lo, np.finfo(np.float32).min), (hi, np.finfo(np.float32).max)):
+            if bound is None:
+                bounds.append(float(default))
+                continue
+            value = constant_value(bound)
+            if value is None or value.size != 1 or not np.isfinite(value).all():
+                return None
+            bounds.append(float(value.reshape(-1)[0]))
+        return relax.op.clip(x, *bounds)
+
+    @classmethod
+    def _impl_v13(cls, bb, inputs, attr, params):
+        lo = inputs[1] if len(inputs) > 1 else None
+        hi = inputs[2] if len(inputs) > 2 else None
+        clip = cls._as_clip(inputs[0], lo, hi)
+        return clip if clip is not None else super()._impl_v13(bb, inputs, attr, params)
+
+    @classmethod
+    def _impl_v11(cls, bb, inputs, attr, params):
+        return cls._impl_v13(bb, inputs, attr, params)
+
+
+class Pad(onnx_frontend.Pad):
+    """A float constant-mode Pad (opset 11+) as one R.nn.pad: TVM emits a call_tir of topi.nn.pad,
+    which no rewrite can read, and rewrite.fuse_pad_into_conv folds a zero R.nn.pad into the
+    convolution after it. Other modes, crops (negative pads) and integer tensors keep TVM's lowering."""
+
+    @classmethod
+    def _lower_pad(cls, bb, inputs, attr, params, allowed_modes):
+        x = inputs[0]
+        if attr.get("mode", b"constant").decode("utf-8") == "constant" and \
+                str(x.ty.dtype).startswith("float"):
+            before, after, value = cls._parse_pads_and_axes(inputs, params)
+            if min(before + after) >= 0:
+                width = [int(p) for pair in zip(before, after) for p in pair]  # per axis: before, after
+                return relax.op.nn.pad(x, width, "constant", float(value))
+        return super()._lower_pad(bb, inputs, attr, params, allowed_modes)
+
+
+CONVERTERS = {"Clip": Clip, "Pad": Pad, "LSTM": LSTM}
+
+
+@contextlib.contextmanager
+def _npu_converters():
+    """TVM's converter map with tvm_npu's converters in it, for the duration of one import."""
+    original = onnx_frontend._get_convert_map
+
+    def patched():
+        table = original()
+        table.update(CONVERTERS)
+        return table
+
+    onnx_frontend._get_convert_map = patched
+    try:
+        yield
+    finally:
+        onnx_frontend._get_convert_map = original
+
+
+def initializers_as_constants(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model without the graph inputs that are also initializers.
+
+    Older exporters (opset < 9 conventions, keep_initializers_as_inputs=True) list every weight as a
+    graph input too; ONNX then lets a caller override it, so an importer could make each weight a
+    run-time parameter and keep it off the NPU. tvm_npu treats them as the constants they are."""
+    names = {init.name for init in model.graph.initializer}
+    if not any(i.name in names for i in model.graph.input):
+        return model
+    model = copy.deepcopy(model)
+    kept = [i for i in model.graph.input if i.name not in names]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
+    return model
+
+
+def _load(model) -> onnx.ModelProto:
+    """A ModelProto from a path or serialized bytes; NPUError(ERR_OP_NOT_SUPPORTED) when unreadable."""
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        what = f"ONNX model ({len(model)} bytes)"
+        load = lambda: onnx.load_model_from_string(bytes(model))  # noqa: E731
+    else:
+        what = f"ONNX model {str(model)!r}"
+        load = lambda: onnx.load(model)  # noqa: E731
+    try:
+        loaded = load()
+    except Exception as err:  # onnx raises DecodeError, OSError, ...
+        raise NPUError("ERR_OP_NOT_SUPPORTED", f"cannot read {what}: {err}") from None
+    if not loaded.graph.node and not loaded.graph.output:
+        raise NPUError("ERR_OP_NOT_SUPPORTED", f"cannot read {what}: no graph (truncated?)")
+    return loaded
+
+
+def from_onnx(model: "onnx.ModelProto | str | bytes", shape_dict: dict | None = None) -> tvm.IRModule:
+    """Import an ONNX model (a ModelProto, a path or the serialized bytes); weights become constants of
+    `main`, also when an older exporter listed them as graph inputs too.
+
+    Raises NPUError(ERR_OP_NOT_SUPPORTED) for a file or bytes that are not a valid ONNX model
+    (malformed, truncated or failing the ONNX checker).
+    """
+    if isinstance(model, (str, bytes, bytearray, memoryview)) or hasattr(model, "__fspath__"):
+        model = _load(model)
+    try:
+        onnx.checker.check_model(model)
+    except (onnx.checker.ValidationError, ValueError) as err:
+        raise NPUError("ERR_OP_NOT_SUPPORTED", f"invalid ONNX model: {err}") from None
+    model = qoperator_to_qdq(initializers_as_constants(model))
+    with _npu_converters():
+        return onnx_frontend.from_onnx(model, shape_dict=shape_dict, keep_params_in_input=False)

@@ -1,0 +1,383 @@
+"""The pattern table's check functions: which constraints (constraints.py) each NPU composite runs, on
+which parts of its match.
+
+A check receives FuseOpsByPattern's match context, runs its constraints in order through `_run` (the
+first failure is logged as a Rejection with the constraint's reason code and docstring, and refuses the
+match), and declares them with `applies(...)`: SUPPORTED_OPS.md is generated from those lists, and a test
+keeps each list equal to what the function's code calls. `_quant_checks` adds the checks of an int8
+match's QDQ parts.
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm.ir.prim.expr import FloatImm, IntImm
+
+from .constraints import Rejection, _ACTIVE, constraint_bias_per_channel, constraint_broadcast, constraint_clip_bounds, constraint_concat, constraint_conv_layout, constraint_eltwise_scales, constraint_float32, constraint_groups, constraint_int8_activations, constraint_model_input, constraint_model_output, constraint_per_tensor, constraint_pool, constraint_pool_window_fits, constraint_rank, constraint_reshape_keeps_rows, constraint_same_quantization, constraint_same_shape, constraint_slice_rows, constraint_softmax_axis, constraint_staged_reshape, constraint_static_shape, constraint_stride, constraint_symmetric_weights, constraint_weight_2d, constraint_width, reason_code, reason_text
+from ..ir.values import constant_value, static_shape
+
+
+def _run(ctx, pattern: str, checks) -> bool:
+    """Apply (constraint, args) pairs in order; the first failure is logged and rejects the match."""
+    if "quantize" in ctx.annotated_expr:
+        pattern = "q" + pattern  # the int8 form: its rejection explains an fp16 or CPU fallback
+    for constraint, args in checks:
+        detail = constraint(*args)
+        if detail is not None:
+            log = _ACTIVE["log"]
+            if log is not None:
+                var = _fused_part(ctx, constraint)
+                if var is None:
+                    var = ctx.value_to_bound_var.get(ctx.annotated_expr["op"])
+                log.append(Rejection(var.name if var is not None else "?",
+                                     ctx.annotated_expr["op"].op.name, pattern,
+                                     reason_code(constraint), reason_text(constraint), detail,
+                                     weight_constant(ctx.annotated_expr["op"], ctx.matched_bindings)))
+            return False
+    return True
+
+
+def weight_constant(call, bindings: dict):
+    """The Constant under a conv / matmul call's weight (through vars, permute_dims, reshape and
+    dequantize), or None."""
+    if len(call.args) < 2:
+        return None
+    expr = call.args[1]
+    for _ in range(8):
+        while isinstance(expr, tvm.relax.Var) and expr in bindings:
+            expr = bindings[expr]
+        if isinstance(expr, tvm.ir.Constant):
+            return expr
+        if not (isinstance(expr, tvm.relax.Call) and getattr(expr.op, "name", "") in
+                ("relax.dequantize", "relax.permute_dims", "relax.reshape")):
+            return None
+        expr = expr.args[0]
+    return None
+
+
+def _fused_part(ctx, constraint):
+    """The var of the op a bias or activation constraint is about (the add or clip that could not
+    fuse): the op itself may still run on the NPU without it, so the reason belongs to the part."""
+    ann = ctx.annotated_expr
+    if constraint is constraint_clip_bounds and "act" in ann:
+        return ctx.value_to_bound_var.get(ann["act"])
+    if constraint is constraint_bias_per_channel:
+        for var, value in ctx.matched_bindings.items():
+            if isinstance(value, tvm.relax.Call) and getattr(value.op, "name", "") == "relax.add" \
+                    and _resolve(ctx, value.args[0]).same_as(ann["op"]):
+                return var
+    return None
+
+
+def _undequantized(ctx, expr):
+    """An operand through the match's bindings and a dequantize (the int8 codes behind it)."""
+    expr = _resolve(ctx, expr)
+    if isinstance(expr, tvm.relax.Call) and getattr(expr.op, "name", "") == "relax.dequantize":
+        expr = _resolve(ctx, expr.args[0])
+    return expr
+
+
+def _resolve(ctx, expr):
+    """The value behind a dataflow variable of the match (patterns see through bindings)."""
+    while not isinstance(expr, tvm.ir.Constant) and expr in ctx.matched_bindings:
+        expr = ctx.matched_bindings[expr]
+    return expr
+
+
+def applies(*constraints, int8=()):
+    """Declare the constraints a check function runs (in order), and those only its int8 (QDQ) form adds.
+
+    SUPPORTED_OPS.md is generated from these lists (supported_ops.py); a test keeps each list equal to
+    the constraints the function's code calls."""
+    def mark(check):
+        check.constraints = list(constraints)
+        check.int8_constraints = list(int8)
+        return check
+    return mark
+
+
+# What _quant_checks adds to an int8 match; with a weight, the weight must also be symmetric.
+QUANT_CONSTRAINTS = [constraint_int8_activations, constraint_per_tensor]
+
+
+QUANT_WEIGHT_CONSTRAINTS = QUANT_CONSTRAINTS + [constraint_symmetric_weights]
+
+
+def _quant_checks(ctx, wide: bool = False) -> list:
+    """Checks of the QDQ parts of an int8 match: int8 data (int16 too where `wide`: the ELTWISE operands
+    of format 1.2), per-tensor scales, symmetric weights. A model output's lone dequantize (annotated
+    "dequantize", no quantize) has its input checked."""
+    ann = ctx.annotated_expr
+    if "quantize" not in ann and "dequantize" not in ann:
+        return []
+    data_dqs = [ann[k] for k in ("data", "lhs", "rhs", "dequantize") if k in ann]
+    if ann["op"].op.name == "relax.concat":  # its dequantized inputs come as one tuple
+        data_dqs = [_resolve(ctx, f) for f in _resolve(ctx, ann["op"].args[0]).fields]
+    qs = [ann["quantize"]] if "quantize" in ann else []
+    checks = [(constraint_int8_activations, ([d.args[0] for d in data_dqs] + qs, wide)),
+              (constraint_per_tensor, (data_dqs + qs,))]
+    if "weight" in ann:
+        w = _resolve(ctx, ann["weight"])
+        if w.op.name == "relax.permute_dims":
+            w = _resolve(ctx, w.args[0])
+        checks.append((constraint_symmetric_weights, (w,)))
+    return checks
+
+
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_conv_layout,
+         constraint_stride, constraint_groups, constraint_width, constraint_bias_per_channel,
+         constraint_clip_bounds, int8=QUANT_WEIGHT_CONSTRAINTS)
+def check_conv2d(ctx) -> bool:
+    call = ctx.annotated_expr["op"]
+    data, weight = call.args[0], call.args[1]
+    tensors = [data, weight, call]
+    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
+              (constraint_rank, (tensors,)), (constraint_conv_layout, (call,)),
+              (constraint_stride, (call,)), (constraint_groups, (call,))] + _quant_checks(ctx)
+    if not _run(ctx, "conv2d", checks):
+        return False
+    layout = call.attrs.data_layout
+    w_axis = layout.index("W")
+    c_axis = layout.index("C")
+    out_shape = static_shape(call)
+    checks = [(constraint_width, ([static_shape(data)[w_axis], out_shape[w_axis]],))]
+    if "bias" in ctx.annotated_expr:
+        checks.append((constraint_bias_per_channel,
+                       (ctx.annotated_expr["bias"], out_shape[c_axis], c_axis, 4)))
+    checks.append((constraint_clip_bounds, (_act(ctx),)))
+    return _run(ctx, "conv2d", checks)
+
+
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_width,
+         constraint_weight_2d, constraint_bias_per_channel, constraint_clip_bounds,
+         int8=QUANT_WEIGHT_CONSTRAINTS)
+def check_dense(ctx) -> bool:
+    call = ctx.annotated_expr["op"]
+    data, weight = call.args[0], call.args[1]
+    tensors = [data, weight, call]
+    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
+              (constraint_rank, (tensors,))] + _quant_checks(ctx)
+    if not _run(ctx, "dense", checks):
+        return False
+    out_shape = static_shape(call)
+    checks = [(constraint_width, ([static_shape(data)[-1], out_shape[-1]],)),
+              (constraint_weight_2d, (weight,))]
+    if "bias" in ctx.annotated_expr:
+        checks.append((constraint_bias_per_channel,
+                       (ctx.annotated_expr["bias"], out_shape[-1], len(out_shape) - 1, len(out_shape))))
+    checks.append((constraint_clip_bounds, (_act(ctx),)))
+    return _run(ctx, "dense", checks)
+
+
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_same_shape,
+         constraint_width, constraint_clip_bounds, int8=QUANT_CONSTRAINTS)
+def check_add(ctx) -> bool:
+    call = ctx.annotated_expr["op"]
+    lhs, rhs = call.args[0], call.args[1]
+    tensors = [lhs, rhs, call]
+    # An int8 operand is dequantize(codes): a constant there is as much a constant as a float one.
+    operands = [_undequantized(ctx, e) for e in (lhs, rhs)]
+    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
+              (constraint_rank, (tensors,)), (constraint_same_shape, tuple(operands))] + _quant_checks(ctx)
+    if not _run(ctx, "add", checks):
+        return False
+    shape = static_shape(call)
+    return _run(ctx, "add", [(constraint_width, ([shape[-1]],)), (constraint_clip_bounds, (_act(ctx),))])
+
+
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_reshape_keeps_rows,
+         int8=QUANT_CONSTRAINTS + [constraint_same_quantization])
+def check_reshape(ctx) -> bool:
+    call = ctx.annotated_expr["op"]
+    tensors = [call.args[0], call]
+    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
+              (constraint_rank, (tensors,)), (constraint_reshape_keeps_rows, (call,))] + _quant_checks(ctx)
+    if "quantize" in ctx.annotated_expr:
+        checks.append((constraint_same_quantization,
+                       (_resolve(ctx, ctx.annotated_expr["data"]), ctx.annotated_expr["quantize"])))
+    return _run(ctx, "reshape", checks)
+
+
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_pool,
+         constraint_width, constraint_pool_window_fits, int8=QUANT_CONSTRAINTS)
+def check_pool(ctx) -> bool:
+    call = ctx.annotated_expr["op"]
+    tensors = [call.args[0], call]
+    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
+              (constraint_rank, (tensors,)), (constraint_pool, (call,))] + _quant_checks(ctx)
+    if not _run(ctx, "pool", checks):
+        return False
+    layout = "NCHW" if call.op.name == "relax.mean" else str(call.attrs.layout)
+    elem = 1 if "quantize" in ctx.annotated_expr else 2
+    return _run(ctx, "pool", [(constraint_width, ([static_shape(call.args[0])[layout.index("W")]],)),
+                              (constraint_pool_window_fits, (call, elem))])
+
+
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_slice_rows,
+         int8=QUANT_CONSTRAINTS + [constraint_same_quantization])
+def check_slice(ctx) -> bool:
+    call = ctx.annotated_expr["op"]
+    tensors = [call.args[0], call]
+    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
+              (constraint_rank, (tensors,)), (constraint_slice_rows, (call,))] + _quant_checks(ctx)
+    if "quantize" in ctx.annotated_expr:
+        checks.append((constraint_same_quantization,
+                       (_resolve(ctx, ctx.annotated_expr["data"]), ctx.annotated_expr["quantize"])))
+    return _run(ctx, "slice", checks)
+
+
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_concat,
+         constraint_width, int8=QUANT_CONSTRAINTS)
+def check_concat(ctx) -> bool:
+    call = ctx.annotated_expr["op"]
+    fields = list(_resolve(ctx, call.args[0]).fields)
+    quantized = "quantize" in ctx.annotated_expr
+    dqs = [_resolve(ctx, f) for f in fields] if quantized else []
+    inputs = [dq.args[0] for dq in dqs] if quantized else fields
+    tensors = (dqs or fields) + [call]
+    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
+              (constraint_rank, (tensors,))] + _quant_checks(ctx)
+    if not _run(ctx, "concat", checks):
+        return False
+    return _run(ctx, "concat", [(constraint_concat, (call, inputs, 1 if quantized else 2)),
+                                (constraint_width, ([static_shape(call)[-1]],))])
+
+
+def _operands(ctx, call) -> tuple:
+    """The operands an elementwise op reads on the NPU: the int8 codes under the dequantizes in QDQ
+    form (their constness decides the broadcast mode), else the call's own arguments."""
+    ann = ctx.annotated_expr
+    if "quantize" in ann:
+        return ann["lhs"].args[0], ann["rhs"].args[0]
+    return call.args[0], call.args[1]
+
+
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_broadcast,
+         constraint_width, constraint_clip_bounds, int8=QUANT_CONSTRAINTS + [constraint_eltwise_scales])
+def check_eltwise(ctx) -> bool:
+    call = ctx.annotated_expr["op"]
+    lhs, rhs = call.args[0], call.args[1]
+    tensors = [lhs, rhs, call]
+    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,))]
+    if not _run(ctx, "eltwise", checks):
+        return False
+    # A scalar constant b is a rank-0 tensor that broadcasts: only the tensors need a stored row.
+    ranked = [call] + [arg for arg, op in zip(call.args, _operands(ctx, call)) if constant_value(op) is None]
+    checks = [(constraint_rank, (ranked,))] + _quant_checks(ctx, wide=True)
+    if not _run(ctx, "eltwise", checks):
+        return False
+    checks = [(constraint_broadcast, (call,) + _operands(ctx, call))]
+    ann = ctx.annotated_expr
+    if "quantize" in ann:
+        checks.append((constraint_eltwise_scales, (ann["lhs"], ann["rhs"], ann["quantize"],
+                                                   call.op.name == "relax.multiply")))
+    checks += [(constraint_width, ([static_shape(call)[-1]],)), (constraint_clip_bounds, (_act(ctx),))]
+    return _run(ctx, "eltwise", checks)
+
+
+@applies(constraint_static_shape, constraint_rank, constraint_width, int8=QUANT_CONSTRAINTS)
+def check_requantize(ctx) -> bool:
+    """quantize(dequantize(x)): a change of scale or width (int16 -> int8 before a table lookup) as an
+    ELTWISE add whose b_mult is 0."""
+    ann = ctx.annotated_expr
+    dq, q = ann["data"], ann["quantize"]
+    tensors = [dq, q]
+    checks = [(constraint_static_shape, (tensors,)), (constraint_rank, (tensors,))] + _quant_checks(ctx, wide=True)
+    return _run(ctx, "requantize", checks + [(constraint_width, ([static_shape(q)[-1]],))])
+
+
+def _scalar(expr, value: float) -> bool:
+    v = constant_value(expr)
+    return v is not None and v.size == 1 and float(v.reshape(-1)[0]) == value
+
+
+def is_hardswish(ann) -> bool:
+    """x * (clip(x + 3, 0, 6) / 6), as TVM imports ONNX HardSwish. Another expression of this shape
+    is not a hardswish: it is no rejection, its ops are matched one by one (ELTWISE) instead."""
+    add, clip, div = ann["hs_add"], ann["hs_clip"], ann["hs_div"]
+    bounds = [b.value for b in clip.args[1:] if isinstance(b, (IntImm, FloatImm))]
+    x, x2 = ann["data"], ann["data_b"]
+    if "quantize" in ann:  # two dequantizes: of the same tensor, with the same scale and zero point
+        same = x.args[0].same_as(x2.args[0]) and all(
+            _scalar(b, float(constant_value(a).reshape(-1)[0])) for a, b in zip(x.args[1:3], x2.args[1:3]))
+    else:
+        same = x.same_as(x2)
+    return same and _scalar(add.args[1], 3.0) and _scalar(div.args[1], 6.0) and bounds == [0, 6]
+
+
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_width,
+         int8=QUANT_CONSTRAINTS)
+def check_unary(ctx) -> bool:
+    ann = ctx.annotated_expr
+    call = ann["op"]
+    if "hs_add" in ann and not is_hardswish(ann):
+        return False
+    tensors = [call.args[0], call]
+    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
+              (constraint_rank, (tensors,))] + _quant_checks(ctx)
+    if not _run(ctx, "unary", checks):
+        return False
+    return _run(ctx, "unary", [(constraint_width, ([static_shape(call)[-1]],))])
+
+
+def _staged_io(ctx, quantize_input: bool):
+    """The var a staged quantize or dequantize converts: the model input under a quantize (and a
+    reshape), or the model output a dequantize (and a reshape) makes."""
+    ann = ctx.annotated_expr
+    if quantize_input:
+        return ann["reshape"].args[0] if "reshape" in ann else ann["op"].args[0]
+    return ctx.value_to_bound_var.get(ann.get("reshape", ann["op"]))
+
+
+@applies(constraint_model_input, constraint_static_shape, constraint_rank, constraint_staged_reshape,
+         constraint_width, int8=QUANT_CONSTRAINTS)
+def check_quantize_input(ctx) -> bool:
+    """quantize(x) of a model input x, or quantize(reshape(x)): the region's input, quantized by the runtime
+    as it stages it. With a reshape, a quantize not of a model input is left to the plain entry (it gives
+    the reason)."""
+    ann = ctx.annotated_expr
+    q, data = ann["op"], _staged_io(ctx, True)
+    if "reshape" in ann and constraint_model_input(data) is not None:
+        return False
+    checks = [(constraint_model_input, (data,)), (constraint_static_shape, ([q, data],)),
+              (constraint_rank, ([q, data],))] + _quant_checks(ctx, wide=True)
+    if "reshape" in ann:
+        checks.append((constraint_staged_reshape, (ann["reshape"], q)))
+    return _run(ctx, "input", checks + [(constraint_width, ([static_shape(q)[-1]],))])
+
+
+@applies(constraint_model_output, constraint_static_shape, constraint_rank, constraint_staged_reshape,
+         constraint_width, int8=QUANT_CONSTRAINTS)
+def check_dequantize_output(ctx) -> bool:
+    """dequantize(q) returned by the model, or reshape(dequantize(q)): the region's output, dequantized by
+    the runtime as it stages it. With a reshape, a result that is not a model output is left alone."""
+    ann = ctx.annotated_expr
+    dq = ann["op"]
+    result = _staged_io(ctx, False)
+    if "reshape" in ann and constraint_model_output(result) is not None:
+        return False
+    checks = [(constraint_model_output, (result,)), (constraint_static_shape, ([dq],)),
+              (constraint_rank, ([dq],))] + _quant_checks(ctx, wide=True)
+    if "reshape" in ann:
+        checks.append((constraint_staged_reshape, (ann["reshape"], dq.args[0])))
+    return _run(ctx, "qoutput", checks + [(constraint_width, ([static_shape(dq)[-1]],))])
+
+
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_softmax_axis,
+         constraint_width, int8=QUANT_CONSTRAINTS)
+def check_softmax(ctx) -> bool:
+    call = ctx.annotated_expr["op"]
+    tensors = [call.args[0], call]
+    # No int8 softmax pattern exists (SOFTMAX is fp16): _quant_checks adds nothing today, and keeps the
+    # shape every check has for when one does.
+    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
+              (constraint_rank, (tensors,))] + _quant_checks(ctx)
+    if not _run(ctx, "softmax", checks):
+        return False
+    return _run(ctx, "softmax", [(constraint_softmax_axis, (call,)),
+                                 (constraint_width, ([static_shape(call)[-1]],))])
+
+
+def _act(ctx):
+    act = ctx.annotated_expr.get("act")
+    return act if act is not None and act.op.name == "relax.clip" else None

@@ -1,0 +1,424 @@
+"""Supported-operator rules: small `constraint_*` functions whose docstrings are the user-facing reasons.
+
+A constraint returns None when the op is acceptable, or a short detail string when it is not; the
+rejection is recorded with the constraint's reason code and docstring, so the partition report can say
+exactly why an op stayed on the CPU and what to change. The limits come from the active NPUConfig.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import tvm
+from tvm.ir.prim.expr import FloatImm, IntImm
+
+from ..contract.config import NPUConfig, get_config
+from ..ir.values import constant_value, dtype_of, static_shape
+
+# The configuration the checks use, and the model's inputs and outputs (ModelIO); set by the
+# partitioner for the duration of one partition.
+_ACTIVE = {"config": None, "log": None, "io": None}
+
+
+@dataclass
+class ModelIO:
+    """What the quantized-staging checks need to know about `main` (docs/npu.md section 2, format 1.3)."""
+
+    inputs: set  # parameters of main read by exactly one binding
+    outputs: set  # vars that main returns and nothing else reads (directly or in its result tuple)
+
+
+def set_model_io(func) -> None:
+    """Record `main`'s inputs and outputs for the checks of the current partition (see `checking`)."""
+    from ..ir.graph import Graph  # relax_graph imports nothing of ours; local to keep this module light
+
+    try:
+        g = Graph(func)
+    except ValueError:  # not plain dataflow: no quantized staging
+        _ACTIVE["io"] = None
+        return
+
+    def only_output(v) -> bool:
+        uses = g.uses.get(v, [])
+        return bool(uses) and all(u is None or isinstance(g.value[u], tvm.relax.Tuple) and only_output(u)
+                                  for u in uses)
+
+    inputs = {p for p in g.params if len(g.uses.get(p, [])) == 1 and g.uses[p][0] is not None}
+    outputs = {v for v, _ in g.bindings if only_output(v)}
+    _ACTIVE["io"] = ModelIO(inputs, outputs)
+
+
+@dataclass
+class Rejection:
+    """One op the pattern table matched but a constraint refused."""
+
+    var: str  # the Relax variable bound to the op's result
+    op: str
+    pattern: str
+    code: str
+    reason: str
+    detail: str
+    # The op's constant weight (int8 codes or float values), when it has one: fusion renames vars, so
+    # the report finds the op again inside an NPU composite by its weight.
+    weight: object = None
+
+
+@contextlib.contextmanager
+def checking(config: NPUConfig, log: list):
+    """Run pattern checks against `config`, appending every Rejection to `log`."""
+    saved = dict(_ACTIVE)
+    _ACTIVE.update(config=config, log=log)
+    try:
+        yield
+    finally:
+        _ACTIVE.update(saved)
+
+
+def _config() -> NPUConfig:
+    return _ACTIVE["config"] or get_config()
+
+
+# --- constraints: docstring = reason shown to the user; first word of the code = reason code ---
+
+def constraint_float32(exprs):
+    """NPU_E_DTYPE: tensors must be float32 (run on the NPU's fp16 datapath); int8 arrives with QDQ."""
+    bad = [dtype_of(e) for e in exprs if dtype_of(e) != "float32"]
+    return f"dtype {bad[0]}" if bad else None
+
+
+def constraint_static_shape(exprs):
+    """NPU_E_DYNAMIC_SHAPE: every shape must be static; symbolic dimensions stay on the CPU."""
+    return "symbolic or unknown shape" if any(static_shape(e) is None for e in exprs) else None
+
+
+def constraint_rank(exprs):
+    """NPU_E_RANK: tensors must have rank 1 to max_rank (4); scalar (rank-0) tensors stay on the CPU."""
+    ranks = [len(static_shape(e)) for e in exprs]
+    if min(ranks) == 0:  # no stored row (docs/npu.md section 3) to lay it out in
+        return "a rank-0 tensor"
+    return f"rank {max(ranks)} > {_config().max_rank}" if max(ranks) > _config().max_rank else None
+
+
+def constraint_conv_layout(call):
+    """NPU_E_LAYOUT: conv2d must use data layout NCHW or NHWC, kernel layout OIHW, OHWI or HWIO."""
+    a = call.attrs
+    if a.data_layout not in ("NCHW", "NHWC") or a.kernel_layout not in ("OIHW", "OHWI", "HWIO"):
+        return f"data_layout {a.data_layout}, kernel_layout {a.kernel_layout}"
+    if a.out_layout != a.data_layout:
+        return f"out_layout {a.out_layout} differs from data_layout {a.data_layout}"
+    return None
+
+
+def constraint_stride(call):
+    """NPU_E_STRIDE: convolution strides must be 1 or 2."""
+    strides = [int(s) for s in call.attrs.strides]
+    return f"strides {strides}" if any(s not in (1, 2) for s in strides) else None
+
+
+def constraint_groups(call):
+    """NPU_E_GROUPS: convolution groups must be 1 or depthwise (groups == input channels == output
+    channels); other grouped convolutions stay on the CPU."""
+    groups = int(call.attrs.groups)
+    if groups == 1:
+        return None
+    layout = str(call.attrs.data_layout)
+    cin = static_shape(call.args[0])[layout.index("C")]
+    cout = static_shape(call)[layout.index("C")]
+    return None if groups == cin == cout else f"groups {groups} with {cin} -> {cout} channels"
+
+
+def constraint_int8_activations(exprs, wide: bool = False):
+    """NPU_E_QUANT_DTYPE: quantized activations must be int8 (quantize with activation type QInt8,
+    "s8s8"), or int16 for elementwise ops and requantizations (an LSTM's 16-bit cell state); uint8
+    activations stay on the CPU."""
+    allowed = ("int8", "int16") if wide else ("int8",)
+    bad = [dtype_of(e) for e in exprs if dtype_of(e) not in allowed]
+    return f"dtype {bad[0]}" + ("" if wide or bad[0] != "int16" else " (int16 only in elementwise ops)") \
+        if bad else None
+
+
+def constraint_per_tensor(qcalls):
+    """NPU_E_QUANT_SCALE: activation scales and zero points must be per-tensor constants."""
+    for call in qcalls:
+        for arg in call.args[1:3]:
+            value = constant_value(arg)
+            if value is None or value.size != 1:
+                return "per-channel or non-constant activation quantization"
+    return None
+
+
+def constraint_symmetric_weights(dq):
+    """NPU_E_QUANT_WEIGHT: int8 weights must be symmetric (zero point 0), per-tensor or per-channel."""
+    codes, zps = constant_value(dq.args[0]), constant_value(dq.args[2])
+    if codes is None or codes.dtype != "int8":
+        return f"weight dtype {None if codes is None else codes.dtype}"
+    return None if not zps.any() else "non-zero weight zero point"
+
+
+def constraint_same_shape(lhs, rhs):
+    """NPU_E_BROADCAST: both operands of the ADD command must be tensors of the same static shape
+    (broadcast and constant operands run as ELTWISE instead, see eltwise)."""
+    if constant_value(lhs) is not None or constant_value(rhs) is not None:
+        return "constant operand"
+    a, b = static_shape(lhs), static_shape(rhs)
+    return None if a == b else f"shapes {list(a)} and {list(b)}"
+
+
+def constraint_pool(call):
+    """NPU_E_POOL: pooling must be NCHW/NHWC, strides 1 or 2, no ceil mode, and an average pool must
+    divide by the full window (no padding, or count_include_pad); mean only over H and W, keepdims."""
+    if call.op.name == "relax.mean":
+        axes = sorted(int(a) % 4 for a in call.attrs.axis) if call.attrs.axis is not None else None
+        if len(static_shape(call.args[0])) != 4 or axes != [2, 3] or not call.attrs.keepdims:
+            return "mean is not a global average pool over H and W with keepdims"
+        return None
+    a = call.attrs
+    if str(a.layout) not in ("NCHW", "NHWC") or str(a.out_layout) != str(a.layout):
+        return f"layout {a.layout}"
+    strides = [int(s) for s in a.strides]
+    if any(s not in (1, 2) for s in strides):
+        return f"strides {strides}"
+    if bool(a.ceil_mode):
+        return "ceil_mode"
+    if call.op.name == "relax.nn.avg_pool2d" and any(int(p) for p in a.padding) \
+            and not bool(a.count_include_pad):
+        return "padded average pool that excludes the padding from the divisor"
+    return None
+
+
+def constraint_pool_window_fits(call, elem: int):
+    """NPU_E_SRAM: one output row of a pool reads a window of input rows; the window, double-buffered with
+    the output row, must fit in SRAM (a global pool's window is the whole map). A larger map pools on the
+    CPU; a configuration with more SRAM keeps it on the NPU."""
+    layout = "NCHW" if call.op.name == "relax.mean" else str(call.attrs.layout)
+    (c, h, w), out_w = ([static_shape(call.args[0])[layout.index(d)] for d in "CHW"],
+                        static_shape(call)[layout.index("W")])
+    rows = h if call.op.name == "relax.mean" else min(h, int(call.attrs.pool_size[0]))
+    cfg = _config()
+    line = lambda n: -(-n * c * elem // cfg.alignment) * cfg.alignment  # noqa: E731 (an SRAM row of n pixels)
+    need = 2 * rows * line(w) + 2 * line(out_w)
+    return f"a window of {rows} rows of {w} x {c}: {need} bytes double-buffered > {cfg.sram_bytes}" \
+        if need > cfg.sram_bytes else None
+
+
+def constraint_width(widths):
+    """NPU_E_WIDTH: feature-map width (and a matrix's inner dimension) must be at most max_width (2048)."""
+    worst = max(widths)
+    return f"width {worst} > {_config().max_width}" if worst > _config().max_width else None
+
+
+def constraint_bias_per_channel(bias, out_channels: int, channel_axis: int, out_rank: int):
+    """NPU_E_BIAS: a fused bias must be a constant broadcast along the output channels only."""
+    shape = static_shape(bias)
+    if shape is None:
+        return "bias shape unknown"
+    if len(shape) == 1 and shape[0] == out_channels and channel_axis == out_rank - 1:
+        return None
+    expected = [1] * out_rank
+    expected[channel_axis] = out_channels
+    if list(shape) == expected:
+        return None
+    return f"bias shape {list(shape)} is not a per-channel vector of {out_channels}"
+
+
+def constraint_clip_bounds(act):
+    """NPU_E_ACTIVATION: clip bounds must be compile-time numbers."""
+    if act is None or act.op.name != "relax.clip":
+        return None
+    for bound in act.args[1:]:
+        if not isinstance(bound, (IntImm, FloatImm)):
+            return f"clip bound {bound} is not a constant"
+    return None
+
+
+def _rows_of(shape) -> tuple:
+    """(rows, elements per row) of a tensor as the NPU stores it (docs/npu.md section 3): NCHW maps
+    are N*H rows of W*C; other ranks are row-major with the last dimension as the row."""
+    if len(shape) == 4:
+        return shape[0] * shape[2], shape[3] * shape[1]
+    rows = 1
+    for d in shape[:-1]:
+        rows *= d
+    return rows, shape[-1]
+
+
+def constraint_reshape_keeps_rows(call):
+    """NPU_E_LAYOUT: on the NPU a reshape is free only when it keeps the stored rows (e.g. flattening
+    [N, C, 1, 1] to [N, C]); other reshapes move data and stay on the CPU."""
+    if constant_value(call.args[0]) is not None:
+        return "constant input (folded at compile time instead)"
+    src, dst = static_shape(call.args[0]), static_shape(call)
+    if len(src) == 4 and src[2] * src[3] != 1 or len(dst) == 4 and dst[2] * dst[3] != 1:
+        return f"reshape {list(src)} -> {list(dst)} crosses NCHW spatial dimensions"
+    return None if _rows_of(src) == _rows_of(dst) else f"reshape {list(src)} -> {list(dst)}"
+
+
+def constraint_same_quantization(dq, q):
+    """NPU_E_QUANT_SCALE: a quantized reshape or slice must keep its scale and zero point (it moves no
+    data)."""
+    a = [float(constant_value(x).reshape(-1)[0]) for x in dq.args[1:3]]
+    b = [float(constant_value(x).reshape(-1)[0]) for x in q.args[1:3]]
+    return None if a == b else f"scale / zero point {a} -> {b}"
+
+
+# Slice addresses are 16-byte aligned (docs/npu.md section 3); a joined tensor stays resident in SRAM
+# while its inputs are written into it, so it may take at most this share of SRAM.
+CONCAT_SRAM_SHARE = 4
+
+
+def constraint_concat(call, inputs: list, elem: int):
+    """NPU_E_CONCAT: a concatenation runs on the NPU when it stacks matrices along their rows (axis 0 of
+    a tensor of rank 2 or 3), or joins 4-D NCHW tensors along the channels (axis 1) with every input's
+    channels filling whole 16-byte SRAM beats (multiples of 8 fp16 or 16 int8 channels) and the
+    result fitting in a quarter of SRAM (it stays there while its inputs are written into it)."""
+    shape = static_shape(call)
+    axis = int(call.attrs.axis) if call.attrs.axis is not None else 0
+    if len(shape) in (2, 3) and axis % len(shape) == 0:
+        return None  # whole rows: each input is written at its row offset
+    if len(shape) != 4 or axis % 4 != 1:
+        return f"axis {axis} of a rank-{len(shape)} tensor"
+    odd = [static_shape(t)[1] for t in inputs if static_shape(t)[1] * elem % 16]
+    if odd:
+        return f"input channels {odd} are not multiples of {16 // elem}"
+    n, c, h, w = shape
+    nbytes = n * h * -(-w * c * elem // _config().alignment) * _config().alignment
+    limit = _config().sram_bytes // CONCAT_SRAM_SHARE
+    return f"result of {nbytes} bytes > {limit}" if nbytes > limit else None
+
+
+def _ints(tup) -> list:
+    return [int(f.value) for f in tup.fields]
+
+
+def constraint_slice_rows(call):
+    """NPU_E_LAYOUT: on the NPU a slice is free only when it takes whole leading rows (axis 0 of a
+    tensor of rank 2 or 3, step 1): it becomes a view at a row offset; other slices move data and stay
+    on the CPU."""
+    shape = static_shape(call.args[0])
+    axes = _ints(call.args[1])
+    steps = _ints(call.args[4]) if len(call.args) > 4 else [1]
+    if len(shape) not in (2, 3) or axes != [0] or steps != [1]:
+        return f"axes {axes}, steps {steps} of a rank-{len(shape)} tensor"
+    return None
+
+
+def constraint_weight_2d(weight):
+    """NPU_E_RANK: a matmul's weight must be a 2-D matrix (batched matmul stays on the CPU)."""
+    return None if len(static_shape(weight)) == 2 else f"weight rank {len(static_shape(weight))}"
+
+
+COMMUTATIVE = ("relax.add", "relax.multiply", "relax.maximum", "relax.minimum")
+
+
+def _b_mode(out, a, b) -> str | None:
+    """The b_mode of ELTWISE for a = `a`, b = `b` (docs/npu.md section 6), or None. The channel axis is
+    1 of a 4-D NCHW map, else the last (a matrix row, section 3)."""
+    sa, sb = static_shape(a), static_shape(b)
+    if sa != out or constant_value(a) is not None or len(sb) > len(out):
+        return None
+    const_b = constant_value(b) is not None
+    if sb == out:
+        return None if const_b else "same"  # a full-size constant would cost a full-size DMA per tile
+    full = [1] * (len(out) - len(sb)) + list(sb)
+    axis = 1 if len(out) == 4 else len(out) - 1
+    if all(d == 1 for d in full):
+        return "scalar" if const_b else None
+    if full[axis] != out[axis] or any(d != 1 for i, d in enumerate(full) if i != axis):
+        return None
+    # A tensor b is a region input staged by the runtime: its host form must be one stored row.
+    return "channel" if const_b or len(out) != 4 or len(sb) == 4 else None
+
+
+def broadcast_mode(call, lhs, rhs) -> tuple:
+    """How ELTWISE runs `call(lhs, rhs)`: (b_mode, swapped), `swapped` when the broadcast operand comes
+    first (commutative ops only); or (None, detail)."""
+    if constant_value(lhs) is not None and constant_value(rhs) is not None:
+        return None, "both operands are constants (folded at compile time instead)"
+    out = static_shape(call)
+    order = [(lhs, rhs, False)] + ([(rhs, lhs, True)] if call.op.name in COMMUTATIVE else [])
+    for a, b, swapped in order:
+        mode = _b_mode(out, a, b)
+        if mode is not None:
+            return mode, swapped
+    kinds = ["constant" if constant_value(e) is not None else "tensor" for e in (lhs, rhs)]
+    return None, (f"{kinds[0]} {list(static_shape(lhs))} and {kinds[1]} {list(static_shape(rhs))} "
+                  f"-> {list(out)}")
+
+
+def constraint_broadcast(call, lhs, rhs):
+    """NPU_E_BROADCAST: the second operand of an elementwise add / subtract / multiply / maximum /
+    minimum must be a tensor of the output's shape, a per-channel vector (axis 1 of an NCHW map, the last
+    axis otherwise; as a tensor only [C], [1, C] or [1, C, 1, 1]) or a scalar constant; the first
+    operand must have the output's shape (a broadcast first operand only for add, multiply, maximum,
+    minimum); not both constants."""
+    mode, detail = broadcast_mode(call, lhs, rhs)
+    return detail if mode is None else None
+
+
+def constraint_eltwise_scales(dq_a, dq_b, q, multiply: bool):
+    """NPU_E_QUANT_SCALE: an int8 elementwise op's input-to-output scale ratio (s_a * s_b / s_y for
+    multiply) must be below 2^30, so its integer multiplier keeps a shift of at least 1."""
+    s = [float(constant_value(x.args[1]).reshape(-1)[0]) for x in (dq_a, dq_b, q)]
+    ratios = [s[0] * s[1] / s[2]] if multiply else [s[0] / s[2], s[1] / s[2]]
+    return f"scale ratio {max(ratios):.3g}" if max(ratios) >= 2.0 ** 30 else None
+
+
+def reason_code(constraint) -> str:
+    return constraint.__doc__.split(":", 1)[0]
+
+
+def reason_text(constraint) -> str:
+    return " ".join(constraint.__doc__.split(":", 1)[1].split())
+
+
+def constraint_model_input(data):
+    """NPU_E_QUANT_IO: the NPU quantizes only a model input (a parameter of main) that nothing else reads:
+    the runtime converts it from float32 as it stages the input (format 1.3). A quantize of a value the
+    model computes, on the CPU or on the NPU, runs on the CPU (the NPU has no float-to-integer command)."""
+    io = _ACTIVE["io"]
+    if io is not None and data in io.inputs:
+        return None
+    return f"{getattr(data, 'name', 'the input')} is not a model input read only here"
+
+
+def constraint_model_output(result):
+    """NPU_E_QUANT_IO: the NPU dequantizes only a model output (returned by main and read by nothing
+    else): the runtime converts it to float32 as it stages the output (format 1.3). Other dequantizes run
+    inside the int8 op that reads them, or on the CPU."""
+    io = _ACTIVE["io"]
+    return None if io is not None and result is not None and result in io.outputs else \
+        "its result is not only a model output"
+
+
+def constraint_staged_reshape(reshape, quantized):
+    """NPU_E_QUANT_IO: a reshape between a model input or output and its quantize or dequantize joins the
+    staging when it keeps the last dimension and the integer tensor is not 4-D (the runtime stages it as
+    rows of the last dimension)."""
+    a, b = static_shape(reshape.args[0]), static_shape(reshape)
+    q = static_shape(quantized)
+    if a is None or b is None or q is None or not a or not b or a[-1] != b[-1] or len(q) == 4:
+        return f"reshape {None if a is None else list(a)} -> {None if b is None else list(b)}"
+    return None
+
+
+def constraint_softmax_axis(call):
+    """NPU_E_AXIS: softmax must run over the last axis of a tensor of rank 1 to 3 (a matrix's rows); a 4-D
+    map's last axis (W) is not contiguous in the NPU's NHWC layout, and other axes stay on the CPU."""
+    rank = len(static_shape(call))
+    axis = int(call.attrs.axis) % max(rank, 1)
+    if rank == 4 or axis != rank - 1:
+        return f"axis {int(call.attrs.axis)} of a rank-{rank} tensor"
+    return None
+
+
+# Every constraint, for the generated supported-ops table.
+ALL_CONSTRAINTS = [constraint_float32, constraint_static_shape, constraint_rank, constraint_conv_layout,
+                   constraint_stride, constraint_groups, constraint_width, constraint_bias_per_channel,
+                   constraint_clip_bounds, constraint_weight_2d, constraint_int8_activations,
+                   constraint_per_tensor, constraint_symmetric_weights, constraint_same_shape,
+                   constraint_pool, constraint_pool_window_fits, constraint_reshape_keeps_rows,
+                   constraint_same_quantization,
+                   constraint_concat, constraint_slice_rows, constraint_broadcast, constraint_eltwise_scales,
+                   constraint_softmax_axis, constraint_model_input, constraint_model_output,
+                   constraint_staged_reshape]

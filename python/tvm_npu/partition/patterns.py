@@ -1,0 +1,295 @@
+"""Stage 2 — patterns: the NPU's pattern table, registered under the "npu." prefix.
+
+Each entry is (composite name, Relax dataflow pattern, annotations, check). The composite names are the
+contract with codegen (`lower.py` reads them): "npu.<op>..." runs on the fp16 datapath, "npu.q<op>..."
+is an int8 op matched in the QDQ form TVM's ONNX frontend gives for quantized models
+(dequantize -> op -> quantize). The checks (`checks.py`) run the `constraint_*` functions of
+`constraints.py`, whose docstrings are the reasons a user reads when an op stays on the CPU.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from tvm.relax.backend.pattern_registry import get_patterns_with_prefix, register_patterns
+from tvm.relax.backend.utils import has_leaking_intermediate_variables
+from tvm.relax.dpl import is_const, is_op, is_tuple, wildcard
+
+from . import checks
+
+PREFIX = "npu"
+ACTIVATIONS = ("relu", "clip")
+
+
+def _dq(data):
+    return is_op("relax.dequantize")(data, is_const(), is_const())
+
+
+def _const_expr():
+    """A weight or bias given as a constant, possibly transposed, reshaped or dequantized (folded by
+    ir.values.eval_const at compile time, so the NPU function keeps its weights inside)."""
+    base = is_const() | _dq(is_const())
+    return base | is_op("relax.permute_dims")(base) | is_op("relax.reshape")(base, wildcard())
+
+
+def _activation(pattern, act: str | None):
+    if act == "relu":
+        return is_op("relax.nn.relu")(pattern)
+    if act == "clip":
+        return is_op("relax.clip")(pattern, wildcard(), wildcard())
+    return pattern
+
+
+def _entry(name, pattern, annotations, check):
+    annotations = dict(annotations, root=pattern)
+    return (f"{PREFIX}.{name}", pattern, annotations, _whole(check))
+
+
+def _whole(check):
+    """`check`, refusing first a match whose intermediate value is also read outside it (a dense's
+    output before its fused relu, read by a softmax too): FuseOpsByPattern would make that composite
+    return both values, but an NPU command writes only its final one. A smaller entry then takes the
+    op, and the fused part runs on its own."""
+    @functools.wraps(check)
+    def checked(ctx) -> bool:
+        return not has_leaking_intermediate_variables(ctx) and check(ctx)
+    return checked
+
+
+def _with_bias_and_act(name, root, annotations, check, quantized: bool, bias_pattern):
+    """root[+bias][+act][->quantize] — one entry each, fewest ops first (later = higher priority)."""
+    out = []
+    for with_bias in (False, True):
+        for act in (None,) + ACTIVATIONS:
+            pat, ann, full = root, dict(annotations), name
+            if with_bias:
+                ann["bias"] = bias = bias_pattern()
+                pat = is_op("relax.add")(pat, bias)
+                full += "_bias"
+            if act:
+                pat = _activation(pat, act)
+                ann["act"] = pat
+                full += f"_{act}"
+            if quantized:
+                pat = is_op("relax.quantize")(pat, is_const(), is_const())
+                ann["quantize"] = pat
+            out.append((with_bias + bool(act), _entry(full, pat, ann, check)))
+    return [e for _, e in sorted(out, key=lambda item: item[0])]
+
+
+def _qbias():
+    b = _dq(is_const())
+    return b | is_op("relax.reshape")(b, wildcard())
+
+
+def conv2d_patterns(quantized: bool):
+    data = _dq(wildcard()) if quantized else wildcard()
+    weight = _dq(is_const()) if quantized else _const_expr()
+    conv = is_op("relax.nn.conv2d")(data, weight)
+    name = "qconv2d" if quantized else "conv2d"
+    return _with_bias_and_act(name, conv, {"data": data, "weight": weight, "op": conv},
+                              checks.check_conv2d, quantized, _qbias if quantized else _const_expr)
+
+
+def dense_patterns(quantized: bool):
+    data = _dq(wildcard()) if quantized else wildcard()
+    if quantized:
+        w = _dq(is_const())
+        weight = w | is_op("relax.permute_dims")(w)
+    else:
+        weight = _const_expr()
+    mm = is_op("relax.matmul")(data, weight)
+    name = "qdense" if quantized else "dense"
+    return _with_bias_and_act(name, mm, {"data": data, "weight": weight, "op": mm},
+                              checks.check_dense, quantized, _qbias if quantized else _const_expr)
+
+
+def _binary(op: str, name: str, quantized: bool, check):
+    """op(a, b)[+act][->quantize]: one entry per fused activation."""
+    a, b = (_dq(wildcard()), _dq(wildcard())) if quantized else (wildcard(), wildcard())
+    call = is_op(op)(a, b)
+    out = []
+    for act in (None,) + ACTIVATIONS:
+        pat = _activation(call, act)
+        ann = {"op": call, "lhs": a, "rhs": b}
+        if act:
+            ann["act"] = pat
+        if quantized:
+            pat = is_op("relax.quantize")(pat, is_const(), is_const())
+            ann["quantize"] = pat
+        out.append(_entry(("q" if quantized else "") + name + (f"_{act}" if act else ""), pat, ann, check))
+    return out
+
+
+def add_patterns(quantized: bool):
+    return _binary("relax.add", "add", quantized, checks.check_add)
+
+
+ELTWISE_OPS = ("add", "subtract", "multiply", "maximum", "minimum")
+
+
+def eltwise_patterns(quantized: bool):
+    """Binary ops with a broadcast second operand (ELTWISE); the same-shape tensor add keeps its own
+    entry ("npu.add", opcode ADD), registered after these so it wins."""
+    return [e for name in ELTWISE_OPS
+            for e in _binary(f"relax.{name}", f"eltwise_{name}", quantized, checks.check_eltwise)]
+
+
+UNARY_OPS = {"sigmoid": "relax.sigmoid", "tanh": "relax.tanh", "gelu": "relax.nn.gelu",
+             "leaky_relu": "relax.nn.leakyrelu"}
+
+
+def unary_patterns(quantized: bool):
+    """Activations on the vector unit (UNARY); hardswish in the form TVM imports ONNX HardSwish."""
+    out = []
+    for name in list(UNARY_OPS) + ["hardswish"]:
+        data = _dq(wildcard()) if quantized else wildcard()
+        ann = {"data": data}
+        if name == "hardswish":  # x * (clip(x + 3, 0, 6) / 6)
+            # TVM's QDQ import dequantizes x once per use: the check makes sure both are the same x.
+            x2 = ann["data_b"] = _dq(wildcard()) if quantized else data
+            ann["hs_add"] = add = is_op("relax.add")(x2, is_const())
+            ann["hs_clip"] = clip = is_op("relax.clip")(add, wildcard(), wildcard())
+            ann["hs_div"] = div = is_op("relax.divide")(clip, is_const())
+            call = is_op("relax.multiply")(data, div)
+        else:
+            call = is_op(UNARY_OPS[name])(data)
+        pat = ann["op"] = call
+        if quantized:
+            pat = ann["quantize"] = is_op("relax.quantize")(call, is_const(), is_const())
+        out.append(_entry(("q" if quantized else "") + name, pat, ann, checks.check_unary))
+    return out
+
+
+def requantize_patterns():
+    """quantize(dequantize(x)): a tensor brought to another scale or width (int8 <-> int16) — in a
+    quantized LSTM, the 16-bit cell state requantized to int8 for tanh's table."""
+    data = _dq(wildcard())
+    q = is_op("relax.quantize")(data, is_const(), is_const())
+    return [_entry("qrequantize", q, {"data": data, "quantize": q, "op": q}, checks.check_requantize)]
+
+
+# Quantized staging (format 1.3): a model input's quantize and a model output's dequantize, run by the
+# runtime as it stages the region's I/O (no command), each with or without a reshape between it and the
+# model's tensor. lower.py and regions.py know them by these names.
+QUANTIZE_INPUTS = (f"{PREFIX}.qinput", f"{PREFIX}.qinput_reshape")
+IO_COMPOSITES = QUANTIZE_INPUTS + (f"{PREFIX}.qoutput", f"{PREFIX}.qoutput_reshape")
+
+
+def _io_entry(name, root, ann, check):
+    return _entry(name, root, dict(ann, op=ann.get("quantize", ann.get("dequantize"))), check)
+
+
+def io_patterns() -> tuple[list, list]:
+    """(plain, with a reshape): the plain entries go lowest, so they only see a quantize or dequantize
+    that no int8 op took (a dequantize inside a QDQ op is that op's); those with a reshape go highest, so
+    the fp16 reshape entry does not take the model's float reshape first (their checks refuse silently
+    what is not a model input or output, and leave it to the others)."""
+    q = is_op("relax.quantize")(wildcard(), is_const(), is_const())
+    dq = is_op("relax.dequantize")(wildcard(), is_const(), is_const())
+    # Not a QDQ reshape (dequantize -> reshape -> quantize), nor a constant's reshape (a bias): those are
+    # other entries' (a pattern-only match, without the checks, must not take them either).
+    r_in = is_op("relax.reshape")(~is_op("relax.dequantize")(wildcard(), wildcard(), wildcard()), wildcard())
+    q_r = is_op("relax.quantize")(r_in, is_const(), is_const())
+    dq2 = is_op("relax.dequantize")(~is_const(), is_const(), is_const())
+    r_out = is_op("relax.reshape")(dq2, wildcard())
+    plain = [_io_entry("qinput", q, {"quantize": q}, checks.check_quantize_input),
+             _io_entry("qoutput", dq, {"dequantize": dq}, checks.check_dequantize_output)]
+    reshaped = [_io_entry("qinput_reshape", q_r, {"quantize": q_r, "reshape": r_in}, checks.check_quantize_input),
+                _io_entry("qoutput_reshape", r_out, {"dequantize": dq2, "reshape": r_out},
+                          checks.check_dequantize_output)]
+    return plain, reshaped
+
+
+def softmax_patterns():
+    """Softmax over a matrix's rows (SOFTMAX, fp16 only: in a QDQ model it runs between the CPU's
+    dequantize and quantize)."""
+    data = wildcard()
+    call = is_op("relax.nn.softmax")(data)
+    return [_entry("softmax", call, {"op": call, "data": data}, checks.check_softmax)]
+
+
+def pool_patterns(quantized: bool):
+    out = []
+    for op, name in (("relax.nn.max_pool2d", "max_pool2d"), ("relax.nn.avg_pool2d", "avg_pool2d"),
+                     ("relax.mean", "global_avg_pool")):
+        data = _dq(wildcard()) if quantized else wildcard()
+        pool = is_op(op)(data)
+        pat, ann = pool, {"op": pool, "data": data}
+        if quantized:
+            pat = is_op("relax.quantize")(pool, is_const(), is_const())
+            ann["quantize"] = pat
+        out.append(_entry(("q" if quantized else "") + name, pat, ann, checks.check_pool))
+    return out
+
+
+def reshape_patterns(quantized: bool):
+    """A reshape that keeps the stored rows is a view: no command, the output aliases the input."""
+    data = _dq(wildcard()) if quantized else wildcard()
+    reshape = is_op("relax.reshape")(data, wildcard())
+    pat, ann = reshape, {"op": reshape, "data": data}
+    if quantized:
+        pat = is_op("relax.quantize")(reshape, is_const(), is_const())
+        ann["quantize"] = pat
+    return [_entry("qreshape" if quantized else "reshape", pat, ann, checks.check_reshape)]
+
+
+# Concatenations of up to this many tensors are matched (DenseNet-121's widest joins 24).
+MAX_CONCAT_INPUTS = 32
+
+
+def concat_patterns(quantized: bool):
+    """A channel concatenation: no data moves on the NPU — its inputs are written into its channels."""
+    out = []
+    for k in range(2, MAX_CONCAT_INPUTS + 1):
+        fields = [_dq(wildcard()) if quantized else wildcard() for _ in range(k)]
+        concat = is_op("relax.concat")(is_tuple(fields))
+        pat, ann = concat, {"op": concat}
+        if quantized:
+            pat = is_op("relax.quantize")(concat, is_const(), is_const())
+            ann["quantize"] = pat
+        out.append(_entry("qconcat" if quantized else "concat", pat, ann, checks.check_concat))
+    return out
+
+
+def slice_patterns(quantized: bool):
+    """A slice of whole leading rows is a view at a row offset: no command."""
+    out = []
+    for extra in (3, 4):  # axes, begin, end [, strides]
+        data = _dq(wildcard()) if quantized else wildcard()
+        sl = is_op("relax.strided_slice")(data, *[wildcard() for _ in range(extra)])
+        pat, ann = sl, {"op": sl, "data": data}
+        if quantized:
+            pat = is_op("relax.quantize")(sl, is_const(), is_const())
+            ann["quantize"] = pat
+        out.append(_entry("qslice_rows" if quantized else "slice_rows", pat, ann, checks.check_slice))
+    return out
+
+
+def table() -> list:
+    """The (name, pattern, annotations, check) entries, lowest priority first: quantized entries come
+    last, they are larger and must win."""
+    entries = []
+    for quantized in (False, True):
+        entries += eltwise_patterns(quantized) + concat_patterns(quantized) + slice_patterns(quantized)
+        entries += reshape_patterns(quantized) + pool_patterns(quantized) + add_patterns(quantized)
+        entries += unary_patterns(quantized)
+        entries += conv2d_patterns(quantized) + dense_patterns(quantized)
+    plain_io, reshaped_io = io_patterns()
+    return plain_io + requantize_patterns() + entries + softmax_patterns() + reshaped_io
+
+
+_REGISTERED = []
+
+
+def register():
+    """Register the table with TVM, once per process: TVM's registry appends, so registering on every
+    partition made each build try every pattern once more than the one before."""
+    if not _REGISTERED:
+        register_patterns(table())
+        _REGISTERED.append(True)
+
+
+def npu_patterns():
+    """Registered NPU patterns, highest priority first (the order FuseOpsByPattern wants)."""
+    return get_patterns_with_prefix(PREFIX)

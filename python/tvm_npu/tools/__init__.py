@@ -1,0 +1,8 @@
+"""User-facing tools on top of the build: profiles, traces, accuracy (per-layer SQNR), sessions
+(streaming state, asynchronous calls), reports and the `tvm-npu` command line.
+"""
+
+from .accuracy import format_sqnr_table, layer_sqnr
+from .profiler import profile, to_csv
+from .session import AsyncModel, StreamingSession
+from .trace import write_chrome_trace

@@ -1,0 +1,96 @@
+"""`tvm-npu`: the command line: demo, compile, quantize, run, profile, report, sweep (commands: cli_commands.py)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from ..contract.config import PRESETS
+from ..contract.errors import NPUError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tvm-npu", description="tvm_npu: TVM's NPU backend")
+    parser.add_argument("--verbose", "-v", action="store_true", help="log every compiler stage")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def config(p):
+        p.add_argument("--config", default="npu-ref", choices=sorted(PRESETS), help="NPU configuration")
+
+    demo = sub.add_parser("demo", help="compile MobileNetV2 for the NPU, run it, compare with TVM's CPU")
+    config(demo)
+    demo.add_argument("--out", default="npu_demo", help="folder for report.json")
+
+    comp = sub.add_parser("compile", help="import an ONNX model, build it for the NPU, export a library")
+    comp.add_argument("model", help="the ONNX model file")
+    comp.add_argument("-o", "--output", required=True, help="the library to write, e.g. model.so")
+    config(comp)
+    comp.add_argument("--report", help="path stem of the partition report "
+                                       "(default: <output>.report.json / .txt next to the library)")
+
+    quant = sub.add_parser("quantize", help="calibrate on a folder of .npy inputs, quantize to int8, "
+                                            "build for the NPU, export a library")
+    quant.add_argument("model", help="the float ONNX model file")
+    quant.add_argument("--calib", required=True, help="folder of .npy files, one input array each")
+    quant.add_argument("-o", "--output", required=True, help="the library to write, e.g. model_int8.so")
+    quant.add_argument("--method", default="minmax", choices=["minmax", "percentile", "entropy"],
+                       help="activation range calibration")
+    quant.add_argument("--sqnr", action="store_true", help="print each quantized tensor's SQNR vs float")
+    config(quant)
+
+    run = sub.add_parser("run", help="run an exported library on .npy inputs (reference NPU)")
+    run.add_argument("library", help="a library written by `tvm-npu compile`")
+    run.add_argument("inputs", nargs="+", help="one .npy file per input of main, in order")
+    run.add_argument("-o", "--output", help="save the output to this .npy file")
+
+    prof = sub.add_parser("profile", help="build, run once, print cycles / MACs / DDR bytes per layer")
+    prof.add_argument("model", help="the ONNX model file")
+    prof.add_argument("--input", action="append", help=".npy input (repeat per input; default: seeded random)")
+    config(prof)
+    prof.add_argument("--csv", help="write one row per layer to this CSV file")
+    prof.add_argument("--json", help="write the whole profile to this JSON file")
+    prof.add_argument("--trace", help="write a Chrome / Perfetto trace to this JSON file")
+    prof.add_argument("--html", help="write an HTML report (+ PNG figures next to it) to this file")
+
+    rep = sub.add_parser("report", help="print where each op runs and why the rest does not")
+    rep.add_argument("model", help="the ONNX model file")
+    config(rep)
+
+    sw = sub.add_parser("sweep", help="estimate a model on a grid of MAC arrays, SRAM sizes and DDR "
+                                      "bandwidths (cost model, nothing runs); table, plots, Pareto front")
+    sw.add_argument("model", help="the ONNX model file")
+    sw.add_argument("--mac", default="16x16,32x32,64x64", help="MAC arrays, ROWSxCOLS, comma-separated (default: %(default)s)")
+    sw.add_argument("--sram", default="512KiB,1MiB,2MiB,4MiB", help="SRAM sizes: B, KiB, MiB, GiB (default: %(default)s)")
+    sw.add_argument("--ddr-bw", default="8,16,32", help="DDR bandwidths in bytes per cycle (default: %(default)s)")
+    sw.add_argument("--base", default="npu-ref", choices=sorted(PRESETS),
+                    help="configuration whose other fields every point keeps")
+    sw.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: all cores)")
+    sw.add_argument("--out", default="npu_sweep", help="folder for results.jsonl (resumable), CSV, plots")
+    sw.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    return parser
+
+
+def _one_line(err: Exception) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(name)s: %(message)s")
+    from .commands import COMMANDS, CLIError
+
+    try:
+        if args.command == "demo":
+            from .demo import run_demo
+
+            return 0 if run_demo(args.config, args.out)["ok"] else 1
+        return COMMANDS[args.command](args)
+    except (NPUError, CLIError) as err:
+        print(f"tvm-npu: error: {_one_line(err)}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""The `tvm-npu` subcommands compile, quantize, run, profile, report and sweep (argument parsing: cli.py).
+
+Each command takes the parsed argparse namespace and returns the exit code. A user mistake raises
+`CLIError` or `NPUError`; cli.main turns either into one line on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..contract.errors import NPUError
+
+
+class CLIError(Exception):
+    """A user mistake found by the command line (a missing file, an unreadable input, ...)."""
+
+
+def _existing(path: str, what: str) -> Path:
+    p = Path(path)
+    if not p.is_file():
+        raise CLIError(f"{what} {str(p)!r} does not exist")
+    return p
+
+
+def _import(model: str):
+    from ..frontend.onnx import from_onnx
+
+    return from_onnx(str(_existing(model, "model file")))
+
+
+def _load_npy(path: str) -> np.ndarray:
+    try:
+        return np.load(_existing(path, "input file"), allow_pickle=False)
+    except (ValueError, OSError) as err:
+        raise CLIError(f"cannot read input {path!r}: {err}") from None
+
+
+def _check_inputs(mod, inputs: list) -> None:
+    """Inputs that match `main`'s parameters in number, shape and dtype, else CLIError."""
+    params = mod["main"].params
+    if len(inputs) != len(params):
+        raise CLIError(f"main takes {len(params)} input(s), {len(inputs)} given")
+    for p, a in zip(params, inputs):
+        want = (tuple(int(d) for d in p.ty.shape), str(p.ty.dtype))
+        if (tuple(a.shape), str(a.dtype)) != want:
+            raise CLIError(f"input {p.name}: expected shape {want[0]} {want[1]}, "
+                           f"got {tuple(a.shape)} {a.dtype}")
+
+
+def _build(mod, config: str):
+    from ..build import build
+    from ..partition.report import BuildReport
+
+    report = BuildReport()
+    return build(mod, target="npu", config=config, report=report), report
+
+
+def cmd_compile(args) -> int:
+    """Import an ONNX model, build it for the NPU, export the library and the partition report."""
+    ex, report = _build(_import(args.model), args.config)
+    return _export(ex, report, args.output, args.report)
+
+
+def _export(ex, report, output: str, report_stem: str | None = None) -> int:
+    """Write the library and its partition report (<output stem>.report.json / .txt by default)."""
+    out = Path(output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ex.export_library(str(out))
+    js, txt = report.write(Path(report_stem) if report_stem else out.with_name(out.stem + ".report"))
+    print(f"{out}: {report.summary()}")
+    print(f"partition report: {js}, {txt}")
+    return 0
+
+
+def _outputs(result) -> list:
+    import tvm
+
+    if isinstance(result, tvm.runtime.Tensor):
+        return [result.numpy()]
+    if isinstance(result, (list, tuple)) or hasattr(result, "__len__"):
+        return [o for r in result for o in _outputs(r)]
+    return [np.asarray(result)]
+
+
+def cmd_run(args) -> int:
+    """Load an exported library and run `main` on .npy inputs through the Relax VM."""
+    import tvm
+    from tvm import relax
+
+    from .. import runtime
+
+    lib_path = _existing(args.library, "library")
+    inputs = [_load_npy(p) for p in args.inputs]
+    try:
+        lib = runtime.load_module(lib_path)
+    except NPUError:
+        raise
+    except Exception as err:  # noqa: BLE001  (not a shared library, wrong ABI, ...)
+        raise CLIError(f"cannot load {str(lib_path)!r}: {err}") from None
+    vm = relax.VirtualMachine(lib, tvm.cpu())
+    try:
+        result = vm["main"](*[tvm.runtime.tensor(np.ascontiguousarray(a)) for a in inputs])
+    except NPUError:
+        raise
+    except (TypeError, ValueError, RuntimeError) as err:  # TVM's checks: number, shape or dtype of inputs
+        raise CLIError(f"cannot run main on {len(inputs)} input(s): {err}") from None
+    outs = _outputs(result)
+    for i, o in enumerate(outs):
+        head = ", ".join(f"{v:.6g}" for v in o.reshape(-1)[:8].tolist())
+        print(f"output {i}: shape {tuple(o.shape)} {o.dtype}: [{head}{', ...' if o.size > 8 else ''}]")
+    if args.output:
+        out = Path(args.output)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if len(outs) == 1:
+            np.save(out, outs[0])
+            print(f"saved {out}")
+        else:
+            for i, o in enumerate(outs):
+                p = out.with_name(f"{out.stem}_{i}{out.suffix or '.npy'}")
+                np.save(p, o)
+                print(f"saved {p}")
+    return 0
+
+
+def layer_table(prof: dict) -> str:
+    """Per-layer table of a profile (name, kind, dtype, cycles, MACs, utilization, DDR bytes) + totals."""
+    head = ("layer", "pattern", "kind", "dtype", "cycles", "MACs", "util", "DDR bytes")
+    rows = [(lay["name"].replace(lay["symbol"], lay["region"]), lay["composite"], lay["kind"], lay["dtype"],
+             str(lay["cycles"]["total"]),
+             str(lay["macs"]), f"{100 * lay['mac_utilization']:.1f}%",
+             str(lay["ddr_read_bytes"] + lay["ddr_write_bytes"])) for lay in prof["layers"]]
+    rows.append(("total", f"{len(prof['layers'])} layers", "", "", str(prof["total_cycles"]),
+                 str(sum(lay["macs"] for lay in prof["layers"])), f"{100 * prof['mac_utilization']:.1f}%",
+                 str(prof["ddr_bytes"])))
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    fmt = lambda r: "  ".join(c.ljust(w) if i < 4 else c.rjust(w)  # noqa: E731
+                              for i, (c, w) in enumerate(zip(r, widths)))
+    lines = [fmt(head), "  ".join("-" * w for w in widths)]
+    lines += [fmt(r) for r in rows[:-1]] + ["  ".join("-" * w for w in widths), fmt(rows[-1])]
+    conf = prof["config"]
+    lines.append(f"compulsory DDR bytes {prof['compulsory_ddr_bytes']}, SRAM peak {prof['sram_peak_bytes']} B, "
+                 f"{prof['total_cycles'] / conf['clock_mhz']:.1f} us at {conf['clock_mhz']} MHz")
+    return "\n".join(lines)
+
+
+def cmd_profile(args) -> int:
+    """Build, run once on the reference NPU and print / write the per-layer profile."""
+    from .html_report import write_html
+    from .profiler import profile, to_csv
+    from ..partition.report import BuildReport
+    from .trace import write_chrome_trace
+
+    mod = _import(args.model)
+    inputs = [_load_npy(p) for p in args.input] if args.input else None
+    if inputs is not None:
+        _check_inputs(mod, inputs)
+    report = BuildReport()
+    prof = profile(mod, inputs=inputs, config=args.config, report=report)
+    print(layer_table(prof))
+    for path, write in ((args.csv, lambda p: to_csv(prof, p)),
+                        (args.json, lambda p: Path(p).write_text(json.dumps(prof, indent=2) + "\n")),
+                        (args.trace, lambda p: write_chrome_trace(prof, p)),
+                        (args.html, lambda p: write_html(prof, report, p))):
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            write(path)
+            print(f"wrote {path}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    """Partition the model and print where each op runs and why the rest does not (nothing runs)."""
+    _, report = _build(_import(args.model), args.config)
+    print(report.table())
+    return 0
+
+
+def cmd_quantize(args) -> int:
+    """Calibrate a float ONNX model on a folder of .npy inputs, quantize it to int8, build it for the
+    NPU and export the library; print what was quantized and, per tensor, the SQNR against float."""
+    from .accuracy import format_sqnr_table, layer_sqnr
+    from ..quantization.ptq import quantize
+
+    mod = _import(args.model)
+    folder = Path(args.calib)
+    files = sorted(folder.glob("*.npy")) if folder.is_dir() else []
+    if not files:
+        raise CLIError(f"calibration folder {str(folder)!r} has no .npy files (one input array each)")
+    batches = [_load_npy(str(f)) for f in files]
+    for b in batches:
+        _check_inputs(mod, [b])
+    qmod, qreport = quantize(mod, batches, method=args.method)
+    print(qreport.summary())
+    if args.sqnr:
+        print(format_sqnr_table(layer_sqnr(mod, qmod, qreport, batches[0])))
+    ex, report = _build(qmod, args.config)
+    return _export(ex, report, args.output)
+
+
+def cmd_sweep(args) -> int:
+    """Estimate the model on every configuration of the grid; print the table and where files went."""
+    from ..dse.sweeper import sweep
+
+    if args.jobs is not None and args.jobs < 1:
+        raise CLIError(f"--jobs {args.jobs}: give at least one worker process")
+    res = sweep(str(_existing(args.model, "model file")), mac=args.mac, sram=args.sram, ddr_bw=args.ddr_bw,
+                out=args.out, base=args.base, jobs=args.jobs, plots=not args.no_plots)
+    print(res.table())
+    feasible = sum(bool(r.get("feasible")) for r in res.rows)
+    print(f"{len(res.rows)} configurations ({feasible} feasible, {len(res.pareto)} on the Pareto front, "
+          f"* above), {res.estimated} estimated now, in {res.seconds:.1f} s wall")
+    print("wrote " + ", ".join(str(f) for f in res.files))
+    return 0
+
+
+COMMANDS = {"compile": cmd_compile, "quantize": cmd_quantize, "run": cmd_run, "profile": cmd_profile,
+            "report": cmd_report, "sweep": cmd_sweep}

@@ -1,0 +1,242 @@
+"""Profile a model on the reference NPU: cycles, DDR traffic and utilization per NPU layer.
+
+    from tvm_npu.profile import profile, to_csv
+    from tvm_npu.trace import write_chrome_trace
+    prof = profile(mod)                         # build, run once, collect every NPU call
+    to_csv(prof, "layers.csv")                  # one row per NPU layer
+    write_chrome_trace(prof, "trace.json")      # open in https://ui.perfetto.dev
+
+The build report (report.region_layers) says which layer every command belongs to; the runtime's
+per-command records (issue / start / end cycle, bus bytes, MACs; docs/npu.md section 5) are grouped by
+that map. Everything returned is plain JSON data.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from .. import runtime
+from ..build import build
+from ..contract.config import get_config
+from ..partition.report import BuildReport
+
+COMPUTE_ENGINES = ("mac", "vector")
+CSV_COLUMNS = ("region", "name", "composite", "kind", "dtype", "compute_cycles", "dma_cycles",
+               "stall_cycles", "overlap_cycles", "total_cycles", "macs", "mac_utilization", "ddr_read_bytes",
+               "ddr_write_bytes", "compulsory_ddr_bytes", "intensity", "roofline_bound")
+
+
+def random_inputs(mod: tvm.IRModule, seed: int = 0) -> list:
+    """Seeded random arrays of `main`'s parameter shapes and dtypes (normal floats, uniform ints).
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        The model; its `main` has static tensor parameters.
+    seed : int
+        The numpy generator's seed.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        One array per parameter of `main`, in order.
+    """
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for p in mod["main"].params:
+        shape, dtype = [int(s) for s in p.ty.shape], str(p.ty.dtype)
+        if np.issubdtype(np.dtype(dtype), np.integer):
+            info = np.iinfo(dtype)
+            arrays.append(rng.integers(max(info.min, -128), min(info.max, 127) + 1, shape).astype(dtype))
+        else:
+            arrays.append(rng.standard_normal(shape).astype(dtype))
+    return arrays
+
+
+def profile(mod: tvm.IRModule, inputs: list | None = None, config=None,
+            report: BuildReport | None = None) -> dict:
+    """Build `mod` for the NPU, run it once, and profile every NPU call, layer by layer.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        The model (weights bound as constants).
+    inputs : list of numpy.ndarray, optional
+        The arguments of `main`; default: `random_inputs(mod)` (seed 0).
+    config : NPUConfig or str, optional
+        The NPU to compile for (default "npu-ref").
+    report : BuildReport, optional
+        Filled by the build (placements, regions), e.g. for `html_report.write_html`.
+
+    Returns
+    -------
+    dict
+        JSON-serializable; see `collect` for the keys and their definitions.
+    """
+    cfg = get_config(config)
+    report = BuildReport() if report is None else report
+    ex = build(mod, config=cfg, report=report)
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    modules = runtime.npu_modules(vm)
+    for m in modules:
+        m["reset_profile"]()
+    args = [tvm.runtime.tensor(np.ascontiguousarray(a)) for a in (random_inputs(mod) if inputs is None else inputs)]
+    vm["main"](*args)
+    return collect(report, [runtime.profile_of(m) for m in modules])
+
+
+def collect(report: BuildReport, module_profiles: list) -> dict:
+    """Combine a build report with the runtime profiles of its NPU modules (one run).
+
+    Parameters
+    ----------
+    report : BuildReport
+        The report of the build (its regions carry the layers and the command -> layer map).
+    module_profiles : list of dict
+        `runtime.profile_of(module)` of every NPU module, after the run.
+
+    Returns
+    -------
+    dict
+        ``total_cycles`` the sum over NPU calls; ``ddr_bytes`` DDR bus bytes read + written;
+        ``compulsory_ddr_bytes`` per region the constants as stored + its input and output tensors
+        (device form: rows padded to the alignment), summed; ``mac_utilization`` MACs over the MAC
+        slots of ``total_cycles``: an fp16 MAC fills ``fp16_rate_div`` int8 slots, so a mixed model
+        counts ``sum(macs_l * rate_l) / (total_cycles * mac_rows * mac_cols)`` (``rate_l`` = 1 for
+        int8 layers); ``sram_peak_bytes`` the planner's largest SRAM use over the regions;
+        ``layers`` one entry per NPU layer (see `_layer`); ``regions`` per region counters, host
+        timestamps and the command records; ``config`` the NPU configuration. Top-level counters
+        come from the modules' "total" (all calls of the run); layers from each module's last call.
+    """
+    conf = report.config
+    aliases = report.aliases()
+    for sym in report.regions:
+        aliases.setdefault(sym, f"npu{len(aliases)}")
+    ran = sorted((p for p in module_profiles if p["calls"]),
+                 key=lambda p: p["last"].get("host_start_ns", 0))
+    regions, layers = {}, []
+    for p in ran:
+        sym, last = p["symbol"], p["last"]
+        info = report.regions[sym]
+        notes = info["command_layers"]
+        if len(notes) != len(last["records"]):
+            raise ValueError(f"{sym}: the report has {len(notes)} commands, the runtime ran "
+                             f"{len(last['records'])}; profile the executable of this build")
+        records = [dict(r, layer=notes[r["index"]]) for r in last["records"]]
+        busy_all = _union([r for r in records if r["engine"] in COMPUTE_ENGINES])
+        rows = [_layer(conf, sym, aliases[sym], layer, [r for r in records if r["layer"] == layer["name"]],
+                       busy_all) for layer in info["layers"]]
+        layers += rows
+        compulsory = (sum(lay["weight_bytes"] for lay in info["layers"]) + sum(info["input_bytes"])
+                      + sum(info["output_bytes"]))
+        regions[sym] = {
+            "alias": aliases[sym], "calls": p["calls"], "records": records,
+            "compulsory_ddr_bytes": compulsory, "sram_bytes_used": info["sram_bytes_used"],
+            "estimated_cycles": info["estimated_cycles"], "call_cycles": last["total_cycles"],
+            "slot_macs": sum(r["macs"] * _rate(conf, r["dtype"]) for r in rows),
+            **{k: p["total"][k] for k in ("total_cycles", "mac_cycles", "vector_cycles", "dma_cycles",
+                                          "ddr_read_bytes", "ddr_write_bytes", "macs")},
+            **{k: last.get(k, 0) for k in ("host_start_ns", "host_end_ns")}}
+    total = sum(r["total_cycles"] for r in regions.values())
+    slots = total * conf["mac_rows"] * conf["mac_cols"]
+    return {
+        "total_cycles": total,
+        "ddr_bytes": sum(r["ddr_read_bytes"] + r["ddr_write_bytes"] for r in regions.values()),
+        "compulsory_ddr_bytes": sum(r["compulsory_ddr_bytes"] for r in regions.values()),
+        "mac_utilization": sum(r["slot_macs"] for r in regions.values()) / slots if slots else 0.0,
+        "sram_peak_bytes": max((r["sram_bytes_used"] for r in report.regions.values()), default=0),
+        "layers": layers, "config": conf, "regions": regions}
+
+
+def _rate(conf: dict, dtype: str) -> int:
+    return conf["fp16_rate_div"] if dtype == "float16" else 1
+
+
+def _busy(records: list) -> int:
+    return sum(r["end"] - r["start"] for r in records)
+
+
+def _union(records: list) -> list:
+    """The busy intervals of `records`, merged: sorted, disjoint [start, end) pairs."""
+    merged: list = []
+    for lo, hi in sorted((r["start"], r["end"]) for r in records if r["end"] > r["start"]):
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return merged
+
+
+def _covered(merged: list, lo: int, hi: int) -> int:
+    return sum(max(0, min(b, hi) - max(a, lo)) for a, b in merged)
+
+
+def _layer(conf: dict, symbol: str, alias: str, layer: dict, records: list, busy_all: list) -> dict:
+    """One layer's entry. Its span (``cycles.total``, ``start``, ``end``) is [first start, last end]
+    of its commands, in cycles of its region's call. ``compute`` is the busy cycles of its MAC / vector
+    commands, ``dma`` of its DMA commands (all channels). ``stall`` is the time in the span when no
+    compute engine was busy (waiting for data); ``overlap`` the time in the span the compute engines
+    spent on other layers (a layer's weights are loaded while the previous layer computes), so
+    ``total = compute + overlap + stall``; without overlap, ``stall = total - compute``.
+    ``mac_utilization`` is MACs over the MAC slots of ``compute + stall`` (the cycles that are the
+    layer's own). ``roofline_bound`` compares the ideal compute cycles (MACs at the peak rate, or vector
+    steps at full lanes) with the DDR bytes it moved / ``ddr_bytes_per_cycle``; ``intensity`` is MACs
+    per DDR byte moved. ``compulsory_ddr_bytes``: its constants as stored plus those of its tensors
+    that are region inputs or outputs (intermediates need not leave SRAM)."""
+    compute = [r for r in records if r["engine"] in COMPUTE_ENGINES]
+    dma = [r for r in records if r["engine"] and r["engine"].startswith("dma")]
+    start = min((r["start"] for r in records), default=0)
+    end = max((r["end"] for r in records), default=0)
+    span, busy = end - start, _busy(compute)
+    stall = span - _covered(busy_all, start, end)
+    macs = sum(r["macs"] for r in compute)
+    rd = sum(r["bus_bytes"] for r in dma if r["opcode"] == "DMA_LOAD")
+    wr = sum(r["bus_bytes"] for r in dma if r["opcode"] == "DMA_STORE")
+    rate = _rate(conf, layer["dtype"])
+    if layer["kind"] == "conv":
+        ideal = math.ceil(macs * rate / (conf["mac_rows"] * conf["mac_cols"]))
+    else:
+        lanes = conf["vector_lanes"] // (2 if layer["dtype"] == "float16" else 1)
+        ideal = math.ceil(layer["vector_steps"] / lanes)
+    memory = (rd + wr) / conf["ddr_bytes_per_cycle"]
+    slots = (busy + stall) * conf["mac_rows"] * conf["mac_cols"]
+    return {
+        "name": layer["name"], "region": alias, "symbol": symbol, "composite": layer["composite"],
+        "kind": layer["kind"], "dtype": layer["dtype"],
+        "cycles": {"compute": busy, "dma": _busy(dma), "stall": stall, "overlap": span - busy - stall,
+                   "total": span},
+        "start": start, "end": end, "macs": macs,
+        "mac_utilization": macs * rate / slots if slots else 0.0,
+        "ddr_read_bytes": rd, "ddr_write_bytes": wr,
+        "compulsory_ddr_bytes": layer["weight_bytes"] + layer["region_io_bytes"],
+        "weight_bytes": layer["weight_bytes"], "ideal_compute_cycles": ideal,
+        "roofline_bound": "compute" if ideal >= memory else "memory",
+        "intensity": macs / (rd + wr) if rd + wr else None, "commands": len(records)}
+
+
+def to_csv(prof: dict, path) -> None:
+    """Write one row per NPU layer (header: CSV_COLUMNS) to `path`.
+
+    Parameters
+    ----------
+    prof : dict
+        A `profile` result.
+    path : str or os.PathLike
+        The CSV file to write.
+    """
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_COLUMNS)
+        for lay in prof["layers"]:
+            c = lay["cycles"]
+            w.writerow([lay["region"], lay["name"], lay["composite"], lay["kind"], lay["dtype"],
+                        c["compute"], c["dma"], c["stall"], c["overlap"], c["total"], lay["macs"],
+                        f"{lay['mac_utilization']:.4f}", lay["ddr_read_bytes"], lay["ddr_write_bytes"],
+                        lay["compulsory_ddr_bytes"],
+                        "" if lay["intensity"] is None else f"{lay['intensity']:.3f}",
+                        lay["roofline_bound"]])

@@ -1,0 +1,121 @@
+"""Sessions: streaming inference with carried state (StreamingSession), and asynchronous calls with a
+timeout (AsyncModel, below).
+
+A recurrent model runs chunk by chunk, its state carried from call to call:
+
+    sess = tvm_npu.StreamingSession.from_onnx(onnx_model, state={"h0": "Y_h", "c0": "Y_c"})
+    for chunk in audio_chunks:               # each [T_chunk, batch, features], the model's chunk length
+        y = sess(X=chunk)["Y"]
+    sess.reset()                             # the next utterance starts from zero state
+
+`state` maps each state input of the model (an LSTM's initial_h / initial_c) to the output that holds its
+value after the chunk (Y_h / Y_c). Between calls the state stays in the session's device tensors (it is
+never converted back to numpy); feeding a sequence in K chunks gives exactly the result of feeding it
+whole (tests/tools/test_session.py). The chunk length is the model's static sequence length.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import tvm
+from tvm import relax
+
+from ..contract.errors import NPUError
+
+
+def _shape(value_info) -> tuple:
+    return tuple(d.dim_value for d in value_info.type.tensor_type.shape.dim)
+
+
+class StreamingSession:
+    """A compiled model whose `state` inputs are fed from its own outputs of the previous call."""
+
+    def __init__(self, ex, inputs: dict, outputs: list, state: dict):
+        """`ex`: a built executable; `inputs`: {name: shape} in argument order; `outputs`: output names
+        in order; `state`: {state input name: output name}."""
+        unknown = [k for k in state if k not in inputs] + [v for v in state.values() if v not in outputs]
+        if unknown:
+            raise NPUError("ERR_SHAPE_MISMATCH", f"state names {unknown} are not inputs / outputs of the "
+                                                 f"model (inputs {list(inputs)}, outputs {outputs})")
+        self.vm = relax.VirtualMachine(ex, tvm.cpu())
+        self.inputs, self.outputs, self.state_map = inputs, outputs, state
+        self.reset()
+
+    @classmethod
+    def from_onnx(cls, model: onnx.ModelProto, state: dict, config=None) -> StreamingSession:
+        """Import and build `model` for the NPU (`tvm_npu.build`), then wrap it."""
+        from ..build import build
+        from ..frontend.onnx import from_onnx
+
+        ex = build(from_onnx(model), config=config)
+        return cls(ex, {i.name: _shape(i) for i in model.graph.input}, [o.name for o in model.graph.output],
+                   state)
+
+    def reset(self):
+        """Zero state: the next call starts a new sequence."""
+        self.state = {name: tvm.runtime.tensor(np.zeros(self.inputs[name], np.float32)) for name in self.state_map}
+
+    def __call__(self, **feeds) -> dict:
+        """Run one chunk; `feeds` are the non-state inputs by name. Returns {output name: numpy array}."""
+        want = [n for n in self.inputs if n not in self.state_map]
+        if sorted(feeds) != sorted(want):
+            raise NPUError("ERR_SHAPE_MISMATCH", f"feed {want} (the state inputs "
+                                                 f"{list(self.state_map)} come from the previous call); got "
+                                                 f"{sorted(feeds)}")
+        args = [self.state[n] if n in self.state else tvm.runtime.tensor(np.ascontiguousarray(feeds[n], np.float32))
+                for n in self.inputs]
+        result = self.vm["main"](*args)
+        outs = list(result) if len(self.outputs) > 1 else [result]
+        named = dict(zip(self.outputs, outs))
+        for inp, out in self.state_map.items():
+            self.state[inp] = named[out]
+        return {k: v.numpy() for k, v in named.items()}
+
+
+class AsyncModel:
+    """Asynchronous calls of a built model: `start` returns at once, `Pending.wait(timeout)` collects.
+
+        am = tvm_npu.AsyncModel(ex)
+        pending = am.start(x)
+        pending.poll()                 # True once done
+        y = pending.wait(timeout=0.1)  # NPUError ERR_TIMEOUT if not done in 100 ms; wait again later
+
+    Calls run one at a time on a worker thread (a Relax VM is not re-entrant; load one AsyncModel per
+    thread of parallel work). The call releases the GIL, so Python keeps running meanwhile. A timeout
+    leaves the call running and the model usable.
+    """
+
+    def __init__(self, ex, entry: str = "main"):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.vm = relax.VirtualMachine(ex, tvm.cpu())
+        self.entry = entry
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tvm_npu")
+
+    def start(self, *inputs) -> "Pending":
+        args = [a if isinstance(a, tvm.runtime.Tensor) else tvm.runtime.tensor(np.ascontiguousarray(a))
+                for a in inputs]
+        return Pending(self._worker.submit(self.vm[self.entry], *args))
+
+
+class Pending:
+    """A started call of an AsyncModel."""
+
+    def __init__(self, future):
+        self._future = future
+
+    def poll(self) -> bool:
+        return self._future.done()
+
+    def wait(self, timeout: float | None = None):
+        """The call's result (numpy arrays, a list for several outputs); NPUError ERR_TIMEOUT when it
+        has not finished within `timeout` seconds (None: wait as long as it takes)."""
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        try:
+            out = self._future.result(timeout=timeout)
+        except FutureTimeout:
+            raise NPUError("ERR_TIMEOUT", f"the call did not finish within {timeout} s; wait again, or "
+                                          "allow more time") from None
+        return out.numpy() if hasattr(out, "numpy") else [o.numpy() for o in out]

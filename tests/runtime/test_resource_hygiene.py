@@ -1,0 +1,49 @@
+"""Resource hygiene (issue 9 item 5), bounded: memory across many runs, memory and file handles across
+many loads. benchmarks/resource_hygiene.py runs the full counts; docs/reliability.md has the numbers.
+
+RSS moves in pages and with the allocator's arenas: over 2,000 to 20,000 runs of the model below it
+grew by 64 to 144 KiB, without a trend. The bounds sit above that noise and below what a leak of one
+small object per call would add (a 100-byte leak per run is 400 KB over 4,000 runs)."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def hygiene():
+    spec = importlib.util.spec_from_file_location("resource_hygiene", ROOT / "benchmarks" / "resource_hygiene.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_many_runs_do_not_grow_memory(hygiene):
+    r = hygiene.run_growth(4000)
+    assert r["identical"]
+    assert r["growth"] < 384 * 1024, r
+    assert r["fds_after"] == r["fds_before"]
+
+
+def test_loading_npu_modules_again_and_again_does_not_grow_memory(hygiene):
+    """What tvm_npu does when an artifact is loaded: deserialize, parse and validate each NPU region's
+    stream. 2,000 loads of a model whose two streams hold 20 KB: a leaked module would be 40 MB."""
+    r = hygiene.stream_load_growth(2000)
+    assert r["growth"] < 256 * 1024, r
+
+
+def test_load_run_drop_cycles_keep_file_handles_and_results(hygiene):
+    """Loading the artifact itself (dlopen, TVM's module tree) keeps no file open, and every load runs
+    to the same result. TVM 0.27 keeps each loaded module tree alive (RSS grows by about the size of the
+    loaded weights per load, for a CPU-only artifact too: docs/reliability.md), and with it each NPU
+    module's packed-weight cache of the fast kernels (about the weights' size again: 94 KB per load with
+    TVM_NPU_KERNELS=ref, 180 KB with the fast kernels, for a 98 KB artifact). RSS is bounded here by 2.5
+    times the artifact's size per load; tvm_npu's own part of a load is held to no growth by the test
+    above, and the SRAM / DDR buffers of a call come from a process-wide pool, not the retained module."""
+    r = hygiene.artifact_load_growth(40)
+    assert r["identical"]
+    assert r["fds_after"] == r["fds_before"], r
+    assert r["per_cycle"] < 2.5 * r["artifact_bytes"], r
