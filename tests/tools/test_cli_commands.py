@@ -146,4 +146,4 @@ def test_quantize_without_calibration_files_is_one_line(tmp_path, capsys):
     assert main(["quantize", str(tmp_path / "cnn.onnx"), "--calib", str(tmp_path / "empty"),
                  "-o", str(tmp_path / "q.so")]) != 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "no .npy files" in err[0]
+    assert len(err) == 1 and "no .npy / .npz files" in err[0]

@@ -12,6 +12,8 @@ not timed), and the host's work at region boundaries (fp32 <-> fp16 conversion, 
 
 from __future__ import annotations
 
+from collections import Counter
+
 import tvm
 
 from ..contract.config import NPUConfig, get_config
@@ -43,7 +45,7 @@ def estimate(mod: tvm.IRModule, config: NPUConfig | str | None = None, params: d
     dict
         `cycles` (all NPU regions, one after another), `latency_us`, `mac_cycles` (MAC array busy),
         `vector_cycles`, `macs`, `ddr_bytes` (read + written), `sram_peak_bytes`, the energy parts in
-        microjoules, `npu_ops` / `ops`, `cpu_macs` and `regions`. Raises NPUError (e.g.
+        microjoules, `npu_ops` / `ops`, `cpu_macs`, `cpu_codes` (reason code -> ops on the CPU) and `regions`. Raises NPUError (e.g.
         ERR_SRAM_OVERFLOW) when the model does not compile for `config`.
     """
     from ..build import bind_params, compile_npu_regions
@@ -60,5 +62,6 @@ def estimate(mod: tvm.IRModule, config: NPUConfig | str | None = None, params: d
     out.update(energy.energy_uj(cfg, out["macs_int8"], out["macs_fp16"], out["ddr_bytes"],
                                 out["sram_access_bytes"]))
     out.update(regions=len(report.regions), npu_ops=report.npu_ops, ops=len(report.placements),
-               cpu_macs=report.macs()["cpu"])
+               cpu_macs=report.macs()["cpu"],
+               cpu_codes=dict(Counter(p.code for p in report.placements if p.device == "cpu" and p.code)))
     return out

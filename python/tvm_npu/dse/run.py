@@ -54,6 +54,12 @@ def evaluate(model_path: str, point_name: str, values: dict, config: NPUConfig) 
             row.update(feasible=True, **estimate(_model(model_path), config))
     except NPUError as err:  # e.g. ERR_SRAM_OVERFLOW: a layer that fits no tiling of this SRAM
         row.update(feasible=False, error_code=err.code, reason=_reason(err))
+    else:
+        if not row["regions"]:  # 0 cycles would be a lie, not a design point: nothing ran on the NPU
+            code, n = max(row["cpu_codes"].items(), key=lambda kv: kv[1], default=("NPU_E_UNSUPPORTED_OP", 0))
+            row.update(feasible=False, error_code=code,
+                       reason=f"no op of the model runs on the NPU ({row['ops']} op(s) on the CPU, {n} "
+                              f"of them {code}; `tvm-npu report` says why)")
     row["seconds"] = round(time.perf_counter() - start, 3)
     return row
 

@@ -140,4 +140,8 @@ def from_onnx(model: "onnx.ModelProto | str | bytes", shape_dict: dict | None = 
         raise NPUError("ERR_OP_NOT_SUPPORTED", f"invalid ONNX model: {err}") from None
     model = qoperator_to_qdq(initializers_as_constants(model))
     with _npu_converters():
-        return onnx_frontend.from_onnx(model, shape_dict=shape_dict, keep_params_in_input=False)
+        try:
+            return onnx_frontend.from_onnx(model, shape_dict=shape_dict, keep_params_in_input=False)
+        except tvm.error.OpNotImplemented as err:  # nothing can run it, on the NPU or on TVM's CPU
+            raise NPUError("ERR_OP_NOT_SUPPORTED", f"TVM's ONNX importer cannot import this model: "
+                           f"{' '.join(str(err).split())}; replace the op or export the model without it") from None

@@ -73,15 +73,24 @@ class BuildReport:
         cpu = sum(p.macs or 0 for p in self.placements if p.device == "cpu")
         return {"npu": npu, "cpu": cpu, "unknown_ops": sum(p.macs is None for p in self.placements)}
 
-    def mac_percent(self) -> float:
-        """Percent of the MACs on the NPU (100 when no op has MACs on the CPU or the NPU)."""
+    def mac_percent(self) -> float | None:
+        """Percent of the counted MACs on the NPU; None when no MAC could be counted but some op's
+        shape is symbolic (a percentage would claim what nobody measured). Without MACs at all (vector
+        ops only) it is 100 when any op runs on the NPU, else 0."""
         m = self.macs()
         total = m["npu"] + m["cpu"]
-        return 100.0 * m["npu"] / total if total else 100.0
+        if total:
+            return 100.0 * m["npu"] / total
+        if m["unknown_ops"]:
+            return None
+        return 100.0 if self.npu_ops else 0.0
 
     def summary(self) -> str:
-        return (f"{self.npu_ops} of {len(self.placements)} ops, {self.mac_percent():.1f}% of MACs "
-                f"on the NPU")
+        pct = self.mac_percent()
+        ops = f"{self.npu_ops} of {len(self.placements)} ops"
+        if pct is None:
+            return f"{ops} on the NPU, MACs not counted (symbolic shapes)"
+        return f"{ops}, {pct:.1f}% of MACs on the NPU"
 
     def fallback_cost(self) -> dict:
         """The cost of what stayed on the CPU: NPU regions (and the extra ones CPU islands split off),

@@ -1,4 +1,8 @@
-"""`tvm-npu`: the command line: demo, compile, quantize, run, profile, report, sweep (commands: cli_commands.py)."""
+"""`tvm-npu`: the command line: demo, compile, quantize, run, profile, report, sweep (commands: commands.py).
+
+Every failure is one line on stderr: `tvm-npu: error: CODE: what to change` with exit code 2 for a coded
+error (NPUError, a user mistake), 3 for an unexpected one (`--traceback` shows its trace).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ from ..contract.errors import NPUError
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tvm-npu", description="tvm_npu: TVM's NPU backend")
     parser.add_argument("--verbose", "-v", action="store_true", help="log every compiler stage")
+    parser.add_argument("--traceback", action="store_true",
+                        help="on an unexpected error, print Python's traceback instead of one line")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def config(p):
@@ -32,7 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     quant = sub.add_parser("quantize", help="calibrate on a folder of .npy inputs, quantize to int8, "
                                             "build for the NPU, export a library")
     quant.add_argument("model", help="the float ONNX model file")
-    quant.add_argument("--calib", required=True, help="folder of .npy files, one input array each")
+    quant.add_argument("--calib", required=True,
+                       help="folder of calibration batches: .npy files (one input array each) or .npz files "
+                            "(the inputs by name)")
     quant.add_argument("-o", "--output", required=True, help="the library to write, e.g. model_int8.so")
     quant.add_argument("--method", default="minmax", choices=["minmax", "percentile", "entropy"],
                        help="activation range calibration")
@@ -41,12 +49,14 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run an exported library on .npy inputs (reference NPU)")
     run.add_argument("library", help="a library written by `tvm-npu compile`")
-    run.add_argument("inputs", nargs="+", help="one .npy file per input of main, in order")
+    run.add_argument("inputs", nargs="+", help="one .npy file per input of main, in order, or one .npz file")
     run.add_argument("-o", "--output", help="save the output to this .npy file")
 
     prof = sub.add_parser("profile", help="build, run once, print cycles / MACs / DDR bytes per layer")
     prof.add_argument("model", help="the ONNX model file")
-    prof.add_argument("--input", action="append", help=".npy input (repeat per input; default: seeded random)")
+    prof.add_argument("--input", action="append",
+                      help=".npy input (repeat per input, in order) or one .npz of all inputs by name "
+                           "(default: seeded random)")
     config(prof)
     prof.add_argument("--csv", help="write one row per layer to this CSV file")
     prof.add_argument("--json", help="write the whole profile to this JSON file")
@@ -90,6 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     except (NPUError, CLIError) as err:
         print(f"tvm-npu: error: {_one_line(err)}", file=sys.stderr)
         return 2
+    except Exception as err:  # noqa: BLE001  (a bug of ours or TVM's: still one line, the trace on request)
+        if args.traceback:
+            raise
+        print(f"tvm-npu: error: {type(err).__name__}: {_one_line(err)} (an unexpected error: run with "
+              f"--traceback for the trace, and please report it)", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

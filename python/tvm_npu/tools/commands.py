@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..contract.errors import NPUError
+from . import inputs as model_inputs
 
 
 class CLIError(Exception):
@@ -29,25 +30,6 @@ def _import(model: str):
     from ..frontend.onnx import from_onnx
 
     return from_onnx(str(_existing(model, "model file")))
-
-
-def _load_npy(path: str) -> np.ndarray:
-    try:
-        return np.load(_existing(path, "input file"), allow_pickle=False)
-    except (ValueError, OSError) as err:
-        raise CLIError(f"cannot read input {path!r}: {err}") from None
-
-
-def _check_inputs(mod, inputs: list) -> None:
-    """Inputs that match `main`'s parameters in number, shape and dtype, else CLIError."""
-    params = mod["main"].params
-    if len(inputs) != len(params):
-        raise CLIError(f"main takes {len(params)} input(s), {len(inputs)} given")
-    for p, a in zip(params, inputs):
-        want = (tuple(int(d) for d in p.ty.shape), str(p.ty.dtype))
-        if (tuple(a.shape), str(a.dtype)) != want:
-            raise CLIError(f"input {p.name}: expected shape {want[0]} {want[1]}, "
-                           f"got {tuple(a.shape)} {a.dtype}")
 
 
 def _build(mod, config: str):
@@ -93,7 +75,7 @@ def cmd_run(args) -> int:
     from .. import runtime
 
     lib_path = _existing(args.library, "library")
-    inputs = [_load_npy(p) for p in args.inputs]
+    inputs = model_inputs.as_arguments(args.inputs[0] if len(args.inputs) == 1 else args.inputs)
     try:
         lib = runtime.load_module(lib_path)
     except NPUError:
@@ -143,6 +125,8 @@ def layer_table(prof: dict) -> str:
     conf = prof["config"]
     lines.append(f"compulsory DDR bytes {prof['compulsory_ddr_bytes']}, SRAM peak {prof['sram_peak_bytes']} B, "
                  f"{prof['total_cycles'] / conf['clock_mhz']:.1f} us at {conf['clock_mhz']} MHz")
+    if not prof["layers"]:
+        lines.append("nothing ran on the NPU: every op stayed on the CPU (`tvm-npu report` says why)")
     return "\n".join(lines)
 
 
@@ -154,9 +138,10 @@ def cmd_profile(args) -> int:
     from .trace import write_chrome_trace
 
     mod = _import(args.model)
-    inputs = [_load_npy(p) for p in args.input] if args.input else None
-    if inputs is not None:
-        _check_inputs(mod, inputs)
+    inputs = None
+    if args.input:
+        inputs = model_inputs.as_arguments(args.input[0] if len(args.input) == 1 else args.input,
+                                           model_inputs.signature(mod))
     report = BuildReport()
     prof = profile(mod, inputs=inputs, config=args.config, report=report)
     print(layer_table(prof))
@@ -186,12 +171,13 @@ def cmd_quantize(args) -> int:
 
     mod = _import(args.model)
     folder = Path(args.calib)
-    files = sorted(folder.glob("*.npy")) if folder.is_dir() else []
+    files = sorted([*folder.glob("*.npy"), *folder.glob("*.npz")]) if folder.is_dir() else []
     if not files:
-        raise CLIError(f"calibration folder {str(folder)!r} has no .npy files (one input array each)")
-    batches = [_load_npy(str(f)) for f in files]
-    for b in batches:
-        _check_inputs(mod, [b])
+        raise CLIError(f"calibration folder {str(folder)!r} has no .npy / .npz files (one batch each: an "
+                       f"array, or the model's inputs by name)")
+    params = model_inputs.signature(mod)
+    batches = [model_inputs.as_arguments(f, params) for f in files]
+    batches = [b[0] if len(b) == 1 else b for b in batches]  # quantize's calibration batch forms
     qmod, qreport = quantize(mod, batches, method=args.method)
     print(qreport.summary())
     if args.sqnr:

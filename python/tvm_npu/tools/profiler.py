@@ -21,8 +21,10 @@ import tvm
 from tvm import relax
 
 from .. import runtime
+from . import inputs as inputs_mod
 from ..build import build
 from ..contract.config import get_config
+from ..contract.errors import NPUError
 from ..partition.report import BuildReport
 
 COMPUTE_ENGINES = ("mac", "vector")
@@ -48,13 +50,16 @@ def random_inputs(mod: tvm.IRModule, seed: int = 0) -> list:
     """
     rng = np.random.default_rng(seed)
     arrays = []
-    for p in mod["main"].params:
-        shape, dtype = [int(s) for s in p.ty.shape], str(p.ty.dtype)
+    for name, dims, dtype in inputs_mod.signature(mod):
+        if dims is None or None in dims:
+            raise NPUError("ERR_SHAPE_MISMATCH", f"input {name} has a symbolic shape "
+                           f"{tuple('?' if d is None else d for d in dims or ())}: no random input can stand "
+                           "for it; give the inputs (inputs=, or --input x.npy)")
         if np.issubdtype(np.dtype(dtype), np.integer):
             info = np.iinfo(dtype)
-            arrays.append(rng.integers(max(info.min, -128), min(info.max, 127) + 1, shape).astype(dtype))
+            arrays.append(rng.integers(max(info.min, -128), min(info.max, 127) + 1, dims).astype(dtype))
         else:
-            arrays.append(rng.standard_normal(shape).astype(dtype))
+            arrays.append(rng.standard_normal(dims).astype(dtype))
     return arrays
 
 
@@ -66,8 +71,9 @@ def profile(mod: tvm.IRModule, inputs: list | None = None, config=None,
     ----------
     mod : tvm.IRModule
         The model (weights bound as constants).
-    inputs : list of numpy.ndarray, optional
-        The arguments of `main`; default: `random_inputs(mod)` (seed 0).
+    inputs : numpy.ndarray, list, dict or path, optional
+        The arguments of `main`: one array, a list in order, {name: array} or a .npy / .npz file
+        (`inputs.as_arguments`); default: `random_inputs(mod)` (seed 0).
     config : NPUConfig or str, optional
         The NPU to compile for (default "npu-ref").
     report : BuildReport, optional
@@ -79,14 +85,14 @@ def profile(mod: tvm.IRModule, inputs: list | None = None, config=None,
         JSON-serializable; see `collect` for the keys and their definitions.
     """
     cfg = get_config(config)
+    arrays = random_inputs(mod) if inputs is None else inputs_mod.as_arguments(inputs, inputs_mod.signature(mod))
     report = BuildReport() if report is None else report
     ex = build(mod, config=cfg, report=report)
     vm = relax.VirtualMachine(ex, tvm.cpu())
     modules = runtime.npu_modules(vm)
     for m in modules:
         m["reset_profile"]()
-    args = [tvm.runtime.tensor(np.ascontiguousarray(a)) for a in (random_inputs(mod) if inputs is None else inputs)]
-    vm["main"](*args)
+    vm["main"](*[tvm.runtime.tensor(a) for a in arrays])
     return collect(report, [runtime.profile_of(m) for m in modules])
 
 
