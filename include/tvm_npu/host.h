@@ -108,7 +108,9 @@ class Model {
  public:
   explicit Model(const std::string& path) {
     CheckArtifactComplete(path);
-    lib_ = ffi::Module::LoadFromFile(path);
+    // dlopen takes a name without a slash for a library to look for on the search path, not for a
+    // file here: "model.so" from the working directory would not be found.
+    lib_ = ffi::Module::LoadFromFile(path.find('/') == std::string::npos ? "./" + path : path);
     ffi::Function load = Required(lib_, "vm_load_executable", path);
     vm_ = load().cast<ffi::Module>();
     // device type, device id, allocator (2: pooled) for the one device the model runs on (the CPU;

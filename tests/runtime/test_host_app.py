@@ -59,6 +59,16 @@ def test_host_app_output_equals_python_bit_for_bit_from_many_threads(host_app, t
     assert '"total_cycles"' in res.stdout  # the per-region profile came through the C++ API
 
 
+def test_host_app_takes_paths_without_a_folder(host_app, tmp_path):
+    """`npu_host model.so x.npy` from the folder that holds them (dlopen alone would search its path)."""
+    x = np.random.default_rng(2).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    want = export(small_cnn(seed=0), x, tmp_path)
+    res = subprocess.run([str(host_app), "model.so", "x.npy", "--out", "y.bin"], capture_output=True, text=True,
+                         timeout=300, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    np.testing.assert_array_equal(np.fromfile(tmp_path / "y.bin", np.float32), want.reshape(-1))
+
+
 def test_host_app_timeout_is_clean_and_the_model_stays_usable(host_app, tmp_path):
     # A MobileNetV2 call takes tens of milliseconds on the reference NPU: a 0 ms budget always times out.
     x = np.random.default_rng(1).standard_normal((1, 3, 64, 64)).astype(np.float32)

@@ -86,4 +86,8 @@ def test_cli_profile_writes_html(tmp_path, capsys):
     pngs = sorted(out.parent.glob("model_*.png"))
     assert [p.name for p in pngs] == ["model_cycles.png", "model_roofline.png", "model_sram.png"]
     text = _check_page(out, pngs)
-    assert "NPU_E_" in text or "cpu" in text  # small_cnn keeps one op on the CPU
+    # One placement row per op, with the device the build chose (small_cnn: all 17 on the NPU). The page's
+    # CSS names the classes too, so count rows, not words.
+    table = text[text.index('<table id="placements">'):]
+    table = table[:table.index("</table>")]
+    assert table.count('<tr class="npu">') == 17 and '<tr class="cpu">' not in table
