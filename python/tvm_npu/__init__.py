@@ -34,6 +34,11 @@ from .dse import SweepResult, estimate, sweep  # noqa: E402, F401
 from .tools import (AsyncModel, StreamingSession, format_sqnr_table, layer_sqnr, profile,  # noqa: E402, F401
                     to_csv as profile_to_csv, write_chrome_trace)
 
-__version__ = "0.1.0"
+import importlib.metadata as _metadata  # noqa: E402
+
+try:  # the version is written once, in pyproject.toml
+    __version__ = _metadata.version("tvm_npu")
+except _metadata.PackageNotFoundError:  # a source tree on PYTHONPATH, never installed
+    __version__ = "0+unknown"
 
 _autoload()

@@ -54,7 +54,7 @@ def estimate(mod: tvm.IRModule, config: NPUConfig | str | None = None, params: d
     report = BuildReport()
     compile_npu_regions(bind_params(mod, params), cfg, report)
     regions = report.regions.values()
-    out = {k: sum(int(r.get(k, 0)) for r in regions) for k in _SUMMED}
+    out: dict = {k: sum(int(r.get(k, 0)) for r in regions) for k in _SUMMED}
     out["cycles"] = out.pop("estimated_cycles")
     out["latency_us"] = out["cycles"] / cfg.clock_mhz
     out["ddr_bytes"] = out["ddr_read_bytes"] + out["ddr_write_bytes"]

@@ -285,7 +285,7 @@ def boundaries(mod: tvm.IRModule) -> tuple[dict, dict]:
     # Regions reachable from each node going up / down through CPU ops only.
     up: dict = {}
     for node, _, _ in nodes:
-        acc = set()
+        acc: set = set()
         for p in preds[node]:
             acc |= {p[1]} if p[0] == "npu" else up.get(p, set())
         up[node] = acc

@@ -106,7 +106,7 @@ class _Unit:
     weight: np.ndarray | None = None
     w_axis: int = 0         # per-channel axis of `weight` as stored
     w_perm: object = None   # permute_dims var (Gemm transB form), or None
-    w_perm_call: object = None
+    w_perm_call: relax.Call | None = None  # the permute_dims call itself
     bias: tuple | None = None  # (add var, constant, shape)
     w_q: np.ndarray | None = None       # set by _quantize_weights
     w_scales: np.ndarray | None = None
@@ -272,7 +272,7 @@ def _share_step_ranges(live: list, ranges: dict) -> dict:
     """Layers with the same weight (the steps of an unrolled recurrence) read and write with one range
     each, the union over the steps -- TFLite's LSTM has one scale per tensor across time. Their
     requantization blocks are then identical too, so the NPU keeps one copy loaded for every step."""
-    groups = {}
+    groups: dict = {}
     for u in live:
         if u.weight is not None and u.bias is None:
             groups.setdefault((u.weight.shape, u.weight.tobytes()), []).append(u)
@@ -408,7 +408,7 @@ def quantize(mod: tvm.IRModule, calibration_data, method: str = "minmax", percen
             lo, hi = ranges[bad[0]]
             u.reason = f"activation range of {bad[0].name} is empty or not finite ([{lo:.4g}, {hi:.4g}])"
     live = [u for u in units if u.reason is None]
-    qparams = {v: qp[v] for v in g.ordered(t for u in live for t in u.inputs + [u.out])}
+    qparams: dict = {v: qp[v] for v in g.ordered(t for u in live for t in u.inputs + [u.out])}
     for u in live:  # in model order, so a chain of passthroughs inherits from its first input
         if u.passthrough:
             qparams[u.out] = qparams[u.inputs[0]]
@@ -425,7 +425,8 @@ def quantize(mod: tvm.IRModule, calibration_data, method: str = "minmax", percen
     producer = {u.out: u.op for u in live}
     for v, (s, z, *_) in qparams.items():
         op = producer.get(v) or ("input" if v in g.params else _op(g.value[v])[6:] or "?")
-        report.tensors.append(QuantTensor(v.name, dq_names[v], op, *ranges[v], s, z, 16 if v in wide else 8))
+        lo, hi = ranges[v]
+        report.tensors.append(QuantTensor(v.name, dq_names[v], op, lo, hi, s, z, 16 if v in wide else 8))
     report.ops = [(u.name, u.op) for u in live]
     report.skipped = [SkippedOp(u.name, u.op, u.reason) for u in units if u.reason]
     return with_main(mod, func), report
