@@ -3,6 +3,8 @@
 import numpy as np
 from tvm import relax
 
+from npu_ref import fp16
+
 
 def chain(input_shape, layers):
     """A module whose main applies `layers` in order. A layer is a dict:
@@ -44,6 +46,23 @@ def _emit(bb, y, layer):
     elif act == "clip":
         y = bb.emit(relax.op.clip(y, 0, 6))
     return y
+
+
+def chain_reference(x, layers):
+    """What the NPU computes for chain(x.shape, layers): the layers on the numpy reference model (a "cpu"
+    layer may only reshape)."""
+    for layer in layers:
+        act = layer.get("act", "none")
+        if layer["op"] == "conv":
+            s, d, p = layer.get("stride", 1), layer.get("dil", 1), layer.get("pad", 0)
+            pad = p if isinstance(p, tuple) else (p,) * 4
+            x = fp16.conv2d_nchw(x, layer["w"], layer["b"], (s, s), pad, (d, d), act)
+        elif layer["op"] == "dense":
+            x = fp16.dense(x, layer["w"], layer["b"], act)
+        else:
+            assert layer["fn"] == "reshape", layer
+            x = x.reshape(layer["shape"])
+    return x
 
 
 def conv_layer(rng, cin, cout, k, stride=1, pad=None, dil=1, act="relu", bias=True):

@@ -25,3 +25,12 @@ def run_cpu(mod, *inputs):
 
 def npu_modules(ex):
     return tvm_npu.runtime.npu_modules(ex)
+
+
+def extreme_int8(rng, shape):
+    """Random int8 codes, about 15% each at the extremes -128 and 127 (the largest accumulator terms)."""
+    x = rng.integers(-128, 128, shape).astype(np.int8)
+    mask = rng.random(shape)
+    x[mask < 0.15] = -128
+    x[mask > 0.85] = 127
+    return x

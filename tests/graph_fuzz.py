@@ -19,7 +19,7 @@ turns a spec into an ONNX model (seeded weights) and `check(spec)` compiles it, 
   operands (inputs are standard normal and the weights keep activations O(1)) for outputs that cancel
   out: a dot product near 0 has an error of u times its terms, not of its result. A wrong address,
   tile or layout is off by O(1).
-- int8 (onnxruntime's quantize_static, QDQ) against tests/npu_numpy_int8.py's interpreter of the
+- int8 (onnxruntime's quantize_static, QDQ) against tests/npu_ref's interpreter of the
   documented integer arithmetic, bit for bit, when every quantized op ran on the NPU. When the compiler
   left some on the CPU (a reasoned fallback: TVM computes those in float between dequantize and
   quantize, which may differ by 1 LSB and propagate), against onnxruntime's own int8 run within 2 LSB
@@ -397,7 +397,7 @@ def _check_int8(spec, tmp_dir):
     from pathlib import Path
 
     import tvm_npu
-    from npu_numpy_int8 import QDQInterpreter
+    from npu_ref import QDQInterpreter
     from qdq_models import quantize_with_ort
 
     model = build_onnx(spec)

@@ -8,7 +8,7 @@ from tvm import relax
 
 import tvm_npu
 from conftest import run_vm
-from npu_numpy import conv2d_fp16, pool_fp16
+from npu_ref import fp16
 from qdq_models import GraphBuilder, quantize_with_ort
 from qdq_models import ort_session, output_scale
 
@@ -34,10 +34,10 @@ def joins(rng, c=16, hw=12):
 
 
 def joins_reference(x, ws):
-    a = conv2d_fp16(x, ws[0], act="relu")
-    b = conv2d_fp16(x, ws[1], pad=(1, 1, 1, 1), act="relu")
-    d = conv2d_fp16(np.concatenate([a, b], 1), ws[2])
-    return pool_fp16(np.concatenate([d, x.astype(np.float16).astype(np.float32)], 1), "max", 2, 2)
+    a = fp16.conv2d_nchw(x, ws[0], act="relu")
+    b = fp16.conv2d_nchw(x, ws[1], pad=(1, 1, 1, 1), act="relu")
+    d = fp16.conv2d_nchw(np.concatenate([a, b], 1), ws[2])
+    return fp16.pool_nchw(np.concatenate([d, x.astype(np.float16).astype(np.float32)], 1), "max", 2, 2)
 
 
 @pytest.mark.parametrize("config,hw", [("npu-ref", 12), ("npu-small", 40)])
@@ -142,8 +142,6 @@ def recurrent_rows(rng, T=4, B=2, K=24, H=32):
 
 
 def test_row_slices_and_row_stacks_run_in_place_bit_exact(rng):
-    from npu_numpy import add_fp16, dense_fp16
-
     mod, (w1, w2) = recurrent_rows(rng)
     report = tvm_npu.BuildReport()
     ex = tvm_npu.build(mod, report=report)
@@ -155,9 +153,9 @@ def test_row_slices_and_row_stacks_run_in_place_bit_exact(rng):
     assert len([lay for lay in info["layers"] if ".copy" in lay["name"]]) == 3
     x = rng.standard_normal((8, 24)).astype(np.float32)
     h0 = rng.standard_normal((2, 32)).astype(np.float32)
-    xw, h, hs = dense_fp16(x, w1), h0, []
+    xw, h, hs = fp16.dense(x, w1), h0, []
     for t in range(4):
-        h = add_fp16(xw[2 * t:2 * t + 2], dense_fp16(h, w2), act="relu")
+        h = fp16.add(xw[2 * t:2 * t + 2], fp16.dense(h, w2), act="relu")
         hs.append(h)
     np.testing.assert_array_equal(run_vm(ex, x, h0), np.concatenate(hs))
 

@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 from tvm import relax
 
 import tvm_npu
-from builders import chain, conv_layer, dense_layer
+from builders import chain, chain_reference, conv_layer, dense_layer
 from conftest import run_vm
-from npu_numpy import conv2d_fp16, dense_fp16, pool_fp16
+from npu_ref import fp16
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -25,7 +25,7 @@ def test_conv_tiles_match_the_untiled_reference(cin, cout, k, stride, h, w, act,
     x = rng.standard_normal((1, cin, h, w)).astype(np.float32)
     ex = tvm_npu.build(chain(x.shape, [layer]), config="npu-small")
     p = layer["pad"]
-    want = conv2d_fp16(x, layer["w"], layer["b"], (stride, stride), (p,) * 4, act=act)
+    want = fp16.conv2d_nchw(x, layer["w"], layer["b"], (stride, stride), (p,) * 4, act=act)
     np.testing.assert_array_equal(run_vm(ex, x), want)
 
 
@@ -36,7 +36,7 @@ def test_dense_blocks_match_the_untiled_reference(m, k, n, seed):
     layer = dense_layer(rng, k, n)
     x = rng.standard_normal((m, k)).astype(np.float32)
     ex = tvm_npu.build(chain(x.shape, [layer]), config="npu-small")
-    np.testing.assert_array_equal(run_vm(ex, x), dense_fp16(x, layer["w"], layer["b"]))
+    np.testing.assert_array_equal(run_vm(ex, x), fp16.dense(x, layer["w"], layer["b"]))
 
 
 @SETTINGS
@@ -53,7 +53,7 @@ def test_pool_tiles_match_the_untiled_reference(c, h, w, kind, k, stride, seed):
         bb.emit_func_output(out)
     xv = rng.standard_normal((1, c, h, w)).astype(np.float32)
     ex = tvm_npu.build(bb.get(), config="npu-small")
-    np.testing.assert_array_equal(run_vm(ex, xv), pool_fp16(xv, kind, k, stride))
+    np.testing.assert_array_equal(run_vm(ex, xv), fp16.pool_nchw(xv, kind, k, stride))
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -66,7 +66,4 @@ def test_convs_with_weights_larger_than_sram_match_the_untiled_reference(cin, co
     layers = [conv_layer(rng, cin, cout, 3)] + [conv_layer(rng, cout, cout, 3) for _ in range(depth - 1)]
     x = rng.standard_normal((1, cin, hw, hw)).astype(np.float32)
     ex = tvm_npu.build(chain(x.shape, layers), config="npu-small")
-    want = x
-    for layer in layers:
-        want = conv2d_fp16(want, layer["w"], layer["b"], (1, 1), (1,) * 4, act=layer["act"])
-    np.testing.assert_array_equal(run_vm(ex, x), want)
+    np.testing.assert_array_equal(run_vm(ex, x), chain_reference(x, layers))

@@ -7,9 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tvm_npu
-from builders import chain, conv_layer, dense_layer
+from builders import chain, chain_reference, conv_layer, dense_layer
 from conftest import run_vm
-from npu_numpy import conv2d_fp16, dense_fp16
 
 
 def head_model(rng, cin=8, hw=16, c=(32, 64, 64, 256), hidden=1000, classes=600):
@@ -22,19 +21,6 @@ def head_model(rng, cin=8, hw=16, c=(32, 64, 64, 256), hidden=1000, classes=600)
     layers += [{"op": "cpu", "fn": "reshape", "shape": (1, c[-1])},
                dense_layer(rng, c[-1], hidden, act="relu"), dense_layer(rng, hidden, classes)]
     return layers, rng.standard_normal((1, cin, hw, hw)).astype(np.float32)
-
-
-def reference(layers, x):
-    y = x
-    for layer in layers:
-        if layer["op"] == "conv":
-            s, p = layer["stride"], layer["pad"]
-            y = conv2d_fp16(y, layer["w"], layer["b"], (s, s), (p,) * 4, act=layer["act"])
-        elif layer["op"] == "cpu":
-            y = y.reshape(layer["shape"])
-        else:
-            y = dense_fp16(y, layer["w"], layer["b"], act=layer["act"])
-    return y
 
 
 def test_dense_weights_load_during_earlier_layers_and_match_the_reference():
@@ -59,7 +45,7 @@ def test_dense_weights_load_during_earlier_layers_and_match_the_reference():
             if a[0] <= b[1] and b[0] <= a[1]:
                 assert a[3] <= b[2] or b[3] <= a[2], (a, b)
     ex = tvm_npu.build(chain(x.shape, layers), config="npu-small")
-    np.testing.assert_array_equal(run_vm(ex, x), reference(layers, x))
+    np.testing.assert_array_equal(run_vm(ex, x), chain_reference(x, layers))
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -69,7 +55,7 @@ def test_weight_heavy_heads_match_the_reference(cin, c1, c2, hidden, classes, co
     layers, x = head_model(np.random.default_rng(seed), cin=cin, hw=8, c=(c1, c1, c2), hidden=hidden,
                            classes=classes)
     ex = tvm_npu.build(chain(x.shape, layers), config=config)
-    np.testing.assert_array_equal(run_vm(ex, x), reference(layers, x))
+    np.testing.assert_array_equal(run_vm(ex, x), chain_reference(x, layers))
 
 
 @pytest.mark.parametrize("config", ["npu-small", "npu-ref"])

@@ -11,7 +11,7 @@ import tvm_npu
 from tvm_npu.contract import stream
 from builders import chain, conv_layer
 from conftest import npu_modules, run_cpu, run_vm
-from npu_numpy import conv2d_fp16
+from npu_ref import fp16
 
 
 def _single_op(shape, dtype, emit):
@@ -93,7 +93,7 @@ def test_nan_and_inf_inputs_follow_ieee(rng):
     x[0, 0, 9, 9] = 1e6  # beyond fp16's 65504
     ex = tvm_npu.build(chain(x.shape, [layer]))
     got = run_vm(ex, x)
-    want = conv2d_fp16(x, layer["w"], layer["b"], pad=(1,) * 4, act="relu")
+    want = fp16.conv2d_nchw(x, layer["w"], layer["b"], pad=(1,) * 4, act="relu")
     np.testing.assert_array_equal(got, want)  # NaN positions equal too
     assert np.isnan(got[0, :, 1:4, 2:5]).all() and np.isfinite(got[0, :, :, :1]).all()
 

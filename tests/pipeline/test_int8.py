@@ -1,5 +1,5 @@
 """int8 inference: onnxruntime QDQ models on the NPU against onnxruntime and the numpy reference of the
-documented integer arithmetic (tests/npu_numpy_int8.py)."""
+documented integer arithmetic (tests/npu_ref)."""
 
 import numpy as np
 import onnx
@@ -8,7 +8,7 @@ from onnx import numpy_helper
 
 import tvm_npu
 from conftest import npu_modules, run_vm
-from npu_numpy_int8 import QDQInterpreter
+from npu_ref import QDQInterpreter
 from qdq_models import GraphBuilder, mobilenet_v2_shaped, op_zoo, ort_session, output_scale, quantize_with_ort
 
 

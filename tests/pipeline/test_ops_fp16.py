@@ -6,17 +6,17 @@ from tvm import relax
 import tvm_npu
 from conftest import npu_modules, run_cpu, run_vm
 from builders import residual_block
-from npu_numpy import add_fp16, conv2d_fp16, pool_fp16
+from npu_ref import fp16
 
 
 def numpy_block(x, w1, wd, w2):
-    a = conv2d_fp16(x, w1, pad=(1,) * 4, act="relu")
-    d = conv2d_fp16(a, wd, pad=(1,) * 4, act="clip", groups=wd.shape[0])
-    p = conv2d_fp16(d, w2)
-    r = add_fp16(a, p)
-    m = pool_fp16(r, "max", 2, 2)
-    v = pool_fp16(m, "avg", 3, 2)
-    return pool_fp16(v, "avg", v.shape[2], 1)
+    a = fp16.conv2d_nchw(x, w1, pad=(1,) * 4, act="relu")
+    d = fp16.conv2d_nchw(a, wd, pad=(1,) * 4, act="clip", groups=wd.shape[0])
+    p = fp16.conv2d_nchw(d, w2)
+    r = fp16.add(a, p)
+    m = fp16.pool_nchw(r, "max", 2, 2)
+    v = fp16.pool_nchw(m, "avg", 3, 2)
+    return fp16.pool_nchw(v, "avg", v.shape[2], 1)
 
 
 def test_residual_block_runs_in_one_npu_region_bit_exact(rng):

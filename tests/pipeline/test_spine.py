@@ -4,20 +4,9 @@ import numpy as np
 import pytest
 
 import tvm_npu
-from builders import chain, conv_layer, dense_layer
+from builders import chain, chain_reference, conv_layer, dense_layer
 from conftest import npu_modules, run_cpu, run_vm
-from npu_numpy import conv2d_fp16, dense_fp16
-
-
-def _numpy_chain(x, layers):
-    for l in layers:
-        if l["op"] == "conv":
-            p = l["pad"] if isinstance(l["pad"], tuple) else (l["pad"],) * 4
-            s, d = l["stride"], l["dil"]
-            x = conv2d_fp16(x, l["w"], l["b"], (s, s), p, (d, d), l["act"])
-        else:
-            x = dense_fp16(x, l["w"], l["b"], l["act"])
-    return x
+from npu_ref import fp16
 
 
 @pytest.mark.parametrize("spec", [
@@ -31,7 +20,7 @@ def test_single_conv_is_bit_exact(rng, spec):
     x = rng.standard_normal((1, spec["cin"], 19, 23)).astype(np.float32)
     ex = tvm_npu.build(chain(x.shape, [layer]))
     assert len(npu_modules(ex)) == 1
-    np.testing.assert_array_equal(run_vm(ex, x), _numpy_chain(x, [layer]))
+    np.testing.assert_array_equal(run_vm(ex, x), chain_reference(x, [layer]))
 
 
 @pytest.mark.parametrize("pad", [(1, 2, 3, 2), (0, 0, 4, 0), (4, 0, 0, 0)])
@@ -41,7 +30,7 @@ def test_rows_reading_only_padding_are_exact(rng, pad):
     layer = conv_layer(rng, 4, 8, 3, pad=pad)
     x = rng.standard_normal((1, 4, 14, 14)).astype(np.float32)
     ex = tvm_npu.build(chain(x.shape, [layer]), config="npu-small")
-    np.testing.assert_array_equal(run_vm(ex, x), _numpy_chain(x, [layer]))
+    np.testing.assert_array_equal(run_vm(ex, x), chain_reference(x, [layer]))
 
 
 def test_conv_chain_matches_numpy_and_tvm_cpu(rng):
@@ -57,7 +46,7 @@ def test_conv_chain_matches_numpy_and_tvm_cpu(rng):
     # NHWC inside the region: one transpose in (NCHW input), one out, none between the layers.
     (region,) = report.regions.values()
     assert region["boundary_transposes"] == 2
-    np.testing.assert_array_equal(out, _numpy_chain(x, layers))
+    np.testing.assert_array_equal(out, chain_reference(x, layers))
     np.testing.assert_allclose(out, run_cpu(mod, x), rtol=2e-2, atol=2e-2)
 
 
@@ -66,7 +55,7 @@ def test_dense_chain_matches(rng):
     x = rng.standard_normal((4, 300)).astype(np.float32)
     mod = chain(x.shape, layers)
     out = run_vm(tvm_npu.build(mod), x)
-    np.testing.assert_array_equal(out, _numpy_chain(x, layers))
+    np.testing.assert_array_equal(out, chain_reference(x, layers))
     np.testing.assert_allclose(out, run_cpu(mod, x), rtol=2e-2, atol=2e-2)
 
 
@@ -99,7 +88,7 @@ def test_params_are_bound_like_relay_build(rng):
     ex = tvm_npu.build(bb.get(), target="npu", params={"w": w})
     assert len(npu_modules(ex)) == 1
     xv = rng.standard_normal((1, 3, 10, 10)).astype(np.float32)
-    ref = conv2d_fp16(xv, w, pad=(1, 1, 1, 1), act="relu")
+    ref = fp16.conv2d_nchw(xv, w, pad=(1, 1, 1, 1), act="relu")
     np.testing.assert_array_equal(run_vm(ex, xv), ref)
     with pytest.raises(tvm_npu.NPUError, match="ERR_SHAPE_MISMATCH"):
         tvm_npu.build(bb.get(), params={"weights": w})

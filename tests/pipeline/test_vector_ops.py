@@ -1,6 +1,6 @@
 """ELTWISE (broadcast add / subtract / multiply / maximum / minimum), UNARY (sigmoid, tanh, hardswish,
-gelu, leaky relu) and SOFTMAX (fp16) end to end: fp16 against the numpy model of docs/npu.md (tests/npu_numpy.py) and TVM's
-llvm build; int8 against onnxruntime and the numpy int8 model (tests/npu_numpy_int8.py); the reasons
+gelu, leaky relu) and SOFTMAX (fp16) end to end: fp16 against the numpy model of docs/npu.md (tests/npu_ref)
+and TVM's llvm build; int8 against onnxruntime and the same model's integer datapath; the reasons
 unsupported forms stay on the CPU."""
 
 import numpy as np
@@ -11,8 +11,7 @@ from tvm import relax
 
 import tvm_npu
 from conftest import npu_modules, run_cpu, run_vm
-from npu_numpy import eltwise_fp16, fp16_ulps, softmax_exact, unary_exact, unary_fp16_exact_ops
-from npu_numpy_int8 import QDQInterpreter
+from npu_ref import QDQInterpreter, exact, fp16, int8, qdq
 from qdq_models import GraphBuilder, quantize_with_ort
 
 NCHW = (1, 8, 5, 6)
@@ -66,7 +65,7 @@ def test_fp16_eltwise_is_bit_exact_and_close_to_tvm(rng, kind, case):
     a = rng.standard_normal(a_shape).astype(np.float32) * 2
     args = [a] if const else [a, b_val]
     out = run_vm(ex, *args)
-    np.testing.assert_array_equal(out, eltwise_fp16(kind, a, b_val))
+    np.testing.assert_array_equal(out, fp16.eltwise(kind, a, b_val))
     np.testing.assert_allclose(out, run_cpu(mod, *args), rtol=2e-3, atol=4e-3)
 
 
@@ -78,7 +77,7 @@ def test_fp16_eltwise_fuses_the_following_activation(rng, kind, act):
     ex, report = build(mod)
     assert {p.composite for p in report.placements} == {f"npu.eltwise_{kind}_{act}"}, report.table()
     x = rng.standard_normal(NCHW).astype(np.float32) * 4
-    np.testing.assert_array_equal(run_vm(ex, x), eltwise_fp16(kind, x, c, act=act))
+    np.testing.assert_array_equal(run_vm(ex, x), fp16.eltwise(kind, x, c, act=act))
 
 
 def test_fp16_broadcast_first_operand_of_a_commutative_op(rng):
@@ -87,7 +86,7 @@ def test_fp16_broadcast_first_operand_of_a_commutative_op(rng):
     ex, report = build(mod)
     assert all(p.device == "npu" for p in report.placements), report.table()
     x, y = rng.standard_normal(NCHW).astype(np.float32), rng.standard_normal((1, 8, 1, 1)).astype(np.float32)
-    np.testing.assert_array_equal(run_vm(ex, x, y), eltwise_fp16("multiply", eltwise_fp16("add", x, c), y))
+    np.testing.assert_array_equal(run_vm(ex, x, y), fp16.eltwise("multiply", fp16.eltwise("add", x, c), y))
 
 
 def _unary_inputs(rng, shape):
@@ -114,9 +113,9 @@ def test_fp16_unary_meets_its_documented_guarantee(rng, func, shape):
     x = _unary_inputs(rng, shape)
     out = run_vm(ex, x)
     if func in ("hardswish", "leaky_relu"):  # only IEEE fp32 operations: bit-exact
-        np.testing.assert_array_equal(out, unary_fp16_exact_ops(func, x, alpha=0.2))
+        np.testing.assert_array_equal(out, fp16.unary(func, x, alpha=0.2))
     else:
-        ulps = fp16_ulps(out, unary_exact(func, x))
+        ulps = exact.fp16_ulps(out, exact.unary(func, x))
         assert ulps.max() <= 1, (ulps.max(), x.reshape(-1)[np.argmax(ulps)])
     np.testing.assert_allclose(out, run_cpu(mod, x), rtol=2e-3, atol=2e-3)
 
@@ -146,7 +145,7 @@ def test_fp16_softmax_within_1_ulp_and_close_to_tvm(rng, shape, scale):
     assert [(p.device, p.composite) for p in report.placements] == [("npu", "npu.softmax")], report.table()
     x = rng.standard_normal(shape).astype(np.float32) * np.float32(scale)
     out, vm = run_vm(ex, x, return_vm=True)
-    ulps = fp16_ulps(out, softmax_exact(x))
+    ulps = exact.fp16_ulps(out, exact.softmax(x))
     assert ulps.max() <= 1, ulps.max()
     # The inputs round to fp16 first (a logit of 60 moves by up to 0.016): a loose bound against fp32.
     np.testing.assert_allclose(out, run_cpu(mod, x), rtol=3e-2, atol=1e-3)
@@ -354,8 +353,6 @@ def test_int8_unary_table_matches_numpy_exactly_and_onnxruntime_within_1_lsb(op,
 @pytest.mark.parametrize("b_shape", [(1, 8, 1, 1), ()])
 def test_int8_maximum_minimum_match_numpy_exactly_and_float_within_1_lsb(rng, kind, b_shape):
     """Relax QDQ maximum / minimum (TVM imports ONNX Max / Min as broadcast_to + stack + max instead)."""
-    from npu_numpy_int8 import eltwise_int8
-
     s_a, z_a, s_b, z_b, s_y, z_y = 0.03, 5, 0.02, -3, 0.05, -7
     codes_b = rng.integers(-128, 128, b_shape).astype(np.int8)
     x = relax.Var("x", relax.TensorType(NCHW, "int8"))
@@ -373,7 +370,8 @@ def test_int8_maximum_minimum_match_numpy_exactly_and_float_within_1_lsb(rng, ki
     assert {p.composite for p in report.placements} == {f"npu.qeltwise_{'maximum' if kind == 'Max' else 'minimum'}"}
     xq = rng.integers(-128, 128, NCHW).astype(np.int8)
     got = run_vm(ex, xq)
-    np.testing.assert_array_equal(got, eltwise_int8(kind, (xq, s_a, z_a), (codes_b, s_b, z_b), s_y, z_y))
+    np.testing.assert_array_equal(got, int8.eltwise_quantized(qdq.ELTWISE[kind], (xq, s_a, z_a), (codes_b, s_b, z_b),
+                                                              s_y, z_y))
     fa, fb = (xq.astype(np.float64) - z_a) * s_a, (codes_b.astype(np.float64) - z_b) * s_b
     want = np.clip(np.rint((np.maximum if kind == "Max" else np.minimum)(fa, fb) / s_y) + z_y, -128, 127)
     assert np.abs(got.astype(np.int64) - want).max() <= 1

@@ -61,9 +61,9 @@ def test_plain_tvm_compile_in_subprocess_that_only_imports_tvm(tmp_path):
         print(",".join(kinds))
     """, tmp_path)
     assert "npu" in out.split(",")
-    from npu_numpy import conv2d_fp16
+    from npu_ref import fp16
 
-    ref = conv2d_fp16(np.load(tmp_path / "x.npy"), np.load(tmp_path / "w.npy"), pad=(1, 1, 1, 1), act="relu")
+    ref = fp16.conv2d_nchw(np.load(tmp_path / "x.npy"), np.load(tmp_path / "w.npy"), pad=(1, 1, 1, 1), act="relu")
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), ref)
 
 
@@ -120,9 +120,9 @@ def test_sram_overflow_is_a_compile_time_error(rng):
 
 
 def test_dense_weights_larger_than_sram_are_streamed(rng):
-    from npu_numpy import dense_fp16
+    from npu_ref import fp16
 
     layer = dense_layer(rng, 1024, 1024)  # 2 MiB of fp16 weights; npu-small has 512 KiB
     x = rng.standard_normal((3, 1024)).astype(np.float32)
     ex = tvm_npu.build(chain(x.shape, [layer]), config="npu-small")
-    np.testing.assert_array_equal(run_vm(ex, x), dense_fp16(x, layer["w"], layer["b"]))
+    np.testing.assert_array_equal(run_vm(ex, x), fp16.dense(x, layer["w"], layer["b"]))

@@ -1,12 +1,13 @@
 """Quantized staging (stream format 1.3, docs/npu.md sections 2 and 6): a float32 host tensor quantized to
 int8 / int16 as the runtime stages a region input, and dequantized as it stages an output. Hand-packed
-streams (tests/npu_stream_pack.py) against a numpy model written from the contract and against TVM llvm's
-build of relax.quantize / relax.dequantize; bad tables refused with their codes. The compiler's side is
-tests/backend/test_quantized_staging_build.py."""
+streams (tests/npu_stream_pack.py) against the numpy model of the contract (tests/npu_ref) and against
+TVM llvm's build of relax.quantize / relax.dequantize; bad tables refused with their codes. The compiler's
+side is tests/backend/test_quantized_staging_build.py."""
 
 import numpy as np
 import pytest
 
+from npu_ref import int8
 from npu_stream_pack import (ALL_DONE, DMA0, DMA_LOAD, DMA_STORE, END, FP16, FP32, INPUT, INT8, INT16, NCHW,
                              OUTPUT, ROWS, T, align, command, dma, pack_stream, raises_code, runtime_functions,
                              tensor)
@@ -19,22 +20,6 @@ NP = {INT8: np.int8, INT16: np.int16}
 @pytest.fixture(scope="module")
 def rt():
     return runtime_functions({"create": "runtime.NPUModuleCreate", "validate": "tvm_npu.runtime.validate_stream"})
-
-
-# --- the contract as numpy (docs/npu.md section 2, quantized staging) ------------------------------------
-
-def quantize_model(x, scale, zp, dtype):
-    """q = clamp(round_half_even(fp32(x / s)) + z, lo, hi); NaN -> hi."""
-    info = np.iinfo(dtype)
-    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        r = np.round(np.asarray(x, np.float32) / np.float32(scale))  # one fp32 division, ties to even
-        q = np.clip(r.astype(np.float64) + zp, info.min, info.max)
-    return np.where(np.isnan(r), info.max, q).astype(dtype)
-
-
-def dequantize_model(q, scale, zp):
-    """x = fp32(fp32(q - z) * s)."""
-    return (q.astype(np.int32) - zp).astype(np.float32) * np.float32(scale)
 
 
 def staging_values(scale, rng, n):
@@ -89,9 +74,9 @@ def test_staging_matches_the_numpy_model(rt, dtype, shape, layout, q_in, q_out):
     mod = rt["create"]("s", copy_stream(dtype, shape, layout, q_in, q_out))
     codes, back = np.zeros(shape, NP[dtype]), np.zeros(shape, np.float32)
     mod["s"](T(x), T(codes), T(back))
-    want = quantize_model(x, *q_in, NP[dtype])
+    want = int8.quantize(x, *q_in, NP[dtype])
     np.testing.assert_array_equal(codes, want)
-    np.testing.assert_array_equal(back.view(np.uint32), dequantize_model(want, *q_out).view(np.uint32))
+    np.testing.assert_array_equal(back.view(np.uint32), int8.dequantize(want, *q_out).view(np.uint32))
     assert codes.flat[0] == np.iinfo(NP[dtype]).max and codes.flat[1] == np.iinfo(NP[dtype]).max  # NaN
     assert codes.flat[3] == np.iinfo(NP[dtype]).min and codes.flat[4] == codes.flat[5] == q_in[1]
     # fp32 is the host dtype now; the integer one is refused
@@ -125,8 +110,8 @@ def test_the_numpy_model_is_what_tvm_llvm_computes(dtype, q):
         bb.emit_func_output(out)
     vm = relax.VirtualMachine(tvm.compile(bb.get(), target="llvm"), tvm.cpu())
     codes, back = (t.numpy() for t in vm["main"](tvm.runtime.tensor(x)))
-    np.testing.assert_array_equal(codes, quantize_model(x, *q, NP[dtype]))
-    np.testing.assert_array_equal(back.view(np.uint32), dequantize_model(codes, *q).view(np.uint32))
+    np.testing.assert_array_equal(codes, int8.quantize(x, *q, NP[dtype]))
+    np.testing.assert_array_equal(back.view(np.uint32), int8.dequantize(codes, *q).view(np.uint32))
 
 
 # --- validation at load -------------------------------------------------------------------------------

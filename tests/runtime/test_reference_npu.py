@@ -10,6 +10,7 @@ import threading
 import numpy as np
 import pytest
 
+from npu_ref import fp16, out_size
 from npu_stream_pack import (ALL_DONE, BIAS, CONV2D, DMA0, DMA1, DMA_LOAD, DMA_STORE, END, FP16,
                              FP32, INPUT, MAC, NCHW, NO_BIAS, NO_IO, NPU_REF, NPU_SMALL, OUTPUT,
                              ROWS, WEIGHT, T, align, command, dma, f32_bits, pack_stream,
@@ -40,41 +41,6 @@ def conv(in_addr, in_h, in_w, in_c, in_stride, w_addr, w_stride, kh, kw, oc, bia
     return command(CONV2D, [FP16, in_addr, in_h, in_w, in_c, in_stride, w_addr, w_stride, kh, kw,
                             oc, bias_addr, out_addr, out_h, out_w, out_stride, *stride, *dil,
                             *pad, act, lo, hi, 1], wait)
-
-
-# ---------------------------------------------------------------------------------------------
-# Numpy model of the float datapath (docs/npu.md section 2): same accumulation order.
-# ---------------------------------------------------------------------------------------------
-
-
-def conv_ref(x16, w16, bias, out_hw, stride=(1, 1), dil=(1, 1), pad=(0, 0), act=0,
-             clip=(0.0, 0.0)):
-    n, h, w, _ = x16.shape
-    oc, kh, kw, ic = w16.shape
-    x, wt = x16.astype(np.float32), w16.astype(np.float32)
-    acc = np.zeros((n, out_hw[0], out_hw[1], oc), np.float32)
-    for i in range(kh):
-        y = np.arange(out_hw[0]) * stride[0] + i * dil[0] - pad[0]
-        rows = np.nonzero((y >= 0) & (y < h))[0]
-        for j in range(kw):
-            xx = np.arange(out_hw[1]) * stride[1] + j * dil[1] - pad[1]
-            cols = np.nonzero((xx >= 0) & (xx < w))[0]
-            sel = np.ix_(np.arange(n), rows, cols)
-            for c in range(ic):  # padding taps are skipped, as on the NPU
-                pix = x[:, y[rows]][:, :, xx[cols], c]
-                acc[sel] = acc[sel] + pix[..., None] * wt[:, i, j, c]
-    if bias is not None:
-        acc = acc + bias.astype(np.float32)
-    if act == 1:
-        acc = np.where(acc < 0, np.float32(0), acc)
-    elif act == 2:
-        lo, hi = np.float32(clip[0]), np.float32(clip[1])
-        acc = np.where(acc < lo, lo, np.where(acc > hi, hi, acc))
-    return acc.astype(np.float16)
-
-
-def out_size(h, k, stride, dil, pad_lo, pad_hi):
-    return (h + pad_lo + pad_hi - dil * (k - 1) - 1) // stride + 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,7 +105,7 @@ def test_ref_conv2d_matches_numpy(rt, case):
     out = np.empty((n, oh, ow, oc), np.float16)
     rt["conv"](T(x), T(wt), None if bias is None else T(bias), T(out), *stride, *dil, pad[0],
                pad[1], act, *clip)
-    ref = conv_ref(x, wt, bias, (oh, ow), stride, dil, pad[:2], act, clip)
+    ref = fp16.conv2d(x, wt, bias, (oh, ow), stride, dil, pad[:2], act, clip)
     np.testing.assert_array_equal(out.view(np.uint16), ref.view(np.uint16))
 
 
@@ -202,7 +168,7 @@ def run_conv_stream(fn, x):
 
 def expected_conv(x, wt, bias):
     x16 = x.astype(np.float16).transpose(0, 2, 3, 1)
-    ref = conv_ref(x16, wt, bias, (H, W), pad=(1, 1), act=1)
+    ref = fp16.conv2d(x16, wt, bias, (H, W), pad=(1, 1), act=1)
     return ref.astype(np.float32).transpose(0, 3, 1, 2)
 
 

@@ -1,15 +1,13 @@
 """Tests of the reference NPU's int8 CONV2D (dense and depthwise), fp16 depthwise CONV2D, ADD and
 POOL kernels, each alone through its global function, for exact equality with the independent
-numpy model of docs/npu.md section 2 (npu_int8_ref_model.py), on random data including the int8
+numpy model of docs/npu.md section 2 (tests/npu_ref), on random data including the int8
 extremes -128 / 127, large accumulators and clamps. Streams: test_reference_npu_int8_streams.py."""
 
 import numpy as np
 import pytest
 
-from npu_int8_ref_model import (add_fp16_model, add_int8_model, avg_pool_scale, conv_int8_model,
-                                conv_scale, depthwise_fp16_model, extreme_int8, max_pool_scale,
-                                out_size, pool_fp16_model, pool_int8_model, quant_multiplier,
-                                requant, round_shift)
+from conftest import extreme_int8
+from npu_ref import fp16, int8, out_size
 from npu_stream_pack import T, raises_code, runtime_functions
 
 
@@ -55,13 +53,13 @@ def near_tie_pairs(target, count, seed):
 def test_model_requant_rounds_fp32_product_ties_to_even():
     # Exact ties (S = 0.5, odd acc): to the even neighbour, on both sides of 0.
     acc = np.array([-3, 3, -5, 5, -1, 1, -7, 7, -4, 9], np.int64)
-    np.testing.assert_array_equal(requant(acc, F32(0.5), 0, -128, 127),
+    np.testing.assert_array_equal(int8.requantize(acc, F32(0.5), 0, -128, 127),
                                   [-2, 2, -2, 2, 0, 0, -4, 4, -2, 4])
     # Near ties: the fp32 product is an exact .5 the float64 product is not.
     for target in [100.5, 101.5, -100.5, -101.5, 20.5, -21.5]:
         a, S = near_tie_pairs(target, 4, int(abs(target) * 10))
         even = np.floor(target) if np.floor(target) % 2 == 0 else np.ceil(target)
-        np.testing.assert_array_equal(requant(a, S, 0, -128, 127), np.full(4, even))
+        np.testing.assert_array_equal(int8.requantize(a, S, 0, -128, 127), np.full(4, even))
         # float64 goes the way of the exact product, so it differs from even wherever
         # the exact product lies on the other side of the tie.
         side = np.where(a * S.astype(np.float64) > target, np.ceil(target), np.floor(target))
@@ -69,21 +67,21 @@ def test_model_requant_rounds_fp32_product_ties_to_even():
     # fp32(acc) rounds above 2^24: 2^24 + 1 is a tie -> 2^24 (even), times S = 5 * 2^-25 is
     # exactly 2.5 -> 2; the exact product 2.5 + 5 * 2^-25 (and float64's) rounds to 3.
     acc24, S24 = np.array([2 ** 24 + 1]), F32(5 * 2.0 ** -25)
-    assert requant(acc24, S24, 0, -128, 127)[0] == 2 and requant_f64(acc24, S24, 0, -128, 127)[0] == 3
-    assert requant(np.array([2 ** 31 - 1]), F32(2.0 ** -31), -128, -128, 127)[0] == -127
+    assert int8.requantize(acc24, S24, 0, -128, 127)[0] == 2 and requant_f64(acc24, S24, 0, -128, 127)[0] == 3
+    assert int8.requantize(np.array([2 ** 31 - 1]), F32(2.0 ** -31), -128, -128, 127)[0] == -127
     # Huge and tiny S saturate or vanish; the clamp runs on the rounded value.
     big = np.float32(np.finfo(F32).max)
-    np.testing.assert_array_equal(requant(np.array([-2, -1, 0, 1, 2 ** 31 - 1]), big, 3, -128, 127),
+    np.testing.assert_array_equal(int8.requantize(np.array([-2, -1, 0, 1, 2 ** 31 - 1]), big, 3, -128, 127),
                                   [-128, -128, 3, 127, 127])
-    np.testing.assert_array_equal(requant(np.array([2 ** 31 - 1, -2 ** 31]), F32(1e-45), 0, -5, 5),
+    np.testing.assert_array_equal(int8.requantize(np.array([2 ** 31 - 1, -2 ** 31]), F32(1e-45), 0, -5, 5),
                                   [0, 0])
     # ADD keeps rshift_rne: M = 2^30, n = 31 halves; ties go to the even neighbour.
-    np.testing.assert_array_equal(round_shift(acc * 2 ** 30, 31), [-2, 2, -2, 2, 0, 0, -4, 4, -2, 4])
-    assert quant_multiplier(1.0) == ([2 ** 30], 30)
-    assert quant_multiplier(0.5, 0.25) == ([2 ** 30, 2 ** 29], 31)
+    np.testing.assert_array_equal(int8.rshift_rne(acc * 2 ** 30, 31), [-2, 2, -2, 2, 0, 0, -4, 4, -2, 4])
+    assert int8.multipliers(1.0) == ([2 ** 30], 30)
+    assert int8.multipliers(0.5, 0.25) == ([2 ** 30, 2 ** 29], 31)
     # The documented scale formulas, in fp32 operations in that order.
-    assert conv_scale(0.1, np.array([0.02]), 0.3).dtype == F32
-    assert avg_pool_scale(0.1, 2, 2, 0.1) == F32(0.25) and max_pool_scale(0.1, 0.1) == 1
+    assert int8.conv_scale(0.1, np.array([0.02]), 0.3).dtype == F32
+    assert int8.avg_pool_scale(0.1, 2, 2, 0.1) == F32(0.25) and int8.max_pool_scale(0.1, 0.1) == 1
 
 
 def requant_cases():
@@ -129,7 +127,7 @@ def test_ref_requantization_is_fp32_multiply_ties_to_even(rt):
         out = np.zeros((1, 1, 1, oc), np.int8)
         rt["conv8"](T(x), T(wt), T(acc.astype(np.int32)), T(S), T(out), 1, 1, 1, 1, 0, 0, 1, 0,
                     zy, lo, hi)
-        ref = requant(acc, S, zy, lo, hi)
+        ref = int8.requantize(acc, S, zy, lo, hi)
         np.testing.assert_array_equal(out.ravel(), ref)
         # The cases tell the documented arithmetic from the tempting wrong ones.
         with np.errstate(over="ignore"):
@@ -166,13 +164,13 @@ def test_ref_conv2d_int8_matches_model(rt, case):
     # sqrt(taps) * 100 * 90) onto some tens of output steps, so outputs spread and some clamp.
     spread = np.sqrt(k[0] * k[1] * c // groups) * 100 * 90
     s_x, s_y = 0.05, 0.07
-    S = conv_scale(s_x, rng.uniform(20, 80, oc) / spread * s_y / s_x, s_y)
+    S = int8.conv_scale(s_x, rng.uniform(20, 80, oc) / spread * s_y / s_x, s_y)
     oh = out_size(h, k[0], stride[0], dil[0], pad[0], pad[2])
     ow = out_size(w, k[1], stride[1], dil[1], pad[1], pad[3])
     out = np.full((n, oh, ow, oc), 99, np.int8)
     rt["conv8"](T(x), T(wt), T(bias), T(S), T(out), *stride, *dil, pad[0], pad[1], groups,
                 zx, zy, lo, hi)
-    ref = conv_int8_model(x, wt, bias, S, (oh, ow), stride, dil, pad, groups, zx, zy, lo, hi)
+    ref = int8.conv2d(x, wt, bias, S, (oh, ow), stride, dil, pad, groups, zx, zy, lo, hi)
     np.testing.assert_array_equal(out, ref)
     assert len(np.unique(out)) > 3  # the scales keep outputs spread, not all clamped
 
@@ -189,7 +187,7 @@ def test_ref_conv2d_int8_accumulator_extremes(rt):
     S = np.array([2.0 ** -31, 2.0 ** -24, np.finfo(F32).max, 1.0, 1e-45, 3e-9], F32)
     out = np.zeros((1, 3, 3, 6), np.int8)
     rt["conv8"](T(x), T(wt), T(bias), T(S), T(out), 1, 1, 1, 1, 1, 1, 1, 127, -1, -128, 127)
-    ref = conv_int8_model(x, wt, bias, S, (3, 3), (1, 1), (1, 1), (1, 1), 1, 127, -1, -128, 127)
+    ref = int8.conv2d(x, wt, bias, S, (3, 3), (1, 1), (1, 1), (1, 1), 1, 127, -1, -128, 127)
     np.testing.assert_array_equal(out, ref)
 
 
@@ -246,7 +244,7 @@ def test_ref_depthwise_fp16_matches_model(rt, case):
     rt["conv16"](T(x), T(wt), None if bias is None else T(bias), T(out), *stride, *dil, *pad, act,
                  *clip, c)
     with np.errstate(over="ignore", invalid="ignore"):
-        ref = depthwise_fp16_model(x, wt, bias, (oh, ow), stride, dil, pad, act, clip)
+        ref = fp16.conv2d(x, wt, bias, (oh, ow), stride, dil, pad, act, clip, groups=c)
     np.testing.assert_array_equal(out.view(np.uint16), ref.view(np.uint16))
 
 
@@ -258,16 +256,16 @@ def test_ref_add_int8_matches_model(rt, rows, elems, zy):
     rng = np.random.default_rng(rows * 1000 + elems)
     a, b = extreme_int8(rng, (rows, elems)), extreme_int8(rng, (rows, elems))
     za, zb = int(rng.integers(-128, 128)), -128
-    (Ma, Mb), n = quant_multiplier(0.07 / 0.05, 0.02 / 0.05)
+    (Ma, Mb), n = int8.multipliers(0.07 / 0.05, 0.02 / 0.05)
     for lo, hi in [(-128, 127), (zy, 127), (-10, 10)]:
         out = np.zeros((rows, elems), np.int8)
         rt["add"](T(a), T(b), T(out), 0, lo, hi, za, zb, zy, Ma, Mb, n)
-        np.testing.assert_array_equal(out, add_int8_model(a, b, za, zb, zy, Ma, Mb, n, lo, hi))
+        np.testing.assert_array_equal(out, int8.add(a, b, za, zb, zy, Ma, Mb, n, lo, hi))
     # Extreme multipliers and shifts: M just below 2^31 with n = 62, and n = 1.
     for Ma, Mb, n in [(2 ** 31 - 1, 2 ** 31 - 1, 62), (2 ** 31 - 1, 0, 1), (1, 2 ** 30, 31)]:
         out = np.zeros((rows, elems), np.int8)
         rt["add"](T(a), T(b), T(out), 0, -128, 127, za, zb, zy, Ma, Mb, n)
-        np.testing.assert_array_equal(out, add_int8_model(a, b, za, zb, zy, Ma, Mb, n, -128, 127))
+        np.testing.assert_array_equal(out, int8.add(a, b, za, zb, zy, Ma, Mb, n, -128, 127))
 
 
 @pytest.mark.parametrize("act,clip", [(0, (0, 0)), (1, (0, 0)), (2, (-1.5, 2.25))])
@@ -282,7 +280,7 @@ def test_ref_add_fp16_matches_model(rt, act, clip):
     out = np.zeros_like(a)
     rt["add"](T(a), T(b), T(out), act, *clip, 0, 0, 0, 0, 0, 0)
     with np.errstate(invalid="ignore"):
-        ref = add_fp16_model(a, b, act, clip)
+        ref = fp16.add(a, b, act, clip)
     # NaN stays NaN (the document does not fix its payload); every other result bit-exact.
     np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
     ok = ~np.isnan(ref)
@@ -309,10 +307,10 @@ def test_ref_pool_int8_matches_model(rt, case):
     ow = out_size(w, k[1], stride[1], 1, pad[1], pad[3])
     for zx, zy, s_x, s_y, lo, hi in [(0, 0, 0.1, 0.1, -128, 127), (-128, 3, 0.05, 0.07, 3, 127),
                                      (127, -128, 0.2, 0.1, -100, 50)]:
-        S = avg_pool_scale(s_x, *k, s_y) if kind == 0 else max_pool_scale(s_x, s_y)
+        S = int8.avg_pool_scale(s_x, *k, s_y) if kind == 0 else int8.max_pool_scale(s_x, s_y)
         out = np.zeros((n, oh, ow, c), np.int8)
         rt["pool"](T(x), T(out), kind, *k, *stride, pad[0], pad[1], 0, lo, hi, zx, zy, float(S))
-        ref = pool_int8_model(x, kind, *k, (oh, ow), stride, pad[:2], zx, zy, S, lo, hi)
+        ref = int8.pool(x, kind, *k, (oh, ow), stride, pad[:2], zx, zy, S, lo, hi)
         np.testing.assert_array_equal(out, ref)
 
 
@@ -320,11 +318,11 @@ def test_ref_pool_int8_average_ties_round_to_even(rt):
     """A 2x2 average at equal scales (S = 0.25) lands on .5 a quarter of the time: every such
     tie goes to the even neighbour (half up, or a float64 product, would differ)."""
     x = extreme_int8(np.random.default_rng(4), (1, 32, 32, 2))
-    S = avg_pool_scale(0.1, 2, 2, 0.1)
+    S = int8.avg_pool_scale(0.1, 2, 2, 0.1)
     assert S == F32(0.25)
     out = np.zeros((1, 16, 16, 2), np.int8)
     rt["pool"](T(x), T(out), 0, 2, 2, 2, 2, 0, 0, 0, -128, 127, 0, 0, float(S))
-    ref = pool_int8_model(x, 0, 2, 2, (16, 16), (2, 2), (0, 0), 0, 0, S, -128, 127)
+    ref = int8.pool(x, 0, 2, 2, (16, 16), (2, 2), (0, 0), 0, 0, S, -128, 127)
     np.testing.assert_array_equal(out, ref)
     acc = x.astype(np.int64).reshape(1, 16, 2, 16, 2, 2).sum(axis=(2, 4))
     ties = acc % 4 == 2  # acc / 4 = m + 0.5
@@ -345,7 +343,7 @@ def test_ref_pool_fp16_matches_model(rt, case, act, clip):
     ow = out_size(w, k[1], stride[1], 1, pad[1], pad[3])
     out = np.zeros((n, oh, ow, c), np.float16)
     rt["pool"](T(x), T(out), kind, *k, *stride, pad[0], pad[1], act, *clip, 0, 0, 0.0)
-    ref = pool_fp16_model(x, kind, *k, (oh, ow), stride, pad[:2], act, clip)
+    ref = fp16.pool(x, kind, *k, (oh, ow), stride, pad[:2], act, clip)
     np.testing.assert_array_equal(out.view(np.uint16), ref.view(np.uint16))
 
 

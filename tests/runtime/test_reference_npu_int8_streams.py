@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 import npu_stream_pack
-from npu_int8_ref_model import (add_fp16_model, add_int8_model, avg_pool_scale, conv_int8_model,
-                                conv_scale, extreme_int8, max_pool_scale, out_size,
-                                pool_fp16_model, pool_int8_model, quant_multiplier)
+from conftest import extreme_int8
+from npu_ref import fp16, int8, out_size
 from npu_stream_pack import (ADD, ALL_DONE, BIAS, CONV2D, DMA0, DMA1, DMA_LOAD, DMA_STORE, END,
                              FP16, FP32, INPUT, INT8, INT32, MAC, NCHW, NHWC, NO_BIAS, NO_IO,
                              NPU_REF, NPU_SMALL, OUTPUT, POOL, ROWS, VECTOR, WEIGHT, T, align,
@@ -81,7 +80,7 @@ def conv_int8_stream(groups, C=8, OC=8, H=6, W=7, k=3, stride=1, pad=1, zx=-5, z
     wc = C // groups
     wt = extreme_int8(rng, (OC, k, k, wc))
     bias = rng.integers(-5000, 5000, OC).astype(np.int32)
-    S = conv_scale(0.02, rng.uniform(0.0005, 0.004, OC) * 0.1 / 0.02, 0.1)
+    S = int8.conv_scale(0.02, rng.uniform(0.0005, 0.004, OC) * 0.1 / 0.02, 0.1)
     OH = out_size(H, k, stride, 1, pad, pad)
     OW = out_size(W, k, stride, 1, pad, pad)
     w_row, w_stride, q_stride = k * k * wc, align(k * k * wc, a), align(OC * 4, a)
@@ -113,8 +112,8 @@ def conv_int8_stream(groups, C=8, OC=8, H=6, W=7, k=3, stride=1, pad=1, zx=-5, z
     blob = pack_stream(tensors, commands, weights, ddr, 1, 1, config, s_out + OH * out_stride)
 
     def expected(x_nchw):
-        return conv_int8_model(x_nchw.transpose(0, 2, 3, 1), wt, bias, S, (OH, OW),
-                               (stride, stride), (1, 1), (pad, pad), groups, zx, zy, *clamp)
+        return int8.conv2d(x_nchw.transpose(0, 2, 3, 1), wt, bias, S, (OH, OW),
+                           (stride, stride), (1, 1), (pad, pad), groups, zx, zy, *clamp)
 
     return blob, expected, (OH, OW)
 
@@ -219,14 +218,14 @@ def test_stream_add_end_to_end(rt, config, dtype):
     R, K = 5, 200
     rng = np.random.default_rng(dtype)
     if dtype == INT8:
-        (Ma, Mb), n = quant_multiplier(0.03 / 0.04, 0.05 / 0.04)
+        (Ma, Mb), n = int8.multipliers(0.03 / 0.04, 0.05 / 0.04)
         q = dict(clip=(-100, 120), a_zp=-128, b_zp=7, out_zp=-2, a_mult=Ma, b_mult=Mb, shift=n)
         a, b = extreme_int8(rng, (R, K)), extreme_int8(rng, (R, K))
-        ref = add_int8_model(a, b, -128, 7, -2, Ma, Mb, n, -100, 120)
+        ref = int8.add(a, b, -128, 7, -2, Ma, Mb, n, -100, 120)
     else:
         q = dict(act=2, clip=(-1.0, 3.0))
         a, b = (rng.standard_normal((2, R, K)) * 2).astype(np.float32)
-        ref = add_fp16_model(a.astype(np.float16), b.astype(np.float16), 2, (-1.0, 3.0))
+        ref = fp16.add(a.astype(np.float16), b.astype(np.float16), 2, (-1.0, 3.0))
     mod = rt["create"]("v", vector_stream(ADD, dtype, (R, K), config, **q))
     out = np.zeros((R, K), a.dtype)
     mod["v"](T(a), T(b), T(out))
@@ -256,14 +255,14 @@ def test_stream_pool_end_to_end(rt, case, dtype):
               out_size(W, k[1], stride[1], 1, pad[1], pad[1]))
     rng = np.random.default_rng(C)
     if dtype == INT8:
-        S = avg_pool_scale(0.1, *k, 0.08) if kind == 0 else max_pool_scale(0.1, 0.08)
+        S = int8.avg_pool_scale(0.1, *k, 0.08) if kind == 0 else int8.max_pool_scale(0.1, 0.08)
         q = dict(clip=(-128, 100), in_zp=-9, out_zp=6, scale=float(S))
         x = extreme_int8(rng, (N, H, W, C))
-        ref = pool_int8_model(x, kind, *k, (OH, OW), stride, pad, -9, 6, S, -128, 100)
+        ref = int8.pool(x, kind, *k, (OH, OW), stride, pad, -9, 6, S, -128, 100)
     else:
         q = dict(act=1)
         x = (rng.standard_normal((N, H, W, C)) * 2).astype(np.float32)
-        ref = pool_fp16_model(x.astype(np.float16), kind, *k, (OH, OW), stride, pad, 1, (0, 0))
+        ref = fp16.pool(x.astype(np.float16), kind, *k, (OH, OW), stride, pad, 1, (0, 0))
     mod = rt["create"]("p", vector_stream(POOL, dtype, ((N, H, W, C), (OH, OW)), kind=kind, k=k,
                                           stride=stride, pad=pad, **q))
     out = np.zeros((N, OH, OW, C), x.dtype)

@@ -8,8 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-from npu_numpy import eltwise_fp16
-from npu_numpy_int8 import eltwise_int8
+from npu_ref import fp16, int8, qdq
 from npu_stream_pack import (ALL_DONE, DMA0, DMA1, DMA_LOAD, DMA_STORE, END, FP16, INPUT, INT8, INT16, NHWC,
                              OUTPUT, ROWS, VECTOR, T, align, command, dma, f32_bits, pack_stream, raises_code,
                              runtime_functions, tensor)
@@ -151,7 +150,7 @@ def test_fp16_per_channel_eltwise(rt):
     x = rng.standard_normal(view).astype(np.float32)
     out = np.zeros(view, np.float32)
     mod["e"](T(x), T(out))
-    np.testing.assert_array_equal(out, eltwise_fp16("maximum", x, b.astype(np.float32), act="relu"))
+    np.testing.assert_array_equal(out, fp16.eltwise("maximum", x, b.astype(np.float32), act="relu"))
     rec = json.loads(mod["get_profile"]())["last"]["records"][2]
     assert rec["opcode"] == "ELTWISE" and rec["end"] - rec["start"] == 32 + h * w * c // 32
     assert struct.unpack("<H", blob[6:8])[0] == 1
@@ -238,19 +237,12 @@ def test_int16_eltwise_matches_the_numpy_model(rt, kind, a_dt, b_dt, out_dt):
     a, b = _codes(rng, a_dt, (rows, elems)), _codes(rng, b_dt, (rows, elems))
     s_a, s_b, s_y = 1 / 1024, 1 / 128, 1 / 2048 if out_dt == INT16 else 1 / 16
     z_a, z_b, z_y = (0 if a_dt == INT16 else -3), (0 if b_dt == INT16 else 5), (7 if out_dt == INT16 else -2)
-    bits = (8 if a_dt == INT8 else 16) + (8 if b_dt == INT8 else 16)
-    if kind == "Mul":
-        bound = min(2 ** 31, 2 ** (62 - bits))
-        n = next(k for k in range(62, 0, -1) if round(s_a * s_b / s_y * 2.0 ** k) < bound)
-        mults = (round(s_a * s_b / s_y * 2.0 ** n), 0)
-    else:
-        n = next(k for k in range(62, 0, -1) if max(round(r * 2.0 ** k) for r in (s_a / s_y, s_b / s_y)) < 2 ** 31)
-        mults = (round(s_a / s_y * 2.0 ** n), round(s_b / s_y * 2.0 ** n))
+    m_a, m_b, n = int8.eltwise_multipliers(qdq.ELTWISE[kind], s_a, s_b, s_y, a.dtype, b.dtype)
     code = {"Add": 0, "Sub": 1, "Mul": 2, "Max": 3}[kind]
-    mod = rt["create"]("e", _int16_stream(code, a_dt, b_dt, out_dt, rows, elems, mults, n, (z_a, z_b, z_y)))
+    mod = rt["create"]("e", _int16_stream(code, a_dt, b_dt, out_dt, rows, elems, (m_a, m_b), n, (z_a, z_b, z_y)))
     out = np.zeros((rows, elems), np.int16 if out_dt == INT16 else np.int8)
     mod["e"](T(a), T(b), T(out))
-    expected = eltwise_int8(kind, (a, s_a, z_a), (b, s_b, z_b), s_y, z_y, out_dtype=out.dtype)
+    expected = int8.eltwise(qdq.ELTWISE[kind], a, b, z_a, z_b, z_y, m_a, m_b, n, out_dtype=out.dtype)
     np.testing.assert_array_equal(out, expected)
     rec = json.loads(mod["get_profile"]())["last"]["records"][2]
     assert rec["opcode"] == "ELTWISE" and rec["end"] - rec["start"] == 32 + -(-rows * elems // 32)  # 2-byte rate
@@ -264,9 +256,8 @@ def test_int16_requantized_to_int8_by_an_add_with_b_mult_0(rt):
     rows, elems = 2, 64
     a = _codes(rng, INT16, (rows, elems))
     s_a, s_y, z_y = 1 / 1000, 0.25, 3
-    n = next(k for k in range(62, 0, -1) if round(s_a / s_y * 2.0 ** k) < 2 ** 31)
-    blob = _int16_stream(0, INT16, INT8, INT8, rows, elems, (round(s_a / s_y * 2.0 ** n), 0), n, (0, 0, z_y),
-                         b_mode=2)
+    (m_a,), n = int8.multipliers(s_a / s_y)
+    blob = _int16_stream(0, INT16, INT8, INT8, rows, elems, (m_a, 0), n, (0, 0, z_y), b_mode=2)
     mod = rt["create"]("r", blob)
     out = np.zeros((rows, elems), np.int8)
     mod["r"](T(a), T(np.full((1, 1), 99, np.int8)), T(out))

@@ -2,7 +2,7 @@
 
 The fast CONV2D packs a command's weights once and, for those commands only, stops comparing the SRAM bytes
 with the packed copy. A wrong "constant" would silently reuse stale weights, so each stream here runs twice
-with different inputs and is checked against the numpy model of the fp16 datapath (test_reference_npu)."""
+with different inputs and is checked against the numpy model of the fp16 datapath (tests/npu_ref)."""
 
 import numpy as np
 import pytest
@@ -10,13 +10,20 @@ import pytest
 import tvm_npu
 from npu_stream_pack import (ADD, ALL_DONE, CONV2D, DMA_LOAD, DMA_STORE, END, FP16, INPUT, INT8, NO_BIAS, OUTPUT,
                              ROWS, T, command, dma, f32_bits, pack_stream, tensor, u32)
-from test_reference_npu import conv, conv_ref
+from npu_ref import fp16
 
 C = 8                # channels in and out
 PIX = 4              # pixels of the 1 x 4 input
 ROW = 128            # DDR / SRAM row stride
 X_SRAM, W_SRAM, Y_SRAM = 0, 128, 128 + C * ROW
 W_BYTES = C * C * 2  # 8 rows of 8 fp16 weights, packed
+
+
+def conv_fp16(w_stride):
+    """The fp16 1x1 CONV2D of x (X_SRAM) with the 8x8 weight at W_SRAM, its rows `w_stride` bytes apart, into
+    y (Y_SRAM): no bias, no activation."""
+    return command(CONV2D, [FP16, X_SRAM, 1, PIX, C, ROW, W_SRAM, w_stride, 1, 1, C, NO_BIAS, Y_SRAM, 1, PIX, ROW,
+                            1, 1, 1, 1, 0, 0, 0, f32_bits(0.0), f32_bits(0.0), 1], ALL_DONE)
 
 
 def add_fp16(a, b, out, n):
@@ -44,7 +51,7 @@ def stream(weights_from: str, overwrite_row0: bool = False, reload: bool = False
         cmds.append(add_fp16(X_SRAM, X_SRAM, W_SRAM, C))
     if reload:
         cmds.append(load_w)
-    cmds += [conv(X_SRAM, 1, PIX, C, ROW, W_SRAM, w_stride, 1, 1, C, NO_BIAS, Y_SRAM, 1, PIX, ROW, wait=ALL_DONE),
+    cmds += [conv_fp16(w_stride),
              dma(DMA_STORE, 0, Y_SRAM, y_ddr, 1, PIX * C * 2, ROW, ROW, wait=ALL_DONE),
              command(END, [], wait=ALL_DONE)]
     return cmds, tensors, base
@@ -91,8 +98,8 @@ def test_every_call_uses_the_weights_it_reads(name, level):
             y = np.zeros((1, 1, PIX, C), np.float32)
             fn(*args, T(y))
             if overwrite and not reload:
-                w[0] = (x[0, 0, 0].astype(np.float16).astype(np.float32) * 2).astype(np.float16)
-            want = conv_ref(x.astype(np.float16), w.reshape(C, 1, 1, C), None, (1, PIX))
+                w[0] = fp16.add(x[0, 0, 0], x[0, 0, 0])
+            want = fp16.conv2d(x.astype(np.float16), w.reshape(C, 1, 1, C), None, (1, PIX))
             np.testing.assert_array_equal(y.astype(np.float16).view(np.uint16), want.view(np.uint16))
     finally:
         tvm_npu.runtime.set_kernel_level(before)
@@ -188,7 +195,7 @@ def resident_stream(case: str):
     if case == "read before":
         tensors.append(tensor(OUTPUT, 1, [1, 1, 1, C], z_ddr, ROW, host_shape=[1, 1, 1, C]))
         cmds += [add_fp16(W_SRAM, W_SRAM, B_SRAM, C), dma(DMA_STORE, 0, B_SRAM, z_ddr, 1, C * 2, ROW, ROW, wait=ALL_DONE)]
-    cmds += [load_w, conv(X_SRAM, 1, PIX, C, ROW, W_SRAM, C * 2, 1, 1, C, NO_BIAS, Y_SRAM, 1, PIX, ROW, wait=ALL_DONE)]
+    cmds += [load_w, conv_fp16(C * 2)]
     if case == "written after":
         cmds.append(add_fp16(X_SRAM, X_SRAM, W_SRAM, C))
     cmds += [dma(DMA_STORE, 0, Y_SRAM, y_ddr, 1, PIX * C * 2, ROW, ROW, wait=ALL_DONE), command(END, [], wait=ALL_DONE)]
@@ -222,7 +229,7 @@ def check_resident_case(case):
         x = rng.standard_normal((1, 1, PIX, C)).astype(np.float32)
         ys = [np.full((1, 1, PIX, C), 7.0, np.float32)] + ([np.full((1, 1, 1, C), 7.0, np.float32)] if outs == 2 else [])
         fn(T(x), *[T(y) for y in ys])
-        want = conv_ref(x.astype(np.float16), w.reshape(C, 1, 1, C), None, (1, PIX))
+        want = fp16.conv2d(x.astype(np.float16), w.reshape(C, 1, 1, C), None, (1, PIX))
         np.testing.assert_array_equal(ys[0].astype(np.float16).view(np.uint16), want.view(np.uint16))
         if outs == 2:
             assert not ys[1].any()  # W_SRAM read before the load: zeros, every call
