@@ -9,17 +9,11 @@ import pytest
 
 from npu_ref import int8
 from npu_stream_pack import (ALL_DONE, DMA0, DMA_LOAD, DMA_STORE, END, FP16, FP32, INPUT, INT8, INT16, NCHW,
-                             OUTPUT, ROWS, T, align, command, dma, pack_stream, raises_code, runtime_functions,
-                             tensor)
+                             OUTPUT, ROWS, T, align, command, dma, pack_stream, raises_code, tensor)
 from tvm_npu.contract import stream
 
 V12, V13 = (1, 2), (1, 3)
 NP = {INT8: np.int8, INT16: np.int16}
-
-
-@pytest.fixture(scope="module")
-def rt():
-    return runtime_functions({"create": "runtime.NPUModuleCreate", "validate": "tvm_npu.runtime.validate_stream"})
 
 
 def staging_values(scale, rng, n):

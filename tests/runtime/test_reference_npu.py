@@ -14,19 +14,7 @@ from npu_ref import fp16, out_size
 from npu_stream_pack import (ALL_DONE, BIAS, CONV2D, DMA0, DMA1, DMA_LOAD, DMA_STORE, END, FP16,
                              FP32, INPUT, MAC, NCHW, NO_BIAS, NO_IO, NPU_REF, NPU_SMALL, OUTPUT,
                              ROWS, WEIGHT, T, align, command, dma, f32_bits, pack_stream,
-                             raises_code, refresh_crc, runtime_functions, tensor)
-
-
-@pytest.fixture(scope="module")
-def rt():
-    """The runtime's global functions, by short name (the library as the package installed it)."""
-    return runtime_functions({
-        "create": "runtime.NPUModuleCreate",
-        "load": "ffi.Module.load_from_bytes.npu",
-        "validate": "tvm_npu.runtime.validate_stream",
-        "conv": "tvm_npu.runtime.ref_conv2d_fp16",
-        "fp16_round": "tvm_npu.runtime.fp16_round",
-    })
+                             raises_code, refresh_crc, tensor)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -103,7 +91,7 @@ def test_ref_conv2d_matches_numpy(rt, case):
     oh = out_size(h, k[0], stride[0], dil[0], pad[0], pad[2])
     ow = out_size(w, k[1], stride[1], dil[1], pad[1], pad[3])
     out = np.empty((n, oh, ow, oc), np.float16)
-    rt["conv"](T(x), T(wt), None if bias is None else T(bias), T(out), *stride, *dil, pad[0],
+    rt["conv16"](T(x), T(wt), None if bias is None else T(bias), T(out), *stride, *dil, pad[0],
                pad[1], act, *clip)
     ref = fp16.conv2d(x, wt, bias, (oh, ow), stride, dil, pad[:2], act, clip)
     np.testing.assert_array_equal(out.view(np.uint16), ref.view(np.uint16))
@@ -113,9 +101,9 @@ def test_ref_conv2d_rejects_bad_arguments(rt):
     x = np.zeros((1, 4, 4, 2), np.float16)
     wt = np.zeros((3, 1, 1, 2), np.float16)
     out = np.zeros((1, 4, 4, 3), np.float16)
-    raises_code("ERR_OP_NOT_SUPPORTED", rt["conv"], T(x), T(wt), None, T(out),
+    raises_code("ERR_OP_NOT_SUPPORTED", rt["conv16"], T(x), T(wt), None, T(out),
                 3, 1, 1, 1, 0, 0, 0, 0.0, 0.0)
-    raises_code("ERR_SHAPE_MISMATCH", rt["conv"], T(x), T(wt), None, T(out[..., :2]),
+    raises_code("ERR_SHAPE_MISMATCH", rt["conv16"], T(x), T(wt), None, T(out[..., :2]),
                 1, 1, 1, 1, 0, 0, 0, 0.0, 0.0)
 
 

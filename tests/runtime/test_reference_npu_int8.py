@@ -8,17 +8,7 @@ import pytest
 
 from conftest import extreme_int8
 from npu_ref import fp16, int8, out_size
-from npu_stream_pack import T, raises_code, runtime_functions
-
-
-@pytest.fixture(scope="module")
-def rt():
-    return runtime_functions({
-        "conv16": "tvm_npu.runtime.ref_conv2d_fp16",
-        "conv8": "tvm_npu.runtime.ref_conv2d_int8",
-        "add": "tvm_npu.runtime.ref_add",
-        "pool": "tvm_npu.runtime.ref_pool",
-    })
+from npu_stream_pack import T, raises_code
 
 
 F32 = np.float32

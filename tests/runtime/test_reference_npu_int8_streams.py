@@ -16,16 +16,7 @@ from npu_ref import fp16, int8, out_size
 from npu_stream_pack import (ADD, ALL_DONE, BIAS, CONV2D, DMA0, DMA1, DMA_LOAD, DMA_STORE, END,
                              FP16, FP32, INPUT, INT8, INT32, MAC, NCHW, NHWC, NO_BIAS, NO_IO,
                              NPU_REF, NPU_SMALL, OUTPUT, POOL, ROWS, VECTOR, WEIGHT, T, align,
-                             command, dma, f32_bits, pack_stream, raises_code, refresh_crc,
-                             runtime_functions)
-
-
-@pytest.fixture(scope="module")
-def rt():
-    return runtime_functions({
-        "create": "runtime.NPUModuleCreate",
-        "validate": "tvm_npu.runtime.validate_stream",
-    })
+                             command, dma, f32_bits, pack_stream, raises_code, refresh_crc)
 
 
 # ---------------------------------------------------------------------------------------------

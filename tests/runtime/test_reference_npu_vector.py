@@ -11,16 +11,11 @@ import pytest
 from npu_ref import fp16, int8, qdq
 from npu_stream_pack import (ALL_DONE, DMA0, DMA1, DMA_LOAD, DMA_STORE, END, FP16, INPUT, INT8, INT16, NHWC,
                              OUTPUT, ROWS, VECTOR, T, align, command, dma, f32_bits, pack_stream, raises_code,
-                             runtime_functions, tensor)
+                             tensor)
 
 ELTWISE, UNARY, SOFTMAX = 0x22, 0x23, 0x24
 NO_TABLE = 0xFFFFFFFF
 V11, V12 = (1, 1), (1, 2)
-
-
-@pytest.fixture(scope="module")
-def rt():
-    return runtime_functions({"create": "runtime.NPUModuleCreate", "validate": "tvm_npu.runtime.validate_stream"})
 
 
 def eltwise(dtype=FP16, kind=0, b_mode=0, a=0, a_stride=128, b=1024, b_stride=128, out=2048, out_stride=128,
