@@ -41,20 +41,22 @@ def test_qdq_ops_all_run_on_the_npu(zoo):
 
 
 def test_qdq_zoo_matches_numpy_reference_exactly_and_onnxruntime_within_1_lsb(zoo):
+    # Against onnxruntime's integer kernels only: its default session folds parts of a QDQ graph into
+    # float (depthwise, add) and is no int8 reference; on larger CNNs it lands up to 250 LSB away from
+    # its own integer kernels.
     q, ex, _ = zoo
     ref = QDQInterpreter(q)
     s = output_scale(q)
-    for int8_kernels in (False, True):
-        sess = ort_session(q, int8_kernels)
-        exact = total = 0
-        for x in inputs(40, (1, 3, 17, 17), seed=7):
-            got = run_vm(ex, x)
-            np.testing.assert_array_equal(got, ref.run(x))
-            lsb = np.rint(np.abs(got - sess.run(None, {"input": x})[0]) / s)
-            assert lsb.max() <= 1
-            exact += int((lsb == 0).sum())
-            total += lsb.size
-        assert exact / total >= 0.99, (int8_kernels, exact / total)
+    sess = ort_session(q, int8_kernels=True)
+    exact = total = 0
+    for x in inputs(40, (1, 3, 17, 17), seed=7):
+        got = run_vm(ex, x)
+        np.testing.assert_array_equal(got, ref.run(x))
+        lsb = np.rint(np.abs(got - sess.run(None, {"input": x})[0]) / s)
+        assert lsb.max() <= 1
+        exact += int((lsb == 0).sum())
+        total += lsb.size
+    assert exact / total >= 0.99, exact / total
 
 
 def test_even_average_pool_window_is_exactly_rounded(tmp_path):
