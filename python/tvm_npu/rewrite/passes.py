@@ -57,7 +57,47 @@ def _rebuild(mod: tvm.IRModule, g: rg.Graph, plan: dict) -> tvm.IRModule:
     return rg.with_main(mod, rg.rebuild(g, rewrite=rewrite)[0]) if plan else mod
 
 
+def _rewrite_bindings(mod: tvm.IRModule, match) -> tvm.IRModule:
+    """Rewrite `main` by the plans `match(g, var, value)` returns for its bindings, in order.
+
+    `match` returns None where a binding does not match, else a rebuild plan ({var: callback(m) -> new
+    value, or False to drop}, see `_rebuild`) that may also name other bindings (the conv a pad
+    feeds). Two matches must not plan the same binding; each pass says why its matches cannot.
+    `mod` itself comes back when nothing matched.
+    """
+    g = rg.Graph(mod["main"])
+    plan: dict = {}
+    for var, value in g.bindings:
+        plan.update(match(g, var, value) or {})
+    return _rebuild(mod, g, plan)
+
+
 # --- pad + conv2d -------------------------------------------------------------------------------
+
+def _fold_pad(g: rg.Graph, var, pad) -> dict | None:
+    """The rebuild plan folding pad binding `var` into the conv2d that reads it, or None."""
+    if rg.op_name(pad) != "relax.nn.pad" or str(pad.attrs.pad_mode) != "constant" \
+            or float(pad.attrs.pad_value) != 0.0 or not rg.is_f32_tensor(var) \
+            or rg.op_name(g.value.get(pad.args[0])) == "relax.dequantize":
+        return None  # not a zero pad of a float tensor
+    user = g.sole_use(var)
+    conv = g.value.get(user)
+    if rg.op_name(conv) != CONV or not conv.args[0].same_as(var) or conv.args[1].same_as(var):
+        return None
+    width = [int(p) for p in pad.attrs.pad_width]
+    layout = str(conv.attrs.data_layout)
+    h, w = layout.index("H"), layout.index("W")
+    # before/after pairs per axis; anything on N or C (or a crop) is not a conv padding
+    if len(width) != 2 * len(layout) or min(width) < 0 or \
+            any(width[2 * i] or width[2 * i + 1] for i in range(len(layout)) if i not in (h, w)):
+        return None
+    top, left, bottom, right = (int(p) for p in conv.attrs.padding)
+    padding = [top + width[2 * h], left + width[2 * w], bottom + width[2 * h + 1],
+               right + width[2 * w + 1]]
+    # the pad's sole use is the conv's data operand, so no two pads plan the same conv
+    return {var: False,
+            user: lambda m: _conv2d(conv, rg.subst(pad.args[0], m), rg.subst(conv.args[1], m), padding)}
+
 
 def fuse_pad_into_conv(mod: tvm.IRModule) -> tvm.IRModule:
     """Fold a zero `R.nn.pad` into the padding of the `conv2d` that reads it.
@@ -82,31 +122,7 @@ def fuse_pad_into_conv(mod: tvm.IRModule) -> tvm.IRModule:
     tvm.IRModule
         `mod` with the matches rewritten (`mod` itself when nothing matched).
     """
-    g = rg.Graph(mod["main"])
-    plan: dict = {}
-    for var, pad in g.bindings:
-        if rg.op_name(pad) != "relax.nn.pad" or str(pad.attrs.pad_mode) != "constant" \
-                or float(pad.attrs.pad_value) != 0.0 or not rg.is_f32_tensor(var) \
-                or rg.op_name(g.value.get(pad.args[0])) == "relax.dequantize":
-            continue  # not a zero pad of a float tensor
-        user = g.sole_use(var)
-        conv = g.value.get(user)
-        if rg.op_name(conv) != CONV or not conv.args[0].same_as(var) or conv.args[1].same_as(var):
-            continue
-        width = [int(p) for p in pad.attrs.pad_width]
-        layout = str(conv.attrs.data_layout)
-        h, w = layout.index("H"), layout.index("W")
-        # before/after pairs per axis; anything on N or C (or a crop) is not a conv padding
-        if len(width) != 2 * len(layout) or min(width) < 0 or \
-                any(width[2 * i] or width[2 * i + 1] for i in range(len(layout)) if i not in (h, w)):
-            continue
-        top, left, bottom, right = (int(p) for p in conv.attrs.padding)
-        padding = [top + width[2 * h], left + width[2 * w], bottom + width[2 * h + 1],
-                   right + width[2 * w + 1]]
-        plan[var] = False
-        plan[user] = (lambda m, c=conv, x=pad.args[0], p=padding:
-                      _conv2d(c, rg.subst(x, m), rg.subst(c.args[1], m), p))
-    return _rebuild(mod, g, plan)
+    return _rewrite_bindings(mod, _fold_pad)
 
 
 # --- conv2d (+bias) + batch_norm ----------------------------------------------------------------
@@ -138,6 +154,8 @@ def _bn_producer(g: rg.Graph, x):
 
 def _batch_norm_fold(g: rg.Graph, bn_var, bn) -> dict | None:
     """The rebuild plan folding batch norm binding `bn_var` into its producing conv, or None."""
+    if rg.op_name(bn) != "relax.nn.batch_norm":
+        return None
     a = bn.attrs
     gets = g.uses.get(bn_var, [])
     # Inference only (training normalizes by the batch's own statistics), and the tuple may only be
@@ -146,6 +164,7 @@ def _batch_norm_fold(g: rg.Graph, bn_var, bn) -> dict | None:
             isinstance(g.value[u], relax.TupleGetItem) for u in gets) \
             or [g.value[u].index for u in gets].count(0) != 1:
         return None
+    # a conv feeds only one batch norm (sole use), so two plans never touch one binding
     found = _bn_producer(g, bn.args[0])
     if found is None:
         return None
@@ -214,14 +233,7 @@ def fold_batch_norm(mod: tvm.IRModule) -> tvm.IRModule:
     tvm.IRModule
         `mod` with the matches rewritten (`mod` itself when nothing matched).
     """
-    g = rg.Graph(mod["main"])
-    plan: dict = {}
-    for var, e in g.bindings:
-        if rg.op_name(e) == "relax.nn.batch_norm":
-            fold = _batch_norm_fold(g, var, e)
-            # a conv feeds only one batch norm (sole use), so two plans never touch one binding
-            plan.update(fold or {})
-    return _rebuild(mod, g, plan)
+    return _rewrite_bindings(mod, _batch_norm_fold)
 
 
 def decompose_batch_norm(mod: tvm.IRModule) -> tvm.IRModule:
@@ -245,6 +257,19 @@ def _sole_stacked(g: rg.Graph, e):
     return tup.fields[0] if isinstance(tup, relax.Tuple) and len(tup.fields) == 1 else None
 
 
+def _as_reshape(g: rg.Graph, var, e) -> dict | None:
+    """The rebuild plan writing view binding `var` as a reshape (of a constant: the reshaped constant),
+    or None. Each plan names `var` alone."""
+    name = rg.op_name(e)
+    x = _sole_stacked(g, e) if name == "relax.stack" else e.args[0] if name in VIEWS else None
+    shape = static_shape(e) if x is not None else None
+    if shape is None or static_shape(x) is None:
+        return None
+    if isinstance(x, tvm.ir.Constant):  # e.g. an LSTM's zero initial state: fold it here
+        return {var: lambda m: relax.const(x.data.numpy().reshape(shape))}
+    return {var: lambda m: relax.op.reshape(rg.subst(x, m), shape)}
+
+
 def views_as_reshape(mod: tvm.IRModule) -> tvm.IRModule:
     """Rewrite squeeze, expand_dims, flatten and the stack of a single tensor as the `reshape` each
     one is.
@@ -265,19 +290,7 @@ def views_as_reshape(mod: tvm.IRModule) -> tvm.IRModule:
     tvm.IRModule
         `mod` with the matches rewritten (`mod` itself when nothing matched).
     """
-    g = rg.Graph(mod["main"])
-    plan: dict = {}
-    for var, e in g.bindings:
-        name = rg.op_name(e)
-        x = _sole_stacked(g, e) if name == "relax.stack" else e.args[0] if name in VIEWS else None
-        shape = static_shape(e) if x is not None else None
-        if shape is None or static_shape(x) is None:
-            continue
-        if isinstance(x, tvm.ir.Constant):  # e.g. an LSTM's zero initial state: fold it here
-            plan[var] = lambda m, x=x, shape=shape: relax.const(x.data.numpy().reshape(shape))
-        else:
-            plan[var] = lambda m, x=x, shape=shape: relax.op.reshape(rg.subst(x, m), shape)
-    return _rebuild(mod, g, plan)
+    return _rewrite_bindings(mod, _as_reshape)
 
 
 # --- split of a dense layer's columns -> one dense layer per part ---------------------------------
