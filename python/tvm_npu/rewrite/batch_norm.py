@@ -61,9 +61,13 @@ def _batch_norm_fold(g: rg.Graph, bn_var, bn) -> dict | None:
     gets = g.uses.get(bn_var, [])
     # Inference only (training normalizes by the batch's own statistics), and the tuple may only be
     # taken apart: item 0 is the normalized tensor, items 1 and 2 the unchanged moving statistics.
-    if a.training or not gets or None in gets or not all(
-            isinstance(g.value[u], relax.TupleGetItem) for u in gets) \
-            or [g.value[u].index for u in gets].count(0) != 1:
+    if (
+        a.training
+        or not gets
+        or None in gets
+        or not all(isinstance(g.value[u], relax.TupleGetItem) for u in gets)
+        or [g.value[u].index for u in gets].count(0) != 1
+    ):
         return None
     # a conv feeds only one batch norm (sole use), so two plans never touch one binding
     found = _bn_producer(g, bn.args[0])
@@ -78,10 +82,14 @@ def _batch_norm_fold(g: rg.Graph, bn_var, bn) -> dict | None:
         return None
     channels = shape[c_axis]
     weight = const_value(g, conv.args[1], "weight")
-    gamma, beta, mean, var = (_per_channel(const_value(g, e, "batch norm parameter"), channels, 0, 1)
-                              for e in bn.args[1:5])
-    b = np.zeros(channels, np.float32) if add_var is None else \
-        _per_channel(const_value(g, bias, "bias"), channels, c_axis, len(shape))
+    gamma, beta, mean, var = (
+        _per_channel(const_value(g, e, "batch norm parameter"), channels, 0, 1) for e in bn.args[1:5]
+    )
+    b = (
+        np.zeros(channels, np.float32)
+        if add_var is None
+        else _per_channel(const_value(g, bias, "bias"), channels, c_axis, len(shape))
+    )
     if weight is None or weight.dtype != np.float32 or any(v is None for v in (gamma, beta, mean, var, b)):
         return None
     # center / scale off mean "no beta" / "no gamma" (the ops ignore those operands then).
@@ -97,8 +105,7 @@ def _batch_norm_fold(g: rg.Graph, bn_var, bn) -> dict | None:
 
     # The conv keeps its binding (and name) with the new weights; the bias add and the batch norm go,
     # and the tuple's item 0 becomes conv + new bias, the conv2d_bias form the patterns match.
-    plan = {conv_var: lambda m: copy_conv2d(conv, rg.subst(conv.args[0], m), relax.const(new_w)),
-            bn_var: False}
+    plan = {conv_var: lambda m: copy_conv2d(conv, rg.subst(conv.args[0], m), relax.const(new_w)), bn_var: False}
     _drop_feeders(g, conv.args[1], conv_var, plan)
     if add_var is not None:
         plan[add_var] = False
@@ -143,5 +150,6 @@ def decompose_batch_norm(mod: tvm.IRModule) -> tvm.IRModule:
     so they run on the CPU with their moving statistics; `mod` itself when `main` has none."""
     found = []
     relax.analysis.post_order_visit(
-        mod["main"], lambda e: found.append(e) if rg.op_name(e) == "relax.nn.batch_norm" else None)
+        mod["main"], lambda e: found.append(e) if rg.op_name(e) == "relax.nn.batch_norm" else None
+    )
     return relax.transform.DecomposeOpsForInference("main")(mod) if found else mod

@@ -28,15 +28,23 @@ def const_value(g: rg.Graph, expr, what: str):
 def copy_conv2d(call, data, weight, padding=None):
     """A copy of conv2d `call` on new operands (and padding), every other attribute kept."""
     a = call.attrs
-    return relax.op.nn.conv2d(data, weight, strides=a.strides,
-                              padding=a.padding if padding is None else padding,
-                              dilation=a.dilation, groups=a.groups, data_layout=a.data_layout,
-                              kernel_layout=a.kernel_layout, out_layout=a.out_layout,
-                              out_dtype=a.out_dtype)
+    return relax.op.nn.conv2d(
+        data,
+        weight,
+        strides=a.strides,
+        padding=a.padding if padding is None else padding,
+        dilation=a.dilation,
+        groups=a.groups,
+        data_layout=a.data_layout,
+        kernel_layout=a.kernel_layout,
+        out_layout=a.out_layout,
+        out_dtype=a.out_dtype,
+    )
 
 
 def rebuild_main(mod: tvm.IRModule, g: rg.Graph, plan: dict) -> tvm.IRModule:
     """Re-emit `main` with the bindings of `plan` ({var: callback(m) -> new value, or False to drop})."""
+
     def rewrite(bb, var, value, m, fresh):
         return plan[var](m) if callable(plan.get(var)) else plan.get(var)
 

@@ -15,8 +15,18 @@ from .common import const_value
 
 # Ops that compute (rather than move or reinterpret) values: one of them on constants alone is work the
 # NPU region would get as a constant input, which no NPU command reads.
-_COMPUTE = ("relax.matmul", "relax.nn.conv2d", "relax.add", "relax.subtract", "relax.multiply",
-            "relax.sigmoid", "relax.tanh", "relax.nn.relu", "relax.clip", "relax.nn.softmax")
+_COMPUTE = (
+    "relax.matmul",
+    "relax.nn.conv2d",
+    "relax.add",
+    "relax.subtract",
+    "relax.multiply",
+    "relax.sigmoid",
+    "relax.tanh",
+    "relax.nn.relu",
+    "relax.clip",
+    "relax.nn.softmax",
+)
 
 
 def fold_constant_compute(mod: tvm.IRModule) -> tvm.IRModule:
@@ -34,8 +44,9 @@ def fold_constant_compute(mod: tvm.IRModule) -> tvm.IRModule:
     if "relax.dequantize" in ops or "relax.quantize" in ops:
         return mod
     for _, e in g.bindings:
-        if rg.op_name(e) in _COMPUTE and all(not isinstance(a, (relax.Var, relax.Call))
-                                             or const_value(g, a, "constant compute") is not None
-                                             for a in e.args):
+        if rg.op_name(e) in _COMPUTE and all(
+            not isinstance(a, (relax.Var, relax.Call)) or const_value(g, a, "constant compute") is not None
+            for a in e.args
+        ):
             return relax.transform.FoldConstant()(mod)
     return mod

@@ -16,9 +16,13 @@ from .common import CONV, copy_conv2d, rewrite_bindings
 
 def _fold_pad(g: rg.Graph, var, pad) -> dict | None:
     """The rebuild plan folding pad binding `var` into the conv2d that reads it, or None."""
-    if rg.op_name(pad) != "relax.nn.pad" or str(pad.attrs.pad_mode) != "constant" \
-            or float(pad.attrs.pad_value) != 0.0 or not rg.is_f32_tensor(var) \
-            or rg.op_name(g.value.get(pad.args[0])) == "relax.dequantize":
+    if (
+        rg.op_name(pad) != "relax.nn.pad"
+        or str(pad.attrs.pad_mode) != "constant"
+        or float(pad.attrs.pad_value) != 0.0
+        or not rg.is_f32_tensor(var)
+        or rg.op_name(g.value.get(pad.args[0])) == "relax.dequantize"
+    ):
         return None  # not a zero pad of a float tensor
     user = g.sole_use(var)
     conv = g.value.get(user)
@@ -28,15 +32,16 @@ def _fold_pad(g: rg.Graph, var, pad) -> dict | None:
     layout = str(conv.attrs.data_layout)
     h, w = layout.index("H"), layout.index("W")
     # before/after pairs per axis; anything on N or C (or a crop) is not a conv padding
-    if len(width) != 2 * len(layout) or min(width) < 0 or \
-            any(width[2 * i] or width[2 * i + 1] for i in range(len(layout)) if i not in (h, w)):
+    if (
+        len(width) != 2 * len(layout)
+        or min(width) < 0
+        or any(width[2 * i] or width[2 * i + 1] for i in range(len(layout)) if i not in (h, w))
+    ):
         return None
     top, left, bottom, right = (int(p) for p in conv.attrs.padding)
-    padding = [top + width[2 * h], left + width[2 * w], bottom + width[2 * h + 1],
-               right + width[2 * w + 1]]
+    padding = [top + width[2 * h], left + width[2 * w], bottom + width[2 * h + 1], right + width[2 * w + 1]]
     # the pad's sole use is the conv's data operand, so no two pads plan the same conv
-    return {var: False,
-            user: lambda m: copy_conv2d(conv, rg.subst(pad.args[0], m), rg.subst(conv.args[1], m), padding)}
+    return {var: False, user: lambda m: copy_conv2d(conv, rg.subst(pad.args[0], m), rg.subst(conv.args[1], m), padding)}
 
 
 def fuse_pad_into_conv(mod: tvm.IRModule) -> tvm.IRModule:

@@ -51,8 +51,10 @@ class _Columns:
             w = const_value(self.g, e.args[1], "split weight")
             return w is not None and w.ndim == 2 and isinstance(e.args[0], relax.Var)
         if op == "relax.add":
-            return all(self._const_columns(a, static_shape(e)) is not None or
-                       (isinstance(a, relax.Var) and self.can(a)) for a in e.args)
+            return all(
+                self._const_columns(a, static_shape(e)) is not None or (isinstance(a, relax.Var) and self.can(a))
+                for a in e.args
+            )
         if op in ("relax.reshape",) + _COLUMN_SAFE:
             return isinstance(e.args[0], relax.Var) and self._last_axis_kept(e) and self.can(e.args[0])
         return False
@@ -80,8 +82,11 @@ class _Columns:
             ops = []
             for a in e.args:
                 val = self._const_columns(a, static_shape(e))
-                ops.append([relax.const(np.ascontiguousarray(val[..., c0:c1])) for c0, c1 in spans]
-                           if val is not None else self.parts(bb, a, cuts, m))
+                ops.append(
+                    [relax.const(np.ascontiguousarray(val[..., c0:c1])) for c0, c1 in spans]
+                    if val is not None
+                    else self.parts(bb, a, cuts, m)
+                )
             out = [relax.op.add(p, q) for p, q in zip(*ops)]
         else:
             inner = self.parts(bb, e.args[0], cuts, m)
@@ -136,8 +141,12 @@ def split_dense_columns(mod: tvm.IRModule) -> tvm.IRModule:
             continue
         cuts = _split_cuts(e)
         users = g.uses.get(var, [])
-        if cuts is not None and users and all(u is not None and isinstance(g.value[u], relax.TupleGetItem)
-                                              for u in users) and cols.can(e.args[0]):
+        if (
+            cuts is not None
+            and users
+            and all(u is not None and isinstance(g.value[u], relax.TupleGetItem) for u in users)
+            and cols.can(e.args[0])
+        ):
             splits[var] = cuts
     if not splits:
         return mod
