@@ -1,5 +1,5 @@
-"""Graph rewrites before partitioning (rewrite.py): batch norm folded into the conv before it, zero pad
-fused into the conv after it; op counts on the Relax module, placement, and outputs against onnxruntime."""
+"""Graph rewrites before partitioning (tvm_npu.rewrite, one pass per file): the op counts before and after
+each pass and after partition.prepare (which runs them all), placement, and outputs against onnxruntime."""
 
 import numpy as np
 import onnxruntime as ort
@@ -8,9 +8,10 @@ from onnx import TensorProto, helper, numpy_helper
 from tvm import relax
 
 import tvm_npu
-from conftest import run_vm
-from tvm_npu.partition import partitioner as partition
+from conftest import run_cpu, run_vm
+from tvm_npu import rewrite
 from tvm_npu.ir import graph as relax_graph
+from tvm_npu.partition import partitioner as partition
 
 SHAPE = (1, 8, 14, 14)
 X = np.random.default_rng(7).standard_normal(SHAPE).astype(np.float32)
@@ -77,6 +78,12 @@ def test_conv_batchnorm_relu_folds_into_one_npu_conv(rng, bias, group):
     model = conv_bn_relu(rng, bias, group)
     mod = tvm_npu.from_onnx(model)
     assert count_ops(mod, "relax.nn.batch_norm") == 1
+    assert count_ops(mod, "relax.add") == int(bias)
+    folded = rewrite.fold_batch_norm(mod)
+    assert count_ops(folded, "relax.nn.batch_norm") == 0
+    assert count_ops(folded, "relax.nn.conv2d") == 1
+    assert count_ops(folded, "relax.add") == 1  # the folded bias replaces the conv's own
+    assert count_ops(folded, "relax.reshape") == 0  # nor is the old bias's reshape left behind
     prepared = partition.prepare(mod)
     assert count_ops(prepared, "relax.nn.batch_norm") == 0
     assert count_ops(prepared, "relax.nn.conv2d") == 1
@@ -113,6 +120,9 @@ def test_pad_conv_fuses_into_one_npu_conv(rng, kwargs):
     model = pad_conv(rng, **kwargs)
     mod = tvm_npu.from_onnx(model)
     assert count_ops(mod, "relax.nn.pad") == 1
+    fused = rewrite.fuse_pad_into_conv(mod)
+    assert count_ops(fused, "relax.nn.pad") == 0
+    assert count_ops(fused, "relax.nn.conv2d") == 1
     prepared = partition.prepare(mod)
     assert count_ops(prepared, "relax.nn.pad") == 0
     assert count_ops(prepared, "relax.nn.conv2d") == 1
@@ -128,7 +138,10 @@ def test_pad_conv_fuses_into_one_npu_conv(rng, kwargs):
 ], ids=["nonzero_value", "channel_pad"])
 def test_pad_that_is_not_a_conv_padding_stays_on_cpu(rng, kwargs):
     model = pad_conv(rng, **kwargs)
-    prepared = partition.prepare(tvm_npu.from_onnx(model))
+    mod = tvm_npu.from_onnx(model)
+    assert count_ops(mod, "relax.nn.pad") == 1
+    assert rewrite.fuse_pad_into_conv(mod).same_as(mod)  # nothing matched: the module itself
+    prepared = partition.prepare(mod)
     assert count_ops(prepared, "relax.nn.pad") == 1
 
     out, report = build(model)
@@ -147,9 +160,13 @@ def test_batch_norm_not_after_a_conv_is_decomposed_for_the_cpu(rng):
     model = make_model(nodes, inits, [1, 16, 14, 14])
     mod = tvm_npu.from_onnx(model)
     assert count_ops(mod, "relax.nn.batch_norm") == 1
+    assert count_ops(rewrite.fold_batch_norm(mod), "relax.nn.batch_norm") == 1
+    decomposed = rewrite.decompose_batch_norm(mod)
+    assert count_ops(decomposed, "relax.nn.batch_norm") == 0
+    assert count_ops(decomposed, "relax.sqrt") == 1  # the decomposition's sqrt(var + eps)
     prepared = partition.prepare(mod)
     assert count_ops(prepared, "relax.nn.batch_norm") == 0
-    assert count_ops(prepared, "relax.sqrt") == 1  # the decomposition's sqrt(var + eps)
+    assert count_ops(prepared, "relax.sqrt") == 1
 
     out, report = build(model)
     assert "relax.nn.batch_norm" not in {p.op for p in report.placements}
@@ -166,6 +183,8 @@ def test_conv_with_a_second_consumer_keeps_its_weights(rng):
              helper.make_node("Add", ["c", "n"], ["y"])]
     model = make_model(nodes, inits, [1, 16, 14, 14])
     mod = tvm_npu.from_onnx(model)
+    assert count_ops(mod, "relax.nn.batch_norm") == 1
+    assert rewrite.fold_batch_norm(mod).same_as(mod)  # declined: the batch norm stays for decomposition
     prepared = partition.prepare(mod)
     assert count_ops(prepared, "relax.nn.batch_norm") == 0
     assert count_ops(prepared, "relax.sqrt") == 1
@@ -194,6 +213,10 @@ def test_squeeze_unsqueeze_flatten_become_npu_views(rng):
     model = make_model(nodes, inits, [1, 10])
     mod = tvm_npu.from_onnx(model)
     assert count_ops(mod, "relax.squeeze") + count_ops(mod, "relax.expand_dims") == 2
+    assert count_ops(mod, "relax.reshape") == 1  # TVM's importer writes Flatten as a reshape already
+    views = rewrite.views_as_reshape(mod)
+    assert count_ops(views, "relax.squeeze") + count_ops(views, "relax.expand_dims") == 0
+    assert count_ops(views, "relax.reshape") == 3
     prepared = partition.prepare(mod)
     for op in ("relax.squeeze", "relax.expand_dims", "relax.flatten"):
         assert count_ops(prepared, op) == 0
@@ -208,6 +231,7 @@ def test_lstm_final_state_and_classifier_share_one_region(rng):
     """An ONNX LSTM's Y_h is stack([h]); a classifier reads squeeze(Y_h). Both are views now, so the
     recurrence and the classifier run as one NPU region (they were two, with a host round trip)."""
     from onnx import shape_inference
+
     from tvm_npu.models import lstm
 
     base = lstm(T=4, B=1, I=6, H=8, init=False)
@@ -219,9 +243,14 @@ def test_lstm_final_state_and_classifier_share_one_region(rng):
     del g.output[:]
     g.output.extend([helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 3])])
     model = shape_inference.infer_shapes(base)
+    mod = tvm_npu.from_onnx(model)
+    assert (count_ops(mod, "relax.stack"), count_ops(mod, "relax.squeeze")) == (3, 1)
+    views = rewrite.views_as_reshape(mod)
+    assert (count_ops(views, "relax.stack"), count_ops(views, "relax.squeeze")) == (0, 0)
+    assert count_ops(views, "relax.reshape") == count_ops(mod, "relax.reshape") + 4
     x = rng.standard_normal((4, 1, 6)).astype(np.float32)
     report = tvm_npu.BuildReport()
-    out = run_vm(tvm_npu.build(tvm_npu.from_onnx(model), report=report), x)
+    out = run_vm(tvm_npu.build(mod, report=report), x)
     assert len(report.regions) == 1
     assert all(p.device == "npu" for p in report.placements), [p for p in report.placements if p.device != "npu"]
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -241,6 +270,8 @@ def test_compute_on_constants_alone_is_folded(rng):
             out = bb.emit_output(bb.emit(relax.op.sigmoid(y)))
         bb.emit_func_output(out)
     mod = bb.get()
+    assert count_ops(mod, "relax.matmul") == 2
+    assert count_ops(rewrite.fold_constant_compute(mod), "relax.matmul") == 1
     assert count_ops(partition.prepare(mod), "relax.matmul") == 1
     xv = rng.standard_normal((1, 8)).astype(np.float32)
     report = tvm_npu.BuildReport()
@@ -248,3 +279,27 @@ def test_compute_on_constants_alone_is_folded(rng):
     assert all(p.device == "npu" for p in report.placements), report.table()
     want = 1 / (1 + np.exp(-(xv @ w + np.full((1, 8), 0.5, np.float32) @ w)))
     np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2)
+
+
+def test_column_split_of_a_dense_sum_becomes_one_dense_layer_per_part(rng):
+    """split(x @ Wx + h @ Wh + b, 4, axis=-1), an LSTM step's gates as TVM's PyTorch frontend writes them:
+    split_dense_columns takes each part's columns of the weights and bias, so the split is gone, there
+    are two matmuls and two adds per part, and the values are TVM llvm's of the original."""
+    w_x, w_h = (rng.standard_normal((n, 32)).astype(np.float32) for n in (5, 8))
+    b = rng.standard_normal(32).astype(np.float32)
+    bb = relax.BlockBuilder()
+    x, h = relax.Var("x", relax.TensorType((1, 5), "float32")), relax.Var("h", relax.TensorType((1, 8), "float32"))
+    with bb.function("main", [x, h]):
+        with bb.dataflow():
+            xw, hw = bb.emit(relax.op.matmul(x, relax.const(w_x))), bb.emit(relax.op.matmul(h, relax.const(w_h)))
+            gates = bb.emit(relax.op.split(bb.emit(relax.op.add(bb.emit(relax.op.add(xw, hw)), relax.const(b))),
+                                           4, axis=-1))
+            parts = [bb.emit(relax.TupleGetItem(gates, k)) for k in range(4)]
+            out = bb.emit_output(bb.emit(relax.op.concat(parts, axis=-1)))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    assert [count_ops(mod, op) for op in ("relax.split", "relax.matmul", "relax.add")] == [1, 2, 2]
+    split = rewrite.split_dense_columns(mod)
+    assert [count_ops(split, op) for op in ("relax.split", "relax.matmul", "relax.add")] == [0, 8, 8]
+    args = [rng.standard_normal((1, 5)).astype(np.float32), rng.standard_normal((1, 8)).astype(np.float32)]
+    np.testing.assert_allclose(run_cpu(split, *args), run_cpu(mod, *args), rtol=1e-5, atol=1e-5)

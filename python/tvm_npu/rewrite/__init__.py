@@ -1,7 +1,46 @@
-"""Stage 2 — graph rewrites before quantization and partitioning: batch norm folded into convs, zero
-pads into conv padding, views as reshapes, a dense layer's column split pushed into its weights,
-compute on constants folded. `run` applies them in order.
+"""Stage 2 — graph rewrites before quantization and partitioning: compute on constants folded, a dense
+layer's column split pushed into its weights, views as reshapes, zero pads into conv padding, batch
+norm folded into convs. `run` applies them in the order of `PASSES`; `partition.prepare` and the
+quantizer call it.
+
+Frontends emit some ops the NPU has no command for but that disappear into a neighbour at compile
+time; each rewrite, one per file, removes one kind, so the patterns match what the NPU runs instead of
+leaving CPU islands that split the NPU region.
 """
 
-from .passes import (decompose_batch_norm, fold_batch_norm, fold_constant_compute, fuse_pad_into_conv, run,
-                     split_dense_columns, views_as_reshape)
+import tvm
+from tvm import relax
+
+from .batch_norm import decompose_batch_norm, fold_batch_norm
+from .fold_constants import fold_constant_compute
+from .fuse_pad import fuse_pad_into_conv
+from .split_dense_columns import split_dense_columns
+from .views import views_as_reshape
+
+#: The rewrites of a plain-dataflow `main`, in the order `run` applies them, each `mod -> mod`.
+PASSES = (fold_constant_compute, split_dense_columns, views_as_reshape, fuse_pad_into_conv, fold_batch_norm)
+
+
+def run(mod: tvm.IRModule) -> tvm.IRModule:
+    """Apply `PASSES` in order, then decompose the batch norms no conv absorbed (after the fold, so
+    it sees only those) and canonicalize bindings.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        A Relax module. When its `main` is not plain dataflow (e.g. control flow), a pass raises
+        ValueError and none of `PASSES`' rewrites are kept; the batch norms are still decomposed.
+
+    Returns
+    -------
+    tvm.IRModule
+        The rewritten module, its bindings canonicalized.
+    """
+    try:
+        rewritten = mod
+        for rewrite in PASSES:
+            rewritten = rewrite(rewritten)
+        mod = rewritten
+    except ValueError:  # main is not plain dataflow (e.g. control flow): rewrite nothing
+        pass
+    return relax.transform.CanonicalizeBindings()(decompose_batch_norm(mod))

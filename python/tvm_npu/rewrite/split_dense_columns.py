@@ -1,0 +1,162 @@
+"""Turn a split of a dense layer's output columns into one dense layer per part.
+
+TVM's PyTorch frontend gives an LSTM step one matmul for all four gates per input and splits the sum
+into the gates along the last axis. The NPU has no split along a matrix's channels, so the split ran on
+the CPU between every step; pushed down to the weights' columns it disappears. Runs in `rewrite.run`
+(from `partition.prepare` and the quantizer), before pattern matching.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from ..ir import graph as rg
+from ..ir.values import static_shape
+from .common import const_value
+
+# Ops a column split passes through unchanged: they do not touch the last axis (checked per call).
+_COLUMN_SAFE = ("relax.squeeze", "relax.expand_dims", "relax.strided_slice")
+
+
+class _Columns:
+    """Pushes a split of the last axis of `v` down to where it costs nothing: a dense layer with a
+    constant weight splits into one dense layer per part (the weight's columns), an add into the adds
+    of its operands' parts (a constant's columns), and a reshape, squeeze, expand_dims or row slice
+    that keeps the last axis into the same op on each part. Parts are emitted once per (var, parts),
+    right where the rebuild reaches the var that needs them."""
+
+    def __init__(self, g: rg.Graph):
+        self.g, self.memo = g, {}
+
+    def _last_axis_kept(self, e) -> bool:
+        x, out = static_shape(e.args[0]), static_shape(e)
+        if x is None or out is None or not x or not out or x[-1] != out[-1]:
+            return False
+        if rg.op_name(e) == "relax.strided_slice":
+            fields = getattr(e.args[1], "fields", None)  # a tuple of PrimValues
+            axes = [int(getattr(f, "value", f)) % len(x) for f in fields] if fields is not None else None
+            return axes is not None and len(x) - 1 not in axes
+        if rg.op_name(e) in ("relax.squeeze", "relax.expand_dims"):
+            axes = [int(a) for a in (e.attrs.axis or [])]
+            nd = len(out) if rg.op_name(e) == "relax.expand_dims" else len(x)
+            return bool(axes) and all(a % nd != nd - 1 for a in axes)
+        return True  # reshape: the same last dimension
+
+    def can(self, v) -> bool:
+        e = self.g.value.get(v)
+        op = rg.op_name(e) if e is not None else ""
+        if op == "relax.matmul":
+            w = const_value(self.g, e.args[1], "split weight")
+            return w is not None and w.ndim == 2 and isinstance(e.args[0], relax.Var)
+        if op == "relax.add":
+            return all(
+                self._const_columns(a, static_shape(e)) is not None or (isinstance(a, relax.Var) and self.can(a))
+                for a in e.args
+            )
+        if op in ("relax.reshape",) + _COLUMN_SAFE:
+            return isinstance(e.args[0], relax.Var) and self._last_axis_kept(e) and self.can(e.args[0])
+        return False
+
+    def _const_columns(self, a, out_shape):
+        """A constant operand of an add as an array whose last axis is the output's (or None)."""
+        if isinstance(a, relax.Var) and a in self.g.value and rg.op_name(self.g.value[a]) != "":
+            return None
+        val = const_value(self.g, a, "split bias")
+        if val is None or out_shape is None or val.ndim == 0 or val.shape[-1] != out_shape[-1]:
+            return None
+        return val
+
+    def parts(self, bb, v, cuts: tuple, m: dict) -> list:
+        key = (v, cuts)
+        if key in self.memo:
+            return self.memo[key]
+        e, op = self.g.value[v], rg.op_name(self.g.value[v])
+        spans = list(zip(cuts[:-1], cuts[1:]))
+        if op == "relax.matmul":
+            w = const_value(self.g, e.args[1], "split weight")
+            x = rg.subst(e.args[0], m)
+            out = [relax.op.matmul(x, relax.const(np.ascontiguousarray(w[:, a:b]))) for a, b in spans]
+        elif op == "relax.add":
+            ops = []
+            for a in e.args:
+                val = self._const_columns(a, static_shape(e))
+                ops.append(
+                    [relax.const(np.ascontiguousarray(val[..., c0:c1])) for c0, c1 in spans]
+                    if val is not None
+                    else self.parts(bb, a, cuts, m)
+                )
+            out = [relax.op.add(p, q) for p, q in zip(*ops)]
+        else:
+            inner = self.parts(bb, e.args[0], cuts, m)
+            if op == "relax.reshape":
+                shape = static_shape(e)
+                out = [relax.op.reshape(p, list(shape[:-1]) + [b - a]) for p, (a, b) in zip(inner, spans)]
+            else:
+                out = [relax.Call(e.op, [p] + list(e.args[1:]), e.attrs) for p in inner]
+        self.memo[key] = [bb.emit(x, name_hint=f"{v.name}_c{a}") for x, (a, _) in zip(out, spans)]
+        return self.memo[key]
+
+
+def _split_cuts(e) -> tuple | None:
+    """The column boundaries (0, ..., N) of a split along the last axis, or None."""
+    shape = static_shape(e.args[0])
+    if shape is None or int(e.attrs.axis) % len(shape) != len(shape) - 1:
+        return None
+    n, ios = shape[-1], e.attrs.indices_or_sections
+    if not hasattr(ios, "__len__"):  # a number of equal sections
+        k = int(ios)
+        return tuple(range(0, n + 1, n // k)) if k > 0 and n % k == 0 else None
+    return (0, *[int(i) for i in ios], n)
+
+
+def split_dense_columns(mod: tvm.IRModule) -> tvm.IRModule:
+    """Turn a split of a dense layer's output columns into one dense layer per part.
+
+    An LSTM exported from PyTorch computes all four gates with one matmul per input, adds the two (and
+    the biases), then splits the sum into the gates: ``split(add(add(b_ih, x @ W_ih), add(b_hh, h @
+    W_hh)), 4, axis=-1)``. The NPU has no split along the channels of a matrix, so the split ran on the
+    CPU between every step. Pushed down to the matmuls -- each gate's own columns of the weights and
+    biases, through the adds, reshapes and row slices between -- the split disappears and every gate is
+    a dense layer of its own, as the ONNX importer writes the LSTM. Splits that do not reach constant
+    weights are left alone.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        A Relax module; the column splits in its `main` (plain dataflow, as frontends emit) are
+        pushed into the weights.
+
+    Returns
+    -------
+    tvm.IRModule
+        `mod` without those splits (`mod` itself when it has none).
+    """
+    g = rg.Graph(mod["main"])
+    cols = _Columns(g)
+    splits = {}
+    for var, e in g.bindings:
+        if rg.op_name(e) != "relax.split" or not isinstance(e.args[0], relax.Var):
+            continue
+        cuts = _split_cuts(e)
+        users = g.uses.get(var, [])
+        if (
+            cuts is not None
+            and users
+            and all(u is not None and isinstance(g.value[u], relax.TupleGetItem) for u in users)
+            and cols.can(e.args[0])
+        ):
+            splits[var] = cuts
+    if not splits:
+        return mod
+
+    def rewrite(bb, var, value, m, fresh):
+        if var in splits:
+            return False
+        if isinstance(value, relax.TupleGetItem) and value.tuple_value in splits:
+            src = g.value[value.tuple_value].args[0]
+            return cols.parts(bb, src, splits[value.tuple_value], m)[value.index]
+        return None
+
+    return relax.transform.DeadCodeElimination()(rg.with_main(mod, rg.rebuild(g, rewrite=rewrite)[0]))
