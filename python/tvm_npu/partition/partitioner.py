@@ -14,7 +14,7 @@ from tvm import relax
 
 from . import patterns, regions
 from ..ir import graph as relax_graph
-from ..rewrite import passes as rewrite
+from .. import rewrite
 from ..contract.config import NPUConfig, get_config
 from .constraints import checking, set_model_io
 

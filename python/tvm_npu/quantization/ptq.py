@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 from tvm import relax
 
 from . import calibrate as cal
-from ..rewrite import passes as rewrite
+from .. import rewrite
 from ..ir.graph import Graph, is_f32_tensor as _f32, op_name as _op, rebuild, run_probe, with_main
 
 WEIGHTED = ("relax.nn.conv2d", "relax.matmul")
