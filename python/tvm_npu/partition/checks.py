@@ -203,18 +203,29 @@ def check_add(run: PartitionRun, ctx) -> bool:
                                   (constraint_clip_bounds, (_act(ctx),))])
 
 
-@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_reshape_keeps_rows,
-         int8=QUANT_CONSTRAINTS + [constraint_same_quantization])
-def check_reshape(run: PartitionRun, ctx) -> bool:
+def _check_view(run: PartitionRun, ctx, pattern: str, keeps_rows) -> bool:
+    """A reshape or slice: a view on the NPU (no data moves) when `keeps_rows` (the constraint of its
+    kind) accepts it; in int8 it must also keep its scale and zero point."""
     call = ctx.annotated_expr["op"]
     tensors = [call.args[0], call]
     checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors, run.config)),
-              (constraint_reshape_keeps_rows, (call,))] + _quant_checks(ctx)
+              (constraint_rank, (tensors, run.config)), (keeps_rows, (call,))] + _quant_checks(ctx)
     if "quantize" in ctx.annotated_expr:
         checks.append((constraint_same_quantization,
                        (_resolve(ctx, ctx.annotated_expr["data"]), ctx.annotated_expr["quantize"])))
-    return _run(run, ctx, "reshape", checks)
+    return _run(run, ctx, pattern, checks)
+
+
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_reshape_keeps_rows,
+         int8=QUANT_CONSTRAINTS + [constraint_same_quantization])
+def check_reshape(run: PartitionRun, ctx) -> bool:
+    return _check_view(run, ctx, "reshape", constraint_reshape_keeps_rows)
+
+
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_slice_rows,
+         int8=QUANT_CONSTRAINTS + [constraint_same_quantization])
+def check_slice(run: PartitionRun, ctx) -> bool:
+    return _check_view(run, ctx, "slice", constraint_slice_rows)
 
 
 @applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_pool,
@@ -231,19 +242,6 @@ def check_pool(run: PartitionRun, ctx) -> bool:
     width = static_shape(call.args[0])[layout.index("W")]
     return _run(run, ctx, "pool", [(constraint_width, ([width], run.config)),
                                    (constraint_pool_window_fits, (call, elem, run.config))])
-
-
-@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_slice_rows,
-         int8=QUANT_CONSTRAINTS + [constraint_same_quantization])
-def check_slice(run: PartitionRun, ctx) -> bool:
-    call = ctx.annotated_expr["op"]
-    tensors = [call.args[0], call]
-    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors, run.config)), (constraint_slice_rows, (call,))] + _quant_checks(ctx)
-    if "quantize" in ctx.annotated_expr:
-        checks.append((constraint_same_quantization,
-                       (_resolve(ctx, ctx.annotated_expr["data"]), ctx.annotated_expr["quantize"])))
-    return _run(run, ctx, "slice", checks)
 
 
 @applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_concat,
