@@ -1,9 +1,9 @@
 """Stage 2 — patterns: the NPU's pattern table, registered under the "npu." prefix.
 
 Each entry is (composite name, Relax dataflow pattern, annotations, check). The composite names are the
-contract with codegen (`lower.py` reads them): "npu.<op>..." runs on the fp16 datapath, "npu.q<op>..."
-is an int8 op matched in the QDQ form TVM's ONNX frontend gives for quantized models
-(dequantize -> op -> quantize). The checks (`checks.py`) run the `constraint_*` functions of
+contract with codegen (backend/lower/ registers a lowering under each): "npu.<op>..." runs on the fp16
+datapath, "npu.q<op>..." is an int8 op matched in the QDQ form TVM's ONNX frontend gives for quantized
+models (dequantize -> op -> quantize). The checks (`checks.py`) run the `constraint_*` functions of
 `constraints.py`, whose docstrings are the reasons a user reads when an op stays on the CPU.
 """
 
@@ -172,7 +172,7 @@ def requantize_patterns():
 
 # Quantized staging (format 1.3): a model input's quantize and a model output's dequantize, run by the
 # runtime as it stages the region's I/O (no command), each with or without a reshape between it and the
-# model's tensor. lower.py and regions.py know them by these names.
+# model's tensor. backend/lower/staging.py and regions.py know them by these names.
 QUANTIZE_INPUTS = (f"{PREFIX}.qinput", f"{PREFIX}.qinput_reshape")
 IO_COMPOSITES = QUANTIZE_INPUTS + (f"{PREFIX}.qoutput", f"{PREFIX}.qoutput_reshape")
 
