@@ -1,7 +1,11 @@
-"""The driver: every stage of the NPU flow, in order, one line each.
+"""The driver: every stage of the NPU flow, in order, as data (`STAGES`) that one loop walks.
 
-    import (frontend / user)  -> bind params -> quantize (issue 3) -> patterns + partition
-    -> codegen (lower, plan, encode; runtime modules) -> TVM's CPU pipeline for the rest -> executable
+    bind_params -> partition (patterns, constraints, region limits) -> codegen (lower, plan, verify,
+    encode: one runtime module per NPU region) -> cpu_lowering (TVM's pipeline for the rest)
+
+A build is one `BuildContext` (its NPUConfig, report, params and what its stages collect) that every
+stage takes as its argument; no stage keeps state in a module, so builds in several threads never see
+each other's configuration. Quantization (tvm_npu.quantize) runs before a build, on the Relax module.
 
 `npu_pipeline` is the Relax pipeline registered as "npu", so a plain TVM script can call
 `tvm.compile(mod, target="npu", relax_pipeline="npu")`; `build` is the one-call form with params,
@@ -11,6 +15,7 @@ an NPU configuration and a report.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 
 import numpy as np
 import tvm
@@ -23,7 +28,18 @@ from .contract.errors import NPUError
 
 log = logging.getLogger(__name__)
 
-STAGES = ("bind_params", "partition", "codegen", "cpu_lowering")
+
+@dataclass
+class BuildContext:
+    """One build: what it compiles for, what it fills in, and what its stages hand to each other."""
+
+    config: NPUConfig
+    report: report_mod.BuildReport | None = None
+    params: dict | None = None  # weights bind_params binds into main
+    dump_after: str | None = None  # print the module after this stage (a name in STAGES)
+    rejections: list = field(default_factory=list)  # partition -> report: every refused match
+    streams: dict = field(default_factory=dict)  # codegen: symbol -> planned Stream
+    layers: dict = field(default_factory=dict)  # codegen: symbol -> report.region_layers(...)
 
 
 def cpu_pipeline() -> tvm.transform.Pass:
@@ -31,9 +47,72 @@ def cpu_pipeline() -> tvm.transform.Pass:
     return tvm.transform.Sequential([relax.get_pipeline("zero"), relax.get_pipeline("default")])
 
 
+def _bind_params(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:
+    return bind_params(mod, ctx.params)
+
+
+def _partition(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:
+    mod = partition.partition_for_npu(mod, ctx.config, ctx.rejections)
+    if ctx.report is not None:
+        ctx.report.config = ctx.config.to_dict()
+        ctx.report.record_partition(mod, ctx.rejections)
+    return mod
+
+
+def _codegen(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:
+    mod = codegen.run_codegen(mod, ctx.config, ctx.streams, ctx.layers)
+    if ctx.report is not None:
+        ctx.report.regions = {s: _region_summary(ctx.config, st, ctx.layers.get(s))
+                              for s, st in ctx.streams.items()}
+    return mod
+
+
+def _cpu_lowering(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:  # noqa: ARG001 - a stage
+    return cpu_pipeline()(mod)
+
+
+# The stages of a build, in order: (name for dump_after and the log, function(mod, ctx) -> mod).
+STAGES = (
+    ("bind_params", _bind_params),
+    ("partition", _partition),
+    ("codegen", _codegen),
+    ("cpu_lowering", _cpu_lowering),
+)
+
+
+def run_stages(mod: tvm.IRModule, ctx: BuildContext, last: str = STAGES[-1][0]) -> tvm.IRModule:
+    """Walk STAGES in order through `last`, logging each and printing the module after
+    `ctx.dump_after`.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        The model.
+    ctx : BuildContext
+        The build: every stage reads its inputs from it and records what it collects there.
+    last : str
+        The name of the last stage to run (e.g. "codegen" to stop before TVM's CPU lowering).
+
+    Returns
+    -------
+    tvm.IRModule
+        The module after `last`.
+    """
+    names = [name for name, _ in STAGES]
+    for name in (ctx.dump_after, last):
+        if name is not None and name not in names:
+            raise ValueError(f"unknown stage {name!r}; the stages are {names}")
+    for name, stage in STAGES[:names.index(last) + 1]:
+        mod = stage(mod, ctx)
+        log.info("stage %s done", name)
+        if ctx.dump_after == name:
+            print(f"# --- after {name} ---\n{mod}")
+    return mod
+
+
 def npu_pipeline(config: NPUConfig | str | None = None, report: report_mod.BuildReport | None = None,
-                 dump_after: str | None = None) -> tvm.transform.Pass:
-    """The Relax pipeline "npu": partition for the NPU, compile the regions, lower the rest for the CPU.
+                 dump_after: str | None = None, params: dict | None = None) -> tvm.transform.Pass:
+    """The Relax pipeline "npu": every stage of STAGES on the module `tvm.compile` gives it.
 
     Parameters
     ----------
@@ -42,14 +121,16 @@ def npu_pipeline(config: NPUConfig | str | None = None, report: report_mod.Build
     report : BuildReport, optional
         Filled with op placement and each NPU region's plan.
     dump_after : str, optional
-        Print the module after this stage (one of STAGES) — for debugging.
+        Print the module after this stage (a name in STAGES) — for debugging.
+    params : dict, optional
+        Weights to bind into `main` as constants, by parameter name.
     """
     cfg = get_config(config)
 
     @tvm.transform.module_pass(opt_level=0, name="NPUPipeline")
     def _pipeline(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        mod = compile_npu_regions(mod, cfg, report, dump_after)
-        return _stage("cpu_lowering", cpu_pipeline()(mod), dump_after)
+        # A fresh context per module: a pipeline object applied twice keeps the two builds apart.
+        return run_stages(mod, BuildContext(cfg, report, params, dump_after))
 
     return _pipeline
 
@@ -58,27 +139,9 @@ def compile_npu_regions(mod: tvm.IRModule, cfg: NPUConfig, report: report_mod.Bu
                         dump_after: str | None = None) -> tvm.IRModule:
     """Partition and codegen: every NPU region planned and encoded, the rest still Relax for the CPU.
 
-    The pipeline above continues with TVM's CPU lowering; tvm_npu.estimate stops here, since the
-    report then already holds every region's cost-model numbers."""
-    rejections: list = []
-    streams: dict = {}
-    layers: dict = {}
-    mod = _stage("partition", partition.partition_for_npu(mod, cfg, rejections), dump_after)
-    if report is not None:
-        report.config = cfg.to_dict()
-        report.record_partition(mod, rejections)
-    with codegen.compiling(cfg, streams, layers):
-        mod = _stage("codegen", relax.transform.RunCodegen()(mod), dump_after)
-    if report is not None:
-        report.regions = {s: _region_summary(cfg, st, layers.get(s)) for s, st in streams.items()}
-    return mod
-
-
-def _stage(name: str, mod: tvm.IRModule, dump_after: str | None) -> tvm.IRModule:
-    log.info("stage %s done", name)
-    if dump_after == name:
-        print(f"# --- after {name} ---\n{mod}")
-    return mod
+    tvm_npu.estimate stops here, since the report then already holds every region's cost-model
+    numbers."""
+    return run_stages(mod, BuildContext(cfg, report, dump_after=dump_after), last="codegen")
 
 
 def _region_summary(cfg: NPUConfig, planned, layers: dict | None = None) -> dict:
@@ -134,12 +197,12 @@ def build(mod: tvm.IRModule, target="npu", params: dict | None = None,
         The NPU to compile for ("npu-ref", "npu-small" or an NPUConfig).
     report : BuildReport, optional
         Filled with where each op ran and the plan of each NPU region.
+    dump_after : str, optional
+        Print the module after this stage (a name in STAGES) — for debugging.
 
     Returns
     -------
     tvm.relax.Executable
         Run it with `tvm.relax.VirtualMachine(ex, tvm.cpu())`, or `ex.export_library(path)`.
     """
-    mod = _stage("bind_params", bind_params(mod, params), dump_after)
-    return tvm.compile(mod, target=target,
-                       relax_pipeline=npu_pipeline(config, report, dump_after))
+    return tvm.compile(mod, target=target, relax_pipeline=npu_pipeline(config, report, dump_after, params))

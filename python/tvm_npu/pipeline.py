@@ -16,7 +16,7 @@ from .contract.errors import NPUError
 
 TARGET_TAG = {"kind": "llvm", "keys": ["npu", "cpu"]}
 
-
+# Set once: what it guards (TVM's tag, pattern and pipeline registries) is process-wide by nature.
 _DONE = []
 
 

@@ -17,10 +17,10 @@ def staged_descriptors(ex):
 
 def build_without_staging(mod, monkeypatch):
     """The same build with quantized staging off: the model's quantizes and dequantizes on the CPU."""
-    from tvm_npu.partition import constraints, partitioner as partition
+    from tvm_npu.partition import partitioner as partition
 
     with monkeypatch.context() as m:
-        m.setattr(partition, "set_model_io", lambda func: constraints._ACTIVE.update(io=None))
+        m.setattr(partition, "model_io", lambda func: None)
         return tvm_npu.build(mod)
 
 

@@ -14,7 +14,7 @@ from tvm import relax
 
 import tvm_npu
 from conftest import npu_modules, run_cpu, run_vm
-from tvm_npu.partition import constraints as C
+from tvm_npu.partition.checks import PartitionRun
 
 CFG = tvm_npu.contract.config.get_config("npu-ref")
 SHAPE = (1, 4, 8, 8)
@@ -113,10 +113,9 @@ def test_symbolic_clip_bound_npu_e_activation(rng):
             out = bb.emit_output(relax.Tuple([bb.emit(relax.op.clip(conv(bb, x, w), n, 6)), s]))
         bb.emit_func_output(out)
     log = []
-    tvm_npu.partition.patterns.register()
-    with C.checking(CFG, log):
-        fused = relax.transform.FuseOpsByPattern(tvm_npu.partition.patterns.npu_patterns(), bind_constants=True,
-                                                 annotate_codegen=False)(bb.get())
+    run = PartitionRun(CFG, log)
+    fused = relax.transform.FuseOpsByPattern(tvm_npu.partition.patterns.bind(run), bind_constants=True,
+                                             annotate_codegen=False)(bb.get())
     report = tvm_npu.BuildReport()
     report.record_partition(fused, log)
     clip = row(report, "relax.clip")

@@ -1,16 +1,20 @@
 """Stage 5 — codegen: the "relax.ext.npu" hook that RunCodegen calls.
 
 For every function marked Codegen="npu" it runs lower -> plan -> encode and wraps the resulting command
-stream (weights included) in a runtime module of kind "npu". The NPUConfig comes from the build (see
-build.py); without one, the default preset is used.
+stream (weights included) in a runtime module of kind "npu". TVM calls the hook with only (functions,
+options, constant_names), so a build hands its NPUConfig and the dicts that collect its plans to the hook
+inside RunCodegen's options (`run_codegen`): one build's codegen never sees another's, even when two
+run at once. A plain `RunCodegen()` compiles for the default preset.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
+from dataclasses import dataclass
 
+import tvm
 import tvm_ffi
+from tvm import relax
 
 from ..partition import report
 from .. import runtime
@@ -22,19 +26,41 @@ from .verify import verify
 
 log = logging.getLogger(__name__)
 
-_STATE = {"config": None, "streams": None, "layers": None}
+# The key of the options RunCodegen passes to the hook under which a build puts its CodegenRun.
+OPTION = "tvm_npu.run"
 
 
-@contextlib.contextmanager
-def compiling(config: NPUConfig, streams: dict | None = None, layers: dict | None = None):
-    """Compile NPU regions for `config`; when given, `streams` collects symbol -> Stream and `layers`
-    symbol -> report.region_layers(...) (the layers and command -> layer map) for reports."""
-    saved = dict(_STATE)
-    _STATE.update(config=config, streams=streams, layers=layers)
-    try:
-        yield
-    finally:
-        _STATE.update(saved)
+@dataclass(frozen=True)
+class CodegenRun:
+    """What one build compiles its regions for, and where it collects them for reports."""
+
+    config: NPUConfig
+    streams: dict | None = None  # symbol -> the planned Stream
+    layers: dict | None = None  # symbol -> report.region_layers(...): the layers, command -> layer map
+
+
+def run_codegen(mod: tvm.IRModule, config: NPUConfig, streams: dict | None = None,
+                layers: dict | None = None) -> tvm.IRModule:
+    """RunCodegen for `config`: every NPU region becomes a runtime module.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        The partitioned module (partition.partition_for_npu).
+    config : NPUConfig
+        The NPU to compile for.
+    streams, layers : dict, optional
+        When given, receive symbol -> planned Stream and symbol -> report.region_layers(...).
+
+    Returns
+    -------
+    tvm.IRModule
+        `main` calling the regions' runtime modules (attribute external_mods).
+    """
+    # tvm-ffi passes a Python object through a Map as it is (an opaque object), so the hook gets the
+    # CodegenRun itself: no registry of live builds is needed to find it.
+    options = {"npu": {OPTION: CodegenRun(config, streams, layers)}}
+    return relax.transform.RunCodegen(options)(mod)
 
 
 def compile_region(func, config: NPUConfig):
@@ -52,14 +78,16 @@ def compile_region(func, config: NPUConfig):
 
 @tvm_ffi.register_global_func("relax.ext.npu", override=True)
 def _relax_ext_npu(functions, options, constant_names):  # noqa: ARG001 - signature fixed by RunCodegen
-    config = _STATE["config"] or get_config()
+    run = options.get(OPTION) if options is not None else None
+    if run is None:  # RunCodegen() without run_codegen's options
+        run = CodegenRun(get_config())
     modules = []
     for func in functions:
-        graph, planned, blob = compile_region(func, config)
+        graph, planned, blob = compile_region(func, run.config)
         symbol = graph.symbol
-        if _STATE["streams"] is not None:
-            _STATE["streams"][symbol] = planned
-        if _STATE["layers"] is not None:
-            _STATE["layers"][symbol] = report.region_layers(config, graph, planned)
+        if run.streams is not None:
+            run.streams[symbol] = planned
+        if run.layers is not None:
+            run.layers[symbol] = report.region_layers(run.config, graph, planned)
         modules.append(runtime.create_module(symbol, blob))
     return modules

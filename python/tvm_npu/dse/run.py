@@ -19,7 +19,6 @@ import importlib.metadata
 import json
 import multiprocessing
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -27,11 +26,11 @@ from ..contract.config import NPUConfig
 from ..contract.errors import NPUError
 from .grid import Point
 
-_MODELS: dict = {}  # per worker process: path -> ((mtime, size), IRModule)
-# TVM's BlockBuilder keeps one stack per process: two threads importing or partitioning at once corrupt
-# each other's functions. In a thread pool the estimates therefore run one at a time (processes, the
-# default, run in parallel); the lock costs nothing in a process of its own.
-_TVM = threading.Lock()
+# A cache of immutable things, per worker: path -> ((mtime, size), IRModule). Threads of a pool may both
+# import a model that is not in it yet; either module is the same model, and a dict store is atomic.
+# (Estimates in a thread pool run in parallel: a build keeps no module state, and the one part of TVM
+# that is not thread-safe takes ir.graph.BLOCK_BUILDER_LOCK.)
+_MODELS: dict = {}
 
 
 def _model(path: str):
@@ -50,8 +49,7 @@ def evaluate(model_path: str, point_name: str, values: dict, config: NPUConfig) 
     row = {"name": point_name, **values, "config": config.to_dict()}
     start = time.perf_counter()
     try:
-        with _TVM:
-            row.update(feasible=True, **estimate(_model(model_path), config))
+        row.update(feasible=True, **estimate(_model(model_path), config))
     except NPUError as err:  # e.g. ERR_SRAM_OVERFLOW: a layer that fits no tiling of this SRAM
         row.update(feasible=False, error_code=err.code, reason=_reason(err))
     else:

@@ -19,6 +19,7 @@ import tvm
 from tvm import relax
 from tvm.relax.frontend.onnx import onnx_frontend
 
+from ..ir.graph import BLOCK_BUILDER_LOCK
 from ..ir.values import constant_value
 from ..contract.errors import NPUError
 from .lstm import LSTM
@@ -77,7 +78,8 @@ CONVERTERS = {"Clip": Clip, "Pad": Pad, "LSTM": LSTM}
 
 @contextlib.contextmanager
 def _npu_converters():
-    """TVM's converter map with tvm_npu's converters in it, for the duration of one import."""
+    """TVM's converter map with tvm_npu's converters in it, for the duration of one import (a patch of a
+    TVM module global: the caller holds ir.graph.BLOCK_BUILDER_LOCK)."""
     original = onnx_frontend._get_convert_map
 
     def patched():
@@ -139,7 +141,9 @@ def from_onnx(model: "onnx.ModelProto | str | bytes", shape_dict: dict | None = 
     except (onnx.checker.ValidationError, ValueError) as err:
         raise NPUError("ERR_OP_NOT_SUPPORTED", f"invalid ONNX model: {err}") from None
     model = qoperator_to_qdq(initializers_as_constants(model))
-    with _npu_converters():
+    # TVM's importer builds main in a BlockBuilder function scope; under the same lock no other import
+    # sees the converter map patched or restored half-way.
+    with BLOCK_BUILDER_LOCK, _npu_converters():
         try:
             return onnx_frontend.from_onnx(model, shape_dict=shape_dict, keep_params_in_input=False)
         except tvm.error.OpNotImplemented as err:  # nothing can run it, on the NPU or on TVM's CPU

@@ -7,9 +7,19 @@ float model and its dequantized counterpart in the QDQ model can be found again 
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import tvm
 from tvm import relax
+
+# The one lock of tvm_npu, for the one part of TVM that is not thread-safe: relax.BlockBuilder keeps the
+# builders inside a function scope (`with bb.function(...)`) on a single class-level stack per process,
+# and a builder leaving its scope asserts that it is on top. Two threads in function scopes at once
+# fail that assertion or emit into each other's function. Every function scope tvm_npu opens (`rebuild`)
+# or has TVM open (the ONNX import, frontend/onnx.py) holds this lock, and nothing else does: the rest of
+# a build (TVM's C++ passes, the planner) runs in parallel. Reentrant, so an ONNX converter may rebuild.
+BLOCK_BUILDER_LOCK = threading.RLock()
 
 
 def free_vars(expr) -> list:
@@ -140,7 +150,7 @@ def rebuild(g: Graph, qparams=None, rewrite=None, probes=None, narrow=None):
         dq = relax.op.dequantize(q, sc, zc, axis=axis, out_dtype="float32")
         return (bb.emit_output if last else bb.emit)(dq, name_hint=fresh(f"{var.name}_dq"))
 
-    with bb.function("main", params, attrs=dict(g.func.attrs) if g.func.attrs else None):
+    with BLOCK_BUILDER_LOCK, bb.function("main", params, attrs=dict(g.func.attrs) if g.func.attrs else None):
         with bb.dataflow():
             for p in g.params:
                 if p in qparams:

@@ -10,29 +10,45 @@ match's QDQ parts.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import tvm
 from tvm.ir.prim.expr import FloatImm, IntImm
 
-from .constraints import Rejection, _ACTIVE, constraint_bias_per_channel, constraint_broadcast, constraint_clip_bounds, constraint_concat, constraint_conv_layout, constraint_eltwise_scales, constraint_float32, constraint_groups, constraint_int8_activations, constraint_model_input, constraint_model_output, constraint_per_tensor, constraint_pool, constraint_pool_window_fits, constraint_rank, constraint_reshape_keeps_rows, constraint_same_quantization, constraint_same_shape, constraint_slice_rows, constraint_softmax_axis, constraint_staged_reshape, constraint_static_shape, constraint_stride, constraint_symmetric_weights, constraint_weight_2d, constraint_width, reason_code, reason_text
+from .constraints import ModelIO, Rejection, constraint_bias_per_channel, constraint_broadcast, constraint_clip_bounds, constraint_concat, constraint_conv_layout, constraint_eltwise_scales, constraint_float32, constraint_groups, constraint_int8_activations, constraint_model_input, constraint_model_output, constraint_per_tensor, constraint_pool, constraint_pool_window_fits, constraint_rank, constraint_reshape_keeps_rows, constraint_same_quantization, constraint_same_shape, constraint_slice_rows, constraint_softmax_axis, constraint_staged_reshape, constraint_static_shape, constraint_stride, constraint_symmetric_weights, constraint_weight_2d, constraint_width, reason_code, reason_text
+from ..contract.config import NPUConfig
 from ..ir.values import constant_value, static_shape
 
 
-def _run(ctx, pattern: str, checks) -> bool:
-    """Apply (constraint, args) pairs in order; the first failure is logged and rejects the match."""
+@dataclass(frozen=True)
+class PartitionRun:
+    """One partition: the NPUConfig the constraints check against, the list that receives every
+    Rejection (None: nowhere) and `main`'s inputs and outputs for quantized staging (None: none).
+
+    Every check takes it as its first argument: patterns.bind makes the table's checks closures over
+    one run, so two partitions running at once never see each other's configuration or log."""
+
+    config: NPUConfig
+    log: list | None = None
+    io: ModelIO | None = None
+
+
+def _run(run: PartitionRun, ctx, pattern: str, checks) -> bool:
+    """Apply (constraint, args) pairs in order; the first failure is logged to `run.log` and rejects the
+    match."""
     if "quantize" in ctx.annotated_expr:
         pattern = "q" + pattern  # the int8 form: its rejection explains an fp16 or CPU fallback
     for constraint, args in checks:
         detail = constraint(*args)
         if detail is not None:
-            log = _ACTIVE["log"]
-            if log is not None:
+            if run.log is not None:
                 var = _fused_part(ctx, constraint)
                 if var is None:
                     var = ctx.value_to_bound_var.get(ctx.annotated_expr["op"])
-                log.append(Rejection(var.name if var is not None else "?",
-                                     ctx.annotated_expr["op"].op.name, pattern,
-                                     reason_code(constraint), reason_text(constraint), detail,
-                                     weight_constant(ctx.annotated_expr["op"], ctx.matched_bindings)))
+                run.log.append(Rejection(var.name if var is not None else "?",
+                                         ctx.annotated_expr["op"].op.name, pattern,
+                                         reason_code(constraint), reason_text(constraint), detail,
+                                         weight_constant(ctx.annotated_expr["op"], ctx.matched_bindings)))
             return False
     return True
 
@@ -127,108 +143,110 @@ def _quant_checks(ctx, wide: bool = False) -> list:
 @applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_conv_layout,
          constraint_stride, constraint_groups, constraint_width, constraint_bias_per_channel,
          constraint_clip_bounds, int8=QUANT_WEIGHT_CONSTRAINTS)
-def check_conv2d(ctx) -> bool:
+def check_conv2d(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     data, weight = call.args[0], call.args[1]
     tensors = [data, weight, call]
     checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors,)), (constraint_conv_layout, (call,)),
+              (constraint_rank, (tensors, run.config)), (constraint_conv_layout, (call,)),
               (constraint_stride, (call,)), (constraint_groups, (call,))] + _quant_checks(ctx)
-    if not _run(ctx, "conv2d", checks):
+    if not _run(run, ctx, "conv2d", checks):
         return False
     layout = call.attrs.data_layout
     w_axis = layout.index("W")
     c_axis = layout.index("C")
     out_shape = static_shape(call)
-    checks = [(constraint_width, ([static_shape(data)[w_axis], out_shape[w_axis]],))]
+    checks = [(constraint_width, ([static_shape(data)[w_axis], out_shape[w_axis]], run.config))]
     if "bias" in ctx.annotated_expr:
         checks.append((constraint_bias_per_channel,
                        (ctx.annotated_expr["bias"], out_shape[c_axis], c_axis, 4)))
     checks.append((constraint_clip_bounds, (_act(ctx),)))
-    return _run(ctx, "conv2d", checks)
+    return _run(run, ctx, "conv2d", checks)
 
 
 @applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_width,
          constraint_weight_2d, constraint_bias_per_channel, constraint_clip_bounds,
          int8=QUANT_WEIGHT_CONSTRAINTS)
-def check_dense(ctx) -> bool:
+def check_dense(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     data, weight = call.args[0], call.args[1]
     tensors = [data, weight, call]
     checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors,))] + _quant_checks(ctx)
-    if not _run(ctx, "dense", checks):
+              (constraint_rank, (tensors, run.config))] + _quant_checks(ctx)
+    if not _run(run, ctx, "dense", checks):
         return False
     out_shape = static_shape(call)
-    checks = [(constraint_width, ([static_shape(data)[-1], out_shape[-1]],)),
+    checks = [(constraint_width, ([static_shape(data)[-1], out_shape[-1]], run.config)),
               (constraint_weight_2d, (weight,))]
     if "bias" in ctx.annotated_expr:
         checks.append((constraint_bias_per_channel,
                        (ctx.annotated_expr["bias"], out_shape[-1], len(out_shape) - 1, len(out_shape))))
     checks.append((constraint_clip_bounds, (_act(ctx),)))
-    return _run(ctx, "dense", checks)
+    return _run(run, ctx, "dense", checks)
 
 
 @applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_same_shape,
          constraint_width, constraint_clip_bounds, int8=QUANT_CONSTRAINTS)
-def check_add(ctx) -> bool:
+def check_add(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     lhs, rhs = call.args[0], call.args[1]
     tensors = [lhs, rhs, call]
     # An int8 operand is dequantize(codes): a constant there is as much a constant as a float one.
     operands = [_undequantized(ctx, e) for e in (lhs, rhs)]
     checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors,)), (constraint_same_shape, tuple(operands))] + _quant_checks(ctx)
-    if not _run(ctx, "add", checks):
+              (constraint_rank, (tensors, run.config)),
+              (constraint_same_shape, tuple(operands))] + _quant_checks(ctx)
+    if not _run(run, ctx, "add", checks):
         return False
     shape = static_shape(call)
-    return _run(ctx, "add", [(constraint_width, ([shape[-1]],)), (constraint_clip_bounds, (_act(ctx),))])
+    return _run(run, ctx, "add", [(constraint_width, ([shape[-1]], run.config)),
+                                  (constraint_clip_bounds, (_act(ctx),))])
+
+
+def _check_view(run: PartitionRun, ctx, pattern: str, keeps_rows) -> bool:
+    """A reshape or slice: a view on the NPU (no data moves) when `keeps_rows` (the constraint of its
+    kind) accepts it; in int8 it must also keep its scale and zero point."""
+    call = ctx.annotated_expr["op"]
+    tensors = [call.args[0], call]
+    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
+              (constraint_rank, (tensors, run.config)), (keeps_rows, (call,))] + _quant_checks(ctx)
+    if "quantize" in ctx.annotated_expr:
+        checks.append((constraint_same_quantization,
+                       (_resolve(ctx, ctx.annotated_expr["data"]), ctx.annotated_expr["quantize"])))
+    return _run(run, ctx, pattern, checks)
 
 
 @applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_reshape_keeps_rows,
          int8=QUANT_CONSTRAINTS + [constraint_same_quantization])
-def check_reshape(ctx) -> bool:
-    call = ctx.annotated_expr["op"]
-    tensors = [call.args[0], call]
-    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors,)), (constraint_reshape_keeps_rows, (call,))] + _quant_checks(ctx)
-    if "quantize" in ctx.annotated_expr:
-        checks.append((constraint_same_quantization,
-                       (_resolve(ctx, ctx.annotated_expr["data"]), ctx.annotated_expr["quantize"])))
-    return _run(ctx, "reshape", checks)
-
-
-@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_pool,
-         constraint_width, constraint_pool_window_fits, int8=QUANT_CONSTRAINTS)
-def check_pool(ctx) -> bool:
-    call = ctx.annotated_expr["op"]
-    tensors = [call.args[0], call]
-    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors,)), (constraint_pool, (call,))] + _quant_checks(ctx)
-    if not _run(ctx, "pool", checks):
-        return False
-    layout = "NCHW" if call.op.name == "relax.mean" else str(call.attrs.layout)
-    elem = 1 if "quantize" in ctx.annotated_expr else 2
-    return _run(ctx, "pool", [(constraint_width, ([static_shape(call.args[0])[layout.index("W")]],)),
-                              (constraint_pool_window_fits, (call, elem))])
+def check_reshape(run: PartitionRun, ctx) -> bool:
+    return _check_view(run, ctx, "reshape", constraint_reshape_keeps_rows)
 
 
 @applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_slice_rows,
          int8=QUANT_CONSTRAINTS + [constraint_same_quantization])
-def check_slice(ctx) -> bool:
+def check_slice(run: PartitionRun, ctx) -> bool:
+    return _check_view(run, ctx, "slice", constraint_slice_rows)
+
+
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_pool,
+         constraint_width, constraint_pool_window_fits, int8=QUANT_CONSTRAINTS)
+def check_pool(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     tensors = [call.args[0], call]
     checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors,)), (constraint_slice_rows, (call,))] + _quant_checks(ctx)
-    if "quantize" in ctx.annotated_expr:
-        checks.append((constraint_same_quantization,
-                       (_resolve(ctx, ctx.annotated_expr["data"]), ctx.annotated_expr["quantize"])))
-    return _run(ctx, "slice", checks)
+              (constraint_rank, (tensors, run.config)), (constraint_pool, (call,))] + _quant_checks(ctx)
+    if not _run(run, ctx, "pool", checks):
+        return False
+    layout = "NCHW" if call.op.name == "relax.mean" else str(call.attrs.layout)
+    elem = 1 if "quantize" in ctx.annotated_expr else 2
+    width = static_shape(call.args[0])[layout.index("W")]
+    return _run(run, ctx, "pool", [(constraint_width, ([width], run.config)),
+                                   (constraint_pool_window_fits, (call, elem, run.config))])
 
 
 @applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_concat,
          constraint_width, int8=QUANT_CONSTRAINTS)
-def check_concat(ctx) -> bool:
+def check_concat(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     fields = list(_resolve(ctx, call.args[0]).fields)
     quantized = "quantize" in ctx.annotated_expr
@@ -236,11 +254,12 @@ def check_concat(ctx) -> bool:
     inputs = [dq.args[0] for dq in dqs] if quantized else fields
     tensors = (dqs or fields) + [call]
     checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors,))] + _quant_checks(ctx)
-    if not _run(ctx, "concat", checks):
+              (constraint_rank, (tensors, run.config))] + _quant_checks(ctx)
+    if not _run(run, ctx, "concat", checks):
         return False
-    return _run(ctx, "concat", [(constraint_concat, (call, inputs, 1 if quantized else 2)),
-                                (constraint_width, ([static_shape(call)[-1]],))])
+    elem = 1 if quantized else 2
+    return _run(run, ctx, "concat", [(constraint_concat, (call, inputs, elem, run.config)),
+                                     (constraint_width, ([static_shape(call)[-1]], run.config))])
 
 
 def _operands(ctx, call) -> tuple:
@@ -254,36 +273,38 @@ def _operands(ctx, call) -> tuple:
 
 @applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_broadcast,
          constraint_width, constraint_clip_bounds, int8=QUANT_CONSTRAINTS + [constraint_eltwise_scales])
-def check_eltwise(ctx) -> bool:
+def check_eltwise(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     lhs, rhs = call.args[0], call.args[1]
     tensors = [lhs, rhs, call]
     checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,))]
-    if not _run(ctx, "eltwise", checks):
+    if not _run(run, ctx, "eltwise", checks):
         return False
     # A scalar constant b is a rank-0 tensor that broadcasts: only the tensors need a stored row.
     ranked = [call] + [arg for arg, op in zip(call.args, _operands(ctx, call)) if constant_value(op) is None]
-    checks = [(constraint_rank, (ranked,))] + _quant_checks(ctx, wide=True)
-    if not _run(ctx, "eltwise", checks):
+    checks = [(constraint_rank, (ranked, run.config))] + _quant_checks(ctx, wide=True)
+    if not _run(run, ctx, "eltwise", checks):
         return False
     checks = [(constraint_broadcast, (call,) + _operands(ctx, call))]
     ann = ctx.annotated_expr
     if "quantize" in ann:
         checks.append((constraint_eltwise_scales, (ann["lhs"], ann["rhs"], ann["quantize"],
                                                    call.op.name == "relax.multiply")))
-    checks += [(constraint_width, ([static_shape(call)[-1]],)), (constraint_clip_bounds, (_act(ctx),))]
-    return _run(ctx, "eltwise", checks)
+    checks += [(constraint_width, ([static_shape(call)[-1]], run.config)),
+               (constraint_clip_bounds, (_act(ctx),))]
+    return _run(run, ctx, "eltwise", checks)
 
 
 @applies(constraint_static_shape, constraint_rank, constraint_width, int8=QUANT_CONSTRAINTS)
-def check_requantize(ctx) -> bool:
+def check_requantize(run: PartitionRun, ctx) -> bool:
     """quantize(dequantize(x)): a change of scale or width (int16 -> int8 before a table lookup) as an
     ELTWISE add whose b_mult is 0."""
     ann = ctx.annotated_expr
     dq, q = ann["data"], ann["quantize"]
     tensors = [dq, q]
-    checks = [(constraint_static_shape, (tensors,)), (constraint_rank, (tensors,))] + _quant_checks(ctx, wide=True)
-    return _run(ctx, "requantize", checks + [(constraint_width, ([static_shape(q)[-1]],))])
+    checks = [(constraint_static_shape, (tensors,)),
+              (constraint_rank, (tensors, run.config))] + _quant_checks(ctx, wide=True)
+    return _run(run, ctx, "requantize", checks + [(constraint_width, ([static_shape(q)[-1]], run.config))])
 
 
 def _scalar(expr, value: float) -> bool:
@@ -307,17 +328,17 @@ def is_hardswish(ann) -> bool:
 
 @applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_width,
          int8=QUANT_CONSTRAINTS)
-def check_unary(ctx) -> bool:
+def check_unary(run: PartitionRun, ctx) -> bool:
     ann = ctx.annotated_expr
     call = ann["op"]
     if "hs_add" in ann and not is_hardswish(ann):
         return False
     tensors = [call.args[0], call]
     checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors,))] + _quant_checks(ctx)
-    if not _run(ctx, "unary", checks):
+              (constraint_rank, (tensors, run.config))] + _quant_checks(ctx)
+    if not _run(run, ctx, "unary", checks):
         return False
-    return _run(ctx, "unary", [(constraint_width, ([static_shape(call)[-1]],))])
+    return _run(run, ctx, "unary", [(constraint_width, ([static_shape(call)[-1]], run.config))])
 
 
 def _staged_io(ctx, quantize_input: bool):
@@ -331,51 +352,51 @@ def _staged_io(ctx, quantize_input: bool):
 
 @applies(constraint_model_input, constraint_static_shape, constraint_rank, constraint_staged_reshape,
          constraint_width, int8=QUANT_CONSTRAINTS)
-def check_quantize_input(ctx) -> bool:
+def check_quantize_input(run: PartitionRun, ctx) -> bool:
     """quantize(x) of a model input x, or quantize(reshape(x)): the region's input, quantized by the runtime
     as it stages it. With a reshape, a quantize not of a model input is left to the plain entry (it gives
     the reason)."""
     ann = ctx.annotated_expr
     q, data = ann["op"], _staged_io(ctx, True)
-    if "reshape" in ann and constraint_model_input(data) is not None:
+    if "reshape" in ann and constraint_model_input(data, run.io) is not None:
         return False
-    checks = [(constraint_model_input, (data,)), (constraint_static_shape, ([q, data],)),
-              (constraint_rank, ([q, data],))] + _quant_checks(ctx, wide=True)
+    checks = [(constraint_model_input, (data, run.io)), (constraint_static_shape, ([q, data],)),
+              (constraint_rank, ([q, data], run.config))] + _quant_checks(ctx, wide=True)
     if "reshape" in ann:
         checks.append((constraint_staged_reshape, (ann["reshape"], q)))
-    return _run(ctx, "input", checks + [(constraint_width, ([static_shape(q)[-1]],))])
+    return _run(run, ctx, "input", checks + [(constraint_width, ([static_shape(q)[-1]], run.config))])
 
 
 @applies(constraint_model_output, constraint_static_shape, constraint_rank, constraint_staged_reshape,
          constraint_width, int8=QUANT_CONSTRAINTS)
-def check_dequantize_output(ctx) -> bool:
+def check_dequantize_output(run: PartitionRun, ctx) -> bool:
     """dequantize(q) returned by the model, or reshape(dequantize(q)): the region's output, dequantized by
     the runtime as it stages it. With a reshape, a result that is not a model output is left alone."""
     ann = ctx.annotated_expr
     dq = ann["op"]
     result = _staged_io(ctx, False)
-    if "reshape" in ann and constraint_model_output(result) is not None:
+    if "reshape" in ann and constraint_model_output(result, run.io) is not None:
         return False
-    checks = [(constraint_model_output, (result,)), (constraint_static_shape, ([dq],)),
-              (constraint_rank, ([dq],))] + _quant_checks(ctx, wide=True)
+    checks = [(constraint_model_output, (result, run.io)), (constraint_static_shape, ([dq],)),
+              (constraint_rank, ([dq], run.config))] + _quant_checks(ctx, wide=True)
     if "reshape" in ann:
         checks.append((constraint_staged_reshape, (ann["reshape"], dq.args[0])))
-    return _run(ctx, "qoutput", checks + [(constraint_width, ([static_shape(dq)[-1]],))])
+    return _run(run, ctx, "qoutput", checks + [(constraint_width, ([static_shape(dq)[-1]], run.config))])
 
 
 @applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_softmax_axis,
          constraint_width, int8=QUANT_CONSTRAINTS)
-def check_softmax(ctx) -> bool:
+def check_softmax(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     tensors = [call.args[0], call]
     # No int8 softmax pattern exists (SOFTMAX is fp16): _quant_checks adds nothing today, and keeps the
     # shape every check has for when one does.
     checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors,))] + _quant_checks(ctx)
-    if not _run(ctx, "softmax", checks):
+              (constraint_rank, (tensors, run.config))] + _quant_checks(ctx)
+    if not _run(run, ctx, "softmax", checks):
         return False
-    return _run(ctx, "softmax", [(constraint_softmax_axis, (call,)),
-                                 (constraint_width, ([static_shape(call)[-1]],))])
+    return _run(run, ctx, "softmax", [(constraint_softmax_axis, (call,)),
+                                      (constraint_width, ([static_shape(call)[-1]], run.config))])
 
 
 def _act(ctx):

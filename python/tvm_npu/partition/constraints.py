@@ -2,51 +2,26 @@
 
 A constraint returns None when the op is acceptable, or a short detail string when it is not; the
 rejection is recorded with the constraint's reason code and docstring, so the partition report can say
-exactly why an op stayed on the CPU and what to change. The limits come from the active NPUConfig.
+exactly why an op stayed on the CPU and what to change. The limits come from the partition's NPUConfig,
+which the checks (checks.py) pass in: no constraint reads state of its own.
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
-import tvm
 from tvm.ir.prim.expr import FloatImm, IntImm
 
-from ..contract.config import NPUConfig, get_config
+from ..contract.config import NPUConfig
 from ..ir.values import constant_value, dtype_of, static_shape
 
-# The configuration the checks use, and the model's inputs and outputs (ModelIO); set by the
-# partitioner for the duration of one partition.
-_ACTIVE = {"config": None, "log": None, "io": None}
 
-
-@dataclass
+@dataclass(frozen=True)
 class ModelIO:
     """What the quantized-staging checks need to know about `main` (docs/npu.md section 2, format 1.3)."""
 
-    inputs: set  # parameters of main read by exactly one binding
-    outputs: set  # vars that main returns and nothing else reads (directly or in its result tuple)
-
-
-def set_model_io(func) -> None:
-    """Record `main`'s inputs and outputs for the checks of the current partition (see `checking`)."""
-    from ..ir.graph import Graph  # relax_graph imports nothing of ours; local to keep this module light
-
-    try:
-        g = Graph(func)
-    except ValueError:  # not plain dataflow: no quantized staging
-        _ACTIVE["io"] = None
-        return
-
-    def only_output(v) -> bool:
-        uses = g.uses.get(v, [])
-        return bool(uses) and all(u is None or isinstance(g.value[u], tvm.relax.Tuple) and only_output(u)
-                                  for u in uses)
-
-    inputs = {p for p in g.params if len(g.uses.get(p, [])) == 1 and g.uses[p][0] is not None}
-    outputs = {v for v, _ in g.bindings if only_output(v)}
-    _ACTIVE["io"] = ModelIO(inputs, outputs)
+    inputs: frozenset  # parameters of main read by exactly one binding
+    outputs: frozenset  # vars that main returns and nothing else reads (directly or in its result tuple)
 
 
 @dataclass
@@ -64,21 +39,6 @@ class Rejection:
     weight: object = None
 
 
-@contextlib.contextmanager
-def checking(config: NPUConfig, log: list):
-    """Run pattern checks against `config`, appending every Rejection to `log`."""
-    saved = dict(_ACTIVE)
-    _ACTIVE.update(config=config, log=log)
-    try:
-        yield
-    finally:
-        _ACTIVE.update(saved)
-
-
-def _config() -> NPUConfig:
-    return _ACTIVE["config"] or get_config()
-
-
 # --- constraints: docstring = reason shown to the user; first word of the code = reason code ---
 
 def constraint_float32(exprs):
@@ -92,12 +52,12 @@ def constraint_static_shape(exprs):
     return "symbolic or unknown shape" if any(static_shape(e) is None for e in exprs) else None
 
 
-def constraint_rank(exprs):
+def constraint_rank(exprs, cfg: NPUConfig):
     """NPU_E_RANK: tensors must have rank 1 to max_rank (4); scalar (rank-0) tensors stay on the CPU."""
     ranks = [len(static_shape(e)) for e in exprs]
     if min(ranks) == 0:  # no stored row (docs/npu.md section 3) to lay it out in
         return "a rank-0 tensor"
-    return f"rank {max(ranks)} > {_config().max_rank}" if max(ranks) > _config().max_rank else None
+    return f"rank {max(ranks)} > {cfg.max_rank}" if max(ranks) > cfg.max_rank else None
 
 
 def constraint_conv_layout(call):
@@ -187,7 +147,7 @@ def constraint_pool(call):
     return None
 
 
-def constraint_pool_window_fits(call, elem: int):
+def constraint_pool_window_fits(call, elem: int, cfg: NPUConfig):
     """NPU_E_SRAM: one output row of a pool reads a window of input rows; the window, double-buffered with
     the output row, must fit in SRAM (a global pool's window is the whole map). A larger map pools on the
     CPU; a configuration with more SRAM keeps it on the NPU."""
@@ -195,17 +155,16 @@ def constraint_pool_window_fits(call, elem: int):
     (c, h, w), out_w = ([static_shape(call.args[0])[layout.index(d)] for d in "CHW"],
                         static_shape(call)[layout.index("W")])
     rows = h if call.op.name == "relax.mean" else min(h, int(call.attrs.pool_size[0]))
-    cfg = _config()
     line = lambda n: -(-n * c * elem // cfg.alignment) * cfg.alignment  # noqa: E731 (an SRAM row of n pixels)
     need = 2 * rows * line(w) + 2 * line(out_w)
     return f"a window of {rows} rows of {w} x {c}: {need} bytes double-buffered > {cfg.sram_bytes}" \
         if need > cfg.sram_bytes else None
 
 
-def constraint_width(widths):
+def constraint_width(widths, cfg: NPUConfig):
     """NPU_E_WIDTH: feature-map width (and a matrix's inner dimension) must be at most max_width (2048)."""
     worst = max(widths)
-    return f"width {worst} > {_config().max_width}" if worst > _config().max_width else None
+    return f"width {worst} > {cfg.max_width}" if worst > cfg.max_width else None
 
 
 def constraint_bias_per_channel(bias, out_channels: int, channel_axis: int, out_rank: int):
@@ -267,7 +226,7 @@ def constraint_same_quantization(dq, q):
 CONCAT_SRAM_SHARE = 4
 
 
-def constraint_concat(call, inputs: list, elem: int):
+def constraint_concat(call, inputs: list, elem: int, cfg: NPUConfig):
     """NPU_E_CONCAT: a concatenation runs on the NPU when it stacks matrices along their rows (axis 0 of
     a tensor of rank 2 or 3), or joins 4-D NCHW tensors along the channels (axis 1) with every input's
     channels filling whole 16-byte SRAM beats (multiples of 8 fp16 or 16 int8 channels) and the
@@ -282,8 +241,8 @@ def constraint_concat(call, inputs: list, elem: int):
     if odd:
         return f"input channels {odd} are not multiples of {16 // elem}"
     n, c, h, w = shape
-    nbytes = n * h * -(-w * c * elem // _config().alignment) * _config().alignment
-    limit = _config().sram_bytes // CONCAT_SRAM_SHARE
+    nbytes = n * h * -(-w * c * elem // cfg.alignment) * cfg.alignment
+    limit = cfg.sram_bytes // CONCAT_SRAM_SHARE
     return f"result of {nbytes} bytes > {limit}" if nbytes > limit else None
 
 
@@ -372,21 +331,19 @@ def reason_text(constraint) -> str:
     return " ".join(constraint.__doc__.split(":", 1)[1].split())
 
 
-def constraint_model_input(data):
+def constraint_model_input(data, io: ModelIO | None):
     """NPU_E_QUANT_IO: the NPU quantizes only a model input (a parameter of main) that nothing else reads:
     the runtime converts it from float32 as it stages the input (format 1.3). A quantize of a value the
     model computes, on the CPU or on the NPU, runs on the CPU (the NPU has no float-to-integer command)."""
-    io = _ACTIVE["io"]
     if io is not None and data in io.inputs:
         return None
     return f"{getattr(data, 'name', 'the input')} is not a model input read only here"
 
 
-def constraint_model_output(result):
+def constraint_model_output(result, io: ModelIO | None):
     """NPU_E_QUANT_IO: the NPU dequantizes only a model output (returned by main and read by nothing
     else): the runtime converts it to float32 as it stages the output (format 1.3). Other dequantizes run
     inside the int8 op that reads them, or on the CPU."""
-    io = _ACTIVE["io"]
     return None if io is not None and result is not None and result in io.outputs else \
         "its result is not only a model output"
 

@@ -16,7 +16,8 @@ from . import patterns, regions
 from ..ir import graph as relax_graph
 from .. import rewrite
 from ..contract.config import NPUConfig, get_config
-from .constraints import checking, set_model_io
+from .checks import PartitionRun
+from .constraints import ModelIO
 
 
 def duplicate_dequantize(mod: tvm.IRModule) -> tvm.IRModule:
@@ -45,6 +46,36 @@ def duplicate_dequantize(mod: tvm.IRModule) -> tvm.IRModule:
         return relax_graph.subst(value, local)
 
     return relax_graph.with_main(mod, relax_graph.rebuild(g, rewrite=rewrite)[0])
+
+
+def model_io(func: relax.Function) -> ModelIO | None:
+    """`main`'s inputs and outputs, for the checks of which quantizes and dequantizes the runtime may
+    stage (format 1.3).
+
+    Parameters
+    ----------
+    func : relax.Function
+        The model's `main`, after `prepare`.
+
+    Returns
+    -------
+    ModelIO or None
+        Its parameters read by exactly one binding, and the vars only returned; None when `main` is
+        not plain dataflow (no quantized staging then).
+    """
+    try:
+        g = relax_graph.Graph(func)
+    except ValueError:
+        return None
+
+    def only_output(v) -> bool:
+        uses = g.uses.get(v, [])
+        return bool(uses) and all(u is None or isinstance(g.value[u], relax.Tuple) and only_output(u)
+                                  for u in uses)
+
+    inputs = {p for p in g.params if len(g.uses.get(p, [])) == 1 and g.uses[p][0] is not None}
+    outputs = {v for v, _ in g.bindings if only_output(v)}
+    return ModelIO(frozenset(inputs), frozenset(outputs))
 
 
 def prepare(mod: tvm.IRModule) -> tvm.IRModule:
@@ -85,13 +116,11 @@ def partition_for_npu(mod: tvm.IRModule, config: NPUConfig | str | None = None,
     tvm.IRModule
         `main` calling one function per NPU region (attribute Codegen="npu").
     """
-    patterns.register()
+    cfg = get_config(config)
     log = rejections if rejections is not None else []
-    with checking(get_config(config), log):
-        mod = prepare(mod)
-        set_model_io(mod["main"])  # which quantizes / dequantizes the runtime may stage (format 1.3)
-        mod = relax.transform.FuseOpsByPattern(patterns.npu_patterns(), bind_constants=True,
-                                               annotate_codegen=False)(mod)
-        mod = relax.transform.MergeCompositeFunctions()(mod)
-        mod = regions.apply(mod, get_config(config), log)  # task limits: minimum size, max_tensors
-    return mod
+    mod = prepare(mod)
+    run = PartitionRun(cfg, log, model_io(mod["main"]))
+    mod = relax.transform.FuseOpsByPattern(patterns.bind(run), bind_constants=True,
+                                           annotate_codegen=False)(mod)
+    mod = relax.transform.MergeCompositeFunctions()(mod)
+    return regions.apply(mod, cfg, log)  # task limits: minimum size, max_tensors

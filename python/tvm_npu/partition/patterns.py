@@ -1,9 +1,9 @@
 """Stage 2 — patterns: the NPU's pattern table, registered under the "npu." prefix.
 
 Each entry is (composite name, Relax dataflow pattern, annotations, check). The composite names are the
-contract with codegen (`lower.py` reads them): "npu.<op>..." runs on the fp16 datapath, "npu.q<op>..."
-is an int8 op matched in the QDQ form TVM's ONNX frontend gives for quantized models
-(dequantize -> op -> quantize). The checks (`checks.py`) run the `constraint_*` functions of
+contract with codegen (backend/lower/ registers a lowering under each): "npu.<op>..." runs on the fp16
+datapath, "npu.q<op>..." is an int8 op matched in the QDQ form TVM's ONNX frontend gives for quantized
+models (dequantize -> op -> quantize). The checks (`checks.py`) run the `constraint_*` functions of
 `constraints.py`, whose docstrings are the reasons a user reads when an op stays on the CPU.
 """
 
@@ -15,6 +15,7 @@ from tvm.relax.backend.pattern_registry import get_patterns_with_prefix, registe
 from tvm.relax.backend.utils import has_leaking_intermediate_variables
 from tvm.relax.dpl import is_const, is_op, is_tuple, wildcard
 
+from ..contract.config import get_config
 from . import checks
 
 PREFIX = "npu"
@@ -42,17 +43,17 @@ def _activation(pattern, act: str | None):
 
 def _entry(name, pattern, annotations, check):
     annotations = dict(annotations, root=pattern)
-    return (f"{PREFIX}.{name}", pattern, annotations, _whole(check))
+    return (f"{PREFIX}.{name}", pattern, annotations, check)
 
 
-def _whole(check):
-    """`check`, refusing first a match whose intermediate value is also read outside it (a dense's
-    output before its fused relu, read by a softmax too): FuseOpsByPattern would make that composite
-    return both values, but an NPU command writes only its final one. A smaller entry then takes the
-    op, and the fused part runs on its own."""
+def _whole(check, run: checks.PartitionRun):
+    """`check` bound to `run`, refusing first a match whose intermediate value is also read outside it (a
+    dense's output before its fused relu, read by a softmax too): FuseOpsByPattern would make that
+    composite return both values, but an NPU command writes only its final one. A smaller entry then
+    takes the op, and the fused part runs on its own."""
     @functools.wraps(check)
     def checked(ctx) -> bool:
-        return not has_leaking_intermediate_variables(ctx) and check(ctx)
+        return not has_leaking_intermediate_variables(ctx) and check(run, ctx)
     return checked
 
 
@@ -171,7 +172,7 @@ def requantize_patterns():
 
 # Quantized staging (format 1.3): a model input's quantize and a model output's dequantize, run by the
 # runtime as it stages the region's I/O (no command), each with or without a reshape between it and the
-# model's tensor. lower.py and regions.py know them by these names.
+# model's tensor. backend/lower/staging.py and regions.py know them by these names.
 QUANTIZE_INPUTS = (f"{PREFIX}.qinput", f"{PREFIX}.qinput_reshape")
 IO_COMPOSITES = QUANTIZE_INPUTS + (f"{PREFIX}.qoutput", f"{PREFIX}.qoutput_reshape")
 
@@ -268,7 +269,13 @@ def slice_patterns(quantized: bool):
 
 def table() -> list:
     """The (name, pattern, annotations, check) entries, lowest priority first: quantized entries come
-    last, they are larger and must win."""
+    last, they are larger and must win. Each check takes a checks.PartitionRun and the match context;
+    `bind` makes them what FuseOpsByPattern calls."""
+    return list(_table())
+
+
+@functools.cache  # the patterns are immutable TVM objects: built once, shared by every build and thread
+def _table() -> tuple:
     entries = []
     for quantized in (False, True):
         entries += eltwise_patterns(quantized) + concat_patterns(quantized) + slice_patterns(quantized)
@@ -276,17 +283,38 @@ def table() -> list:
         entries += unary_patterns(quantized)
         entries += conv2d_patterns(quantized) + dense_patterns(quantized)
     plain_io, reshaped_io = io_patterns()
-    return plain_io + requantize_patterns() + entries + softmax_patterns() + reshaped_io
+    return tuple(plain_io + requantize_patterns() + entries + softmax_patterns() + reshaped_io)
 
 
+def bind(run: checks.PartitionRun) -> list:
+    """The table for one partition, highest priority first (the order FuseOpsByPattern wants), with every
+    check a closure over `run`: its configuration, rejection log and model I/O travel with the
+    partition, not through module state, so partitions in several threads stay apart.
+
+    Parameters
+    ----------
+    run : checks.PartitionRun
+        The configuration the constraints check against, where rejections go, and `main`'s I/O.
+
+    Returns
+    -------
+    list
+        (name, pattern, annotations, check) entries for `relax.transform.FuseOpsByPattern`.
+    """
+    return [(name, pat, ann, _whole(check, run)) for name, pat, ann, check in reversed(_table())]
+
+
+# Process-wide by nature, like the TVM registry it guards: set once, at import (tvm_npu.pipeline).
 _REGISTERED = []
 
 
 def register():
-    """Register the table with TVM, once per process: TVM's registry appends, so registering on every
-    partition made each build try every pattern once more than the one before."""
+    """Register the table with TVM, once per process, for scripts that take TVM's registered patterns
+    (`get_patterns_with_prefix("npu")`) into their own FuseOpsByPattern: their checks use the default
+    configuration and log nothing (partition_for_npu binds its own, see `bind`). TVM's registry appends,
+    so registering more than once would make every partition try each pattern again."""
     if not _REGISTERED:
-        register_patterns(table())
+        register_patterns(bind(checks.PartitionRun(get_config()))[::-1])
         _REGISTERED.append(True)
 
 

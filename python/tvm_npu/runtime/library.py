@@ -17,7 +17,7 @@ import tvm_ffi
 
 from ..contract.errors import NPUError
 
-_LIB = None
+_LIB = None  # the loaded library, a cache: loading is idempotent, so two threads racing here are harmless
 _LIB_NAME = "libtvm_npu_runtime.so"
 
 

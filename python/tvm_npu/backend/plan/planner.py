@@ -25,7 +25,7 @@ import numpy as np
 from . import cost_model, recurrence, slices
 from ...contract.config import NPUConfig
 from ...contract.errors import NPUError
-from ..lower import Graph, Layer
+from ..lower.graph import Graph, Layer
 from .schedule import Scoreboard, emit_constant_load, emit_dma
 from .sram import Arena, align, live_ranges, place_residents, resident_top
 from ...contract.stream import ACTIVATIONS, DTYPE_BYTES, DTYPES, NO_BIAS, POOL_KINDS, SLICE_ALIGNMENT, Command, Stream, TensorDesc, f32_bits

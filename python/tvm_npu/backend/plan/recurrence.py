@@ -10,7 +10,7 @@ ERR_SRAM_OVERFLOW naming the state, instead of spilling it.
 
 from __future__ import annotations
 
-from ..lower import Graph
+from ..lower.graph import Graph
 
 
 def recurrent_weights(graph: Graph) -> set:

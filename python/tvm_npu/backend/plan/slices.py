@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..lower import Graph, Layer, TensorInfo
+from ..lower.graph import Graph, Layer, TensorInfo
 
 # Producers that take an output pixel stride (CONV2D, POOL).
 WRITES_SLICES = ("conv", "pool")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..lower import Layer
+from ..lower.graph import Layer
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,98 @@
+"""Convolution and dense layers on the MAC array ("conv"; a dense layer is a 1x1 convolution over
+[1, M, 1, K]): the weight in the NPU's [OC][KH][KW][IC] order, the fused bias and activation, and in
+int8 the per-channel requantization of docs/npu.md section 2."""
+
+from __future__ import annotations
+
+import numpy as np
+from tvm import relax
+
+from ...ir.values import constant_value, eval_const, static_shape
+from . import quant_params as qp
+from .composite import Composite, qparams
+from .graph import Layer, conv_view, rows_view
+from .registry import both_datapaths, lowers
+
+
+@lowers(*both_datapaths("conv2d", "dense"))
+def lower_conv(comp: Composite) -> Layer:
+    """A conv2d or matmul with its fused bias and activation (npu.[q]conv2d*, npu.[q]dense*)."""
+    layer = comp.layer("conv")
+    calls = comp.calls
+    if "nn.conv2d" in calls:
+        call = calls["nn.conv2d"][0]
+        layout = str(call.attrs.data_layout)
+        kernel_layout = str(call.attrs.kernel_layout)
+        layer.stride = tuple(int(s) for s in call.attrs.strides)
+        layer.dilation = tuple(int(d) for d in call.attrs.dilation)
+        layer.padding = tuple(int(p) for p in call.attrs.padding)
+        layer.groups = int(call.attrs.groups)
+        in_view = conv_view(static_shape(call.args[0]), layout)
+        out_shape = static_shape(call)
+        out_view = conv_view(out_shape, layout)
+    else:
+        call = calls["matmul"][0]
+        layout, kernel_layout = "ROWS", "IO"  # matmul weight is [K, N]
+        in_view = rows_view(static_shape(call.args[0]))
+        out_shape = static_shape(call)
+        out_view = rows_view(out_shape)
+    layer.weight, w_scale = _weight(comp, call.args[1], kernel_layout)
+    if layer.groups > 1:
+        layer.groups = out_view[3]
+    if "add" in calls and not comp.int8:
+        bias = eval_const(_bias_operand(comp, call), comp.region.graph.symbol, "bias", comp.env)
+        layer.bias = bias.reshape(-1).astype(np.float32)
+    layer.macs = int(np.prod(layer.weight.shape)) * out_view[0] * out_view[1] * out_view[2]
+    if comp.int8:
+        _requantization(comp, layer, call, w_scale)
+    return comp.connect(layer, call.args[0], in_view, layout, out_shape, out_view)
+
+
+def _weight(comp: Composite, wexpr, kernel_layout: str) -> tuple:
+    """(the weight in [OC, KH, KW, IC] order: fp16 values or the int8 codes (symmetric), the int8
+    weight scales or None)."""
+    transposed, w_scale = False, None
+    wexpr = comp.resolve(wexpr)
+    while isinstance(wexpr, relax.Call) and wexpr.op.name == "relax.permute_dims":
+        transposed = not transposed  # 2-D weights: any permutation is the transpose
+        wexpr = comp.resolve(wexpr.args[0])
+    if comp.int8:  # dequantize(codes, scales, zero points): keep the codes
+        value = constant_value(wexpr.args[0])
+        w_scale = np.asarray(constant_value(wexpr.args[1]), np.float64).reshape(-1)
+    else:
+        value = eval_const(wexpr, comp.region.graph.symbol, "weight", comp.env)
+    if kernel_layout == "IO":  # matmul: x [M, K] @ w [K, N]; the NPU wants [N, 1, 1, K]
+        value = value if transposed else value.T
+        return np.ascontiguousarray(value[:, None, None, :].astype(value.dtype if comp.int8 else np.float16)), w_scale
+    value = value.transpose([kernel_layout.index(d) for d in "OHWI"])
+    return np.ascontiguousarray(value.astype(np.int8 if comp.int8 else np.float16)), w_scale
+
+
+def _bias_operand(comp: Composite, op_call):
+    """The add's operand that is not the conv / matmul result: the pattern matches add(y, b) and
+    add(b, y) alike (torch's export writes the bias first)."""
+    add = comp.calls["add"][0]
+    return next(a for a in add.args if not comp.resolve(a).same_as(op_call))
+
+
+def _requantization(comp: Composite, layer: Layer, op_call, w_scale: np.ndarray) -> None:
+    """Zero points, per-channel scales, the int32 bias and the clamp of an int8 conv / dense."""
+    s_y, _ = comp.output_quantization(layer)
+    s_x, z_x = qparams(comp.data_dq())
+    layer.in_zps = (z_x,)
+    oc = layer.weight.shape[0]
+    w_scale = np.broadcast_to(w_scale, (oc,))
+    layer.scale = np.array([qp.conv_scale(s_x, ws, s_y) for ws in w_scale], np.float32)
+    bias = np.zeros(oc, np.int64)
+    if "add" in comp.calls:
+        bdq = comp.resolve(_bias_operand(comp, op_call))
+        while bdq.op.name == "relax.reshape":
+            bdq = comp.resolve(bdq.args[0])
+        codes = constant_value(bdq.args[0]).astype(np.int64).reshape(-1)
+        b_scale = np.broadcast_to(np.asarray(constant_value(bdq.args[1]), np.float64).reshape(-1), (oc,))
+        want = s_x * w_scale
+        if np.allclose(b_scale, want, rtol=1e-6, atol=0):
+            bias = codes
+        else:  # a bias quantized with another scale: re-express it in the accumulator's scale
+            bias = np.rint(codes * b_scale / want).astype(np.int64)
+    layer.bias = np.asarray(bias, np.int64).astype(np.int32)
