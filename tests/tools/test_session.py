@@ -1,6 +1,8 @@
 """Streaming sessions (session.py): an LSTM fed in chunks, its h and c carried from call to call, gives
 exactly the result of feeding the whole sequence; reset starts over; onnxruntime is the reference."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -46,10 +48,15 @@ def test_async_start_poll_wait_and_timeout():
     x = np.random.default_rng(2).standard_normal((1, 3, 64, 64)).astype(np.float32)
     want = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
     am = tvm_npu.AsyncModel(ex)
+    # Calls run one at a time on the model's worker: hold it, so the call below cannot have finished when
+    # its zero-second wait looks (with the fast kernels a call may take less than a millisecond).
+    gate = threading.Event()
+    am._worker.submit(gate.wait)
     pending = am.start(x)
-    # A MobileNetV2 call takes tens of milliseconds on the reference NPU: a 0 s budget times out, cleanly.
     with pytest.raises(tvm_npu.NPUError, match="ERR_TIMEOUT"):
         pending.wait(timeout=0)
+    assert not pending.poll()
+    gate.set()
     np.testing.assert_array_equal(pending.wait(), want)
     assert pending.poll()
     np.testing.assert_array_equal(am.start(x).wait(timeout=60), want)  # still usable
