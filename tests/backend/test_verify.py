@@ -319,3 +319,22 @@ def test_compiled_int8_streams_pass():
     assert any(c.args.get("dtype") == 2 for s in streams for c in s.commands if c.op == "CONV2D")
     for s in streams:
         verify(s)
+
+
+def test_a_layer_larger_than_sram_names_it_in_a_short_message():
+    """ERR_SRAM_OVERFLOW names the layer and the region; TVM's name of a merged region (one word per op,
+    here about 1,400 characters) is cut to its start and length, not printed whole before the message."""
+    from builders import chain
+
+    rng = np.random.default_rng(0)
+    layers = [{"op": "conv", "w": rng.standard_normal((16, 3, 1, 1)).astype(np.float32)}]
+    layers += [{"op": "conv", "w": 0.1 * rng.standard_normal((16, 16, 1, 1)).astype(np.float32), "act": "relu"}
+               for _ in range(40)]
+    # 3 input rows of 2048 x 64 fp16 channels: 768 KiB for one output row, more than npu-small's 512 KiB.
+    layers += [{"op": "conv", "w": rng.standard_normal((64, 16, 1, 1)).astype(np.float32)},
+               {"op": "conv", "w": 0.01 * rng.standard_normal((64, 64, 3, 3)).astype(np.float32), "pad": 1}]
+    with pytest.raises(tvm_npu.NPUError, match="ERR_SRAM_OVERFLOW") as info:
+        tvm_npu.build(chain((1, 3, 8, 2048), layers), config="npu-small")
+    message = str(info.value)
+    assert len(message) < 400, message
+    assert "characters): layer 41 (npu.conv2d" in message and "does not fit 524288 bytes of SRAM" in message

@@ -194,3 +194,9 @@ def as_args(batch, params) -> list:
 def run_probe(vm: relax.VirtualMachine, params, batch) -> list:
     """Run a probe module's VM (see `probe_module`) on one batch; numpy arrays in probe order."""
     return [t.numpy() for t in vm["main"](*as_args(batch, params))]
+
+
+def brief(name: str, keep: int = 60) -> str:
+    """`name` for a message: TVM names a merged region after every op in it, over a thousand characters
+    for a deep network, which buried the message after it; a long name keeps its start and its length."""
+    return name if len(name) <= keep + 24 else f"{name[:keep]}...({len(name)} characters)"

@@ -172,7 +172,7 @@ def _chunks(calls: list, result_vars: set, limit: int, symbol: str, staged_in: s
     while s < len(calls):
         if tensors(s, s + 1) > limit:
             raise NPUError("ERR_TASK_TOO_COMPLEX",
-                           f"{symbol}: op {calls[s][0].name} alone needs {tensors(s, s + 1)} tensors; the "
+                           f"{relax_graph.brief(symbol)}: op {calls[s][0].name} alone needs {tensors(s, s + 1)} tensors; the "
                            f"NPU takes {limit} per task")
         e = s + 1
         while e < len(calls) and tensors(s, e + 1) <= limit:  # greedy: the longest run that fits

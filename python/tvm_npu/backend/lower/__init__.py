@@ -17,6 +17,7 @@ import pkgutil
 from tvm import relax
 
 from ...contract.errors import NPUError
+from ...ir.graph import brief
 from .composite import Composite
 from .graph import Graph, Layer, TensorInfo
 from .region import Region
@@ -60,13 +61,13 @@ def lower_function(func: relax.Function) -> Graph:
                     graph.layers.append(layer)
             else:
                 raise NPUError(
-                    "ERR_OP_NOT_SUPPORTED", f"{symbol}: unexpected binding {binding.var.name} in an NPU region"
+                    "ERR_OP_NOT_SUPPORTED", f"{brief(symbol)}: unexpected binding {binding.var.name} in an NPU region"
                 )
     body = func.body.body
     outs = list(body.fields) if isinstance(body, relax.Tuple) else [body]
     missing = [v.name for v in list(func.params) + outs if v not in graph.var_names]
     if missing:
-        raise NPUError("ERR_OP_NOT_SUPPORTED", f"{symbol}: region tensors {missing} are not NPU tensors")
+        raise NPUError("ERR_OP_NOT_SUPPORTED", f"{brief(symbol)}: region tensors {missing} are not NPU tensors")
     graph.inputs = [graph.var_names[p] for p in func.params]
     graph.outputs = [graph.var_names[o] for o in outs]
     graph.staged = {

@@ -40,7 +40,7 @@ def lower_conv(comp: Composite) -> Layer:
     if layer.groups > 1:
         layer.groups = out_view[3]
     if "add" in calls and not comp.int8:
-        bias = eval_const(_bias_operand(comp, call), comp.region.graph.symbol, "bias", comp.env)
+        bias = eval_const(_bias_operand(comp, call), comp.region.graph.label, "bias", comp.env)
         layer.bias = bias.reshape(-1).astype(np.float32)
     layer.macs = int(np.prod(layer.weight.shape)) * out_view[0] * out_view[1] * out_view[2]
     if comp.int8:
@@ -60,7 +60,7 @@ def _weight(comp: Composite, wexpr, kernel_layout: str) -> tuple:
         value = constant_value(wexpr.args[0])
         w_scale = np.asarray(constant_value(wexpr.args[1]), np.float64).reshape(-1)
     else:
-        value = eval_const(wexpr, comp.region.graph.symbol, "weight", comp.env)
+        value = eval_const(wexpr, comp.region.graph.label, "weight", comp.env)
     if kernel_layout == "IO":  # matmul: x [M, K] @ w [K, N]; the NPU wants [N, 1, 1, K]
         value = value if transposed else value.T
         return np.ascontiguousarray(value[:, None, None, :].astype(value.dtype if comp.int8 else np.float16)), w_scale

@@ -51,7 +51,7 @@ def lower_eltwise(comp: Composite) -> Layer:
     ops = [comp.resolve(dq.args[0]) if comp.int8 else comp.resolve(arg) for dq, arg in zip(dqs, call.args)]
     mode, swapped = broadcast_mode(call, *ops)
     if mode is None:  # the pattern check refused this already; reaching here is a compiler bug
-        raise NPUError("ERR_OP_NOT_SUPPORTED", f"{comp.region.graph.symbol}: {swapped}")
+        raise NPUError("ERR_OP_NOT_SUPPORTED", f"{comp.region.graph.label}: {swapped}")
     if swapped:
         dqs, ops = dqs[::-1], ops[::-1]
     layer.b_mode = mode

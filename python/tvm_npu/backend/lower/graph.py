@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...ir.graph import brief
+
 
 @dataclass
 class TensorInfo:
@@ -88,6 +90,12 @@ class Graph:
     var_names: dict = field(default_factory=dict)  # relax.Var -> tensor name
     # (role, index) of a region input / output staged with quantization -> its host form (TensorInfo)
     staged: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """The region's name in messages (see `brief`)."""
+        return brief(self.symbol)
+
 
 
 # --- device views (docs/npu.md section 3) -----------------------------------------------------------

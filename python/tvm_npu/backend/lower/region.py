@@ -36,7 +36,7 @@ class Region:
         elif graph.tensors[known].view != tuple(view) or graph.tensors[known].dtype != dtype:
             raise NPUError(
                 "ERR_OP_NOT_SUPPORTED",
-                f"{graph.symbol}: tensor {var.name} is used with two layouts or dtypes; the "
+                f"{graph.label}: tensor {var.name} is used with two layouts or dtypes; the "
                 "conversion between them must run on the CPU",
             )
         return known
@@ -50,7 +50,7 @@ class Region:
             if info.view != rows_view(host_shape):
                 raise NPUError(
                     "ERR_OP_NOT_SUPPORTED",
-                    f"{self.graph.symbol}: {info.name} is stored as "
+                    f"{self.graph.label}: {info.name} is stored as "
                     f"{info.view}, not as rows of host shape {host_shape}",
                 )
             form.host_shape, form.host_layout = tuple(host_shape), "ROWS"

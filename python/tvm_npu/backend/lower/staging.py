@@ -25,7 +25,7 @@ def lower_staging(comp: Composite) -> None:
     if name is None or data in region.params:
         raise NPUError(
             "ERR_OP_NOT_SUPPORTED",
-            f"{region.graph.symbol}: the dequantized output {comp.out_var.name} is not computed in the region",
+            f"{region.graph.label}: the dequantized output {comp.out_var.name} is not computed in the region",
         )
     region.staged[comp.out_var] = region.host_form(region.graph.tensors[name], static_shape(comp.out_var), scale, zp)
     region.graph.var_names[comp.out_var] = name

@@ -356,7 +356,7 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set,
     if lost:  # the same for every budget: required residents are placed first, over all of SRAM
         alive = sum(sizes[n] for n in pinned & set(ranges))
         raise NPUError("ERR_SRAM_OVERFLOW",
-                       f"{graph.symbol}: recurrent state {lost[0]} ({sizes[lost[0]]} bytes) must stay in SRAM "
+                       f"{graph.label}: recurrent state {lost[0]} ({sizes[lost[0]]} bytes) must stay in SRAM "
                        f"from the step that writes it to the step that reads it, and it does not fit the "
                        f"{cfg.sram_bytes} bytes of SRAM of {cfg.name} beside the other state and "
                        f"concatenations alive with it (all state: {alive} bytes); use a configuration with "
@@ -517,7 +517,8 @@ def plan(cfg: NPUConfig, graph: Graph) -> Stream:
     need = max((n for _, n in failed), default=0)
     if result is None:
         raise NPUError("ERR_SRAM_OVERFLOW",
-                       f"layer {layer.name} ({layer.composite}) does not fit {cfg.sram_bytes} bytes of SRAM "
+                       f"{graph.label}: layer {layer.name.rsplit('.', 1)[-1]} ({layer.composite}) does not fit "
+                       f"{cfg.sram_bytes} bytes of SRAM "
                        f"even with one output row per tile and its weights split into blocks (its largest "
                        f"tensor or smallest weight block is {need} bytes); use a configuration with more SRAM, "
                        f"or split the layer")
@@ -533,7 +534,7 @@ def plan(cfg: NPUConfig, graph: Graph) -> Stream:
     # region, intermediates are the planner's own), so the limit is on the region's boundary.
     if len(tensors) > cfg.max_tensors:
         raise NPUError("ERR_TASK_TOO_COMPLEX",
-                       f"{graph.symbol} has {len(tensors)} inputs and outputs; the NPU takes "
+                       f"{graph.label} has {len(tensors)} inputs and outputs; the NPU takes "
                        f"{cfg.max_tensors} per task")
     # What any schedule must move: the constants once, the region's inputs in and outputs out.
     info["compulsory_ddr_bytes"] = len(weights) + sum(placed[n].nbytes for n in graph.inputs + graph.outputs)
