@@ -221,22 +221,19 @@ class Machine {
                  ps_.config.alignment, fast::ActiveLevel(), weights_, index);
   }
 
-  void Add(const stream::Command& cmd) {
-    const stream::AddOperands op = OperandsOf<stream::AddOperands>(cmd);
+  // ADD and ELTWISE: `kernel` reads a and b and writes out, all three in SRAM.
+  template <typename Op>
+  void Binary(const stream::Command& cmd,
+              void (*kernel)(const Op&, const uint8_t*, const uint8_t*, uint8_t*, fast::Level)) {
+    const Op op = OperandsOf<Op>(cmd);
     uint8_t* s = sram_.data();
-    fast::Add(op, s + op.a_addr, s + op.b_addr, s + op.out_addr, fast::ActiveLevel());
+    kernel(op, s + op.a_addr, s + op.b_addr, s + op.out_addr, fast::ActiveLevel());
   }
 
   void Pool(const stream::Command& cmd) {
     const stream::PoolOperands op = OperandsOf<stream::PoolOperands>(cmd);
     uint8_t* s = sram_.data();
     PoolRef(op, s + op.in_addr, s + op.out_addr);
-  }
-
-  void Eltwise(const stream::Command& cmd) {
-    const stream::EltwiseOperands op = OperandsOf<stream::EltwiseOperands>(cmd);
-    uint8_t* s = sram_.data();
-    fast::Eltwise(op, s + op.a_addr, s + op.b_addr, s + op.out_addr, fast::ActiveLevel());
   }
 
   void Softmax(const stream::Command& cmd) {
@@ -464,9 +461,9 @@ void Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
         break;
       case stream::kDmaStore: machine.Dma(cmd); break;
       case stream::kConv2D: machine.Conv2D(cmd, i); break;
-      case stream::kAdd: machine.Add(cmd); break;
+      case stream::kAdd: machine.Binary(cmd, fast::Add); break;
       case stream::kPool: machine.Pool(cmd); break;
-      case stream::kEltwise: machine.Eltwise(cmd); break;
+      case stream::kEltwise: machine.Binary(cmd, fast::Eltwise); break;
       case stream::kUnary: machine.Unary(cmd); break;
       case stream::kSoftmax: machine.Softmax(cmd); break;
       default: break;  // END
