@@ -237,6 +237,24 @@ void CheckTensors(ParsedStream* ps) {
   }
 }
 
+// The operand words a command of `opcode` uses; the words after them must be 0. A 1.1 stream has
+// 21 ELTWISE operands: its words 22..24 fall under that zero check.
+uint32_t UsedOperandWords(uint32_t opcode, uint32_t version_minor) {
+  switch (opcode) {
+    case stream::kDmaLoad:
+    case stream::kDmaStore: return stream::kDmaOperandWords;
+    case stream::kConv2D: return stream::kConv2DOperandWords;
+    case stream::kAdd: return stream::kAddOperandWords;
+    case stream::kPool: return stream::kPoolOperandWords;
+    case stream::kEltwise:
+      return version_minor < stream::kInt16Minor ? stream::kEltwiseOperandWords11
+                                                 : stream::kEltwiseOperandWords;
+    case stream::kUnary: return stream::kUnaryOperandWords;
+    case stream::kSoftmax: return stream::kSoftmaxOperandWords;
+    default: return 0;  // END
+  }
+}
+
 void CheckCommands(const ParsedStream& ps) {
   const size_t n = ps.commands.size();
   for (size_t i = 0; i < n; ++i) {
@@ -247,28 +265,15 @@ void CheckCommands(const ParsedStream& ps) {
       NPU_THROW(kBadStream) << where << ": word 0 = 0x" << std::hex << cmd.words[0]
                             << " has bits 24-31 set; only opcode and the 4 wait fields exist";
     }
-    uint32_t used = 0;
     switch (opcode) {
       case stream::kEnd:
         if (i + 1 != n) NPU_THROW(kBadStream) << where << ": END before the last command";
         break;
       case stream::kDmaLoad:
-      case stream::kDmaStore:
-        CheckDma(where, cmd, ps);
-        used = stream::kDmaOperandWords;
-        break;
-      case stream::kConv2D:
-        CheckConv2D(where, cmd, ps.config);
-        used = stream::kConv2DOperandWords;
-        break;
-      case stream::kAdd:
-        CheckAdd(where, cmd, ps.config);
-        used = stream::kAddOperandWords;
-        break;
-      case stream::kPool:
-        CheckPool(where, cmd, ps.config);
-        used = stream::kPoolOperandWords;
-        break;
+      case stream::kDmaStore: CheckDma(where, cmd, ps); break;
+      case stream::kConv2D: CheckConv2D(where, cmd, ps.config); break;
+      case stream::kAdd: CheckAdd(where, cmd, ps.config); break;
+      case stream::kPool: CheckPool(where, cmd, ps.config); break;
       case stream::kEltwise:
       case stream::kUnary:
       case stream::kSoftmax:
@@ -278,22 +283,14 @@ void CheckCommands(const ParsedStream& ps) {
                                 << " needs stream format 1." << stream::kVectorOpsMinor
                                 << ", the stream says 1." << ps.header.version_minor;
         }
-        if (opcode == stream::kEltwise) {
-          // A 1.1 stream has 21 ELTWISE operands: its words 22..24 fall under the zero check below.
-          CheckEltwise(where, cmd, ps.config);
-          used = ps.header.version_minor < stream::kInt16Minor ? stream::kEltwiseOperandWords11
-                                                                : stream::kEltwiseOperandWords;
-        } else if (opcode == stream::kUnary) {
-          CheckUnary(where, cmd, ps.config);
-          used = stream::kUnaryOperandWords;
-        } else {
-          CheckSoftmax(where, cmd, ps.config);
-          used = stream::kSoftmaxOperandWords;
-        }
+        if (opcode == stream::kEltwise) CheckEltwise(where, cmd, ps.config);
+        if (opcode == stream::kUnary) CheckUnary(where, cmd, ps.config);
+        if (opcode == stream::kSoftmax) CheckSoftmax(where, cmd, ps.config);
         break;
       default:
         NPU_THROW(kBadStream) << where << ": unknown opcode 0x" << std::hex << opcode;
     }
+    const uint32_t used = UsedOperandWords(opcode, ps.header.version_minor);
     for (uint32_t k = 1 + used; k < stream::kCommandWords; ++k) {
       if (cmd.words[k] != 0) {
         NPU_THROW(kBadStream) << where << ": unused operand word " << k << " is not 0";
