@@ -7,12 +7,25 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
+#include <type_traits>
 
 namespace tvm_npu {
 namespace {
 
 ByteRange Rows(uint64_t addr, uint64_t rows, uint64_t stride) {
   return {addr, addr + SatMul(rows, stride)};
+}
+
+// The output of a compute command: out_h rows of an image (CONV2D, POOL), else `rows` rows.
+template <typename Op>
+ByteRange OutputRows(const stream::Command& cmd) {
+  const auto op = OperandsOf<Op>(cmd);
+  if constexpr (std::is_same_v<Op, stream::Conv2DOperands> ||
+                std::is_same_v<Op, stream::PoolOperands>) {
+    return Rows(op.out_addr, op.out_h, op.out_stride);
+  } else {
+    return Rows(op.out_addr, op.rows, op.out_stride);
+  }
 }
 
 // From the first row's start to the last row's end: `rows` rows of `len` bytes, `stride` apart.
@@ -101,30 +114,12 @@ ByteRange SramWrites(const stream::Command& cmd, uint64_t sram_bytes) {
     }
     case stream::kDmaStore:
     case stream::kEnd: return {0, 0};
-    case stream::kConv2D: {
-      const auto op = OperandsOf<stream::Conv2DOperands>(cmd);
-      return Rows(op.out_addr, op.out_h, op.out_stride);
-    }
-    case stream::kPool: {
-      const auto op = OperandsOf<stream::PoolOperands>(cmd);
-      return Rows(op.out_addr, op.out_h, op.out_stride);
-    }
-    case stream::kAdd: {
-      const auto op = OperandsOf<stream::AddOperands>(cmd);
-      return Rows(op.out_addr, op.rows, op.out_stride);
-    }
-    case stream::kEltwise: {
-      const auto op = OperandsOf<stream::EltwiseOperands>(cmd);
-      return Rows(op.out_addr, op.rows, op.out_stride);
-    }
-    case stream::kUnary: {
-      const auto op = OperandsOf<stream::UnaryOperands>(cmd);
-      return Rows(op.out_addr, op.rows, op.out_stride);
-    }
-    case stream::kSoftmax: {
-      const auto op = OperandsOf<stream::SoftmaxOperands>(cmd);
-      return Rows(op.out_addr, op.rows, op.out_stride);
-    }
+    case stream::kConv2D: return OutputRows<stream::Conv2DOperands>(cmd);
+    case stream::kPool: return OutputRows<stream::PoolOperands>(cmd);
+    case stream::kAdd: return OutputRows<stream::AddOperands>(cmd);
+    case stream::kEltwise: return OutputRows<stream::EltwiseOperands>(cmd);
+    case stream::kUnary: return OutputRows<stream::UnaryOperands>(cmd);
+    case stream::kSoftmax: return OutputRows<stream::SoftmaxOperands>(cmd);
     default: return {0, sram_bytes};
   }
 }
