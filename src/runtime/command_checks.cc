@@ -110,6 +110,21 @@ void CheckBuffer(const std::string& where, const char* what, uint64_t addr, uint
   CheckRange(where, what, addr, SatMul(rows, stride), space, lo, hi);
 }
 
+bool OutputOverlapsInputs(const std::string& where, const NPUConfig& c,
+                          std::initializer_list<SramRows> inputs, const SramRows& output) {
+  for (const SramRows& b : inputs) {
+    CheckBuffer(where, b.what, b.addr, b.rows, b.row_bytes, b.stride, c, "SRAM", 0, c.sram_bytes,
+                false, b.addr_align);
+  }
+  CheckBuffer(where, output.what, output.addr, output.rows, output.row_bytes, output.stride, c,
+              "SRAM", 0, c.sram_bytes, false, output.addr_align);
+  // Every footprint is bounded by SRAM now: the products below cannot wrap.
+  for (const SramRows& b : inputs) {
+    if (Overlaps(output.addr, output.rows * output.stride, b.addr, b.rows * b.stride)) return true;
+  }
+  return false;
+}
+
 uint64_t PixelRowBytes(const std::string& where, const char* what, uint64_t width,
                        uint64_t channel_bytes, uint32_t pixel_stride, uint64_t elem) {
   if (pixel_stride == 0) return SatMul(width, channel_bytes);
@@ -263,34 +278,21 @@ void CheckAdd(const std::string& where, const stream::Command& cmd, const NPUCon
   const stream::AddOperands op = OperandsOf<stream::AddOperands>(cmd);
   CheckAddParams(where, op);
   CheckVectorConfig(where, c);
-  const uint64_t sram = c.sram_bytes;
   const uint64_t row = SatMul(op.row_elems, stream::DTypeBytes(op.dtype));
-  CheckBuffer(where, "a", op.a_addr, op.rows, row, op.a_stride, c, "SRAM", 0, sram);
-  CheckBuffer(where, "b", op.b_addr, op.rows, row, op.b_stride, c, "SRAM", 0, sram);
-  CheckBuffer(where, "output", op.out_addr, op.rows, row, op.out_stride, c, "SRAM", 0, sram);
-  // Footprints are bounded by SRAM now. a and b may alias each other (x + x); the output not.
-  const uint64_t out_bytes = uint64_t{op.rows} * op.out_stride;
-  if (Overlaps(op.out_addr, out_bytes, op.a_addr, uint64_t{op.rows} * op.a_stride) ||
-      Overlaps(op.out_addr, out_bytes, op.b_addr, uint64_t{op.rows} * op.b_stride)) {
-    NPU_THROW(kInvalidAddr) << where << ": the output tile overlaps an input in SRAM";
-  }
+  CheckBinaryBuffers(where, c, op, row, op.rows, row, row);
 }
 
 void CheckPool(const std::string& where, const stream::Command& cmd, const NPUConfig& c) {
   const stream::PoolOperands op = OperandsOf<stream::PoolOperands>(cmd);
   CheckPoolParams(where, op);
   CheckVectorConfig(where, c);
-  const uint64_t sram = c.sram_bytes;
   const uint64_t elem = stream::DTypeBytes(op.dtype);
   const uint64_t px = SatMul(op.c, elem);
   const uint64_t in_row = PixelRowBytes(where, "input", op.in_w, px, op.in_pstride, elem);
   const uint64_t out_row = PixelRowBytes(where, "output", op.out_w, px, op.out_pstride, elem);
-  CheckBuffer(where, "input", op.in_addr, op.in_h, in_row, op.in_stride, c, "SRAM", 0, sram, false,
-              stream::kSliceAlignment);
-  CheckBuffer(where, "output", op.out_addr, op.out_h, out_row, op.out_stride, c, "SRAM", 0, sram,
-              false, stream::kSliceAlignment);
-  if (Overlaps(op.out_addr, uint64_t{op.out_h} * op.out_stride, op.in_addr,
-               uint64_t{op.in_h} * op.in_stride)) {
+  if (OutputOverlapsInputs(
+          where, c, {{"input", op.in_addr, op.in_h, in_row, op.in_stride, stream::kSliceAlignment}},
+          {"output", op.out_addr, op.out_h, out_row, op.out_stride, stream::kSliceAlignment})) {
     NPU_THROW(kInvalidAddr) << where << ": the output tile overlaps its input in SRAM";
   }
 }

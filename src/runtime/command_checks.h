@@ -19,6 +19,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "runtime/npu_error.h"
 #include "runtime/stream_parser.h"
 
 namespace tvm_npu {
@@ -53,6 +54,38 @@ uint64_t PixelRowBytes(const std::string& where, const char* what, uint64_t widt
 
 inline bool Overlaps(uint64_t a, uint64_t a_bytes, uint64_t b, uint64_t b_bytes) {
   return a < b + b_bytes && b < a + a_bytes;
+}
+
+/*! \brief An operand of a command in SRAM: `rows` rows of `row_bytes`, `stride` bytes apart,
+ *         starting at `addr` aligned to `addr_align` (0: the configuration's alignment). */
+struct SramRows {
+  const char* what;
+  uint64_t addr, rows, row_bytes, stride;
+  uint32_t addr_align = 0;
+};
+
+/*!
+ * \brief CheckBuffer on each input, then on the output, all in SRAM; then whether the output's
+ *        footprint overlaps an input's. Kernels write their output while they still read their
+ *        inputs, so every caller refuses an overlap (ERR_INVALID_ADDR).
+ */
+bool OutputOverlapsInputs(const std::string& where, const NPUConfig& c,
+                          std::initializer_list<SramRows> inputs, const SramRows& output);
+
+/*!
+ * \brief The SRAM operands of ADD and ELTWISE (`rows` rows each, b `b_rows`): checked as
+ *        OutputOverlapsInputs does, and the output may overlap neither input. a and b may alias
+ *        each other (x + x).
+ */
+template <typename Op>
+void CheckBinaryBuffers(const std::string& where, const NPUConfig& c, const Op& op, uint64_t a_row,
+                        uint64_t b_rows, uint64_t b_row, uint64_t out_row) {
+  if (OutputOverlapsInputs(where, c,
+                           {{"a", op.a_addr, op.rows, a_row, op.a_stride},
+                            {"b", op.b_addr, b_rows, b_row, op.b_stride}},
+                           {"output", op.out_addr, op.rows, out_row, op.out_stride})) {
+    NPU_THROW(kInvalidAddr) << where << ": the output tile overlaps an input in SRAM";
+  }
 }
 
 /*! \brief Shared field checks of the compute commands (ERR_BAD_STREAM): dtype fp16 or int8; an

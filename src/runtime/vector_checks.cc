@@ -124,35 +124,25 @@ void CheckEltwise(const std::string& where, const stream::Command& cmd, const NP
   const stream::EltwiseOperands op = OperandsOf<stream::EltwiseOperands>(cmd);
   CheckEltwiseParams(where, op);
   CheckVectorConfig(where, c);
-  const uint64_t sram = c.sram_bytes;
   const uint64_t b_rows = op.b_mode == stream::kBSame ? op.rows : 1;
   const uint64_t a_row = SatMul(op.row_elems, EltwiseElemBytes(op.a_dtype, op));
   const uint64_t b_row = SatMul(EltwiseBRowElems(op), EltwiseElemBytes(op.b_dtype, op));
   const uint64_t out_row = SatMul(op.row_elems, EltwiseElemBytes(op.out_dtype, op));
-  CheckBuffer(where, "a", op.a_addr, op.rows, a_row, op.a_stride, c, "SRAM", 0, sram);
-  CheckBuffer(where, "b", op.b_addr, b_rows, b_row, op.b_stride, c, "SRAM", 0, sram);
-  CheckBuffer(where, "output", op.out_addr, op.rows, out_row, op.out_stride, c, "SRAM", 0, sram);
-  const uint64_t out_bytes = uint64_t{op.rows} * op.out_stride;  // bounded by the checks above
-  if (Overlaps(op.out_addr, out_bytes, op.a_addr, uint64_t{op.rows} * op.a_stride) ||
-      Overlaps(op.out_addr, out_bytes, op.b_addr, b_rows * op.b_stride)) {
-    NPU_THROW(kInvalidAddr) << where << ": the output tile overlaps an input in SRAM";
-  }
+  CheckBinaryBuffers(where, c, op, a_row, b_rows, b_row, out_row);
 }
 
 void CheckUnary(const std::string& where, const stream::Command& cmd, const NPUConfig& c) {
   const stream::UnaryOperands op = OperandsOf<stream::UnaryOperands>(cmd);
   CheckUnaryParams(where, op);
   CheckVectorConfig(where, c);
-  const uint64_t sram = c.sram_bytes;
   const uint64_t row = SatMul(op.row_elems, stream::DTypeBytes(op.dtype));
-  CheckBuffer(where, "input", op.in_addr, op.rows, row, op.in_stride, c, "SRAM", 0, sram);
-  CheckBuffer(where, "output", op.out_addr, op.rows, row, op.out_stride, c, "SRAM", 0, sram);
-  const uint64_t out_bytes = uint64_t{op.rows} * op.out_stride;
-  bool overlap = Overlaps(op.out_addr, out_bytes, op.in_addr, uint64_t{op.rows} * op.in_stride);
+  bool overlap = OutputOverlapsInputs(where, c, {{"input", op.in_addr, op.rows, row, op.in_stride}},
+                                      {"output", op.out_addr, op.rows, row, op.out_stride});
   if (op.dtype == stream::kInt8) {
     CheckAligned(where, "table", op.table_addr, c.alignment);
-    CheckRange(where, "table", op.table_addr, stream::kUnaryTableBytes, "SRAM", 0, sram);
-    overlap = overlap || Overlaps(op.out_addr, out_bytes, op.table_addr, stream::kUnaryTableBytes);
+    CheckRange(where, "table", op.table_addr, stream::kUnaryTableBytes, "SRAM", 0, c.sram_bytes);
+    overlap = overlap || Overlaps(op.out_addr, uint64_t{op.rows} * op.out_stride, op.table_addr,
+                                  stream::kUnaryTableBytes);
   }
   if (overlap) NPU_THROW(kInvalidAddr) << where << ": the output tile overlaps an input in SRAM";
 }
@@ -170,11 +160,9 @@ void CheckSoftmax(const std::string& where, const stream::Command& cmd, const NP
   const stream::SoftmaxOperands op = OperandsOf<stream::SoftmaxOperands>(cmd);
   CheckSoftmaxParams(where, op);
   CheckVectorConfig(where, c);
-  const uint64_t sram = c.sram_bytes, row = SatMul(op.row_elems, 2);
-  CheckBuffer(where, "input", op.in_addr, op.rows, row, op.in_stride, c, "SRAM", 0, sram);
-  CheckBuffer(where, "output", op.out_addr, op.rows, row, op.out_stride, c, "SRAM", 0, sram);
-  if (Overlaps(op.out_addr, uint64_t{op.rows} * op.out_stride, op.in_addr,
-               uint64_t{op.rows} * op.in_stride)) {
+  const uint64_t row = SatMul(op.row_elems, 2);
+  if (OutputOverlapsInputs(where, c, {{"input", op.in_addr, op.rows, row, op.in_stride}},
+                           {"output", op.out_addr, op.rows, row, op.out_stride})) {
     NPU_THROW(kInvalidAddr) << where << ": the output tile overlaps its input in SRAM";
   }
 }
