@@ -52,6 +52,15 @@ T Operands(const ffi::Bytes& words) {
   return op;
 }
 
+// The operand words, checked as the stream parser checks them (Check*Params).
+template <typename T>
+T CheckedOperands(const ffi::Bytes& words, const char* where,
+                  void (*check)(const std::string&, const T&)) {
+  const T op = Operands<T>(words);
+  check(where, op);
+  return op;
+}
+
 void NeedBytes(const ffi::Bytes& b, uint64_t n, const char* what) {
   if (b.size() < n) {
     NPU_THROW(kInvalidAddr) << what << " has " << b.size() << " bytes, the command reads " << n;
@@ -63,6 +72,12 @@ const uint8_t* Data(const ffi::Bytes& b) { return reinterpret_cast<const uint8_t
 // The bytes `rows` rows `stride` apart, of `row` bytes each, span (u32 operands: no overflow).
 uint64_t Rows(uint32_t rows, uint32_t stride, uint64_t row) {
   return (rows - 1) * uint64_t{stride} + row;
+}
+
+// `b` must hold the command's `rows` rows of row_elems elements, `stride` bytes apart.
+template <typename T>
+void NeedRows(const ffi::Bytes& b, const T& op, uint32_t stride, const char* what) {
+  NeedBytes(b, Rows(op.rows, stride, uint64_t{op.row_elems} * stream::DTypeBytes(op.dtype)), what);
 }
 
 // A level no higher than the CPU's, so a test asking for more never runs an illegal instruction.
@@ -82,8 +97,7 @@ ffi::Bytes RunConv2D(const std::string& level, const ffi::Bytes& words, const ff
                      const ffi::Bytes& w, const ffi::Bytes& bias, const ffi::Bytes& out,
                      int64_t alignment, int64_t cache_key) {
   const fast::Level lv = LevelOf(level);
-  const stream::Conv2DOperands op = Operands<stream::Conv2DOperands>(words);
-  CheckConv2DParams("run_conv2d", op);
+  const auto op = CheckedOperands(words, "run_conv2d", CheckConv2DParams);
   if (alignment <= 0 || alignment > (1 << 16)) NPU_THROW(kBadStream) << "alignment " << alignment;
   const uint64_t elem = stream::DTypeBytes(op.dtype);
   const uint64_t w_tap = stream::IsDepthwise(op) ? 1 : op.in_c;
@@ -107,19 +121,16 @@ ffi::Bytes RunConv2D(const std::string& level, const ffi::Bytes& words, const ff
 
 ffi::Bytes RunAdd(const std::string& level, const ffi::Bytes& words, const ffi::Bytes& a,
                   const ffi::Bytes& b, const ffi::Bytes& out) {
-  const stream::AddOperands op = Operands<stream::AddOperands>(words);
-  CheckAddParams("run_add", op);
-  const uint64_t row = uint64_t{op.row_elems} * stream::DTypeBytes(op.dtype);
-  NeedBytes(a, Rows(op.rows, op.a_stride, row), "a");
-  NeedBytes(b, Rows(op.rows, op.b_stride, row), "b");
-  NeedBytes(out, Rows(op.rows, op.out_stride, row), "out");
+  const auto op = CheckedOperands(words, "run_add", CheckAddParams);
+  NeedRows(a, op, op.a_stride, "a");
+  NeedRows(b, op, op.b_stride, "b");
+  NeedRows(out, op, op.out_stride, "out");
   return WithOutput(out, [&](uint8_t* o) { fast::Add(op, Data(a), Data(b), o, LevelOf(level)); });
 }
 
 ffi::Bytes RunEltwise(const std::string& level, const ffi::Bytes& words, const ffi::Bytes& a,
                       const ffi::Bytes& b, const ffi::Bytes& out) {
-  const stream::EltwiseOperands op = Operands<stream::EltwiseOperands>(words);
-  CheckEltwiseParams("run_eltwise", op);
+  const auto op = CheckedOperands(words, "run_eltwise", CheckEltwiseParams);
   NeedBytes(a, Rows(op.rows, op.a_stride, op.row_elems * EltwiseElemBytes(op.a_dtype, op)), "a");
   // b: `rows` rows (same shape), else one row of channels or one element.
   NeedBytes(b, Rows(op.b_mode == stream::kBSame ? op.rows : 1, op.b_stride,
@@ -132,11 +143,9 @@ ffi::Bytes RunEltwise(const std::string& level, const ffi::Bytes& words, const f
 
 ffi::Bytes RunUnary(const std::string& level, const ffi::Bytes& words, const ffi::Bytes& in,
                     const ffi::Bytes& table, const ffi::Bytes& out) {
-  const stream::UnaryOperands op = Operands<stream::UnaryOperands>(words);
-  CheckUnaryParams("run_unary", op);
-  const uint64_t row = uint64_t{op.row_elems} * stream::DTypeBytes(op.dtype);
-  NeedBytes(in, Rows(op.rows, op.in_stride, row), "in");
-  NeedBytes(out, Rows(op.rows, op.out_stride, row), "out");
+  const auto op = CheckedOperands(words, "run_unary", CheckUnaryParams);
+  NeedRows(in, op, op.in_stride, "in");
+  NeedRows(out, op, op.out_stride, "out");
   const bool int8 = op.dtype == stream::kInt8;
   if (int8) NeedBytes(table, stream::kUnaryTableBytes, "table");
   return WithOutput(out, [&](uint8_t* o) {
