@@ -101,14 +101,28 @@ stream::Conv2DOperands ConvOperands(const DLTensor* x, const DLTensor* w, const 
   return op;
 }
 
-void SetConvWindow(stream::Conv2DOperands* op, int64_t stride_h, int64_t stride_w, int64_t dil_h,
-                   int64_t dil_w, int64_t pad_top, int64_t pad_left) {
+// The window fields CONV2D and POOL share.
+template <typename Op>
+void SetWindow(Op* op, int64_t stride_h, int64_t stride_w, int64_t pad_top, int64_t pad_left) {
   op->stride_h = U32Param(stride_h, "stride_h");
   op->stride_w = U32Param(stride_w, "stride_w");
-  op->dil_h = U32Param(dil_h, "dil_h");
-  op->dil_w = U32Param(dil_w, "dil_w");
   op->pad_top = U32Param(pad_top, "pad_top");
   op->pad_left = U32Param(pad_left, "pad_left");
+}
+
+void SetConvWindow(stream::Conv2DOperands* op, int64_t stride_h, int64_t stride_w, int64_t dil_h,
+                   int64_t dil_w, int64_t pad_top, int64_t pad_left) {
+  SetWindow(op, stride_h, stride_w, pad_top, pad_left);
+  op->dil_h = U32Param(dil_h, "dil_h");
+  op->dil_w = U32Param(dil_w, "dil_w");
+}
+
+// The activation fields CONV2D, ADD and POOL share.
+template <typename Op>
+void SetActivation(Op* op, int64_t act, double clip_lo, double clip_hi, bool int8) {
+  op->act = U32Param(act, "act");
+  op->clip_lo = ClipWord(clip_lo, int8, "clip_lo");
+  op->clip_hi = ClipWord(clip_hi, int8, "clip_hi");
 }
 
 // The requantization rows of the direct entry point follow npu-ref's 128-byte alignment.
@@ -145,9 +159,8 @@ void RefConv2DFp16(ffi::PackedArgs args, ffi::Any*) {
   }
   SetConvWindow(&op, args[4].cast<int64_t>(), args[5].cast<int64_t>(), args[6].cast<int64_t>(),
                 args[7].cast<int64_t>(), args[8].cast<int64_t>(), args[9].cast<int64_t>());
-  op.act = U32Param(args[10].cast<int64_t>(), "act");
-  op.clip_lo = ClipWord(args[11].cast<double>(), false, "clip_lo");
-  op.clip_hi = ClipWord(args[12].cast<double>(), false, "clip_hi");
+  SetActivation(&op, args[10].cast<int64_t>(), args[11].cast<double>(), args[12].cast<double>(),
+                false);
   op.bias_addr = bias == nullptr ? stream::kNoBias : 0;
   CheckConv2DParams("ref_conv2d_fp16", op);
   RunConv(op, x, w, bias == nullptr ? nullptr : DataPtr(bias), out);
@@ -212,9 +225,7 @@ void RefAdd(DLTensor* a, DLTensor* b, DLTensor* out, int64_t act, double clip_lo
   op.row_elems = U32Param(a->shape[1], "elems");
   op.a_stride = op.b_stride = op.out_stride =
       U32Param(a->shape[1] * stream::DTypeBytes(dtype), "row bytes");
-  op.act = U32Param(act, "act");
-  op.clip_lo = ClipWord(clip_lo, int8, "clip_lo");
-  op.clip_hi = ClipWord(clip_hi, int8, "clip_hi");
+  SetActivation(&op, act, clip_lo, clip_hi, int8);
   op.a_zp = Bits32(a_zp, "a_zp");
   op.b_zp = Bits32(b_zp, "b_zp");
   op.out_zp = Bits32(out_zp, "out_zp");
@@ -252,13 +263,8 @@ void RefPool(DLTensor* x, DLTensor* out, int64_t kind, int64_t kh, int64_t kw, i
   op.out_stride = U32Param(os[2] * os[3] * elem, "OW*C*elem");
   op.kh = U32Param(kh, "kh");
   op.kw = U32Param(kw, "kw");
-  op.stride_h = U32Param(stride_h, "stride_h");
-  op.stride_w = U32Param(stride_w, "stride_w");
-  op.pad_top = U32Param(pad_top, "pad_top");
-  op.pad_left = U32Param(pad_left, "pad_left");
-  op.act = U32Param(act, "act");
-  op.clip_lo = ClipWord(clip_lo, int8, "clip_lo");
-  op.clip_hi = ClipWord(clip_hi, int8, "clip_hi");
+  SetWindow(&op, stride_h, stride_w, pad_top, pad_left);
+  SetActivation(&op, act, clip_lo, clip_hi, int8);
   op.in_zp = Bits32(in_zp, "in_zp");
   op.out_zp = Bits32(out_zp, "out_zp");
   // S as its fp32 bits (the nearest fp32 of the argument; a float32 passed from Python is
