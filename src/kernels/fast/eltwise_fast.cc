@@ -4,6 +4,7 @@
  */
 #include "kernels/fast/eltwise_fast.h"
 
+#include "kernels/fast/eltwise_rows.h"
 #include "kernels/fast/fp16_avx512.h"
 #include "kernels/fast/fp_env.h"
 #include "kernels/ref/eltwise_ref.h"
@@ -44,30 +45,13 @@ template <uint32_t kKind>
 NPU_TARGET_AVX512_F16C void EltwiseFp16Avx512(const stream::EltwiseOperands& op, const uint8_t* a,
                                               const uint8_t* b, uint8_t* out) {
   const Activation16 act = MakeActivation16(op.act, op.clip_lo, op.clip_hi);
-  // A channel vector whose length divides 16 repeats within every block of 16 (blocks start at
-  // multiples of 16, hence of `channels`): one vector serves every block, as a scalar b does.
-  const bool repeat = op.b_mode == stream::kBScalar ||
-                      (op.b_mode == stream::kBChannel && 16 % op.channels == 0);
-  __m512 fixed = _mm512_setzero_ps();
-  if (repeat) {
-    const uint32_t period = op.b_mode == stream::kBScalar ? 1 : op.channels;
-    alignas(64) float lanes[16];
-    for (uint32_t i = 0; i < 16; ++i) lanes[i] = ref::LoadHalf(b + (i % period) * 2);
-    fixed = _mm512_load_ps(lanes);
-  }
-  for (uint64_t r = 0; r < op.rows; ++r) {
-    const uint8_t* ar = a + r * op.a_stride;
-    uint8_t* outr = out + r * op.out_stride;
-    if (repeat) {
-      Span16<kKind>(ar, nullptr, &fixed, outr, op.row_elems, act);
-    } else if (op.b_mode == stream::kBSame) {
-      Span16<kKind>(ar, b + r * op.b_stride, nullptr, outr, op.row_elems, act);
-    } else {  // per channel: the row is row_elems / channels runs of the channel vector
-      for (uint64_t e = 0; e < op.row_elems; e += op.channels) {
-        Span16<kKind>(ar + e * 2, b, nullptr, outr + e * 2, op.channels, act);
-      }
-    }
-  }
+  alignas(64) float lanes[16];
+  const bool repeats = RepeatingB(op, lanes, [b](uint32_t i) { return ref::LoadHalf(b + i * 2); });
+  const __m512 fixed = repeats ? _mm512_load_ps(lanes) : _mm512_setzero_ps();
+  ForEachSpan(op, a, b, out, repeats, 2, 2,
+              [&](const uint8_t* as, const uint8_t* bs, uint8_t* outs, uint64_t n) {
+                Span16<kKind>(as, bs, repeats ? &fixed : nullptr, outs, n, act);
+              });
 }
 
 #endif  // TVM_NPU_X86_64

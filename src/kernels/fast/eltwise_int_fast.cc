@@ -15,6 +15,7 @@
  */
 #include "kernels/fast/eltwise_fast.h"
 
+#include "kernels/fast/eltwise_rows.h"
 #include "kernels/fast/x86_intrinsics.h"
 #include "kernels/ref/eltwise_ref.h"
 #include "kernels/ref/ref_common.h"
@@ -180,31 +181,14 @@ NPU_TARGET_AVX512 void EltwiseIntAvx512(const stream::EltwiseOperands& op, const
                     _mm512_set1_epi64(static_cast<int64_t>((uint64_t{1} << shift) - 1)),
                     _mm512_set1_epi64(static_cast<int64_t>(uint64_t{1} << (shift - 1))),
                     _mm_cvtsi32_si128(static_cast<int>(shift))};
-  // A scalar b, or a channel vector whose length divides 8 (blocks start at multiples of 8, hence
-  // of `channels`): the same 8 lanes of b - z_b for every block.
-  const bool repeat = op.b_mode == stream::kBScalar ||
-                      (op.b_mode == stream::kBChannel && 8 % op.channels == 0);
-  __m512i fixed = _mm512_setzero_si512();
-  if (repeat) {
-    const uint32_t period = op.b_mode == stream::kBScalar ? 1 : op.channels;
-    alignas(64) int64_t lanes[8];
-    for (uint32_t i = 0; i < 8; ++i) lanes[i] = ref::LoadInt(b, i % period, kB16) - zb;
-    fixed = _mm512_load_si512(lanes);
-  }
-  const uint64_t ea = kA16 ? 2 : 1, eo = kO16 ? 2 : 1;
-  for (uint64_t r = 0; r < op.rows; ++r) {
-    const uint8_t* ar = a + r * op.a_stride;
-    uint8_t* outr = out + r * op.out_stride;
-    if (repeat) {
-      Span8<kKind, kA16, kB16, kO16>(ar, nullptr, &fixed, outr, op.row_elems, k);
-    } else if (op.b_mode == stream::kBSame) {
-      Span8<kKind, kA16, kB16, kO16>(ar, b + r * op.b_stride, nullptr, outr, op.row_elems, k);
-    } else {  // per channel: the row is row_elems / channels runs of the channel vector
-      for (uint64_t e = 0; e < op.row_elems; e += op.channels) {
-        Span8<kKind, kA16, kB16, kO16>(ar + e * ea, b, nullptr, outr + e * eo, op.channels, k);
-      }
-    }
-  }
+  alignas(64) int64_t lanes[8];
+  const bool repeats =
+      RepeatingB(op, lanes, [b, zb](uint32_t i) { return ref::LoadInt(b, i, kB16) - zb; });
+  const __m512i fixed = repeats ? _mm512_load_si512(lanes) : _mm512_setzero_si512();
+  ForEachSpan(op, a, b, out, repeats, kA16 ? 2 : 1, kO16 ? 2 : 1,
+              [&](const uint8_t* as, const uint8_t* bs, uint8_t* outs, uint64_t n) {
+                Span8<kKind, kA16, kB16, kO16>(as, bs, repeats ? &fixed : nullptr, outs, n, k);
+              });
 }
 
 using EltwiseFn = void (*)(const stream::EltwiseOperands&, const uint8_t*, const uint8_t*, uint8_t*);
