@@ -37,6 +37,32 @@ struct DwVnniArgs {
   const uint8_t* pad;    // blocks * 64 bytes of z_x
 };
 
+// unpacklo (kHi false) or unpackhi, per 128-bit lane, of elements of kBits bits.
+template <int kBits, bool kHi>
+NPU_TARGET_AVX512_VNNI inline __m512i Unpack(__m512i a, __m512i b) {
+  if constexpr (kBits == 8) return kHi ? _mm512_unpackhi_epi8(a, b) : _mm512_unpacklo_epi8(a, b);
+  return kHi ? _mm512_unpackhi_epi16(a, b) : _mm512_unpacklo_epi16(a, b);
+}
+
+template <int kBits, bool kHi>
+NPU_TARGET_AVX512_VNNI inline __m128i Unpack(__m128i a, __m128i b) {
+  if constexpr (kBits == 32) return kHi ? _mm_unpackhi_epi32(a, b) : _mm_unpacklo_epi32(a, b);
+  return kHi ? _mm_unpackhi_epi64(a, b) : _mm_unpacklo_epi64(a, b);
+}
+
+// Two rounds of unpacks (kBits, then 2 * kBits) interleave four vectors: in each 128-bit lane,
+// out[k] holds the lane's elements k * n .. k * n + n - 1 (n = 32 / kBits), each as a group of
+// four: its value in v[0], v[1], v[2], v[3].
+template <int kBits, typename V>
+NPU_TARGET_AVX512_VNNI inline void Interleave4(const V (&v)[4], V (&out)[4]) {
+  const V lo01 = Unpack<kBits, false>(v[0], v[1]), hi01 = Unpack<kBits, true>(v[0], v[1]);
+  const V lo23 = Unpack<kBits, false>(v[2], v[3]), hi23 = Unpack<kBits, true>(v[2], v[3]);
+  out[0] = Unpack<2 * kBits, false>(lo01, lo23);
+  out[1] = Unpack<2 * kBits, true>(lo01, lo23);
+  out[2] = Unpack<2 * kBits, false>(hi01, hi23);
+  out[3] = Unpack<2 * kBits, true>(hi01, hi23);
+}
+
 NPU_TARGET_AVX512_VNNI void Pixel(const DwVnniArgs& a, const uint8_t* const* x, int8_t* out) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i zp = _mm512_set1_epi32(static_cast<int32_t>(a.op->out_zp));
@@ -54,10 +80,8 @@ NPU_TARGET_AVX512_VNNI void Pixel(const DwVnniArgs& a, const uint8_t* const* x, 
       for (int m = 0; m < 4; ++m) {
         v[m] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, x[g + m] + c0), flip);
       }
-      const __m512i lo01 = _mm512_unpacklo_epi8(v[0], v[1]), hi01 = _mm512_unpackhi_epi8(v[0], v[1]);
-      const __m512i lo23 = _mm512_unpacklo_epi8(v[2], v[3]), hi23 = _mm512_unpackhi_epi8(v[2], v[3]);
-      const __m512i q[4] = {_mm512_unpacklo_epi16(lo01, lo23), _mm512_unpackhi_epi16(lo01, lo23),
-                            _mm512_unpacklo_epi16(hi01, hi23), _mm512_unpackhi_epi16(hi01, hi23)};
+      __m512i q[4];  // q[k] dword j of lane L: the four taps of channel L*16 + 4k + j
+      Interleave4<8>(v, q);
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
         acc[k] = _mm512_dpbusd_epi32(acc[k], q[k], _mm512_loadu_si512(w + k * 64));
@@ -71,10 +95,8 @@ NPU_TARGET_AVX512_VNNI void Pixel(const DwVnniArgs& a, const uint8_t* const* x, 
       b[k] = _mm512_cvtepi32_epi8(Requant16(sum, _mm512_loadu_ps(a.scale + at), zp, lo, hi));
     }
     // b[k] dword L = channels L*16 + 4k .. +3; channels L*16 .. +15 are dword L of b[0..3].
-    const __m128i t0 = _mm_unpacklo_epi32(b[0], b[1]), t1 = _mm_unpacklo_epi32(b[2], b[3]);
-    const __m128i t2 = _mm_unpackhi_epi32(b[0], b[1]), t3 = _mm_unpackhi_epi32(b[2], b[3]);
-    const __m128i r[4] = {_mm_unpacklo_epi64(t0, t1), _mm_unpackhi_epi64(t0, t1),
-                          _mm_unpacklo_epi64(t2, t3), _mm_unpackhi_epi64(t2, t3)};
+    __m128i r[4];
+    Interleave4<32>(b, r);
 #pragma GCC unroll 4
     for (int l = 0; l < 4; ++l) {
       if (left <= static_cast<size_t>(l) * 16) break;
