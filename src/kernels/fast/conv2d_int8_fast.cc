@@ -174,7 +174,6 @@ void Conv2DInt8Depthwise(const stream::Conv2DOperands& op, const uint8_t* in, co
   }
   void (*pixel)(const DwPixel&) = DwPixelPortable;
 #if TVM_NPU_X86_64
-  if (level == kLevelAvx512Vnni) pixel = DwPixelAvx512;
   if (level == kLevelAvx2) pixel = DwPixelAvx2;
 #endif
   const size_t row_macs = std::max<size_t>(1, uint64_t{op.out_w} * c * taps);

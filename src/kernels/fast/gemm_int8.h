@@ -82,8 +82,7 @@ void DwPixelPortable(const DwPixel& p);
 #if TVM_NPU_X86_64
 void GemmInt8Avx2(const GemmInt8Task& t);
 void DwPixelAvx2(const DwPixel& p);
-void GemmInt8Avx512Vnni(const GemmInt8Task& t);
-void DwPixelAvx512(const DwPixel& p);
+void GemmInt8Avx512Vnni(const GemmInt8Task& t);  // depthwise: dwconv_int8_avx512vnni.cc
 #endif
 
 }  // namespace fast

@@ -83,23 +83,6 @@ NPU_TARGET_AVX512_VNNI void GemmInt8Avx512Vnni(const GemmInt8Task& t) {
   });
 }
 
-NPU_TARGET_AVX512_VNNI void DwPixelAvx512(const DwPixel& p) {
-  const __m512i zx = _mm512_set1_epi32(p.in_zp), zp = _mm512_set1_epi32(p.zp);
-  const __m512i lo = _mm512_set1_epi32(p.lo), hi = _mm512_set1_epi32(p.hi);
-  for (size_t c = 0; c < p.c; c += 16) {
-    const __mmask16 mask = TailMask(p.c - c);
-    __m512i acc = _mm512_maskz_loadu_epi32(mask, p.bias + c);
-    for (size_t t = 0; t < p.n_taps; ++t) {
-      const __m512i x = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, p.x[t] + c));
-      const __m512i w = _mm512_loadu_si512(p.w + p.tap[t] * p.c_pad + c);
-      // |x - z_x| <= 255, |w| <= 128: the product is exact; the sum wraps as the reference's.
-      acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(_mm512_sub_epi32(x, zx), w));
-    }
-    const __m512 scale = _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), mask, p.scale + c);
-    _mm512_mask_cvtepi32_storeu_epi8(p.out + c, mask, Requant16(acc, scale, zp, lo, hi));
-  }
-}
-
 }  // namespace fast
 }  // namespace tvm_npu
 #endif  // TVM_NPU_X86_64
