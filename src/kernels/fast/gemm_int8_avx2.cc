@@ -10,7 +10,10 @@
 #include <cstring>
 
 #include "kernels/fast/gemm_int8.h"
-
+// The shared GEMM tile, compiled for AVX2.
+#define NPU_TILE_TARGET NPU_TARGET_AVX2
+#include "kernels/fast/gemm_int8_tile.h"
+#undef NPU_TILE_TARGET
 
 namespace tvm_npu {
 namespace fast {
@@ -32,61 +35,38 @@ NPU_TARGET_AVX2 inline void Store8(int8_t* out, __m256i q, size_t n) {
   for (size_t i = 0; i < n && i < 8; ++i) out[i] = static_cast<int8_t>(lanes[i]);
 }
 
-template <int MR, int NB>
-NPU_TARGET_AVX2 void Tile(const GemmInt8Task& t, const int16_t* a, size_t m, size_t n) {
-  const int16_t* b = static_cast<const int16_t*>(t.b) + (n / 8) * t.kp * 8;
-  __m256i acc[MR][NB];
-  #pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) {
-    #pragma GCC unroll 16
-    for (int j = 0; j < NB; ++j) acc[r][j] = _mm256_setzero_si256();
+// The AVX2 instructions of gemm_int8_tile.h: A and B as int16, vpmaddwd's two products per
+// int32 lane, 8 lanes.
+struct Avx2 {
+  NPU_TARGET_AVX2 static __m256i Set1(int32_t v) { return _mm256_set1_epi32(v); }
+  template <typename T>
+  NPU_TARGET_AVX2 static __m256i Load(const T* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   }
-  for (size_t k = 0; k < t.kp; k += 2) {
-    __m256i bv[NB];
-    #pragma GCC unroll 16
-    for (int j = 0; j < NB; ++j) {
-      bv[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + j * t.kp * 8 + k * 8));
-    }
-    #pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      int32_t pair;
-      std::memcpy(&pair, a + r * t.kp + k, sizeof(pair));
-      const __m256i av = _mm256_set1_epi32(pair);
-      #pragma GCC unroll 16
-      for (int j = 0; j < NB; ++j) {
-        acc[r][j] = _mm256_add_epi32(acc[r][j], _mm256_madd_epi16(av, bv[j]));
-      }
-    }
+  NPU_TARGET_AVX2 static __m256i Dot(__m256i acc, __m256i a, __m256i b) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
   }
-  const __m256i zp = _mm256_set1_epi32(t.zp), lo = _mm256_set1_epi32(t.lo);
-  const __m256i hi = _mm256_set1_epi32(t.hi);
-  #pragma GCC unroll 16
-  for (int j = 0; j < NB; ++j) {
-    const size_t c = n + j * 8;
-    if (c >= t.n1) break;
-    // bias_adj and scale are padded to the block (0 and 1.0), so whole loads are in bounds.
-    const __m256i bias = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.bias_adj + c));
-    const __m256 scale = _mm256_loadu_ps(t.scale + c);
-    #pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      if (static_cast<size_t>(r) >= m) break;
-      Store8(t.out_rows[r] + c, Requant8(_mm256_add_epi32(acc[r][j], bias), scale, zp, lo, hi),
-             t.n1 - c);
-    }
+
+  struct Channels {
+    __m256i bias;
+    __m256 scale;
+    size_t left;
+  };
+  // bias and scale are padded to whole vectors (0 and 1.0), so whole loads are in bounds.
+  NPU_TARGET_AVX2 static Channels LoadChannels(const int32_t* bias, const float* scale,
+                                               size_t left) {
+    return {Load(bias), _mm256_loadu_ps(scale), left};
   }
-}
+  NPU_TARGET_AVX2 static void Store(int8_t* out, __m256i acc, const Channels& ch, __m256i zp,
+                                    __m256i lo, __m256i hi) {
+    Store8(out, Requant8(_mm256_add_epi32(acc, ch.bias), ch.scale, zp, lo, hi), ch.left);
+  }
+};
 
 }  // namespace
 
 NPU_TARGET_AVX2 void GemmInt8Avx2(const GemmInt8Task& t) {
-  const int16_t* a = static_cast<const int16_t*>(t.a);
-  ForEachTile(t, 6, 8, [a](const GemmInt8Task& rows, size_t i, size_t m, size_t n, bool wide) {
-    if (wide) {
-      Tile<6, 2>(rows, a + i * rows.kp, m, n);
-    } else {
-      Tile<6, 1>(rows, a + i * rows.kp, m, n);
-    }
-  });
+  GemmTiles<Avx2, int16_t, int16_t, /*kFitRows=*/false>(t);
 }
 
 NPU_TARGET_AVX2 void DwPixelAvx2(const DwPixel& p) {

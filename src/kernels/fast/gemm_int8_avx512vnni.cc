@@ -9,78 +9,49 @@
 #include "kernels/fast/cpu_level.h"
 #if TVM_NPU_X86_64
 
-#include <cstring>
-
 #include "kernels/fast/avx512_requant.h"
 #include "kernels/fast/gemm_int8.h"
-
+// The shared GEMM tile, compiled for AVX-512 VNNI.
+#define NPU_TILE_TARGET NPU_TARGET_AVX512_VNNI
+#include "kernels/fast/gemm_int8_tile.h"
+#undef NPU_TILE_TARGET
 
 namespace tvm_npu {
 namespace fast {
 namespace {
 
-// MR rows x NB blocks of 16 channels starting at channel n; rows [0, m) are written.
-template <int MR, int NB>
-NPU_TARGET_AVX512_VNNI void Tile(const GemmInt8Task& t, const uint8_t* a, size_t m, size_t n) {
-  const int8_t* b = static_cast<const int8_t*>(t.b) + (n / 16) * t.kp * 16;
-  __m512i acc[MR][NB];
-  #pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) {
-    #pragma GCC unroll 16
-    for (int j = 0; j < NB; ++j) acc[r][j] = _mm512_setzero_si512();
+// The VNNI instructions of gemm_int8_tile.h: A as u8, B as s8, vpdpbusd's four products per
+// int32 lane, 16 lanes; the channels past n1 are masked.
+struct Vnni {
+  NPU_TARGET_AVX512_VNNI static __m512i Set1(int32_t v) { return _mm512_set1_epi32(v); }
+  template <typename T>
+  NPU_TARGET_AVX512_VNNI static __m512i Load(const T* p) { return _mm512_loadu_si512(p); }
+  NPU_TARGET_AVX512_VNNI static __m512i Dot(__m512i acc, __m512i a, __m512i b) {
+    return _mm512_dpbusd_epi32(acc, a, b);
   }
-  for (size_t k = 0; k < t.kp; k += 4) {
-    __m512i bv[NB];
-    #pragma GCC unroll 16
-    for (int j = 0; j < NB; ++j) bv[j] = _mm512_loadu_si512(b + j * t.kp * 16 + k * 16);
-    #pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      int32_t quad;
-      std::memcpy(&quad, a + r * t.kp + k, sizeof(quad));
-      const __m512i av = _mm512_set1_epi32(quad);
-      #pragma GCC unroll 16
-      for (int j = 0; j < NB; ++j) acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], av, bv[j]);
-    }
-  }
-  const __m512i zp = _mm512_set1_epi32(t.zp), lo = _mm512_set1_epi32(t.lo);
-  const __m512i hi = _mm512_set1_epi32(t.hi);
-  #pragma GCC unroll 16
-  for (int j = 0; j < NB; ++j) {
-    const size_t c = n + j * 16;
-    if (c >= t.n1) break;
-    const __mmask16 mask = TailMask(t.n1 - c);
-    const __m512i bias = _mm512_maskz_loadu_epi32(mask, t.bias_adj + c);
-    const __m512 scale = _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), mask, t.scale + c);
-    #pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      if (static_cast<size_t>(r) >= m) break;
-      const __m512i q = Requant16(_mm512_add_epi32(acc[r][j], bias), scale, zp, lo, hi);
-      _mm512_mask_cvtepi32_storeu_epi8(t.out_rows[r] + c, mask, q);
-    }
-  }
-}
 
-// A tile of MR rows holding only m of them: the smallest MR >= m, so a one-pixel GEMM (an LSTM
-// step's matmul) does not compute five zero rows.
-template <int NB>
-NPU_TARGET_AVX512_VNNI void Rows(const GemmInt8Task& t, const uint8_t* a, size_t m, size_t n) {
-  if (m == 1) return Tile<1, NB>(t, a, m, n);
-  if (m == 2) return Tile<2, NB>(t, a, m, n);
-  if (m <= 4) return Tile<4, NB>(t, a, m, n);
-  Tile<6, NB>(t, a, m, n);
-}
+  struct Channels {
+    __mmask16 mask;
+    __m512i bias;
+    __m512 scale;
+  };
+  NPU_TARGET_AVX512_VNNI static Channels LoadChannels(const int32_t* bias, const float* scale,
+                                                      size_t left) {
+    const __mmask16 mask = TailMask(left);
+    return {mask, _mm512_maskz_loadu_epi32(mask, bias),
+            _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), mask, scale)};
+  }
+  NPU_TARGET_AVX512_VNNI static void Store(int8_t* out, __m512i acc, const Channels& ch,
+                                           __m512i zp, __m512i lo, __m512i hi) {
+    const __m512i q = Requant16(_mm512_add_epi32(acc, ch.bias), ch.scale, zp, lo, hi);
+    _mm512_mask_cvtepi32_storeu_epi8(out, ch.mask, q);
+  }
+};
 
 }  // namespace
 
 NPU_TARGET_AVX512_VNNI void GemmInt8Avx512Vnni(const GemmInt8Task& t) {
-  const uint8_t* a = static_cast<const uint8_t*>(t.a);
-  ForEachTile(t, 6, 16, [a](const GemmInt8Task& rows, size_t i, size_t m, size_t n, bool wide) {
-    if (wide) {
-      Rows<2>(rows, a + i * rows.kp, m, n);
-    } else {
-      Rows<1>(rows, a + i * rows.kp, m, n);
-    }
-  });
+  GemmTiles<Vnni, uint8_t, int8_t, /*kFitRows=*/true>(t);
 }
 
 }  // namespace fast
