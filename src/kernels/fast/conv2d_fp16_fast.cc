@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/fast/conv2d_fast.h"
+#include "kernels/fast/conv2d_fp16.h"
 #include "kernels/fast/conv_window.h"
 #include "kernels/fast/fp16_avx512.h"
 #include "kernels/fast/fp_env.h"
@@ -25,24 +26,18 @@
 #include "kernels/fast/x86_intrinsics.h"
 #include "kernels/ref/conv2d_ref.h"
 #include "kernels/ref/ref_common.h"
+#if TVM_NPU_X86_64
+// The shared sums, compiled for AVX-512 + F16C.
+#define NPU_TILE_TARGET NPU_TARGET_AVX512_F16C
+#include "kernels/fast/conv2d_fp16_tile.h"
+#undef NPU_TILE_TARGET
+#endif
 
 namespace tvm_npu {
 namespace fast {
 namespace {
 
-constexpr size_t kLanes = 16;  // packing block: one zmm, or two ymm
-
-struct Fp16Args {
-  const stream::Conv2DOperands* op;
-  const uint8_t* in;
-  const uint16_t* w;   // PackFp16's layout
-  size_t k;
-  const float* bias;   // oc_pad values, or nullptr
-  float lo, hi;
-  const uint8_t** px;  // the output pixel's valid taps (ValidTaps)
-  const uint32_t* tap;
-  size_t n_taps;
-};
+constexpr size_t kLanes = kFp16Lanes;  // packing block: one zmm, or two ymm
 
 // Scalar store of lanes [0, n) of `v`: the reference's conversion, NaN payloads included.
 inline void StoreScalar(const float* v, size_t n, uint8_t* out) {
@@ -110,30 +105,22 @@ NPU_TARGET_AVX512_F16C inline void Finish(const Fp16Args& a, __m512 v, size_t c0
   }
 }
 
+// The AVX-512 instructions of conv2d_fp16_tile.h: 16 lanes, one fused multiply-add.
+struct Avx512F16 {
+  NPU_TARGET_AVX512_F16C static __m512 Set1(float v) { return _mm512_set1_ps(v); }
+  NPU_TARGET_AVX512_F16C static __m512 LoadHalves(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  NPU_TARGET_AVX512_F16C static __m512 MulAdd(__m512 x, __m512 w, __m512 acc) {
+    return _mm512_fmadd_ps(x, w, acc);
+  }
+};
+
 template <int NB>
 NPU_TARGET_AVX512_F16C void BlockAvx512(const Fp16Args& a, size_t n, uint8_t* out_px) {
   const stream::Conv2DOperands& op = *a.op;
   __m512 acc[NB];
-  #pragma GCC unroll 16
-  for (int b = 0; b < NB; ++b) acc[b] = _mm512_setzero_ps();  // +0.0, as the reference
-  const uint16_t* wn = a.w + (n / kLanes) * a.k * kLanes;
-  for (size_t t = 0; t < a.n_taps; ++t) {
-    const uint8_t* px = a.px[t];
-    const uint16_t* wk = wn + a.tap[t] * op.in_c * kLanes;
-    for (uint64_t c = 0; c < op.in_c; ++c) {
-      uint16_t h;
-      std::memcpy(&h, px + c * 2, 2);
-      const __m512 xv = _mm512_set1_ps(_cvtsh_ss(h));  // half -> fp32 is exact
-      #pragma GCC unroll 16
-      for (int b = 0; b < NB; ++b) {
-        // One fused multiply-add, the same bits as the reference's multiply then add: the
-        // product of two halves is exact in fp32, so rounding it first changes nothing.
-        const __m512 wv = _mm512_cvtph_ps(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wk + b * a.k * kLanes + c * kLanes)));
-        acc[b] = _mm512_fmadd_ps(xv, wv, acc[b]);
-      }
-    }
-  }
+  SumProducts<Avx512F16>(a, n, acc);
   #pragma GCC unroll 16
   for (int b = 0; b < NB; ++b) {
     const size_t c0 = n + b * kLanes;
@@ -174,37 +161,6 @@ NPU_TARGET_AVX512_F16C void PixelAvx512(const Fp16Args& a, uint8_t* out_px) {
   }
 }
 
-// AVX2: the same, 8 lanes per ymm, two ymm per packed block of 16.
-NPU_TARGET_AVX2_F16C void PixelAvx2(const Fp16Args& a, uint8_t* out_px) {
-  const stream::Conv2DOperands& op = *a.op;
-  for (size_t n = 0; n < op.oc; n += kLanes) {
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    const uint16_t* wn = a.w + (n / kLanes) * a.k * kLanes;
-    for (size_t t = 0; t < a.n_taps; ++t) {
-      const uint8_t* px = a.px[t];
-      const uint16_t* wk = wn + a.tap[t] * op.in_c * kLanes;
-      for (uint64_t c = 0; c < op.in_c; ++c) {
-        uint16_t h;
-        std::memcpy(&h, px + c * 2, 2);
-        const __m256 xv = _mm256_set1_ps(_cvtsh_ss(h));
-        for (int b = 0; b < 2; ++b) {
-          const __m256 wv = _mm256_cvtph_ps(
-              _mm_loadu_si128(reinterpret_cast<const __m128i*>(wk + c * kLanes + b * 8)));
-          acc[b] = _mm256_add_ps(acc[b], _mm256_mul_ps(xv, wv));
-        }
-      }
-    }
-    alignas(32) float lanes[kLanes];
-    _mm256_store_ps(lanes, acc[0]);
-    _mm256_store_ps(lanes + 8, acc[1]);
-    const size_t left = std::min<size_t>(kLanes, op.oc - n);
-    for (size_t i = 0; i < left; ++i) {
-      float v = lanes[i];
-      if (a.bias != nullptr) v += a.bias[n + i];
-      ref::StoreHalf(out_px + (n + i) * 2, ref::Activate(v, op.act, a.lo, a.hi));
-    }
-  }
-}
 #endif
 
 }  // namespace
@@ -239,7 +195,7 @@ void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8
                       bias != nullptr ? bias_pad.data() : nullptr,
                       ref::BitsToFloat(op.clip_lo), ref::BitsToFloat(op.clip_hi), nullptr, nullptr, 0};
   void (*pixel)(const Fp16Args&, uint8_t*) =
-      depthwise ? DwPixelAvx512 : level == kLevelAvx512Vnni ? PixelAvx512 : PixelAvx2;
+      depthwise ? DwPixelAvx512 : level == kLevelAvx512Vnni ? PixelAvx512 : Conv2DFp16PixelAvx2;
   // One task per output row: rows are independent and each is at least one pixel of work.
   const bool split = uint64_t{op.out_h} * op.out_w * op.oc * k >= (1u << 16);
   ParallelFor(split ? op.out_h : 1, [&](size_t task) {
