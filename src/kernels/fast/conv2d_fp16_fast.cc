@@ -11,7 +11,8 @@
  * scalar conversion: NaN lanes (vcvtps2ph quiets a signalling NaN, FloatToHalfBits keeps it),
  * and an MXCSR with flush-to-zero / denormals-are-zero, which the integer conversion ignores.
  * Depthwise fp16 (AVX-512 only) is vectorized across channels, each lane adding its taps in the
- * reference's (kh, kw) order. The portable level runs the reference.
+ * reference's (kh, kw) order. The portable level runs the reference. The sums of the dense tile
+ * are conv2d_fp16_tile.h's, shared with the AVX2 pixel (conv2d_fp16_avx2.cc).
  */
 #include <algorithm>
 #include <cstring>

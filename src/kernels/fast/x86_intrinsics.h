@@ -22,11 +22,12 @@
 #define NPU_TARGET_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 #define NPU_TARGET_AVX512_VBMI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi")))
 
-// Loops that several levels share (gemm_int8_tile.h) are templates over a struct of the level's
-// instructions. GCC takes a function's target from its definition, never from a template
-// argument, and a function without a level's target cannot inline that level's intrinsics; so a
-// level's file defines NPU_TILE_TARGET as its NPU_TARGET_* before it includes such a header, whose
-// templates are then that file's own (an anonymous namespace), compiled for that level.
+// Loops that several levels share (gemm_int8_tile.h, conv2d_fp16_tile.h) are templates over a
+// struct of the level's instructions. GCC takes a function's target from its definition, never
+// from a template argument, and a function without a level's target cannot inline that level's
+// intrinsics; so a level's file defines NPU_TILE_TARGET as its NPU_TARGET_* before it includes
+// such a header, whose templates are then that file's own (an anonymous namespace), compiled for
+// that level.
 #endif
 
 #endif  // TVM_NPU_KERNELS_FAST_X86_INTRINSICS_H_
