@@ -126,8 +126,9 @@ def constraint_same_shape(lhs, rhs):
 
 
 def constraint_pool(call):
-    """NPU_E_POOL: pooling must be NCHW/NHWC, strides 1 or 2, no ceil mode, and an average pool must
-    divide by the full window (no padding, or count_include_pad); mean only over H and W, keepdims."""
+    """NPU_E_POOL: pooling must be NCHW/NHWC, strides 1 or 2, no dilation, no ceil mode, and an average
+    pool must divide by the full window (no padding, or count_include_pad); mean only over H and W,
+    keepdims."""
     if call.op.name == "relax.mean":
         axes = sorted(int(a) % 4 for a in call.attrs.axis) if call.attrs.axis is not None else None
         if len(static_shape(call.args[0])) != 4 or axes != [2, 3] or not call.attrs.keepdims:
@@ -139,6 +140,9 @@ def constraint_pool(call):
     strides = [int(s) for s in a.strides]
     if any(s not in (1, 2) for s in strides):
         return f"strides {strides}"
+    dilation = [int(d) for d in a.dilation]
+    if any(d != 1 for d in dilation):  # POOL has no dilation operand (docs/npu.md section 6)
+        return f"dilation {dilation}"
     if bool(a.ceil_mode):
         return "ceil_mode"
     if call.op.name == "relax.nn.avg_pool2d" and any(int(p) for p in a.padding) \
