@@ -6,6 +6,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import tvm
+from tvm import relax
 from onnx import TensorProto, helper, numpy_helper
 
 import tvm_npu
@@ -49,3 +50,41 @@ def test_dilated_max_pool_falls_back(rng):
     (want,) = onnxruntime_run(model, x)
     np.testing.assert_array_equal(run_vm(ex, x), want)
     np.testing.assert_array_equal(run_cpu(mod, x), want)
+
+
+def test_onnx_clip_with_min_above_max_gives_max(rng):
+    """ONNX Clip is min(max(x, min), max): every output is max when min > max. The importer's single
+    R.clip (which TVM computes as lo there) used to turn it into min, on the NPU and on the CPU."""
+    w = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
+    model = onnx_model([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                        helper.make_node("Clip", ["c", "lo", "hi"], ["y"])],
+                       [("x", [1, 8, 8, 8])], [("y", [1, 8, 8, 8])],
+                       {"w": w, "lo": np.float32(1), "hi": np.float32(-1)})
+    mod, ex, report = build(model)
+    assert placement(report, "relax.nn.conv2d").device == "npu", report.table()
+    x = rng.standard_normal((1, 8, 8, 8)).astype(np.float32)
+    (want,) = onnxruntime_run(model, x)
+    assert (want == -1).all()
+    np.testing.assert_array_equal(run_vm(ex, x), want)
+    np.testing.assert_array_equal(run_cpu(mod, x), want)
+
+
+def test_relax_clip_with_lo_above_hi_falls_back(rng):
+    """R.clip(x, lo, hi) with lo > hi is lo in TVM; the NPU's clip (min(max(x, lo), hi)) gives hi: the
+    clip stays on the CPU with NPU_E_ACTIVATION, the convolution runs on the NPU without it."""
+    w = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 8, 8, 8), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            c = bb.emit(relax.op.nn.conv2d(x, relax.const(w), padding=1))
+            out = bb.emit_output(relax.op.clip(c, 1, -1))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    report = tvm_npu.BuildReport()
+    ex = tvm_npu.build(mod, report=report)
+    assert placement(report, "relax.nn.conv2d").device == "npu", report.table()
+    row = placement(report, "relax.clip")
+    assert row.device == "cpu" and row.code == "NPU_E_ACTIVATION" and "1 > -1" in row.reason, report.table()
+    xv = rng.standard_normal((1, 8, 8, 8)).astype(np.float32)
+    np.testing.assert_array_equal(run_vm(ex, xv), run_cpu(mod, xv))

@@ -27,7 +27,7 @@ from .qlinear import qoperator_to_qdq
 
 
 class Clip(onnx_frontend.Clip):
-    """Clip with constant bounds as one R.clip (TVM emits maximum + minimum as call_tir)."""
+    """Clip with constant bounds lo <= hi as one R.clip (TVM emits maximum + minimum as call_tir)."""
 
     @classmethod
     def _as_clip(cls, x, lo, hi):
@@ -42,6 +42,9 @@ class Clip(onnx_frontend.Clip):
             if value is None or value.size != 1 or not np.isfinite(value).all():
                 return None
             bounds.append(float(value.reshape(-1)[0]))
+        if bounds[0] > bounds[1]:
+            # ONNX clips as min(max(x, lo), hi), every output hi; R.clip gives lo then: TVM's two ops
+            return None
         return relax.op.clip(x, *bounds)
 
     @classmethod

@@ -186,13 +186,16 @@ def constraint_bias_per_channel(bias, out_channels: int, channel_axis: int, out_
 
 
 def constraint_clip_bounds(act):
-    """NPU_E_ACTIVATION: clip bounds must be compile-time numbers."""
+    """NPU_E_ACTIVATION: clip bounds must be compile-time numbers, the lower one at most the upper
+    one."""
     if act is None or act.op.name != "relax.clip":
         return None
     for bound in act.args[1:]:
         if not isinstance(bound, (IntImm, FloatImm)):
             return f"clip bound {bound} is not a constant"
-    return None
+    lo, hi = (b.value for b in act.args[1:])
+    # The NPU clips as min(max(x, lo), hi), hi everywhere when lo > hi; TVM's R.clip gives lo there.
+    return f"clip bounds {lo} > {hi}" if lo > hi else None
 
 
 def _rows_of(shape) -> tuple:
