@@ -88,3 +88,24 @@ def test_relax_clip_with_lo_above_hi_falls_back(rng):
     assert row.device == "cpu" and row.code == "NPU_E_ACTIVATION" and "1 > -1" in row.reason, report.table()
     xv = rng.standard_normal((1, 8, 8, 8)).astype(np.float32)
     np.testing.assert_array_equal(run_vm(ex, xv), run_cpu(mod, xv))
+
+
+def test_training_batch_norm_uses_the_batch_statistics(rng):
+    """BatchNormalization with training_mode=1 normalizes by the batch's mean and variance; the
+    decomposition for inference used to replace them with the running statistics."""
+    c = 8
+    w = rng.standard_normal((c, c, 3, 3)).astype(np.float32)
+    stats = {"s": rng.standard_normal(c), "b": rng.standard_normal(c), "m": rng.standard_normal(c),
+             "v": rng.random(c) + 0.5}
+    model = onnx_model([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                        helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y", "rm", "rv"],
+                                         training_mode=1)],
+                       [("x", [2, c, 8, 8])], [("y", [2, c, 8, 8]), ("rm", [c]), ("rv", [c])],
+                       dict({k: v.astype(np.float32) for k, v in stats.items()}, w=w), opset=15)
+    mod, ex, report = build(model)
+    assert placement(report, "relax.nn.conv2d").device == "npu", report.table()
+    x = rng.standard_normal((2, c, 8, 8)).astype(np.float32)
+    got, want = run_vm(ex, x), run_cpu(mod, x)
+    for g, w_ in zip(got, want):  # the fp16 convolution, normalized: within a few fp16 ulps
+        np.testing.assert_allclose(g, w_, rtol=1e-2, atol=1e-2)
+    np.testing.assert_allclose(got[0], onnxruntime_run(model, x)[0], rtol=1e-2, atol=1e-2)

@@ -147,9 +147,13 @@ def fold_batch_norm(mod: tvm.IRModule) -> tvm.IRModule:
 
 def decompose_batch_norm(mod: tvm.IRModule) -> tvm.IRModule:
     """Rewrite the batch norms no conv absorbed into elementwise ops (TVM's DecomposeOpsForInference),
-    so they run on the CPU with their moving statistics; `mod` itself when `main` has none."""
+    so they run on the CPU with their moving statistics; `mod` itself when `main` has none, or has a
+    training batch norm (ONNX training_mode=1): the pass rewrites every batch norm as inference, and
+    a training one normalizes by its batch's own statistics, which TVM's legalization computes."""
     found = []
     relax.analysis.post_order_visit(
         mod["main"], lambda e: found.append(e) if rg.op_name(e) == "relax.nn.batch_norm" else None
     )
-    return relax.transform.DecomposeOpsForInference("main")(mod) if found else mod
+    if not found or any(bool(bn.attrs.training) for bn in found):
+        return mod
+    return relax.transform.DecomposeOpsForInference("main")(mod)
