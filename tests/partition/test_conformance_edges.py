@@ -5,6 +5,7 @@ the build must give the numbers TVM's own llvm build (or onnxruntime) gives."""
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 import tvm
 from tvm import relax
 from onnx import TensorProto, helper, numpy_helper
@@ -109,3 +110,19 @@ def test_training_batch_norm_uses_the_batch_statistics(rng):
     for g, w_ in zip(got, want):  # the fp16 convolution, normalized: within a few fp16 ulps
         np.testing.assert_allclose(g, w_, rtol=1e-2, atol=1e-2)
     np.testing.assert_allclose(got[0], onnxruntime_run(model, x)[0], rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("x_shape, c_shape, axis", [((4, 16), (3, 16), 0), ((1, 8, 4, 4), (1, 8, 4, 4), 1)],
+                         ids=["rows", "channels"])
+def test_concat_with_a_constant_falls_back(rng, x_shape, c_shape, axis):
+    """A Concat of a tensor and an initializer used to reach lowering, which has no tensor for a
+    constant (AttributeError): it stays on the CPU with NPU_E_CONCAT."""
+    out_shape = list(x_shape)
+    out_shape[axis] += c_shape[axis]
+    model = onnx_model([helper.make_node("Concat", ["x", "c"], ["y"], axis=axis)], [("x", list(x_shape))],
+                       [("y", out_shape)], {"c": rng.standard_normal(c_shape).astype(np.float32)})
+    mod, ex, report = build(model)
+    row = placement(report, "relax.concat")
+    assert row.device == "cpu" and row.code == "NPU_E_CONCAT" and "constant" in row.reason, report.table()
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    np.testing.assert_array_equal(run_vm(ex, x), onnxruntime_run(model, x)[0])

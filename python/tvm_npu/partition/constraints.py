@@ -237,7 +237,10 @@ def constraint_concat(call, inputs: list, elem: int, cfg: NPUConfig):
     """NPU_E_CONCAT: a concatenation runs on the NPU when it stacks matrices along their rows (axis 0 of
     a tensor of rank 2 or 3), or joins 4-D NCHW tensors along the channels (axis 1) with every input's
     channels filling whole 16-byte SRAM beats (multiples of 8 fp16 or 16 int8 channels) and the
-    result fitting in a quarter of SRAM (it stays there while its inputs are written into it)."""
+    result fitting in a quarter of SRAM (it stays there while its inputs are written into it); every
+    input must be a computed tensor (the NPU has no command that writes a constant into the result)."""
+    if any(constant_value(t) is not None for t in inputs):
+        return "a constant input"
     shape = static_shape(call)
     axis = int(call.attrs.axis) if call.attrs.axis is not None else 0
     if len(shape) in (2, 3) and axis % len(shape) == 0:
