@@ -126,3 +126,31 @@ def test_concat_with_a_constant_falls_back(rng, x_shape, c_shape, axis):
     assert row.device == "cpu" and row.code == "NPU_E_CONCAT" and "constant" in row.reason, report.table()
     x = rng.standard_normal(x_shape).astype(np.float32)
     np.testing.assert_array_equal(run_vm(ex, x), onnxruntime_run(model, x)[0])
+
+
+def test_shape_computed_at_run_time_partitions(rng):
+    """Expand to a shape given at run time: TVM's importer binds the shape with a match_cast, which TVM
+    0.27's MergeCompositeFunctions refuses (TypeError); the NPU ops around it still run on the NPU."""
+    w = rng.standard_normal((16, 16)).astype(np.float32)
+    model = onnx_model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+                        helper.make_node("Expand", ["r", "s"], ["y"])],
+                       [("x", [4, 16]), ("s", [3], TensorProto.INT64)], [("y", ["a", "b", "c"])], {"w": w})
+    mod, ex, report = build(model)
+    assert placement(report, "relax.matmul").device == "npu", report.table()
+    x = rng.standard_normal((4, 16)).astype(np.float32)
+    s = np.array([2, 4, 16], np.int64)
+    got, want = run_vm(ex, x, s), onnxruntime_run(model, x, s)[0]
+    assert got.shape == want.shape == (2, 4, 16)
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2)  # the dense in fp16
+    np.testing.assert_allclose(got, run_cpu(mod, x, s), rtol=1e-2, atol=1e-2)
+
+
+def test_reshape_allowzero_partitions(rng):
+    """Reshape with allowzero=1 and a 0 in its shape: the importer binds that shape with a match_cast."""
+    model = onnx_model([helper.make_node("Relu", ["x"], ["r"]),
+                        helper.make_node("Reshape", ["r", "shape"], ["y"], allowzero=1)],
+                       [("x", [2, 0, 3])], [("y", [0, 6])], {"shape": np.array([0, 6], np.int64)}, opset=14)
+    mod, ex, report = build(model)
+    x = np.zeros((2, 0, 3), np.float32)
+    got, want = run_vm(ex, x), onnxruntime_run(model, x)[0]
+    assert got.shape == want.shape == (0, 6)

@@ -120,7 +120,18 @@ def partition_for_npu(mod: tvm.IRModule, config: NPUConfig | str | None = None,
     log = rejections if rejections is not None else []
     mod = prepare(mod)
     run = PartitionRun(cfg, log, model_io(mod["main"]))
+    # TVM 0.27's MergeCompositeFunctions refuses a match_cast binding (TypeError), which its ONNX
+    # frontend emits for a shape computed at run time (Expand to a Shape, Reshape with allowzero):
+    # there each composite becomes an NPU function of its own, unmerged.
+    merge = not _has_match_cast(mod["main"])
     mod = relax.transform.FuseOpsByPattern(patterns.bind(run), bind_constants=True,
-                                           annotate_codegen=False)(mod)
-    mod = relax.transform.MergeCompositeFunctions()(mod)
+                                           annotate_codegen=not merge)(mod)
+    if merge:
+        mod = relax.transform.MergeCompositeFunctions()(mod)
     return regions.apply(mod, cfg, log)  # task limits: minimum size, max_tensors
+
+
+def _has_match_cast(func: relax.Function) -> bool:
+    body = func.body
+    return isinstance(body, relax.SeqExpr) and any(
+        isinstance(b, relax.MatchCast) for block in body.blocks for b in block.bindings)
