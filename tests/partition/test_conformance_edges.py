@@ -154,3 +154,35 @@ def test_reshape_allowzero_partitions(rng):
     x = np.zeros((2, 0, 3), np.float32)
     got, want = run_vm(ex, x), onnxruntime_run(model, x)[0]
     assert got.shape == want.shape == (0, 6)
+
+
+def integer_build(model, op, *xs):
+    """Build `model`, check `op` placed on the CPU, and compare with onnxruntime bit for bit."""
+    mod, ex, report = build(model)
+    assert placement(report, op).device == "cpu", report.table()
+    got, want = run_vm(ex, *xs), onnxruntime_run(model, *xs)[0]
+    assert got.dtype == want.dtype == np.int32
+    np.testing.assert_array_equal(got, want)
+
+
+def test_matmul_integer_runs_on_the_cpu(rng):
+    """MatMulInteger used to be refused at import; TVM imports it as an int32 matmul of the operands
+    minus their zero points (b's per column)."""
+    b = rng.integers(0, 256, (16, 8)).astype(np.uint8)
+    model = onnx_model([helper.make_node("MatMulInteger", ["a", "b", "a_zp", "b_zp"], ["y"])],
+                       [("a", [4, 16], TensorProto.UINT8)], [("y", [4, 8], TensorProto.INT32)],
+                       {"b": b, "a_zp": np.uint8(128), "b_zp": rng.integers(0, 256, 8).astype(np.uint8)})
+    integer_build(model, "relax.matmul", rng.integers(0, 256, (4, 16)).astype(np.uint8))
+
+
+@pytest.mark.parametrize("attrs, out", [(dict(pads=[1, 1, 1, 1], strides=[2, 1]), [1, 4, 4, 7]),
+                                        (dict(auto_pad="SAME_UPPER"), [1, 4, 7, 7])],
+                         ids=["pads_strides", "same_upper"])
+def test_conv_integer_runs_on_the_cpu(rng, attrs, out):
+    """ConvInteger (no TVM converter) imports as an int32 conv2d of the operands minus their zero points;
+    the padding holds x's zero point, as ONNX defines it."""
+    w = rng.integers(0, 256, (4, 3, 3, 3)).astype(np.uint8)
+    model = onnx_model([helper.make_node("ConvInteger", ["x", "w", "x_zp", "w_zp"], ["y"], **attrs)],
+                       [("x", [1, 3, 7, 7], TensorProto.UINT8)], [("y", out, TensorProto.INT32)],
+                       {"w": w, "x_zp": np.uint8(100), "w_zp": np.uint8(131)}, opset=10)
+    integer_build(model, "relax.nn.conv2d", rng.integers(0, 256, (1, 3, 7, 7)).astype(np.uint8))

@@ -3,7 +3,8 @@
 `from_onnx` is TVM's ONNX frontend plus tvm_npu's own converters for what TVM lowers in a way the NPU
 patterns cannot see (Clip becomes two TIR calls in TVM 0.27; here it stays one `R.clip`, so relu6
 fuses into the convolution before it; constant Pad stays one `R.nn.pad`, so a zero pad can fold into
-the convolution after it), LSTM, which TVM's frontend lacks (onnx_lstm.py), and QOperator-format
+the convolution after it), LSTM and ConvInteger, which TVM's frontend lacks (onnx_lstm.py; ConvInteger
+as an int32 convolution for the CPU), and QOperator-format
 quantized models (QLinearConv, QLinearMatMul) are rewritten into the QDQ format the NPU patterns match
 (onnx_qlinear.py).
 """
@@ -76,7 +77,34 @@ class Pad(onnx_frontend.Pad):
         return super()._lower_pad(bb, inputs, attr, params, allowed_modes)
 
 
-CONVERTERS = {"Clip": Clip, "Pad": Pad, "LSTM": LSTM}
+class ConvInteger(onnx_frontend.OnnxOpConverter):
+    """ConvInteger (which TVM 0.27's frontend lacks) in int32: conv(x - x_zero_point, w - w_zero_point),
+    each operand widened to int32 first, so every product and sum is exact (|x - z| <= 255). Padding
+    with 0 after the subtraction is padding with x_zero_point, as ONNX defines it. It runs on the CPU:
+    the NPU's int8 datapath takes an int8 weight with zero point 0 and requantizes its output, and
+    ConvInteger's output is the raw int32 sum."""
+
+    @classmethod
+    def _impl_v10(cls, bb, inputs, attr, params):
+        x, w = inputs[0], inputs[1]
+
+        def centred(value, zero_point, shape):
+            value = relax.op.astype(value, "int32")
+            if zero_point is None:
+                return bb.normalize(value)
+            zero_point = bb.normalize(relax.op.astype(zero_point, "int32"))
+            return bb.normalize(relax.op.subtract(value, relax.op.reshape(zero_point, shape)))
+
+        x_zp = inputs[2] if len(inputs) > 2 else None
+        w_zp = inputs[3] if len(inputs) > 3 else None
+        rank = len(x.ty.shape)
+        # x_zero_point is a scalar; w_zero_point a scalar or one per output channel (axis 0 of w).
+        data = centred(x, x_zp, [1] * rank)
+        weight = centred(w, w_zp, [-1] + [1] * (rank - 1))
+        return onnx_frontend.Conv._impl_v11(bb, [data, weight, None], attr, params)
+
+
+CONVERTERS = {"Clip": Clip, "Pad": Pad, "LSTM": LSTM, "ConvInteger": ConvInteger}
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ from ..contract.errors import NPUError
 
 # Integer-output ops with no QDQ equivalent the NPU patterns take: say what to do instead.
 UNSUPPORTED = {
-    "ConvInteger": "Conv", "MatMulInteger": "MatMul", "QLinearAdd": "Add", "QLinearMul": "Mul",
+    "QLinearAdd": "Add", "QLinearMul": "Mul",
     "QLinearAveragePool": "AveragePool", "QLinearGlobalAveragePool": "GlobalAveragePool",
     "QLinearSigmoid": "Sigmoid", "QLinearLeakyRelu": "LeakyRelu", "QLinearConcat": "Concat",
     "QGemm": "Gemm",
