@@ -337,4 +337,5 @@ def test_a_layer_larger_than_sram_names_it_in_a_short_message():
         tvm_npu.build(chain((1, 3, 8, 2048), layers), config="npu-small")
     message = str(info.value)
     assert len(message) < 400, message
-    assert "characters): layer 41 (npu.conv2d" in message and "does not fit 524288 bytes of SRAM" in message
+    assert message.startswith("ERR_SRAM_OVERFLOW: layer 41 (npu.conv2d) of fused_relax_nn_conv2d_")
+    assert "characters) does not fit 524288 bytes of SRAM" in message

@@ -517,7 +517,7 @@ def plan(cfg: NPUConfig, graph: Graph) -> Stream:
     need = max((n for _, n in failed), default=0)
     if result is None:
         raise NPUError("ERR_SRAM_OVERFLOW",
-                       f"{graph.label}: layer {layer.name.rsplit('.', 1)[-1]} ({layer.composite}) does not fit "
+                       f"layer {layer.name.rsplit('.', 1)[-1]} ({layer.composite}) of {graph.label} does not fit "
                        f"{cfg.sram_bytes} bytes of SRAM "
                        f"even with one output row per tile and its weights split into blocks (its largest "
                        f"tensor or smallest weight block is {need} bytes); use a configuration with more SRAM, "
