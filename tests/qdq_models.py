@@ -1,4 +1,4 @@
-"""onnxruntime's quantize_static (s8s8, per-channel QDQ) and inference, for the int8 tests.
+"""onnxruntime's quantize_static (s8s8 or u8s8, per-channel QDQ) and inference, for the int8 tests.
 
 The float models themselves are built by tvm_npu.models (re-exported here for the tests)."""
 
@@ -8,9 +8,13 @@ from onnx import numpy_helper
 from tvm_npu.models import GraphBuilder, mobilenet_v2_shaped, op_zoo  # noqa: F401
 
 
-def quantize_with_ort(model: onnx.ModelProto, calib: list, path) -> onnx.ModelProto:
-    """onnxruntime's quantize_static: QDQ format, int8 activations and weights, per-channel."""
+def quantize_with_ort(model: onnx.ModelProto, calib: list, path, activations="int8", weights="int8",
+                      per_channel=True, extra_options=None) -> onnx.ModelProto:
+    """onnxruntime's quantize_static: QDQ format, int8 (or "uint8") activations and weights, per-channel
+    unless told."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    types = {"int8": QuantType.QInt8, "uint8": QuantType.QUInt8}
 
     class Reader(CalibrationDataReader):
         def __init__(self):
@@ -22,7 +26,8 @@ def quantize_with_ort(model: onnx.ModelProto, calib: list, path) -> onnx.ModelPr
     src = str(path) + ".float.onnx"
     onnx.save(model, src)
     quantize_static(src, str(path), Reader(), quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=True)
+                    activation_type=types[activations], weight_type=types[weights], per_channel=per_channel,
+                    extra_options=extra_options)
     return onnx.load(str(path))
 
 

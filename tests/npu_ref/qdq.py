@@ -1,6 +1,10 @@
 """Runs an onnxruntime QDQ model (quantize_static's format) the way the NPU computes it: every
 DequantizeLinear -> op -> QuantizeLinear group with the integer datapath of int8.py, the model input
-quantized and the output dequantized as the runtime's quantized staging does."""
+quantized and the output dequantized as the runtime's quantized staging does.
+
+uint8 tensors (onnxruntime's default activation type) run as the NPU runs them: as int8 codes q - 128
+with zero point z - 128 (docs/npu.md section 2, "uint8 tensors"); the model input is quantized to uint8
+first and then shifted, so the two sides of that identity are both computed."""
 
 import numpy as np
 from onnx import numpy_helper
@@ -19,6 +23,14 @@ def _nhwc(a):
 
 def _nchw(a):
     return np.transpose(a, (0, 3, 1, 2))
+
+
+def _signed(codes, zp):
+    """(int8 codes, zero point) of quantized codes: uint8 q, z as q - 128, z - 128; int8 as they are."""
+    codes, zp = np.asarray(codes), None if zp is None else np.asarray(zp)
+    if codes.dtype != np.uint8:
+        return codes, zp
+    return (codes.astype(np.int16) - 128).astype(np.int8), None if zp is None else zp.astype(np.int16) - 128
 
 
 def _ints(attrs, name, default):
@@ -43,18 +55,20 @@ class QDQInterpreter:
             if op == "DequantizeLinear":
                 if ins[0] in self.init:  # a constant: weights or bias
                     zp = self.init.get(ins[2]) if len(ins) > 2 else None
-                    self.init[out] = ("dq", self.init[ins[0]], self.init[ins[1]], zp)
+                    codes, zp = _signed(self.init[ins[0]], zp)
+                    self.init[out] = ("dq", codes, self.init[ins[1]], zp)
                 else:
                     codes, s, z = q[ins[0]]
                     f[out] = int8.dequantize(codes, s, z)
                     dq_of[out] = ins[0]
             elif op == "QuantizeLinear":
-                s = float(self.init[ins[1]])
-                z = int(self.init[ins[2]])
+                s, zp = float(self.init[ins[1]]), self.init[ins[2]]
+                z = int(_signed(zp, zp)[1])  # uint8: the int8 zero point z - 128
                 if ins[0] in pending:
                     q[out] = (self._finish(pending[ins[0]], s, z), s, z)
                 else:
-                    q[out] = (int8.quantize(f[ins[0]], s, z), s, z)
+                    codes = int8.quantize(f[ins[0]], s, int(zp), zp.dtype.type)
+                    q[out] = (_signed(codes, None)[0], s, z)
             elif op in ("Conv", "Gemm"):
                 pending[out] = ("conv", node, ins, attrs, ("none", None))
             elif op in ("Relu", "Clip"):

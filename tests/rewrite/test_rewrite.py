@@ -303,3 +303,49 @@ def test_column_split_of_a_dense_sum_becomes_one_dense_layer_per_part(rng):
     assert [count_ops(split, op) for op in ("relax.split", "relax.matmul", "relax.add")] == [0, 8, 8]
     args = [rng.standard_normal((1, 5)).astype(np.float32), rng.standard_normal((1, 8)).astype(np.float32)]
     np.testing.assert_allclose(run_cpu(split, *args), run_cpu(mod, *args), rtol=1e-5, atol=1e-5)
+
+
+def _uint8_module():
+    """x (float) quantized to uint8 and dequantized, plus a uint8 constant and a uint8 model input
+    dequantized; the uint8 codes are also reshaped and returned (readers that need the uint8 bytes)."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((2, 16), "float32"))
+    c = relax.Var("c", relax.TensorType((2, 16), "uint8"))
+    s, z = relax.const(0.1, "float32"), relax.const(np.uint8(130))
+    codes = np.random.default_rng(1).integers(0, 256, (2, 16)).astype(np.uint8)
+    with bb.function("main", [x, c]):
+        with bb.dataflow():
+            q = bb.emit(relax.op.quantize(x, s, z, out_dtype="uint8"))
+            a = bb.emit(relax.op.dequantize(q, s, z))
+            w = bb.emit(relax.op.dequantize(relax.const(codes), relax.const(0.05, "float32"),
+                                            relax.const(np.uint8(128))))
+            d = bb.emit(relax.op.dequantize(c, relax.const(0.2, "float32"), relax.const(np.uint8(100))))
+            y = bb.emit(relax.op.add(relax.op.add(a, w), d))
+            r = bb.emit(relax.op.reshape(q, (32,)))
+            out = bb.emit_output(relax.Tuple([y, q, r]))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_uint8_qdq_becomes_int8_with_zero_point_minus_128_and_the_same_values():
+    mod = _uint8_module()
+    after = rewrite.uint8_as_int8(mod)
+
+    def uint8_qdq(m):
+        found = []
+        relax.analysis.post_order_visit(m["main"], lambda e: found.append(e) if relax_graph.op_name(e) in (
+            "relax.quantize", "relax.dequantize") and "uint8" in (str(e.ty.dtype), str(e.args[0].ty.dtype))
+            else None)
+        return len(found)
+
+    assert (uint8_qdq(mod), uint8_qdq(after)) == (4, 0)
+    # The uint8 model input is shifted to int8 for its dequantize, the quantize's codes back to uint8 for
+    # the reshape and the result: 2 shifts of 2 casts each.
+    assert (count_ops(mod, "relax.astype"), count_ops(after, "relax.astype")) == (0, 4)
+    rng = np.random.default_rng(2)
+    for scale in (1.0, 30.0):  # 30: most of x beyond the codes' range, the clamps decide
+        x = (rng.standard_normal((2, 16)) * scale).astype(np.float32)
+        c = rng.integers(0, 256, (2, 16)).astype(np.uint8)
+        for want, got in zip(run_cpu(mod, x, c), run_cpu(after, x, c)):
+            assert want.dtype == got.dtype
+            np.testing.assert_array_equal(want, got)

@@ -89,9 +89,9 @@ def constraint_groups(call):
 
 
 def constraint_int8_activations(exprs, wide: bool = False):
-    """NPU_E_QUANT_DTYPE: quantized activations must be int8 (quantize with activation type QInt8,
-    "s8s8"), or int16 for elementwise ops and requantizations (an LSTM's 16-bit cell state); uint8
-    activations stay on the CPU."""
+    """NPU_E_QUANT_DTYPE: quantized activations must be int8, or uint8 with a constant zero point (it runs
+    as int8 with the zero point minus 128), or int16 for elementwise ops and requantizations (an LSTM's
+    16-bit cell state)."""
     allowed = ("int8", "int16") if wide else ("int8",)
     bad = [dtype_of(e) for e in exprs if dtype_of(e) not in allowed]
     return f"dtype {bad[0]}" + ("" if wide or bad[0] != "int16" else " (int16 only in elementwise ops)") \
@@ -109,7 +109,8 @@ def constraint_per_tensor(qcalls):
 
 
 def constraint_symmetric_weights(dq):
-    """NPU_E_QUANT_WEIGHT: int8 weights must be symmetric (zero point 0), per-tensor or per-channel."""
+    """NPU_E_QUANT_WEIGHT: int8 weights must be symmetric (zero point 0; uint8 weights: zero point 128,
+    as quantize_static's per-channel ones), per-tensor or per-channel."""
     codes, zps = constant_value(dq.args[0]), constant_value(dq.args[2])
     if codes is None or codes.dtype != "int8":
         return f"weight dtype {None if codes is None else codes.dtype}"

@@ -1,7 +1,7 @@
-"""Stage 2 — graph rewrites before quantization and partitioning: compute on constants folded, a dense
-layer's column split pushed into its weights, views as reshapes, zero pads into conv padding, batch
-norm folded into convs. `run` applies them in the order of `PASSES`; `partition.prepare` and the
-quantizer call it.
+"""Stage 2 — graph rewrites before quantization and partitioning: uint8 QDQ tensors as int8 ones,
+compute on constants folded, a dense layer's column split pushed into its weights, views as reshapes,
+zero pads into conv padding, batch norm folded into convs. `run` applies them in the order of
+`PASSES`; `partition.prepare` and the quantizer call it.
 
 Frontends emit some ops the NPU has no command for but that disappear into a neighbour at compile
 time; each rewrite, one per file, removes one kind, so the patterns match what the NPU runs instead of
@@ -15,10 +15,12 @@ from .batch_norm import decompose_batch_norm, fold_batch_norm
 from .fold_constants import fold_constant_compute
 from .fuse_pad import fuse_pad_into_conv
 from .split_dense_columns import split_dense_columns
+from .uint8_as_int8 import uint8_as_int8
 from .views import views_as_reshape
 
 #: The rewrites of a plain-dataflow `main`, in the order `run` applies them, each `mod -> mod`.
-PASSES = (fold_constant_compute, split_dense_columns, views_as_reshape, fuse_pad_into_conv, fold_batch_norm)
+PASSES = (uint8_as_int8, fold_constant_compute, split_dense_columns, views_as_reshape, fuse_pad_into_conv,
+          fold_batch_norm)
 
 
 def run(mod: tvm.IRModule) -> tvm.IRModule:
