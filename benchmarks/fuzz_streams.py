@@ -19,6 +19,7 @@ import struct
 import sys
 import time
 import zlib
+from pathlib import Path
 
 import numpy as np
 
@@ -121,7 +122,7 @@ def main(argv=None) -> int:
         try:
             counts[execute(blob, rt, rng)] += 1
         except Exception as err:  # an uncoded error is a bug: keep the blob
-            open("fuzz_failure.bin", "wb").write(blob)
+            Path("fuzz_failure.bin").write_bytes(blob)
             print(f"execution {i}: {type(err).__name__}: {err} (blob in fuzz_failure.bin)")
             return 1
     took = time.time() - start

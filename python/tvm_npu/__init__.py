@@ -22,19 +22,26 @@ def _autoload() -> None:
     register()
 
 
-from .contract import CODES, NPU_REF, NPU_SMALL, PRESETS, NPUConfig, NPUError, get_config  # noqa: E402, F401  (first: registers the error kind with tvm-ffi)
-from .frontend import from_onnx  # noqa: E402, F401
-from .quantization import QuantReport, quantize  # noqa: E402, F401
-from .partition import BuildReport, partition_for_npu  # noqa: E402, F401
-from .backend import codegen as _codegen  # noqa: E402, F401  (registers "relax.ext.npu")
-from .backend.plan.energy import EnergyModel  # noqa: E402, F401
-from .runtime import load_module  # noqa: E402, F401
-from .build import build, npu_pipeline  # noqa: E402, F401
-from .dse import SweepResult, estimate, sweep  # noqa: E402, F401
-from .tools import (AsyncModel, StreamingSession, format_sqnr_table, layer_sqnr, profile,  # noqa: E402, F401
+# contract first: it registers the NPUError kind with tvm-ffi before anything can raise it.
+from .contract import CODES, NPU_REF, NPU_SMALL, PRESETS, NPUConfig, NPUError, get_config
+from .frontend import from_onnx
+from .quantization import QuantReport, quantize
+from .partition import BuildReport, partition_for_npu
+from .backend import codegen as _codegen  # registers "relax.ext.npu"
+from .backend.plan.energy import EnergyModel
+from .runtime import load_module
+from .build import build, npu_pipeline
+from .dse import SweepResult, estimate, sweep
+from .tools import (AsyncModel, StreamingSession, format_sqnr_table, layer_sqnr, profile,
                     to_csv as profile_to_csv, write_chrome_trace)
 
-import importlib.metadata as _metadata  # noqa: E402
+import importlib.metadata as _metadata
+
+# The public API: the names a user script reaches as tvm_npu.<name>.
+__all__ = ["CODES", "NPU_REF", "NPU_SMALL", "PRESETS", "AsyncModel", "BuildReport", "EnergyModel", "NPUConfig",
+           "NPUError", "QuantReport", "StreamingSession", "SweepResult", "build", "estimate", "format_sqnr_table",
+           "from_onnx", "get_config", "layer_sqnr", "load_module", "npu_pipeline", "partition_for_npu", "profile",
+           "profile_to_csv", "quantize", "sweep", "write_chrome_trace"]
 
 try:  # the version is written once, in pyproject.toml
     __version__ = _metadata.version("tvm_npu")

@@ -28,7 +28,7 @@ def register() -> None:
     try:
         runtime.load_library()  # registers the "npu" module loader, needed to load exported artifacts
     except NPUError as err:  # compiling still fails with this message when the library is needed
-        warnings.warn(str(err))
+        warnings.warn(str(err), stacklevel=2)
     tvm.target.tag.register_tag("npu", TARGET_TAG, override=True)
     patterns.register()
     if "npu" not in relax.pipeline.PIPELINE_MAP:

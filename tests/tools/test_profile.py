@@ -74,7 +74,7 @@ def test_layer_macs_bytes_and_utilization_from_the_shapes(chain_profile):
     assert [lay["kind"] for lay in prof["layers"]] == ["conv"] * 3
     weights = 0
     io = {0: rows_bytes(*shapes[0][0]), len(shapes) - 1: rows_bytes(*shapes[-1][1])}
-    for i, (lay, (src, dst, oc, kh, kw, ic)) in enumerate(zip(prof["layers"], shapes)):
+    for i, (lay, (_src, dst, oc, kh, kw, ic)) in enumerate(zip(prof["layers"], shapes)):
         assert lay["macs"] == dst[1] * dst[2] * oc * kh * kw * ic
         w = align(oc * kh * kw * ic * 2) + align(oc * 4)  # packed weight rows, then the fp32 bias
         weights += w

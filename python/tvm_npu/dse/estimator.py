@@ -45,8 +45,8 @@ def estimate(mod: tvm.IRModule, config: NPUConfig | str | None = None, params: d
     dict
         `cycles` (all NPU regions, one after another), `latency_us`, `mac_cycles` (MAC array busy),
         `vector_cycles`, `macs`, `ddr_bytes` (read + written), `sram_peak_bytes`, the energy parts in
-        microjoules, `npu_ops` / `ops`, `cpu_macs`, `cpu_codes` (reason code -> ops on the CPU) and `regions`. Raises NPUError (e.g.
-        ERR_SRAM_OVERFLOW) when the model does not compile for `config`.
+        microjoules, `npu_ops` / `ops`, `cpu_macs`, `cpu_codes` (reason code -> ops on the CPU) and
+        `regions`. Raises NPUError (e.g. ERR_SRAM_OVERFLOW) when the model does not compile for `config`.
     """
     from ..build import bind_params, compile_npu_regions
 

@@ -64,8 +64,11 @@ def text(rows: list[dict]) -> str:
         else:
             lines.append((r["name"], f"{r['area_mm2']:.2f}", "-", "-", "-", "-", "-", f"{r['error_code']}: {_first_line(r['reason'])}"))
     widths = [max(len(x[i]) for x in [head, *lines]) for i in range(7)]
-    fmt = lambda x: "  ".join(c.ljust(w) if i == 0 else c.rjust(w)  # noqa: E731
-                              for i, (c, w) in enumerate(zip(x[:7], widths))) + ("  " + x[7] if x[7] else "")
+
+    def fmt(x):
+        cells = "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(x[:7], widths)))
+        return cells + ("  " + x[7] if x[7] else "")
+
     return "\n".join([fmt(head), *(fmt(x) for x in lines)])
 
 

@@ -118,8 +118,10 @@ def layer_table(prof: dict) -> str:
                  str(sum(lay["macs"] for lay in prof["layers"])), f"{100 * prof['mac_utilization']:.1f}%",
                  str(prof["ddr_bytes"])))
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    fmt = lambda r: "  ".join(c.ljust(w) if i < 4 else c.rjust(w)  # noqa: E731
-                              for i, (c, w) in enumerate(zip(r, widths)))
+
+    def fmt(r):
+        return "  ".join(c.ljust(w) if i < 4 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+
     lines = [fmt(head), "  ".join("-" * w for w in widths)]
     lines += [fmt(r) for r in rows[:-1]] + ["  ".join("-" * w for w in widths), fmt(rows[-1])]
     conf = prof["config"]

@@ -6,9 +6,9 @@
 
 Figures: per-layer cycles (compute / DMA / stall) with MAC utilization; a roofline (arithmetic intensity,
 MACs per DDR byte, against achieved MACs per cycle); the SRAM occupancy over the run (from the planner's
-per-layer buffers and weight slots, `layer_sram` and `weight_slots` in report.regions). The page also holds the headline numbers and the
-partition table (where each op runs, or the reason code of why not). Without a report (None) the SRAM
-timeline and the partition table are left out.
+per-layer buffers and weight slots, `layer_sram` and `weight_slots` in report.regions). The page also
+holds the headline numbers and the partition table (where each op runs, or the reason code of why not).
+Without a report (None) the SRAM timeline and the partition table are left out.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ convolution or pooling that produces each input writes its result straight into 
 input cannot be written in place — it comes from outside the region, from an op without a pixel-strided
 output, it is also used elsewhere, or (int8) its scale or zero point differs from the result's — one
 copy pass (a 1x1 max pooling: exact in fp16, and in int8 the requantization y = z_y + RNE((x - z_x) * S)
-with S = s_x / s_y, the identity when they agree) writes it into its slice. A joined tensor that must also live in DDR (a region output, or the input of a view)
-is built in SRAM and copied out once.
+with S = s_x / s_y, the identity when they agree) writes it into its slice. A joined tensor that must also
+live in DDR (a region output, or the input of a view) is built in SRAM and copied out once.
 
 Stacking matrices along their rows (a concat on axis 0, e.g. an LSTM's outputs over time) needs no pixel
 stride: each input is the rows at its offset, in SRAM or in DDR alike, and whatever else reads it reads
