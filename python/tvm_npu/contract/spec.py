@@ -1,0 +1,326 @@
+"""The NPU's binary contract, as data: the one place its numbers are written.
+
+Opcodes and each command's operands in word order, the header, configuration block, tensor descriptor
+and quantization-table layouts, the enum codes, the error codes and the configuration presets. Nothing
+here computes: `layout.py` turns these tables into struct layouts (the Python packer and reader), and
+`generate.py` writes them into include/tvm_npu/stream_format.h, include/tvm_npu/npu_config.h and the
+tables of docs/npu.md (run ``python -m tvm_npu.contract.generate`` after editing this file;
+tests/contract/test_contract_generated.py fails while a generated file is stale).
+
+Conventions: every record is a run of little-endian words; a field is a u32 unless it says "type"
+(u16, i32, f32) or "count" (an array). "c" names the C++ identifier where it differs from a rule the
+generator could guess. "since" is the minor version a field or opcode appeared in (absent: 1.0); minor
+versions only append, and a 0 in an appended operand keeps the older meaning.
+"""
+
+from typing import Any
+
+# The tables below are laid out by hand, an entry or a few fields a line, to be read as a table.
+# fmt: off
+
+VERSION_MAJOR = 1
+
+# Minor versions, oldest first; "c" names the C++ constant k<c>Minor that the parser checks against.
+MINORS: list[dict[str, Any]] = [
+    {"minor": 0, "added": "the first format"},
+    {"minor": 1, "c": "VectorOps",
+     "added": "the pixel strides of CONV2D and POOL; the opcodes ELTWISE, UNARY and SOFTMAX"},
+    {"minor": 2, "c": "Int16", "added": "the int16 dtype; ELTWISE's per-operand dtypes"},
+    {"minor": 3, "c": "QuantIo",
+     "added": "quantized staging (host fp32 <-> device int8 / int16) and the quantization table"},
+]
+
+# Named values of the format. "c" is the C++ constant, "py" the Python one (contract/stream.py).
+CONSTANTS: list[dict[str, Any]] = [
+    {"c": "kMagic", "py": "MAGIC", "value": 0x5355504E, "doc": 'the header\'s first word: the bytes "NPUS"'},
+    {"c": "kWeightsAlignment", "py": "WEIGHTS_ALIGNMENT", "value": 128,
+     "doc": "alignment of the weight region's offset in the blob"},
+    {"c": "kSliceAlignment", "py": "SLICE_ALIGNMENT", "value": 16,
+     "doc": "CONV2D and POOL input / output addresses need only be multiples of one SRAM beat, so a "
+            "command can read or write a channel slice of a tensor (docs/npu.md section 3)"},
+    {"c": "kUnaryTableBytes", "py": "UNARY_TABLE_BYTES", "value": 256,
+     "doc": "an int8 UNARY's table: one int8 output per input code, indexed by x + 128"},
+    {"c": "kNoTable", "py": "NO_TABLE", "value": 0xFFFFFFFF, "doc": "UNARY table_addr: no table (fp16)"},
+    {"c": "kNoBias", "py": "NO_BIAS", "value": 0xFFFFFFFF, "doc": "CONV2D bias_addr: no bias (fp16 only)"},
+    {"c": "kNoIoIndex", "py": "NO_IO", "value": 0xFFFFFFFF,
+     "doc": "tensor descriptor io_index of a weight or bias"},
+]
+
+# Word 0 of a command: opcode in bits 0-7, then one wait field per engine, in this order.
+WAITS: dict[str, Any] = {"engines": ["dma0", "dma1", "mac", "vector"], "shift": 8, "bits": 4, "no_wait": 15}
+COMMAND_WORDS = 32  # word 0 and 31 operand words; unused ones are zero
+
+# ---------------------------------------------------------------------------------------------------
+# Records: the header, the configuration block, a tensor descriptor, a quantization table entry.
+# ---------------------------------------------------------------------------------------------------
+
+HEADER: dict[str, Any] = {
+    "c": "Header",
+    "fields": [
+        {"name": "magic", "value": "MAGIC", "doc": 'the bytes "NPUS"'},
+        {"name": "version_major", "type": "u16", "value": "VERSION_MAJOR",
+         "doc": "a reader refuses another major version"},
+        {"name": "version_minor", "type": "u16", "value": "VERSION_MINOR",
+         "doc": "the newest minor this format defines; a reader refuses a newer one and reads every older"},
+        {"name": "header_bytes", "value": "HEADER_BYTES", "doc": "the header's size"},
+        {"name": "flags", "value": 0, "doc": ""},
+        {"name": "num_tensors", "doc": "entries of the tensor table"},
+        {"name": "num_commands", "doc": "entries of the command table, the last one END"},
+        {"name": "weights_offset", "doc": "byte offset of the weight region in the blob, 128-aligned"},
+        {"name": "weights_bytes", "doc": "the weight region's size (it is DDR [0, weights_bytes))"},
+        {"name": "ddr_bytes", "doc": "DDR space the stream needs, weights included"},
+        {"name": "sram_bytes_used", "doc": "SRAM the stream uses (at most `sram_bytes`)"},
+        {"name": "num_inputs", "doc": "input arguments"},
+        {"name": "num_outputs", "doc": "output arguments"},
+        {"name": "crc32", "doc": "CRC-32/IEEE of every byte after the header"},
+        {"name": "qparams_offset", "since": 3,
+         "doc": "byte offset of the quantization table in the blob, 0 = none; a reserved word before",
+         "comment": "format 1.3: the quantization table's offset in the blob, 0 = none"},
+        {"name": "reserved", "count": 2, "value": 0, "doc": ""},
+    ],
+}
+
+# The configuration block: the NPUConfig fields in block order ("display" says how docs/npu.md
+# writes a value besides the number).
+CONFIG: dict[str, Any] = {
+    "c": "NPUConfig",
+    "fields": [
+        {"name": "clock_mhz", "doc": "core clock", "display": "clock"},
+        {"name": "mac_rows", "doc": "MAC array rows (input-channel / tap dimension)"},
+        {"name": "mac_cols", "doc": "MAC array columns (output-channel dimension)"},
+        {"name": "fp16_rate_div", "doc": "an fp16 MAC takes this many int8 MAC slots"},
+        {"name": "sram_bytes", "doc": "on-chip SRAM", "display": "size"},
+        {"name": "sram_banks", "doc": "SRAM banks (interleaved every `alignment` bytes)"},
+        {"name": "ddr_bytes_per_cycle", "doc": "DDR bandwidth, shared by all DMA channels"},
+        {"name": "burst_bytes", "doc": "DDR burst size; a transfer moves whole bursts"},
+        {"name": "dma_latency", "doc": "fixed cycles from DMA issue to its first burst"},
+        {"name": "dma_channels", "doc": "DMA channels running concurrently with compute"},
+        {"name": "vector_lanes", "doc": "vector-unit lanes (elements per cycle)"},
+        {"name": "alignment", "doc": "alignment of every address and row stride (bytes)"},
+        {"name": "op_overhead", "doc": "fixed cycles per compute command (setup, drain)"},
+        {"name": "max_rank", "doc": "highest tensor rank an NPU op accepts"},
+        {"name": "max_width", "doc": "largest width (W, or the inner dimension) accepted"},
+        {"name": "max_tensors", "doc": "tensors one task (one command stream) may reference"},
+    ],
+}
+
+# The configurations the package names (tvm_npu.PRESETS); the first is the default. "c" is the
+# static constructor of the C++ NPUConfig.
+PRESETS: list[dict[str, Any]] = [
+    {"name": "npu-ref", "c": "NpuRef", "values": {
+        "clock_mhz": 1000, "mac_rows": 32, "mac_cols": 32, "fp16_rate_div": 4, "sram_bytes": 2097152,
+        "sram_banks": 16, "ddr_bytes_per_cycle": 16, "burst_bytes": 128, "dma_latency": 64,
+        "dma_channels": 2, "vector_lanes": 64, "alignment": 128, "op_overhead": 32, "max_rank": 4,
+        "max_width": 2048, "max_tensors": 64}},
+    {"name": "npu-small", "c": "NpuSmall", "values": {
+        "clock_mhz": 500, "mac_rows": 16, "mac_cols": 16, "fp16_rate_div": 4, "sram_bytes": 524288,
+        "sram_banks": 8, "ddr_bytes_per_cycle": 8, "burst_bytes": 128, "dma_latency": 64,
+        "dma_channels": 2, "vector_lanes": 32, "alignment": 128, "op_overhead": 32, "max_rank": 4,
+        "max_width": 2048, "max_tensors": 64}},
+]
+
+TENSOR: dict[str, Any] = {
+    "c": "TensorDesc",
+    "fields": [
+        {"name": "role", "enum": "role", "doc": "what the tensor is"},
+        {"name": "io_index", "doc": "argument position among inputs or among outputs; 0xFFFFFFFF otherwise"},
+        {"name": "dtype", "enum": "dtype", "doc": "device dtype"},
+        {"name": "host_dtype", "enum": "dtype", "doc": "the host argument's dtype"},
+        {"name": "host_layout", "enum": "layout", "doc": "the host argument's layout"},
+        {"name": "host_rank", "doc": "the host argument's rank"},
+        {"name": "host_shape", "count": 4, "doc": "the host argument's shape (unused trailing entries 0)"},
+        {"name": "view", "count": 4, "doc": "the device `[N, H, W, C]`", "comment": "device [N, H, W, C]"},
+        {"name": "ddr_addr", "doc": "the device tensor's DDR address"},
+        {"name": "row_stride", "doc": "bytes between the device tensor's rows"},
+    ],
+}
+
+QPARAMS: dict[str, Any] = {
+    "c": "QParams",
+    "brief": "An entry of the quantization table (format 1.3): one per tensor descriptor, in order; two "
+             "zero words for a tensor that is not staged with quantization.",
+    "fields": [
+        {"name": "scale", "type": "f32", "doc": "fp32, finite and > 0 for a quantized input or output"},
+        {"name": "zero_point", "type": "i32", "doc": "int32, within the device dtype's range (0 for int16)"},
+    ],
+}
+
+# ---------------------------------------------------------------------------------------------------
+# Enum codes. "c" is the C++ enumerator, "doc_name" how docs/npu.md names the value, "field" the
+# fields and operands that hold the enum.
+# ---------------------------------------------------------------------------------------------------
+
+ENUMS: dict[str, dict[str, Any]] = {
+    "dtype": {"c": "DType", "field": "`dtype`, `host_dtype`, `a_dtype`, `b_dtype`, `out_dtype`", "values": [
+        {"name": "float16", "code": 1, "c": "kFP16", "doc_name": "fp16", "bytes": 2,
+         "use": "activations and weights on the float datapath"},
+        {"name": "int8", "code": 2, "c": "kInt8", "bytes": 1,
+         "use": "activations and weights on the integer datapath"},
+        {"name": "int32", "code": 3, "c": "kInt32", "bytes": 4,
+         "use": "biases and accumulators of the integer datapath"},
+        {"name": "float32", "code": 4, "c": "kFP32", "doc_name": "fp32", "bytes": 4,
+         "use": "biases of the float datapath, host tensors"},
+        {"name": "int16", "code": 5, "c": "kInt16", "bytes": 2, "since": 2,
+         "comment": "format 1.2: ELTWISE operands and results, region inputs and outputs",
+         "use": "16-bit tensors of the integer datapath (an LSTM's cell state): `ELTWISE` operands and "
+                "results, region inputs and outputs (format 1.2)"},
+    ]},
+    "role": {"c": "Role", "field": "tensor `role`", "values": [
+        {"name": "input", "code": 1, "c": "kRoleInput"},
+        {"name": "output", "code": 2, "c": "kRoleOutput"},
+        {"name": "weight", "code": 3, "c": "kRoleWeight"},
+        {"name": "bias", "code": 4, "c": "kRoleBias"},
+    ]},
+    "layout": {"c": "HostLayout", "field": "tensor `host_layout`", "values": [
+        {"name": "NHWC", "code": 0, "c": "kLayoutNHWC"},
+        {"name": "NCHW", "code": 1, "c": "kLayoutNCHW"},
+        {"name": "ROWS", "code": 2, "c": "kLayoutRows",
+         "doc": "row-major `[..., K]` viewed as `[1, prod(...), 1, K]`",
+         "comment": "row-major [..., K] viewed as [1, prod(...), 1, K]"},
+    ]},
+    "activation": {"c": "Activation", "field": "`act`", "values": [
+        {"name": "none", "code": 0, "c": "kActNone"},
+        {"name": "relu", "code": 1, "c": "kActRelu"},
+        {"name": "clip", "code": 2, "c": "kActClip"},
+    ]},
+    "pool_kind": {"c": "PoolKind", "field": "`POOL` `kind`", "values": [
+        {"name": "avg", "code": 0, "c": "kPoolAvg", "doc_name": "average"},
+        {"name": "max", "code": 1, "c": "kPoolMax"},
+    ]},
+    "eltwise_kind": {"c": "EltwiseKind", "field": "`ELTWISE` `kind`", "values": [
+        {"name": "add", "code": 0, "c": "kEltAdd"},
+        {"name": "subtract", "code": 1, "c": "kEltSub", "doc": "`a - b`"},
+        {"name": "multiply", "code": 2, "c": "kEltMul"},
+        {"name": "maximum", "code": 3, "c": "kEltMax"},
+        {"name": "minimum", "code": 4, "c": "kEltMin"},
+    ]},
+    "b_mode": {"c": "BMode", "field": "`ELTWISE` `b_mode`",
+               "brief": "What ELTWISE's b is: same shape as a, one row of `channels` elements, or one "
+                        "element.",
+               "values": [
+        {"name": "same", "code": 0, "c": "kBSame", "doc": "the shape of `a`"},
+        {"name": "channel", "code": 1, "c": "kBChannel", "doc": "one row of `channels` elements"},
+        {"name": "scalar", "code": 2, "c": "kBScalar", "doc": "one element"},
+    ]},
+    "unary_func": {"c": "UnaryFunc", "field": "`UNARY` `func`", "values": [
+        {"name": "sigmoid", "code": 0, "c": "kUnarySigmoid", "fp32": "`1 / (1 + exp(-x))`",
+         "guarantee": "within 1 fp16 ulp"},
+        {"name": "tanh", "code": 1, "c": "kUnaryTanh", "fp32": "`tanh(x)`", "guarantee": "within 1 fp16 ulp"},
+        {"name": "hardswish", "code": 2, "c": "kUnaryHardSwish",
+         "fp32": "`t = x + 3`; `t = min(max(t, 0), 6)`; `t = t / 6`; `y = x * t`", "guarantee": "bit-exact"},
+        {"name": "gelu", "code": 3, "c": "kUnaryGelu",
+         "fp32": "`0.5 * x * erfc(-x * 0.70710677)` (the erf form; erfc keeps the negative tail accurate)",
+         "guarantee": "within 1 fp16 ulp"},
+        {"name": "leaky_relu", "code": 4, "c": "kUnaryLeakyRelu", "doc_name": "leaky relu",
+         "fp32": "`x < 0 ? x * alpha : x` (`alpha` an fp32 operand)", "guarantee": "bit-exact"},
+    ]},
+}
+
+# ---------------------------------------------------------------------------------------------------
+# Opcodes. "operands" are words 1.. in order; "c_struct" is the C++ operand struct, "c_fields" its
+# field names where they differ (DMA_LOAD and DMA_STORE share one struct: source, then destination);
+# "operands_since" maps an operand appended in a later minor to that minor; "comments" annotate an operand
+# in the C++ struct; "enums" name an operand's enum; "notes" go to the struct's comment (the first
+# completes its brief, the others after an empty one are its details).
+# ---------------------------------------------------------------------------------------------------
+
+_DMA_C_FIELDS = ["channel", "src_addr", "dst_addr", "rows", "row_bytes", "src_stride", "dst_stride"]
+_DMA_NOTES = ["", "", ("Both list channel, source, destination, rows, row_bytes, source stride, destination "
+                       "stride: DDR to SRAM for DMA_LOAD, SRAM to DDR for DMA_STORE.")]
+
+OPCODES: list[dict[str, Any]] = [
+    {"name": "END", "code": 0x00, "c": "kEnd", "engine": None, "operands": [],
+     "doc": "end of stream (must be the last command, and only there)"},
+    {"name": "DMA_LOAD", "code": 0x01, "c": "kDmaLoad", "engine": "dma", "c_struct": "DmaOperands",
+     "operands": ["channel", "ddr_addr", "sram_addr", "rows", "row_bytes", "ddr_stride", "sram_stride"],
+     "c_fields": _DMA_C_FIELDS, "notes": _DMA_NOTES, "doc": "2-D copy DDR -> SRAM"},
+    {"name": "DMA_STORE", "code": 0x02, "c": "kDmaStore", "engine": "dma", "c_struct": "DmaOperands",
+     "operands": ["channel", "sram_addr", "ddr_addr", "rows", "row_bytes", "sram_stride", "ddr_stride"],
+     "c_fields": _DMA_C_FIELDS, "notes": _DMA_NOTES, "doc": "2-D copy SRAM -> DDR"},
+    {"name": "CONV2D", "code": 0x10, "c": "kConv2D", "engine": "mac", "c_struct": "Conv2DOperands",
+     "operands": ["dtype", "in_addr", "in_h", "in_w", "in_c", "in_stride", "w_addr", "w_stride", "kh", "kw",
+                  "oc", "bias_addr", "out_addr", "out_h", "out_w", "out_stride", "stride_h", "stride_w",
+                  "dil_h", "dil_w", "pad_top", "pad_left", "act", "clip_lo", "clip_hi", "groups", "in_zp",
+                  "out_zp", "in_pstride", "out_pstride"],
+     "operands_since": {"in_pstride": 1, "out_pstride": 1},
+     "comments": {"in_pstride": "bytes between input pixels; 0: packed (in_c elements)",
+                  "out_pstride": "bytes between output pixels; 0: packed (oc elements)"},
+     "notes": ["addresses are SRAM offsets, strides are bytes.",
+               "",
+               "fp16: clip_lo / clip_hi are fp32 bits, in_zp = out_zp = 0, bias_addr may be kNoBias.",
+               ("int8: clip_lo / clip_hi are the int32 clamp bounds, zero points int32 (two's complement), "
+                "act 0, bias_addr is the requantization block. groups is 1, or in_c (= oc) for depthwise.")],
+     "doc": "convolution (dense = 1x1 conv; depthwise = groups == channels) + bias + activation "
+            "(+ requantization)"},
+    {"name": "ADD", "code": 0x20, "c": "kAdd", "engine": "vector", "c_struct": "AddOperands",
+     "operands": ["dtype", "a_addr", "a_stride", "b_addr", "b_stride", "out_addr", "out_stride", "rows",
+                  "row_elems", "act", "clip_lo", "clip_hi", "a_zp", "b_zp", "out_zp", "a_mult", "b_mult",
+                  "shift"],
+     "notes": ["out = a + b over `rows` rows of `row_elems` elements."],
+     "doc": "elementwise add of two equally shaped tiles + activation (+ requantization)"},
+    {"name": "POOL", "code": 0x21, "c": "kPool", "engine": "vector", "c_struct": "PoolOperands",
+     "operands": ["dtype", "kind", "in_addr", "in_h", "in_w", "c", "in_stride", "out_addr", "out_h", "out_w",
+                  "out_stride", "kh", "kw", "stride_h", "stride_w", "pad_top", "pad_left", "act", "clip_lo",
+                  "clip_hi", "in_zp", "out_zp", "scale", "in_pstride", "out_pstride"],
+     "enums": {"kind": "pool_kind"},
+     "operands_since": {"in_pstride": 1, "out_pstride": 1},
+     "comments": {"in_pstride": "bytes between input pixels; 0: packed (c elements)",
+                  "out_pstride": "bytes between output pixels; 0: packed (c elements)"},
+     "notes": ["the input tile follows CONV2D's tiling rules.",
+               "",
+               "int8: scale is the fp32 bit pattern of the requantization scale S (finite, > 0); fp16: 0."],
+     "doc": "average or max pooling over a window (global pooling = window of the whole map)"},
+    {"name": "ELTWISE", "code": 0x22, "c": "kEltwise", "engine": "vector", "c_struct": "EltwiseOperands",
+     "since": 1,
+     "operands": ["dtype", "kind", "b_mode", "a_addr", "a_stride", "b_addr", "b_stride", "out_addr",
+                  "out_stride", "rows", "row_elems", "channels", "act", "clip_lo", "clip_hi", "a_zp", "b_zp",
+                  "out_zp", "a_mult", "b_mult", "shift", "a_dtype", "b_dtype", "out_dtype"],
+     "enums": {"kind": "eltwise_kind", "b_mode": "b_mode"},
+     "operands_since": {"a_dtype": 2, "b_dtype": 2, "out_dtype": 2},
+     "comments": {"channels": "b's length in mode kBChannel, else 0",
+                  "a_dtype": "format 1.2: the operand's own dtype, 0 = `dtype`",
+                  "b_dtype": "format 1.2: the operand's own dtype, 0 = `dtype`",
+                  "out_dtype": "format 1.2: the result's own dtype, 0 = `dtype`"},
+     "notes": [("out = a (kind) b over `rows` rows of `row_elems` elements, b broadcast per b_mode. "
+                "int8 fields as for ADD (b_mult 0 for multiply).")],
+     "doc": "elementwise add / subtract / multiply / maximum / minimum with a broadcast `b` + activation "
+            "(+ requantization) (format 1.1; int8 or int16 operands, 1.2)"},
+    {"name": "UNARY", "code": 0x23, "c": "kUnary", "engine": "vector", "c_struct": "UnaryOperands",
+     "since": 1,
+     "operands": ["dtype", "func", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems",
+                  "table_addr", "alpha"],
+     "enums": {"func": "unary_func"},
+     "notes": ["out = f(in) over `rows` rows of `row_elems` elements.",
+               "",
+               "fp16: table_addr is kNoTable, alpha the fp32 bits of leaky relu's slope (0 otherwise).",
+               "int8: table_addr is the 256-byte table in SRAM, alpha 0."],
+     "doc": "sigmoid, tanh, hardswish, gelu, leaky relu; int8 through a 256-entry table (format 1.1)"},
+    {"name": "SOFTMAX", "code": 0x24, "c": "kSoftmax", "engine": "vector", "c_struct": "SoftmaxOperands",
+     "since": 1,
+     "operands": ["dtype", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems"],
+     "notes": ["each of `rows` rows of `row_elems` fp16 elements normalized on its own."],
+     "doc": "softmax over each row (a matrix's last axis), fp16 (format 1.1)"},
+]
+
+# ---------------------------------------------------------------------------------------------------
+# Error codes (docs/npu.md section 7): raised in Python as tvm_npu.NPUError, thrown by the C++
+# runtime as the tvm-ffi error kind NPUError with a message that starts with the name.
+# ---------------------------------------------------------------------------------------------------
+
+ERRORS: list[dict[str, Any]] = [
+    {"name": "NPU_OK", "value": 0, "c": "kOk", "doc": "success"},
+    {"name": "ERR_INVALID_ADDR", "value": 1, "c": "kInvalidAddr",
+     "doc": "an address or range outside its space, or misaligned"},
+    {"name": "ERR_OP_NOT_SUPPORTED", "value": 2, "c": "kOpNotSupported",
+     "doc": "an operation or parameter the NPU cannot execute"},
+    {"name": "ERR_TASK_TOO_COMPLEX", "value": 3, "c": "kTaskTooComplex",
+     "doc": "a task needs more than `max_tensors` tensors"},
+    {"name": "ERR_SRAM_OVERFLOW", "value": 4, "c": "kSramOverflow",
+     "doc": "a working set does not fit SRAM; the message gives bytes and budget"},
+    {"name": "ERR_BAD_STREAM", "value": 5, "c": "kBadStream",
+     "doc": "a command stream that is damaged, truncated or of another version"},
+    {"name": "ERR_SHAPE_MISMATCH", "value": 6, "c": "kShapeMismatch",
+     "doc": "a run-time argument whose shape or dtype differs from the compiled one"},
+    {"name": "ERR_TIMEOUT", "value": 7, "c": "kTimeout", "doc": "a run that exceeded its time budget"},
+]
+# fmt: on
