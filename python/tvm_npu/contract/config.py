@@ -1,8 +1,9 @@
 """The NPU's hardware description: one dataclass, separate from compiler options.
 
-Every number here is documented in docs/npu.md (section 1) and mirrored field for field in
-include/tvm_npu/npu_config.h. A compiled command stream carries the configuration it was compiled for,
-so the emulator always times a stream with the hardware the compiler planned for.
+The fields, their order and the presets come from the contract spec (tvm_npu/contract/spec.py), which
+also generates docs/npu.md section 1 and include/tvm_npu/npu_config.h. A compiled command stream carries
+the configuration it was compiled for, so the emulator always times a stream with the hardware the
+compiler planned for.
 """
 
 from __future__ import annotations
@@ -10,40 +11,42 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from . import spec
 from .errors import NPUError
 
 KiB = 1024
 MiB = 1024 * KiB
+_DEFAULT = spec.PRESETS[0]["values"]  # npu-ref
 
 
 @dataclass(frozen=True)
 class NPUConfig:
-    """A virtual NPU. Field order is the order of the stream's configuration block."""
+    """A virtual NPU (docs/npu.md section 1); the defaults are ``npu-ref``.
 
-    name: str = "npu-ref"
-    clock_mhz: int = 1000
-    mac_rows: int = 32
-    mac_cols: int = 32
-    fp16_rate_div: int = 4
-    sram_bytes: int = 2 * MiB
-    sram_banks: int = 16
-    ddr_bytes_per_cycle: int = 16
-    burst_bytes: int = 128
-    dma_latency: int = 64
-    dma_channels: int = 2
-    vector_lanes: int = 64
-    alignment: int = 128
-    op_overhead: int = 32
-    max_rank: int = 4
-    max_width: int = 2048
-    max_tensors: int = 64
+    The fields after ``name`` are the spec's configuration block, in its order (checked at import: a
+    field added to the spec must be added here too, for the type checker's sake).
+    """
 
-    # The stream's configuration block: these 16 words, in this order (docs/npu.md section 6).
-    BLOCK_FIELDS = (
-        "clock_mhz", "mac_rows", "mac_cols", "fp16_rate_div", "sram_bytes", "sram_banks",
-        "ddr_bytes_per_cycle", "burst_bytes", "dma_latency", "dma_channels", "vector_lanes",
-        "alignment", "op_overhead", "max_rank", "max_width", "max_tensors",
-    )
+    name: str = spec.PRESETS[0]["name"]
+    clock_mhz: int = _DEFAULT["clock_mhz"]
+    mac_rows: int = _DEFAULT["mac_rows"]
+    mac_cols: int = _DEFAULT["mac_cols"]
+    fp16_rate_div: int = _DEFAULT["fp16_rate_div"]
+    sram_bytes: int = _DEFAULT["sram_bytes"]
+    sram_banks: int = _DEFAULT["sram_banks"]
+    ddr_bytes_per_cycle: int = _DEFAULT["ddr_bytes_per_cycle"]
+    burst_bytes: int = _DEFAULT["burst_bytes"]
+    dma_latency: int = _DEFAULT["dma_latency"]
+    dma_channels: int = _DEFAULT["dma_channels"]
+    vector_lanes: int = _DEFAULT["vector_lanes"]
+    alignment: int = _DEFAULT["alignment"]
+    op_overhead: int = _DEFAULT["op_overhead"]
+    max_rank: int = _DEFAULT["max_rank"]
+    max_width: int = _DEFAULT["max_width"]
+    max_tensors: int = _DEFAULT["max_tensors"]
+
+    # The stream's configuration block: these words, in this order (docs/npu.md section 6).
+    BLOCK_FIELDS = tuple(f["name"] for f in spec.CONFIG["fields"])
 
     def __post_init__(self):
         for field in self.BLOCK_FIELDS:
@@ -63,7 +66,7 @@ class NPUConfig:
         return self.mac_rows * self.mac_cols
 
     def block(self) -> list[int]:
-        """The 16 words of the stream's configuration block."""
+        """The words of the stream's configuration block."""
         return [getattr(self, f) for f in self.BLOCK_FIELDS]
 
     def replace(self, **changes) -> "NPUConfig":
@@ -74,11 +77,13 @@ class NPUConfig:
         return dataclasses.asdict(self)
 
 
-NPU_REF = NPUConfig()
-NPU_SMALL = NPUConfig(name="npu-small", clock_mhz=500, mac_rows=16, mac_cols=16,
-                      sram_bytes=512 * KiB, sram_banks=8, ddr_bytes_per_cycle=8, vector_lanes=32)
+if tuple(f.name for f in dataclasses.fields(NPUConfig))[1:] != NPUConfig.BLOCK_FIELDS:
+    raise ImportError("NPUConfig's fields differ from the configuration block of tvm_npu/contract/spec.py: "
+                      f"{NPUConfig.BLOCK_FIELDS}")
 
-PRESETS = {c.name: c for c in (NPU_REF, NPU_SMALL)}
+PRESETS = {p["name"]: NPUConfig(name=p["name"], **p["values"]) for p in spec.PRESETS}
+NPU_REF = PRESETS["npu-ref"]
+NPU_SMALL = PRESETS["npu-small"]
 
 
 def get_config(config: "NPUConfig | str | None" = None) -> NPUConfig:

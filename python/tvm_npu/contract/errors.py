@@ -1,4 +1,4 @@
-"""NPU error codes (docs/npu.md section 7), raised in Python as NPUError.
+"""NPU error codes (docs/npu.md section 7, from tvm_npu/contract/spec.py), raised in Python as NPUError.
 
 The C++ runtime throws the same codes through tvm-ffi with the error kind ``NPUError``; registering the
 class below makes tvm-ffi raise it in Python, so a user catches one exception type whichever side failed.
@@ -8,16 +8,9 @@ from __future__ import annotations
 
 import tvm_ffi
 
-CODES = {
-    "NPU_OK": 0,
-    "ERR_INVALID_ADDR": 1,
-    "ERR_OP_NOT_SUPPORTED": 2,
-    "ERR_TASK_TOO_COMPLEX": 3,
-    "ERR_SRAM_OVERFLOW": 4,
-    "ERR_BAD_STREAM": 5,
-    "ERR_SHAPE_MISMATCH": 6,
-    "ERR_TIMEOUT": 7,
-}
+from . import spec
+
+CODES = {e["name"]: e["value"] for e in spec.ERRORS}
 
 
 @tvm_ffi.register_error("NPUError")
