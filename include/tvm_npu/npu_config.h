@@ -1,9 +1,12 @@
+// Generated from python/tvm_npu/contract/spec.py by python -m tvm_npu.contract.generate.
+// Do not edit: change the spec and regenerate (tests/contract/ checks this file).
 /*!
  * \file tvm_npu/npu_config.h
  * \brief The NPU's numbers (docs/npu.md section 1) and status codes (section 7).
  *
- * Mirrors python/tvm_npu/config.py. The field order is the order of the configuration block of a
- * command stream, so a block can be copied into this struct word by word.
+ * Python reads the same spec (tvm_npu.contract.config and .errors). The field order is the order
+ * of the configuration block of a command stream, so a block can be copied into this struct word
+ * by word.
  */
 #ifndef TVM_NPU_NPU_CONFIG_H_
 #define TVM_NPU_NPU_CONFIG_H_
@@ -13,26 +16,29 @@
 namespace tvm_npu {
 
 struct NPUConfig {
-  uint32_t clock_mhz;
-  uint32_t mac_rows;
-  uint32_t mac_cols;
-  uint32_t fp16_rate_div;
-  uint32_t sram_bytes;
-  uint32_t sram_banks;
-  uint32_t ddr_bytes_per_cycle;
-  uint32_t burst_bytes;
-  uint32_t dma_latency;
-  uint32_t dma_channels;
-  uint32_t vector_lanes;
-  uint32_t alignment;
-  uint32_t op_overhead;
-  uint32_t max_rank;
-  uint32_t max_width;
-  uint32_t max_tensors;
+  uint32_t clock_mhz;            // core clock
+  uint32_t mac_rows;             // MAC array rows (input-channel / tap dimension)
+  uint32_t mac_cols;             // MAC array columns (output-channel dimension)
+  uint32_t fp16_rate_div;        // an fp16 MAC takes this many int8 MAC slots
+  uint32_t sram_bytes;           // on-chip SRAM
+  uint32_t sram_banks;           // SRAM banks (interleaved every `alignment` bytes)
+  uint32_t ddr_bytes_per_cycle;  // DDR bandwidth, shared by all DMA channels
+  uint32_t burst_bytes;          // DDR burst size; a transfer moves whole bursts
+  uint32_t dma_latency;          // fixed cycles from DMA issue to its first burst
+  uint32_t dma_channels;         // DMA channels running concurrently with compute
+  uint32_t vector_lanes;         // vector-unit lanes (elements per cycle)
+  uint32_t alignment;            // alignment of every address and row stride (bytes)
+  uint32_t op_overhead;          // fixed cycles per compute command (setup, drain)
+  uint32_t max_rank;             // highest tensor rank an NPU op accepts
+  uint32_t max_width;            // largest width (W, or the inner dimension) accepted
+  uint32_t max_tensors;          // tensors one task (one command stream) may reference
 
+  /*! \brief The `npu-ref` preset. */
   static NPUConfig NpuRef() {
     return {1000, 32, 32, 4, 2097152, 16, 16, 128, 64, 2, 64, 128, 32, 4, 2048, 64};
   }
+
+  /*! \brief The `npu-small` preset. */
   static NPUConfig NpuSmall() {
     return {500, 16, 16, 4, 524288, 8, 8, 128, 64, 2, 32, 128, 32, 4, 2048, 64};
   }

@@ -1,13 +1,17 @@
+// Generated from python/tvm_npu/contract/spec.py by python -m tvm_npu.contract.generate.
+// Do not edit: change the spec and regenerate (tests/contract/ checks this file).
 /*!
  * \file tvm_npu/stream_format.h
  * \brief The command stream's on-blob layout, version 1.3 (docs/npu.md section 6). A runtime reads
- *        every older minor: each appended operands whose value 0 keeps the older meaning (1.1: the
- *        pixel strides of CONV2D and POOL; 1.2: ELTWISE's operand dtypes; 1.3: the header's
- *        qparams_offset), dtypes or opcodes.
+ *        every older minor: a minor only appends (operands whose value 0 keeps the older meaning,
+ *        dtypes, opcodes). 1.1: the pixel strides of CONV2D and POOL; the opcodes ELTWISE, UNARY
+ *        and SOFTMAX; 1.2: the int16 dtype; ELTWISE's per-operand dtypes; 1.3: quantized staging
+ *        (host fp32 <-> device int8 / int16) and the quantization table.
  *
  * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
- * little-endian host reads one with a memcpy. The structs carry no behaviour: parsing and
- * validation live in src/runtime/stream_parser.cc.
+ * little-endian host reads one with a memcpy. The structs carry no behaviour: what operand values
+ * mean beyond their layout is in tvm_npu/operand_rules.h, parsing and validation in
+ * src/runtime/stream_parser.cc.
  */
 #ifndef TVM_NPU_STREAM_FORMAT_H_
 #define TVM_NPU_STREAM_FORMAT_H_
@@ -20,11 +24,11 @@ namespace stream {
 constexpr uint32_t kMagic = 0x5355504E;  // bytes "NPUS"
 constexpr uint16_t kVersionMajor = 1;
 constexpr uint16_t kVersionMinor = 3;
-// ELTWISE, UNARY and SOFTMAX appeared in 1.1; a stream that says 1.0 may not use them.
+// 1.1: the pixel strides of CONV2D and POOL; the opcodes ELTWISE, UNARY and SOFTMAX.
 constexpr uint16_t kVectorOpsMinor = 1;
-// The int16 dtype and ELTWISE's per-operand dtypes appeared in 1.2.
+// 1.2: the int16 dtype; ELTWISE's per-operand dtypes.
 constexpr uint16_t kInt16Minor = 2;
-// Quantized staging (host fp32 <-> device int8 / int16) and the quantization table appeared in 1.3.
+// 1.3: quantized staging (host fp32 <-> device int8 / int16) and the quantization table.
 constexpr uint16_t kQuantIoMinor = 3;
 
 constexpr uint32_t kHeaderBytes = 64;
@@ -32,12 +36,22 @@ constexpr uint32_t kConfigOffset = 64;
 constexpr uint32_t kConfigBytes = 64;
 constexpr uint32_t kTensorTableOffset = 128;
 constexpr uint32_t kTensorBytes = 64;
+constexpr uint32_t kQParamsBytes = 8;
 constexpr uint32_t kCommandBytes = 128;
 constexpr uint32_t kCommandWords = 32;
+// Alignment of the weight region's offset in the blob.
 constexpr uint32_t kWeightsAlignment = 128;
-// CONV2D and POOL input / output addresses need only be multiples of one SRAM beat (16 bytes), so a
-// command can read or write a channel slice of a tensor (docs/npu.md section 3).
+// CONV2D and POOL input / output addresses need only be multiples of one SRAM beat, so a command
+// can read or write a channel slice of a tensor (docs/npu.md section 3).
 constexpr uint32_t kSliceAlignment = 16;
+// An int8 UNARY's table: one int8 output per input code, indexed by x + 128.
+constexpr uint32_t kUnaryTableBytes = 256;
+// UNARY table_addr: no table (fp16).
+constexpr uint32_t kNoTable = 0xFFFFFFFF;
+// CONV2D bias_addr: no bias (fp16 only).
+constexpr uint32_t kNoBias = 0xFFFFFFFF;
+// Tensor descriptor io_index of a weight or bias.
+constexpr uint32_t kNoIoIndex = 0xFFFFFFFF;
 
 enum Opcode : uint32_t {
   kEnd = 0x00,
@@ -67,19 +81,19 @@ inline const char* OpcodeName(uint32_t opcode) {
   }
 }
 
-enum Role : uint32_t {
-  kRoleInput = 1,
-  kRoleOutput = 2,
-  kRoleWeight = 3,
-  kRoleBias = 4,
-};
-
 enum DType : uint32_t {
   kFP16 = 1,
   kInt8 = 2,
   kInt32 = 3,
   kFP32 = 4,
   kInt16 = 5,  // format 1.2: ELTWISE operands and results, region inputs and outputs
+};
+
+enum Role : uint32_t {
+  kRoleInput = 1,
+  kRoleOutput = 2,
+  kRoleWeight = 3,
+  kRoleBias = 4,
 };
 
 enum HostLayout : uint32_t {
@@ -122,33 +136,16 @@ enum UnaryFunc : uint32_t {
   kUnaryLeakyRelu = 4,
 };
 
-/*! \brief An int8 UNARY's table: one int8 output per input code, indexed by x + 128. */
-constexpr uint32_t kUnaryTableBytes = 256;
-constexpr uint32_t kNoTable = 0xFFFFFFFF;
-
 /*!
- * \brief The int8 requantization block a CONV2D's bias_addr points at: two rows of OC words,
- *        bias (int32) then S (fp32 bit patterns), align(OC * 4, alignment) bytes apart
- *        (docs/npu.md section 6). The configuration's alignment keeps the rule that every row
- *        stride is a multiple of it.
- */
-constexpr uint32_t kRequantRows = 2;
-inline uint64_t RequantRowStride(uint64_t oc, uint64_t alignment) {
-  return (oc * 4 + alignment - 1) / alignment * alignment;
-}
-
-/*!
- * \brief Wait fields of word 0 (docs/npu.md section 5): one 4-bit field per engine, engine e at bits
- *        8 + 4 * e. A value k in 0..14 holds the command until at most k commands are outstanding
- *        on that engine; kNoWait means no wait. Engines are numbered DMA0, DMA1, MAC, VECTOR.
+ * \brief Wait fields of word 0 (docs/npu.md section 5): one 4-bit field per engine, engine e at
+ *        bits 8 + 4 * e. A value k in 0..14 holds the command until at most k commands are
+ *        outstanding on that engine; kNoWait means no wait. Engines are numbered DMA0, DMA1, MAC,
+ *        VECTOR.
  */
 constexpr uint32_t kNumWaitFields = 4;
 constexpr uint32_t kWaitShift = 8;
 constexpr uint32_t kWaitFieldBits = 4;
 constexpr uint32_t kNoWait = 15;
-
-constexpr uint32_t kNoBias = 0xFFFFFFFF;
-constexpr uint32_t kNoIoIndex = 0xFFFFFFFF;
 
 struct Header {
   uint32_t magic;
@@ -169,13 +166,14 @@ struct Header {
   uint32_t reserved[2];
 };
 
-/*! \brief An entry of the quantization table (format 1.3): one per tensor descriptor, in order; two
- *         zero words for a tensor that is not staged with quantization. */
+/*!
+ * \brief An entry of the quantization table (format 1.3): one per tensor descriptor, in order; two
+ *        zero words for a tensor that is not staged with quantization.
+ */
 struct QParams {
   float scale;
   int32_t zero_point;
 };
-constexpr uint32_t kQParamsBytes = 8;
 
 struct TensorDesc {
   uint32_t role;
@@ -190,23 +188,22 @@ struct TensorDesc {
   uint32_t row_stride;
 };
 
-/*! \brief A raw command: word 0 = opcode | wait fields << 8 (bits 24-31 zero), words 1..31
- *         operands. */
+/*!
+ * \brief A raw command: word 0 = opcode | wait fields << 8 (bits 24-31 zero), words 1..31 operands.
+ */
 struct Command {
   uint32_t words[kCommandWords];
 
   uint32_t opcode() const { return words[0] & 0xFF; }
-  /*! \brief The wait field for engine `e` (0..3): 0..14 outstanding commands, or kNoWait. */
-  uint32_t wait(uint32_t e) const {
-    return (words[0] >> (kWaitShift + kWaitFieldBits * e)) & 0xF;
-  }
+  /*! \brief The wait field for engine `e`: 0..14 outstanding commands, or kNoWait. */
+  uint32_t wait(uint32_t e) const { return (words[0] >> (kWaitShift + kWaitFieldBits * e)) & 0xF; }
 };
 
 /*!
  * \brief Operands of DMA_LOAD and DMA_STORE, words 1..7.
  *
- * Both list channel, source, destination, rows, row_bytes, source stride, destination stride:
- * DDR -> SRAM for DMA_LOAD, SRAM -> DDR for DMA_STORE.
+ * Both list channel, source, destination, rows, row_bytes, source stride, destination stride: DDR
+ * to SRAM for DMA_LOAD, SRAM to DDR for DMA_STORE.
  */
 struct DmaOperands {
   uint32_t channel;
@@ -220,7 +217,7 @@ struct DmaOperands {
 constexpr uint32_t kDmaOperandWords = 7;
 
 /*!
- * \brief Operands of CONV2D, words 1..28. Addresses are SRAM offsets, strides are bytes.
+ * \brief Operands of CONV2D, words 1..30: addresses are SRAM offsets, strides are bytes.
  *
  * fp16: clip_lo / clip_hi are fp32 bits, in_zp = out_zp = 0, bias_addr may be kNoBias.
  * int8: clip_lo / clip_hi are the int32 clamp bounds, zero points int32 (two's complement), act 0,
@@ -259,10 +256,8 @@ struct Conv2DOperands {
   uint32_t out_pstride;  // bytes between output pixels; 0: packed (oc elements)
 };
 constexpr uint32_t kConv2DOperandWords = 30;
-
-/*! \brief True for the depthwise mapping (groups == in_c == oc, checked at load); groups == 1 is
- *         always the dense mapping, also when in_c == oc == 1. */
-inline bool IsDepthwise(const Conv2DOperands& op) { return op.groups != 1; }
+// A 1.0 stream has 28 CONV2D operands.
+constexpr uint32_t kConv2DOperandWords10 = 28;
 
 /*! \brief Operands of ADD, words 1..18: out = a + b over `rows` rows of `row_elems` elements. */
 struct AddOperands {
@@ -288,7 +283,7 @@ struct AddOperands {
 constexpr uint32_t kAddOperandWords = 18;
 
 /*!
- * \brief Operands of POOL, words 1..23. The input tile follows CONV2D's tiling rules.
+ * \brief Operands of POOL, words 1..25: the input tile follows CONV2D's tiling rules.
  *
  * int8: scale is the fp32 bit pattern of the requantization scale S (finite, > 0); fp16: 0.
  */
@@ -320,14 +315,11 @@ struct PoolOperands {
   uint32_t out_pstride;  // bytes between output pixels; 0: packed (c elements)
 };
 constexpr uint32_t kPoolOperandWords = 25;
-
-/*! \brief Bytes between consecutive pixels of a row: the pixel stride operand, or packed. */
-inline uint64_t PixelStride(uint32_t pstride, uint64_t channels, uint64_t elem) {
-  return pstride != 0 ? pstride : channels * elem;
-}
+// A 1.0 stream has 23 POOL operands.
+constexpr uint32_t kPoolOperandWords10 = 23;
 
 /*!
- * \brief Operands of ELTWISE, words 1..21: out = a (kind) b over `rows` rows of `row_elems`
+ * \brief Operands of ELTWISE, words 1..24: out = a (kind) b over `rows` rows of `row_elems`
  *        elements, b broadcast per b_mode. int8 fields as for ADD (b_mult 0 for multiply).
  */
 struct EltwiseOperands {
@@ -352,17 +344,13 @@ struct EltwiseOperands {
   uint32_t a_mult;
   uint32_t b_mult;
   uint32_t shift;
-  // Format 1.2: each operand's own dtype, 0 = `dtype` (int8 or int16 when dtype is int8).
-  uint32_t a_dtype;
-  uint32_t b_dtype;
-  uint32_t out_dtype;
+  uint32_t a_dtype;    // format 1.2: the operand's own dtype, 0 = `dtype`
+  uint32_t b_dtype;    // format 1.2: the operand's own dtype, 0 = `dtype`
+  uint32_t out_dtype;  // format 1.2: the result's own dtype, 0 = `dtype`
 };
 constexpr uint32_t kEltwiseOperandWords = 24;
-// Words 22..24 (a_dtype, b_dtype, out_dtype) are format 1.2; a 1.1 stream has 21 operands.
+// A 1.1 stream has 21 ELTWISE operands.
 constexpr uint32_t kEltwiseOperandWords11 = 21;
-
-/*! rief The dtype of an ELTWISE operand field: its own, or the command's when 0. */
-inline uint32_t OperandDType(uint32_t own, uint32_t dtype) { return own != 0 ? own : dtype; }
 
 /*!
  * \brief Operands of UNARY, words 1..10: out = f(in) over `rows` rows of `row_elems` elements.
@@ -384,8 +372,10 @@ struct UnaryOperands {
 };
 constexpr uint32_t kUnaryOperandWords = 10;
 
-/*! \brief Operands of SOFTMAX, words 1..7: each of `rows` rows of `row_elems` fp16 elements
- *         normalized on its own. */
+/*!
+ * \brief Operands of SOFTMAX, words 1..7: each of `rows` rows of `row_elems` fp16 elements
+ *        normalized on its own.
+ */
 struct SoftmaxOperands {
   uint32_t dtype;
   uint32_t in_addr;
@@ -401,7 +391,7 @@ static_assert(sizeof(Header) == kHeaderBytes, "header layout");
 static_assert(sizeof(TensorDesc) == kTensorBytes, "tensor descriptor layout");
 static_assert(sizeof(QParams) == kQParamsBytes, "quantization table entry layout");
 static_assert(sizeof(Command) == kCommandBytes, "command layout");
-static_assert(sizeof(DmaOperands) == 4 * kDmaOperandWords, "DMA operand layout");
+static_assert(sizeof(DmaOperands) == 4 * kDmaOperandWords, "DMA_LOAD / DMA_STORE operand layout");
 static_assert(sizeof(Conv2DOperands) == 4 * kConv2DOperandWords, "CONV2D operand layout");
 static_assert(sizeof(AddOperands) == 4 * kAddOperandWords, "ADD operand layout");
 static_assert(sizeof(PoolOperands) == 4 * kPoolOperandWords, "POOL operand layout");
@@ -414,25 +404,11 @@ inline uint32_t DTypeBytes(uint32_t dtype) {
   switch (dtype) {
     case kFP16: return 2;
     case kInt8: return 1;
-    case kInt16: return 2;
     case kInt32: return 4;
     case kFP32: return 4;
+    case kInt16: return 2;
     default: return 0;
   }
-}
-
-/*! \brief Pixel strides in bytes of a CONV2D's input and output, and a POOL's. */
-inline uint64_t InPixelStride(const Conv2DOperands& op) {
-  return PixelStride(op.in_pstride, op.in_c, DTypeBytes(op.dtype));
-}
-inline uint64_t OutPixelStride(const Conv2DOperands& op) {
-  return PixelStride(op.out_pstride, op.oc, DTypeBytes(op.dtype));
-}
-inline uint64_t InPixelStride(const PoolOperands& op) {
-  return PixelStride(op.in_pstride, op.c, DTypeBytes(op.dtype));
-}
-inline uint64_t OutPixelStride(const PoolOperands& op) {
-  return PixelStride(op.out_pstride, op.c, DTypeBytes(op.dtype));
 }
 
 }  // namespace stream

@@ -10,6 +10,8 @@
  */
 #include "runtime/command_checks.h"
 
+#include <tvm_npu/operand_rules.h>
+
 #include <sstream>
 
 #include "kernels/ref/ref_common.h"

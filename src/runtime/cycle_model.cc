@@ -5,6 +5,8 @@
  */
 #include "runtime/cycle_model.h"
 
+#include <tvm_npu/operand_rules.h>
+
 #include <algorithm>
 
 #include "runtime/stream_parser.h"

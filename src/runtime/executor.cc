@@ -7,6 +7,8 @@
  */
 #include "runtime/executor.h"
 
+#include <tvm_npu/operand_rules.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>

@@ -22,6 +22,7 @@
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/reflection/registry.h>
 #include <tvm/ffi/string.h>
+#include <tvm_npu/operand_rules.h>
 
 #include <algorithm>
 #include <cstring>

@@ -11,6 +11,7 @@
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/reflection/registry.h>
+#include <tvm_npu/operand_rules.h>
 
 #include <cmath>
 #include <cstring>

@@ -4,6 +4,8 @@
  */
 #include "runtime/sram_provenance.h"
 
+#include <tvm_npu/operand_rules.h>
+
 #include <algorithm>
 #include <iterator>
 #include <map>

@@ -5,6 +5,8 @@
  *        ERR_BAD_STREAM, a footprint outside SRAM or an output overlapping an operand is
  *        ERR_INVALID_ADDR.
  */
+#include <tvm_npu/operand_rules.h>
+
 #include <algorithm>
 #include <cmath>
 

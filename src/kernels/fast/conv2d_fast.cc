@@ -5,6 +5,8 @@
  */
 #include "kernels/fast/conv2d_fast.h"
 
+#include <tvm_npu/operand_rules.h>
+
 #include <vector>
 
 #include "kernels/ref/conv2d_ref.h"

@@ -14,6 +14,8 @@
  * reference's (kh, kw) order. The portable level runs the reference. The sums of the dense tile
  * are conv2d_fp16_tile.h's, shared with the AVX2 pixel (conv2d_fp16_avx2.cc).
  */
+#include <tvm_npu/operand_rules.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>

@@ -4,6 +4,8 @@
  *        one output pixel at a time, vectorized across channels; both split into tiles of
  *        output pixels (and, for dense, of output channels) run by the thread pool.
  */
+#include <tvm_npu/operand_rules.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>

@@ -6,6 +6,7 @@
 #ifndef TVM_NPU_KERNELS_FAST_CONV_WINDOW_H_
 #define TVM_NPU_KERNELS_FAST_CONV_WINDOW_H_
 
+#include <tvm_npu/operand_rules.h>
 #include <tvm_npu/stream_format.h>
 
 #include <cstdint>

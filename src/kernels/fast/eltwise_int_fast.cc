@@ -13,6 +13,8 @@
  * |x - z| < 2^16 and the multipliers are below 2^31; only int16 x int16 multiply, whose
  * (a - z_a) * (b - z_b) needs 33 bits, stays on the portable loops.
  */
+#include <tvm_npu/operand_rules.h>
+
 #include "kernels/fast/eltwise_fast.h"
 
 #include "kernels/fast/eltwise_rows.h"

@@ -5,6 +5,8 @@
  *        then per-channel requantization y = clamp(z_y + round_half_even(fp32(fp32(acc) * S)),
  *        lo, hi) with the fp32 scale S of each output channel.
  */
+#include <tvm_npu/operand_rules.h>
+
 #include <vector>
 
 #include "kernels/ref/conv2d_ref.h"

@@ -7,6 +7,8 @@
  */
 #include "kernels/ref/conv2d_ref.h"
 
+#include <tvm_npu/operand_rules.h>
+
 #include <cstring>
 
 #include "kernels/ref/ref_common.h"

@@ -9,6 +9,7 @@
 #ifndef TVM_NPU_KERNELS_REF_CONV2D_REF_H_
 #define TVM_NPU_KERNELS_REF_CONV2D_REF_H_
 
+#include <tvm_npu/operand_rules.h>
 #include <tvm_npu/stream_format.h>
 
 #include <cstdint>

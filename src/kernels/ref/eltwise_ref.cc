@@ -4,6 +4,8 @@
  */
 #include "kernels/ref/eltwise_ref.h"
 
+#include <tvm_npu/operand_rules.h>
+
 #include "kernels/ref/ref_common.h"
 
 namespace tvm_npu {

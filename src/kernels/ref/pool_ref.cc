@@ -12,6 +12,8 @@
  */
 #include "kernels/ref/pool_ref.h"
 
+#include <tvm_npu/operand_rules.h>
+
 #include <algorithm>
 #include <cmath>
 
