@@ -25,10 +25,12 @@ from npu_stream_pack import (ALL_DONE, BIAS, CONV2D, DMA0, DMA1, DMA_LOAD, DMA_S
 def conv(in_addr, in_h, in_w, in_c, in_stride, w_addr, w_stride, kh, kw, oc, bias_addr, out_addr,
          out_h, out_w, out_stride, stride=(1, 1), dil=(1, 1), pad=(0, 0), act=0,
          clip=(0.0, 0.0), wait=None):
-    lo, hi = f32_bits(clip[0]), f32_bits(clip[1])
-    return command(CONV2D, [FP16, in_addr, in_h, in_w, in_c, in_stride, w_addr, w_stride, kh, kw,
-                            oc, bias_addr, out_addr, out_h, out_w, out_stride, *stride, *dil,
-                            *pad, act, lo, hi, 1], wait)
+    return command(CONV2D, dict(dtype=FP16, in_addr=in_addr, in_h=in_h, in_w=in_w, in_c=in_c,
+                                in_stride=in_stride, w_addr=w_addr, w_stride=w_stride, kh=kh, kw=kw,
+                                oc=oc, bias_addr=bias_addr, out_addr=out_addr, out_h=out_h, out_w=out_w,
+                                out_stride=out_stride, stride_h=stride[0], stride_w=stride[1],
+                                dil_h=dil[0], dil_w=dil[1], pad_top=pad[0], pad_left=pad[1], act=act,
+                                clip_lo=f32_bits(clip[0]), clip_hi=f32_bits(clip[1]), groups=1), wait)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -35,25 +35,36 @@ def clip_words(dtype, clip):
 def conv_cmd(dtype, in_addr, in_h, in_w, in_c, in_stride, w_addr, w_stride, kh, kw, oc, bias_addr,
              out_addr, out_h, out_w, out_stride, stride=(1, 1), dil=(1, 1), pad=(0, 0), act=0,
              clip=(0, 0), groups=1, in_zp=0, out_zp=0, pstride=(0, 0), wait=None):
-    return command(CONV2D, [dtype, in_addr, in_h, in_w, in_c, in_stride, w_addr, w_stride, kh, kw,
-                            oc, bias_addr, out_addr, out_h, out_w, out_stride, *stride, *dil, *pad,
-                            act, *clip_words(dtype, clip), groups, in_zp, out_zp, *pstride], wait)
+    lo, hi = clip_words(dtype, clip)
+    return command(CONV2D, dict(dtype=dtype, in_addr=in_addr, in_h=in_h, in_w=in_w, in_c=in_c,
+                                in_stride=in_stride, w_addr=w_addr, w_stride=w_stride, kh=kh, kw=kw, oc=oc,
+                                bias_addr=bias_addr, out_addr=out_addr, out_h=out_h, out_w=out_w,
+                                out_stride=out_stride, stride_h=stride[0], stride_w=stride[1], dil_h=dil[0],
+                                dil_w=dil[1], pad_top=pad[0], pad_left=pad[1], act=act, clip_lo=lo,
+                                clip_hi=hi, groups=groups, in_zp=in_zp, out_zp=out_zp,
+                                in_pstride=pstride[0], out_pstride=pstride[1]), wait)
 
 
 def add_cmd(dtype, a_addr, a_stride, b_addr, b_stride, out_addr, out_stride, rows, row_elems,
             act=0, clip=(0, 0), a_zp=0, b_zp=0, out_zp=0, a_mult=0, b_mult=0, shift=0, wait=None):
-    return command(ADD, [dtype, a_addr, a_stride, b_addr, b_stride, out_addr, out_stride, rows,
-                         row_elems, act, *clip_words(dtype, clip), a_zp, b_zp, out_zp, a_mult,
-                         b_mult, shift], wait)
+    lo, hi = clip_words(dtype, clip)
+    return command(ADD, dict(dtype=dtype, a_addr=a_addr, a_stride=a_stride, b_addr=b_addr, b_stride=b_stride,
+                             out_addr=out_addr, out_stride=out_stride, rows=rows, row_elems=row_elems, act=act,
+                             clip_lo=lo, clip_hi=hi, a_zp=a_zp, b_zp=b_zp, out_zp=out_zp, a_mult=a_mult,
+                             b_mult=b_mult, shift=shift), wait)
 
 
 def pool_cmd(dtype, kind, in_addr, in_h, in_w, c, in_stride, out_addr, out_h, out_w, out_stride,
              k, stride=(1, 1), pad=(0, 0), act=0, clip=(0, 0), in_zp=0, out_zp=0, scale=0.0,
              pstride=(0, 0), wait=None):
     """`scale` is S as a float (packed as its fp32 bits; 0.0 for fp16)."""
-    return command(POOL, [dtype, kind, in_addr, in_h, in_w, c, in_stride, out_addr, out_h, out_w,
-                          out_stride, *k, *stride, *pad, act, *clip_words(dtype, clip), in_zp,
-                          out_zp, f32_bits(scale), *pstride], wait)
+    lo, hi = clip_words(dtype, clip)
+    return command(POOL, dict(dtype=dtype, kind=kind, in_addr=in_addr, in_h=in_h, in_w=in_w, c=c,
+                              in_stride=in_stride, out_addr=out_addr, out_h=out_h, out_w=out_w,
+                              out_stride=out_stride, kh=k[0], kw=k[1], stride_h=stride[0], stride_w=stride[1],
+                              pad_top=pad[0], pad_left=pad[1], act=act, clip_lo=lo, clip_hi=hi, in_zp=in_zp,
+                              out_zp=out_zp, scale=f32_bits(scale), in_pstride=pstride[0],
+                              out_pstride=pstride[1]), wait)
 
 
 def rows_bytes(a2d, stride):

@@ -9,25 +9,28 @@ import numpy as np
 import pytest
 
 from npu_ref import fp16, int8, qdq
-from npu_stream_pack import (ALL_DONE, DMA0, DMA1, DMA_LOAD, DMA_STORE, END, FP16, INPUT, INT8, INT16, NHWC,
-                             OUTPUT, ROWS, VECTOR, T, align, command, dma, f32_bits, pack_stream, raises_code,
-                             tensor)
+from npu_stream_pack import (ALL_DONE, DMA0, DMA1, DMA_LOAD, DMA_STORE, ELTWISE, END, FP16, INPUT, INT8, INT16,
+                             NHWC, NO_TABLE, OUTPUT, ROWS, SOFTMAX, UNARY, VECTOR, T, align, command, dma, f32_bits,
+                             pack_stream, raises_code, tensor)
 
-ELTWISE, UNARY, SOFTMAX = 0x22, 0x23, 0x24
-NO_TABLE = 0xFFFFFFFF
 V11, V12 = (1, 1), (1, 2)
 
 
 def eltwise(dtype=FP16, kind=0, b_mode=0, a=0, a_stride=128, b=1024, b_stride=128, out=2048, out_stride=128,
             rows=2, row_elems=16, channels=0, act=0, lo=0, hi=0, zps=(0, 0, 0), mults=(0, 0), shift=0, wait=None,
             dtypes=(0, 0, 0)):
-    return command(ELTWISE, [dtype, kind, b_mode, a, a_stride, b, b_stride, out, out_stride, rows, row_elems,
-                             channels, act, lo, hi, *zps, *mults, shift, *dtypes], wait)
+    return command(ELTWISE, dict(dtype=dtype, kind=kind, b_mode=b_mode, a_addr=a, a_stride=a_stride, b_addr=b,
+                                 b_stride=b_stride, out_addr=out, out_stride=out_stride, rows=rows,
+                                 row_elems=row_elems, channels=channels, act=act, clip_lo=lo, clip_hi=hi,
+                                 a_zp=zps[0], b_zp=zps[1], out_zp=zps[2], a_mult=mults[0], b_mult=mults[1],
+                                 shift=shift, a_dtype=dtypes[0], b_dtype=dtypes[1], out_dtype=dtypes[2]), wait)
 
 
 def unary(dtype=FP16, func=0, inp=0, in_stride=128, out=2048, out_stride=128, rows=2, row_elems=16,
           table=NO_TABLE, alpha=0, wait=None):
-    return command(UNARY, [dtype, func, inp, in_stride, out, out_stride, rows, row_elems, table, alpha], wait)
+    return command(UNARY, dict(dtype=dtype, func=func, in_addr=inp, in_stride=in_stride, out_addr=out,
+                               out_stride=out_stride, rows=rows, row_elems=row_elems, table_addr=table,
+                               alpha=alpha), wait)
 
 
 def one_command(cmd, version=V12):
@@ -152,7 +155,8 @@ def test_fp16_per_channel_eltwise(rt):
 
 
 def softmax(dtype=FP16, inp=0, in_stride=128, out=2048, out_stride=128, rows=2, row_elems=16):
-    return command(SOFTMAX, [dtype, inp, in_stride, out, out_stride, rows, row_elems])
+    return command(SOFTMAX, dict(dtype=dtype, in_addr=inp, in_stride=in_stride, out_addr=out,
+                                 out_stride=out_stride, rows=rows, row_elems=row_elems))
 
 
 def test_softmax_operands(rt):

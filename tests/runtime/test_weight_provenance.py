@@ -22,14 +22,17 @@ W_BYTES = C * C * 2  # 8 rows of 8 fp16 weights, packed
 def conv_fp16(w_stride):
     """The fp16 1x1 CONV2D of x (X_SRAM) with the 8x8 weight at W_SRAM, its rows `w_stride` bytes apart, into
     y (Y_SRAM): no bias, no activation."""
-    return command(CONV2D, [FP16, X_SRAM, 1, PIX, C, ROW, W_SRAM, w_stride, 1, 1, C, NO_BIAS, Y_SRAM, 1, PIX, ROW,
-                            1, 1, 1, 1, 0, 0, 0, f32_bits(0.0), f32_bits(0.0), 1], ALL_DONE)
+    return command(CONV2D, dict(dtype=FP16, in_addr=X_SRAM, in_h=1, in_w=PIX, in_c=C, in_stride=ROW, w_addr=W_SRAM,
+                                w_stride=w_stride, kh=1, kw=1, oc=C, bias_addr=NO_BIAS, out_addr=Y_SRAM, out_h=1,
+                                out_w=PIX, out_stride=ROW, stride_h=1, stride_w=1, dil_h=1, dil_w=1,
+                                clip_lo=f32_bits(0.0), clip_hi=f32_bits(0.0), groups=1), ALL_DONE)
 
 
 def add_fp16(a, b, out, n):
     """ADD of one row of n fp16 elements, no activation."""
-    return command(ADD, [FP16, a, ROW, b, ROW, out, ROW, 1, n, 0, f32_bits(0.0), f32_bits(0.0),
-                         0, 0, 0, 0, 0, 0], ALL_DONE)
+    return command(ADD, dict(dtype=FP16, a_addr=a, a_stride=ROW, b_addr=b, b_stride=ROW, out_addr=out,
+                             out_stride=ROW, rows=1, row_elems=n, clip_lo=f32_bits(0.0), clip_hi=f32_bits(0.0)),
+                   ALL_DONE)
 
 
 def stream(weights_from: str, overwrite_row0: bool = False, reload: bool = False):
@@ -136,8 +139,10 @@ def int8_stream(block_from: str, w8: np.ndarray, block: bytes):
         tensors.append(tensor(INPUT, 1, [1, 2, 1, ROW], b_ddr, ROW, dtype=INT8, host_dtype=INT8, layout=ROWS,
                               host_shape=[2, ROW]))
     src = 2 * ROW if blob_block else b_ddr
-    conv8 = command(CONV2D, [INT8, X_SRAM, 1, PIX, C, ROW, W_SRAM, C, 1, 1, C, B_SRAM, Y_SRAM, 1, PIX, ROW,
-                             1, 1, 1, 1, 0, 0, 0, u32(-128), 127, 1, u32(-3), 5, 0, 0], ALL_DONE)
+    conv8 = command(CONV2D, dict(dtype=INT8, in_addr=X_SRAM, in_h=1, in_w=PIX, in_c=C, in_stride=ROW,
+                                 w_addr=W_SRAM, w_stride=C, kh=1, kw=1, oc=C, bias_addr=B_SRAM, out_addr=Y_SRAM,
+                                 out_h=1, out_w=PIX, out_stride=ROW, stride_h=1, stride_w=1, dil_h=1, dil_w=1,
+                                 clip_lo=u32(-128), clip_hi=127, groups=1, in_zp=u32(-3), out_zp=5), ALL_DONE)
     cmds = [dma(DMA_LOAD, 0, x_ddr, X_SRAM, 1, PIX * C, ROW, ROW),
             dma(DMA_LOAD, 1, 0, W_SRAM, 1, C * C, ROW, ROW, wait=ALL_DONE),
             dma(DMA_LOAD, 1, src, B_SRAM, 2, ROW, ROW, ROW, wait=ALL_DONE), conv8,
