@@ -53,8 +53,13 @@ def seeds() -> list:
 
 
 def mutate(blob: bytes, rng) -> bytes:
+    from tvm_npu.contract import layout
+
+    at, header = layout.HEADER.offsets, layout.HEADER.size
     b = bytearray(blob)
-    tables_end = min(len(b), 128 + 64 * struct.unpack_from("<I", b, 16)[0] + 128 * struct.unpack_from("<I", b, 20)[0])
+    tables_end = min(len(b), layout.TENSOR_TABLE_OFFSET
+                     + layout.TENSOR.size * struct.unpack_from("<I", b, at["num_tensors"])[0]
+                     + layout.COMMAND_BYTES * struct.unpack_from("<I", b, at["num_commands"])[0])
     for _ in range(int(rng.integers(1, 4))):
         kind = rng.integers(0, 10)
         tables_end = min(tables_end, len(b))
@@ -72,8 +77,8 @@ def mutate(blob: bytes, rng) -> bytes:
             b = b[:int(rng.integers(0, len(b)))]
         else:
             b += bytes(rng.integers(0, 256, int(rng.integers(1, 256)), dtype=np.uint8))
-    if len(b) >= 64 and rng.random() < 0.9:  # reach past the CRC check
-        struct.pack_into("<I", b, 48, zlib.crc32(bytes(b[64:])) & 0xFFFFFFFF)
+    if len(b) >= header and rng.random() < 0.9:  # reach past the CRC check
+        struct.pack_into("<I", b, at["crc32"], zlib.crc32(bytes(b[header:])) & 0xFFFFFFFF)
     return bytes(b)
 
 
