@@ -42,12 +42,14 @@ def summarize(name, report, profiles, cfg):
     int8 = any(p.precision == "int8" for p in report.placements)
     rate = 1 if int8 else cfg.fp16_rate_div
     util = macs / (cycles * cfg.mac_rows * cfg.mac_cols / rate) if cycles else 0.0
-    print(f"{name}: {cycles} cycles ({cycles / cfg.clock_mhz:.1f} us), {macs / 1e6:.1f} M MACs, "
-          f"MAC utilization {util:.1%} ({'int8' if int8 else 'fp16'}), DDR {ddr} B"
-          + (f" = {ddr / compulsory:.2f}x compulsory ({compulsory} B)" if compulsory else "")
-          + f", SRAM peak {sram} B (without liveness reuse {sram_naive} B)"
-          + (f", cycles / ideal {cycles / ideal:.2f}" if ideal else "")
-          + f", cost model {estimated} cycles ({estimated / cycles - 1:+.2%} against the emulator)")
+    print(
+        f"{name}: {cycles} cycles ({cycles / cfg.clock_mhz:.1f} us), {macs / 1e6:.1f} M MACs, "
+        f"MAC utilization {util:.1%} ({'int8' if int8 else 'fp16'}), DDR {ddr} B"
+        + (f" = {ddr / compulsory:.2f}x compulsory ({compulsory} B)" if compulsory else "")
+        + f", SRAM peak {sram} B (without liveness reuse {sram_naive} B)"
+        + (f", cycles / ideal {cycles / ideal:.2f}" if ideal else "")
+        + f", cost model {estimated} cycles ({estimated / cycles - 1:+.2%} against the emulator)"
+    )
 
 
 def gemm(m=1024, k=2048, n=2048, seed=0):

@@ -23,8 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import graph_fuzz  # noqa: E402  (tests/ on the path first)
-from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, seed, settings
+
+import graph_fuzz
 
 
 class OutOfTime(Exception):
@@ -42,8 +43,13 @@ def main(argv=None) -> int:
     worst = {"fp16": 0.0, "int8": 0.0}
     start = time.time()
 
-    @settings(max_examples=args.examples, deadline=None, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=args.examples,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @seed(args.seed)
     @given(graph_fuzz.graph_specs(dtype=args.dtype))
     def one(spec):
@@ -76,9 +82,11 @@ def main(argv=None) -> int:
         pass
     Path("fuzz_graph_current.json").unlink(missing_ok=True)
     n = sum(counts[k] for k in ("pass", "coded", "skip", "fail", "error"))
-    print(f"{n} graphs (seed {args.seed}) in {time.time() - start:.0f} s: {counts['pass']} passed, "
-          f"{counts['coded']} coded errors, {counts['skip']} skipped, {counts['fail']} wrong answers, "
-          f"{counts['error']} uncoded errors; {counts['npu_ops']} ops placed on the NPU")
+    print(
+        f"{n} graphs (seed {args.seed}) in {time.time() - start:.0f} s: {counts['pass']} passed, "
+        f"{counts['coded']} coded errors, {counts['skip']} skipped, {counts['fail']} wrong answers, "
+        f"{counts['error']} uncoded errors; {counts['npu_ops']} ops placed on the NPU"
+    )
     print(f"passed: {dict(oracles)}")
     print(f"coded: {dict(codes)}")
     print(f"skipped: {dict(skips)}")

@@ -39,14 +39,24 @@ def seeds() -> list:
             mod = tvm_npu.from_onnx(model)
             ex = tvm_npu.build(mod, config=config)
             out += [bytes(m["get_stream"]()) for m in runtime.npu_modules(ex)]
-            calib = [np.random.default_rng(i).standard_normal(
-                [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]).astype(np.float32)
-                for i in range(2)]
+            calib = [
+                np.random.default_rng(i)
+                .standard_normal([d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim])
+                .astype(np.float32)
+                for i in range(2)
+            ]
             qmod, _ = tvm_npu.quantize(mod, calib, progress=False)
             out += [bytes(m["get_stream"]()) for m in runtime.npu_modules(tvm_npu.build(qmod, config=config))]
     model = lstm(T=3, B=1, I=8, H=16, seed=3)
-    calib = [[np.random.default_rng(i).standard_normal([d.dim_value for d in t.type.tensor_type.shape.dim])
-              .astype(np.float32) for t in model.graph.input] for i in range(4)]
+    calib = [
+        [
+            np.random.default_rng(i)
+            .standard_normal([d.dim_value for d in t.type.tensor_type.shape.dim])
+            .astype(np.float32)
+            for t in model.graph.input
+        ]
+        for i in range(4)
+    ]
     qmod, _ = tvm_npu.quantize(tvm_npu.from_onnx(model), calib, progress=False)
     out += [bytes(m["get_stream"]()) for m in runtime.npu_modules(tvm_npu.build(qmod))]
     return out
@@ -57,9 +67,12 @@ def mutate(blob: bytes, rng) -> bytes:
 
     at, header = layout.HEADER.offsets, layout.HEADER.size
     b = bytearray(blob)
-    tables_end = min(len(b), layout.TENSOR_TABLE_OFFSET
-                     + layout.TENSOR.size * struct.unpack_from("<I", b, at["num_tensors"])[0]
-                     + layout.COMMAND_BYTES * struct.unpack_from("<I", b, at["num_commands"])[0])
+    tables_end = min(
+        len(b),
+        layout.TENSOR_TABLE_OFFSET
+        + layout.TENSOR.size * struct.unpack_from("<I", b, at["num_tensors"])[0]
+        + layout.COMMAND_BYTES * struct.unpack_from("<I", b, at["num_commands"])[0],
+    )
     for _ in range(int(rng.integers(1, 4))):
         kind = rng.integers(0, 10)
         tables_end = min(tables_end, len(b))
@@ -70,11 +83,11 @@ def mutate(blob: bytes, rng) -> bytes:
             b[int(rng.integers(0, limit))] = int(rng.integers(0, 256))
         elif kind < 8:  # a 32-bit word set to an edge value or a random one
             pos = int(rng.integers(0, max(1, tables_end // 4))) * 4
-            value = int(rng.choice(EDGE)) if rng.random() < 0.7 else int(rng.integers(0, 2 ** 32))
+            value = int(rng.choice(EDGE)) if rng.random() < 0.7 else int(rng.integers(0, 2**32))
             if pos + 4 <= len(b):
-                b[pos:pos + 4] = struct.pack("<I", value)
+                b[pos : pos + 4] = struct.pack("<I", value)
         elif kind == 8:
-            b = b[:int(rng.integers(0, len(b)))]
+            b = b[: int(rng.integers(0, len(b)))]
         else:
             b += bytes(rng.integers(0, 256, int(rng.integers(1, 256)), dtype=np.uint8))
     if len(b) >= header and rng.random() < 0.9:  # reach past the CRC check
@@ -85,9 +98,10 @@ def mutate(blob: bytes, rng) -> bytes:
 def execute(blob: bytes, rt, rng) -> str:
     """'refused', 'ran', 'run-error' (a coded error while running) or 'undecodable' (loaded, but the
     Python reader refuses its configuration, so no inputs are made); raises on anything uncoded."""
+    import tvm
+
     from tvm_npu import NPUError
     from tvm_npu.contract import stream
-    import tvm
 
     try:
         mod = rt.create_module("f", blob)
@@ -101,8 +115,11 @@ def execute(blob: bytes, rt, rng) -> str:
     for role in ("input", "output"):
         for t in sorted((t for t in parsed.tensors if t.role == role), key=lambda t: t.io_index):
             dtype = np.dtype(t.host_dtype)  # float32, int8 or int16
-            value = rng.standard_normal(t.host_shape).astype(dtype) if dtype == np.float32 else \
-                rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, t.host_shape, dtype=dtype)
+            value = (
+                rng.standard_normal(t.host_shape).astype(dtype)
+                if dtype == np.float32
+                else rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, t.host_shape, dtype=dtype)
+            )
             args.append(tvm.runtime.tensor(value))
     try:
         mod["f"](*args)
@@ -131,10 +148,12 @@ def main(argv=None) -> int:
             print(f"execution {i}: {type(err).__name__}: {err} (blob in fuzz_failure.bin)")
             return 1
     took = time.time() - start
-    print(f"{args.execs} executions of mutated streams ({len(corpus)} seeds, seed {args.seed}) in {took:.0f} s: "
-          f"{counts['refused']} refused at load, {counts['ran']} ran, {counts['run-error']} coded errors while "
-          f"running, {counts['undecodable']} loaded but not run (configuration the Python reader refuses), "
-          f"0 crashes, 0 uncoded errors")
+    print(
+        f"{args.execs} executions of mutated streams ({len(corpus)} seeds, seed {args.seed}) in {took:.0f} s: "
+        f"{counts['refused']} refused at load, {counts['ran']} ran, {counts['run-error']} coded errors while "
+        f"running, {counts['undecodable']} loaded but not run (configuration the Python reader refuses), "
+        f"0 crashes, 0 uncoded errors"
+    )
     return 0
 
 

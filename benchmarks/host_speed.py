@@ -37,7 +37,7 @@ import tvm_npu
 from tvm_npu.models import mobilenet_v2_shaped
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tutorials"))
-import lstm_wake_word as kws  # noqa: E402
+import lstm_wake_word as kws
 
 
 def quantize_qdq(model: onnx.ModelProto, calib: list, path: Path) -> onnx.ModelProto:
@@ -53,8 +53,15 @@ def quantize_qdq(model: onnx.ModelProto, calib: list, path: Path) -> onnx.ModelP
 
     src = path.with_suffix(".float.onnx")
     onnx.save(model, src)
-    quantize_static(str(src), str(path), Reader(), quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=True)
+    quantize_static(
+        str(src),
+        str(path),
+        Reader(),
+        quant_format=QuantFormat.QDQ,
+        activation_type=QuantType.QInt8,
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+    )
     return onnx.load(str(path))
 
 
@@ -79,6 +86,7 @@ def vm_runner(ex, args: list):
 
 def at_level(fn, level: str):
     """`fn` run with the reference NPU at kernel level `level` (then back to the previous one)."""
+
     def run():
         before = tvm_npu.runtime.kernel_level()
         tvm_npu.runtime.set_kernel_level(level)
@@ -86,6 +94,7 @@ def at_level(fn, level: str):
             return fn()
         finally:
             tvm_npu.runtime.set_kernel_level(before)
+
     return run
 
 
@@ -96,10 +105,12 @@ def mobilenet_runners(threads: int, tmp: Path, llvm: bool, ref: bool) -> dict:
     x = calib[0]
     q = quantize_qdq(model, calib, tmp / "mbv2_qdq.onnx")
     npu = vm_runner(tvm_npu.build(tvm_npu.from_onnx(q)), [x])
-    runners = {"tvm_npu int8": npu,
-               "onnxruntime int8 (QDQ)": ort_runner(q, {"input": x}, threads),
-               "onnxruntime int8, no spin": ort_runner(q, {"input": x}, threads, spin=False),
-               "onnxruntime fp32": ort_runner(model, {"input": x}, threads)}
+    runners = {
+        "tvm_npu int8": npu,
+        "onnxruntime int8 (QDQ)": ort_runner(q, {"input": x}, threads),
+        "onnxruntime int8, no spin": ort_runner(q, {"input": x}, threads, spin=False),
+        "onnxruntime fp32": ort_runner(model, {"input": x}, threads),
+    }
     if ref:
         runners["tvm_npu int8, ref kernels"] = at_level(npu, "ref")
     if llvm:
@@ -111,19 +122,24 @@ def mobilenet_runners(threads: int, tmp: Path, llvm: bool, ref: bool) -> dict:
 def kws_runners(threads: int) -> dict:
     rng = np.random.default_rng(0)
     h = kws.HIDDEN
-    p = {"Wx": rng.standard_normal((kws.BANDS, 4 * h)) * 0.3, "Wh": rng.standard_normal((h, 4 * h)) * 0.1,
-         "b": rng.standard_normal(4 * h) * 0.1, "Wy": rng.standard_normal((h, kws.CLASSES)) * 0.3,
-         "by": np.zeros(kws.CLASSES)}
+    p = {
+        "Wx": rng.standard_normal((kws.BANDS, 4 * h)) * 0.3,
+        "Wh": rng.standard_normal((h, 4 * h)) * 0.1,
+        "b": rng.standard_normal(4 * h) * 0.1,
+        "Wy": rng.standard_normal((h, kws.CLASSES)) * 0.3,
+        "by": np.zeros(kws.CLASSES),
+    }
     norm = (np.zeros(kws.BANDS), np.ones(kws.BANDS))
     model = kws.export(p, norm)
     state = np.zeros((1, 1, h), np.float32)
-    chunks = [[rng.standard_normal((kws.CHUNK, 1, kws.BANDS)).astype(np.float32), state, state]
-              for _ in range(16)]
+    chunks = [[rng.standard_normal((kws.CHUNK, 1, kws.BANDS)).astype(np.float32), state, state] for _ in range(16)]
     args = chunks[0]
     qmod, _ = tvm_npu.quantize(tvm_npu.from_onnx(model), chunks, method="percentile", progress=False)
-    return {"tvm_npu fp16": vm_runner(tvm_npu.build(tvm_npu.from_onnx(model)), args),
-            "tvm_npu int8": vm_runner(tvm_npu.build(qmod), args),
-            "onnxruntime LSTM fp32": ort_runner(model, {"X": args[0], "h0": state, "c0": state}, threads)}
+    return {
+        "tvm_npu fp16": vm_runner(tvm_npu.build(tvm_npu.from_onnx(model)), args),
+        "tvm_npu int8": vm_runner(tvm_npu.build(qmod), args),
+        "onnxruntime LSTM fp32": ort_runner(model, {"X": args[0], "h0": state, "c0": state}, threads),
+    }
 
 
 def measure(runners: dict, rounds: int, iters: int) -> dict:
@@ -162,13 +178,18 @@ def main():
     ap.add_argument("--skip-llvm", action="store_true", help="skip the (slow, untuned) TVM llvm build")
     ap.add_argument("--skip-mobilenet", action="store_true")
     ap.add_argument("--skip-kws", action="store_true")
-    ap.add_argument("--ref-kernels", action="store_true",
-                    help="also time tvm_npu with the reference kernels (TVM_NPU_KERNELS=ref): the speed before them")
+    ap.add_argument(
+        "--ref-kernels",
+        action="store_true",
+        help="also time tvm_npu with the reference kernels (TVM_NPU_KERNELS=ref): the speed before them",
+    )
     args = ap.parse_args()
     tvm_npu.runtime.set_threads(args.threads)
-    print(f"host: {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}; "
-          f"threads {args.threads}; kernels {tvm_npu.runtime.kernel_level()}; "
-          f"{args.rounds} rounds x {args.iters} calls each")
+    print(
+        f"host: {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}; "
+        f"threads {args.threads}; kernels {tvm_npu.runtime.kernel_level()}; "
+        f"{args.rounds} rounds x {args.iters} calls each"
+    )
     with tempfile.TemporaryDirectory() as d:
         if not args.skip_mobilenet:
             runners = mobilenet_runners(args.threads, Path(d), not args.skip_llvm, args.ref_kernels)
@@ -179,8 +200,11 @@ def main():
             medians.update(measure(slow, 1, 5))
             report("MobileNetV2 224 int8 (QDQ)", medians, "onnxruntime int8 (QDQ)")
         if not args.skip_kws:
-            report("KWS LSTM, one 7-frame chunk", measure(kws_runners(args.threads), args.rounds, args.iters * 5),
-                   "onnxruntime LSTM fp32")
+            report(
+                "KWS LSTM, one 7-frame chunk",
+                measure(kws_runners(args.threads), args.rounds, args.iters * 5),
+                "onnxruntime LSTM fp32",
+            )
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")
 
 

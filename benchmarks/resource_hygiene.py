@@ -37,6 +37,7 @@ def small_model(target="npu"):
     """conv -> relu (NPU) -> sin (CPU) -> flatten -> dense (NPU), fp16, built for `target` ("npu" or
     "llvm": TVM alone, the same model without NPU modules); and an input."""
     import tvm
+
     import tvm_npu
     from tvm_npu.models import GraphBuilder
 
@@ -58,8 +59,15 @@ def _growth(count: int, cycle, warmup: int) -> dict:
         cycle()
     gc.collect()
     rss1, fds1 = rss_bytes(), open_fds()
-    return {"count": count, "rss_before": rss0, "rss_after": rss1, "growth": rss1 - rss0,
-            "per_cycle": (rss1 - rss0) / count, "fds_before": fds0, "fds_after": fds1}
+    return {
+        "count": count,
+        "rss_before": rss0,
+        "rss_after": rss1,
+        "growth": rss1 - rss0,
+        "per_cycle": (rss1 - rss0) / count,
+        "fds_before": fds0,
+        "fds_after": fds1,
+    }
 
 
 def run_growth(runs: int, warmup: int = 300) -> dict:
@@ -88,6 +96,7 @@ def stream_load_growth(loads: int, warmup: int = 100) -> dict:
     import struct
 
     import tvm_ffi
+
     import tvm_npu
 
     ex, _ = small_model()
@@ -103,8 +112,9 @@ def stream_load_growth(loads: int, warmup: int = 100) -> dict:
 def artifact_load_growth(loads: int, target="npu", warmup: int = 20) -> dict:
     """`loads` cycles of load (tvm_npu.load_module) / VM / run / drop of an exported artifact."""
     import tvm
-    import tvm_npu
     from tvm import relax
+
+    import tvm_npu
 
     ex, x = small_model(target)
     with tempfile.TemporaryDirectory() as tmp:
@@ -125,9 +135,11 @@ def artifact_load_growth(loads: int, target="npu", warmup: int = 20) -> dict:
 
 
 def _line(what, r, unit):
-    return (f"{r['count']} {what}: RSS {r['rss_before'] / 2**20:.1f} -> {r['rss_after'] / 2**20:.1f} MiB "
-            f"({r['growth'] / 1024:+.0f} KiB, {r['per_cycle']:+.1f} B per {unit}); open files "
-            f"{r['fds_before']} -> {r['fds_after']}")
+    return (
+        f"{r['count']} {what}: RSS {r['rss_before'] / 2**20:.1f} -> {r['rss_after'] / 2**20:.1f} MiB "
+        f"({r['growth'] / 1024:+.0f} KiB, {r['per_cycle']:+.1f} B per {unit}); open files "
+        f"{r['fds_before']} -> {r['fds_after']}"
+    )
 
 
 def main(argv=None) -> int:
@@ -140,8 +152,10 @@ def main(argv=None) -> int:
     print(_line("NPU module loads (load_from_bytes.npu)", stream_load_growth(args.loads * 10), "load"))
     for target in ("npu", "llvm"):
         r = artifact_load_growth(args.loads, target)
-        print(_line(f"artifact loads ({target}, {r['artifact_bytes']} B)", r, "load")
-              + f"; results identical: {r['identical']}")
+        print(
+            _line(f"artifact loads ({target}, {r['artifact_bytes']} B)", r, "load")
+            + f"; results identical: {r['identical']}"
+        )
     return 0
 
 

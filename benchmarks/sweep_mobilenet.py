@@ -37,16 +37,19 @@ def main():
         onnx.save(mobilenet_v2_shaped(seed=0, size=224, width=1.0, classes=1000), str(model))
     load_before = os.getloadavg()
     start = time.perf_counter()
-    res = tvm_npu.sweep(model, mac="16x16,32x32,64x64", sram="512KiB,1MiB,2MiB,4MiB", ddr_bw="8,16,32",
-                        out=out, jobs=args.jobs)
+    res = tvm_npu.sweep(
+        model, mac="16x16,32x32,64x64", sram="512KiB,1MiB,2MiB,4MiB", ddr_bw="8,16,32", out=out, jobs=args.jobs
+    )
     wall = time.perf_counter() - start
     print(res.table())
     feasible = sum(bool(r.get("feasible")) for r in res.rows)
     per = sum(r.get("seconds", 0) for r in res.rows) / len(res.rows)  # as measured when each was estimated
-    print(f"{len(res.rows)} configurations, {feasible} feasible, {len(res.pareto)} on the Pareto front; "
-          f"{res.estimated} estimated in {wall:.1f} s wall on {args.jobs or os.cpu_count()} worker(s) "
-          f"(plots included; {per:.2f} s per configuration in a worker); load average before "
-          f"{load_before[0]:.2f}, after {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+    print(
+        f"{len(res.rows)} configurations, {feasible} feasible, {len(res.pareto)} on the Pareto front; "
+        f"{res.estimated} estimated in {wall:.1f} s wall on {args.jobs or os.cpu_count()} worker(s) "
+        f"(plots included; {per:.2f} s per configuration in a worker); load average before "
+        f"{load_before[0]:.2f}, after {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)"
+    )
     print("wrote " + ", ".join(str(f) for f in res.files))
 
 

@@ -22,11 +22,11 @@ import tvm
 from tvm import relax
 
 import tvm_npu
-from tvm_npu.models.zoo import resnet50_shaped, shufflenet_v2, squeezenet1_1
 from tvm_npu.models import lstm, mobilenet_v2_shaped, op_zoo, small_cnn
+from tvm_npu.models.zoo import resnet50_shaped, shufflenet_v2, squeezenet1_1
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tutorials"))
-import lstm_wake_word as kws  # noqa: E402
+import lstm_wake_word as kws
 
 
 def _gemm(m=1024, k=2048, n=2048, seed=0):
@@ -58,13 +58,16 @@ def _kws(quantize):
     def build():
         rng = np.random.default_rng(0)
         h = kws.HIDDEN
-        p = {"Wx": rng.standard_normal((kws.BANDS, 4 * h)) * 0.3, "Wh": rng.standard_normal((h, 4 * h)) * 0.1,
-             "b": rng.standard_normal(4 * h) * 0.1, "Wy": rng.standard_normal((h, kws.CLASSES)) * 0.3,
-             "by": np.zeros(kws.CLASSES)}
+        p = {
+            "Wx": rng.standard_normal((kws.BANDS, 4 * h)) * 0.3,
+            "Wh": rng.standard_normal((h, 4 * h)) * 0.1,
+            "b": rng.standard_normal(4 * h) * 0.1,
+            "Wy": rng.standard_normal((h, kws.CLASSES)) * 0.3,
+            "by": np.zeros(kws.CLASSES),
+        }
         model = kws.export(p, (np.zeros(kws.BANDS), np.ones(kws.BANDS)))
         state = np.zeros((1, 1, h), np.float32)
-        chunks = [[rng.standard_normal((kws.CHUNK, 1, kws.BANDS)).astype(np.float32), state, state]
-                  for _ in range(4)]
+        chunks = [[rng.standard_normal((kws.CHUNK, 1, kws.BANDS)).astype(np.float32), state, state] for _ in range(4)]
         mod = tvm_npu.from_onnx(model)
         if quantize:
             mod, _ = tvm_npu.quantize(mod, chunks, method="percentile", progress=False)
@@ -82,10 +85,10 @@ def _relax(factory):
 
 
 MODELS = {
-    "mobilenet_v2_224_int8": _onnx(mobilenet_v2_shaped(seed=0, size=224, width=1.0, classes=1000),
-                                   (1, 3, 224, 224), quantize=True),
-    "mobilenet_v2_224_fp16": _onnx(mobilenet_v2_shaped(seed=0, size=224, width=1.0, classes=1000),
-                                   (1, 3, 224, 224)),
+    "mobilenet_v2_224_int8": _onnx(
+        mobilenet_v2_shaped(seed=0, size=224, width=1.0, classes=1000), (1, 3, 224, 224), quantize=True
+    ),
+    "mobilenet_v2_224_fp16": _onnx(mobilenet_v2_shaped(seed=0, size=224, width=1.0, classes=1000), (1, 3, 224, 224)),
     "mobilenet_v2_64_small": _onnx(mobilenet_v2_shaped(), (1, 3, 64, 64), config="npu-small"),
     "resnet50_w025_112": _onnx(resnet50_shaped(size=112, width=0.25), (1, 3, 112, 112)),
     "squeezenet_64_int8": _onnx(squeezenet1_1(size=64, width=0.5), (1, 3, 64, 64), quantize=True),

@@ -27,8 +27,16 @@ def _emit(bb, y, layer):
     op = layer["op"]
     if op == "conv":
         w = relax.const(layer["w"].astype(np.float32))
-        y = bb.emit(relax.op.nn.conv2d(y, w, strides=layer.get("stride", 1), padding=layer.get("pad", 0),
-                                       dilation=layer.get("dil", 1), groups=layer.get("groups", 1)))
+        y = bb.emit(
+            relax.op.nn.conv2d(
+                y,
+                w,
+                strides=layer.get("stride", 1),
+                padding=layer.get("pad", 0),
+                dilation=layer.get("dil", 1),
+                groups=layer.get("groups", 1),
+            )
+        )
         if layer.get("b") is not None:
             y = bb.emit(relax.op.add(y, relax.const(layer["b"].astype(np.float32).reshape(1, -1, 1, 1))))
     elif op == "dense":

@@ -16,16 +16,18 @@ def rng():
 def rt():
     """The runtime's global functions, by short name (the library as the package installed it): modules
     from a stream, stream validation, fp16 rounding and the reference kernels alone."""
-    return runtime_functions({
-        "create": "runtime.NPUModuleCreate",
-        "load": "ffi.Module.load_from_bytes.npu",
-        "validate": "tvm_npu.runtime.validate_stream",
-        "fp16_round": "tvm_npu.runtime.fp16_round",
-        "conv16": "tvm_npu.runtime.ref_conv2d_fp16",
-        "conv8": "tvm_npu.runtime.ref_conv2d_int8",
-        "add": "tvm_npu.runtime.ref_add",
-        "pool": "tvm_npu.runtime.ref_pool",
-    })
+    return runtime_functions(
+        {
+            "create": "runtime.NPUModuleCreate",
+            "load": "ffi.Module.load_from_bytes.npu",
+            "validate": "tvm_npu.runtime.validate_stream",
+            "fp16_round": "tvm_npu.runtime.fp16_round",
+            "conv16": "tvm_npu.runtime.ref_conv2d_fp16",
+            "conv8": "tvm_npu.runtime.ref_conv2d_int8",
+            "add": "tvm_npu.runtime.ref_add",
+            "pool": "tvm_npu.runtime.ref_pool",
+        }
+    )
 
 
 def run_vm(ex, *inputs, return_vm=False):

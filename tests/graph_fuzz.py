@@ -46,7 +46,7 @@ import onnx
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
-U_FP16 = 2.0 ** -11
+U_FP16 = 2.0**-11
 MAP_UNARY = ("Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardSwish")
 INT8_UNARY = ("Sigmoid", "Tanh", "LeakyRelu", "HardSwish")
 BINARY = ("Add", "Sub", "Mul", "Max", "Min")
@@ -67,12 +67,20 @@ def out_shape(op, shapes, a):
     if op == "conv":
         cout = x[1] if a["group"] == "dw" else a["cout"]
         p = a["pads"]
-        return [x[0], cout, conv_out(x[2], a["k"], a["stride"], a["dil"], p[0], p[2]),
-                conv_out(x[3], a["k"], a["stride"], a["dil"], p[1], p[3])]
+        return [
+            x[0],
+            cout,
+            conv_out(x[2], a["k"], a["stride"], a["dil"], p[0], p[2]),
+            conv_out(x[3], a["k"], a["stride"], a["dil"], p[1], p[3]),
+        ]
     if op == "pool":
         p = a["pads"]
-        return [x[0], x[1], conv_out(x[2], a["k"], a["stride"], 1, p[0], p[2]),
-                conv_out(x[3], a["k"], a["stride"], 1, p[1], p[3])]
+        return [
+            x[0],
+            x[1],
+            conv_out(x[2], a["k"], a["stride"], 1, p[0], p[2]),
+            conv_out(x[3], a["k"], a["stride"], 1, p[1], p[3]),
+        ]
     if op == "gap":
         return [x[0], x[1], 1, 1]
     if op == "concat":
@@ -123,8 +131,14 @@ def graph_specs(draw, dtype=None, max_nodes=7, big=None):
     used = {i for _, args, _ in nodes for i in args}
     sinks = [i for i in range(1, len(shapes)) if i not in used]
     outputs = sinks[-1:] if dtype == "int8" else sinks[-3:]  # the int8 reference follows one output
-    return {"dtype": dtype, "config": config, "seed": draw(st.integers(0, 2 ** 16)), "input": shape,
-            "nodes": nodes, "outputs": outputs}
+    return {
+        "dtype": dtype,
+        "config": config,
+        "seed": draw(st.integers(0, 2**16)),
+        "input": shape,
+        "nodes": nodes,
+        "outputs": outputs,
+    }
 
 
 @st.composite
@@ -135,8 +149,9 @@ def _node(draw, shapes, v, dtype, big):
         kinds = ["conv"] * 4 + ["pool", "gap", "binary", "binary", "unary", "concat", "flatten"]
         kinds += [] if int8 else ["Transpose", "Sin", "softmax"]
     else:
-        kinds = ["gemm"] * 3 + ["binary", "unary"] + ([] if int8 else ["softmax", "slice", "concat", "Transpose",
-                                                                       "Sin"])
+        kinds = (
+            ["gemm"] * 3 + ["binary", "unary"] + ([] if int8 else ["softmax", "slice", "concat", "Transpose", "Sin"])
+        )
     op = draw(st.sampled_from(kinds))
     if op == "conv":
         dw = x[1] > 1 and draw(st.integers(0, 3)) == 0
@@ -146,17 +161,28 @@ def _node(draw, shapes, v, dtype, big):
         pads = [draw(st.integers(0, k - 1)) for _ in range(4)]
         if draw(st.booleans()):
             pads = [k // 2] * 4
-        a = {"cout": x[1] if dw else draw(st.sampled_from([1, 4, 8, 16, 24, 32] + ([64, 96] if big else []))),
-             "k": k, "stride": stride, "dil": dil, "pads": pads, "group": "dw" if dw else 1,
-             "bias": draw(st.booleans()), "act": draw(st.sampled_from([None, "Relu", "Clip"]))}
+        a = {
+            "cout": x[1] if dw else draw(st.sampled_from([1, 4, 8, 16, 24, 32] + ([64, 96] if big else []))),
+            "k": k,
+            "stride": stride,
+            "dil": dil,
+            "pads": pads,
+            "group": "dw" if dw else 1,
+            "bias": draw(st.booleans()),
+            "act": draw(st.sampled_from([None, "Relu", "Clip"])),
+        }
         if min(out_shape("conv", [x], a)[2:]) < 1:
             return None
         return ["conv", [v], a]
     if op == "pool":
         k = draw(st.sampled_from([2, 3]))
         pads = [0] * 4 if int8 or draw(st.integers(0, 3)) else [draw(st.integers(0, k - 1)) for _ in range(4)]
-        a = {"kind": draw(st.sampled_from(["MaxPool", "AveragePool"])), "k": k,
-             "stride": draw(st.sampled_from([1, 2])), "pads": pads}
+        a = {
+            "kind": draw(st.sampled_from(["MaxPool", "AveragePool"])),
+            "k": k,
+            "stride": draw(st.sampled_from([1, 2])),
+            "pads": pads,
+        }
         if min(out_shape("pool", [x], a)[2:]) < 1:
             return None
         return ["pool", [v], a]
@@ -180,14 +206,23 @@ def _node(draw, shapes, v, dtype, big):
         return ["unary", [v], {"kind": draw(st.sampled_from(MAP_UNARY))}]
     if op == "concat":
         axis = 1 if len(x) == 4 else 0
-        fits = [i for i, s in enumerate(shapes) if len(s) == len(x)
-                and all(d == x[j] for j, d in enumerate(s) if j != axis)]
+        fits = [
+            i for i, s in enumerate(shapes) if len(s) == len(x) and all(d == x[j] for j, d in enumerate(s) if j != axis)
+        ]
         return ["concat", [v, draw(st.sampled_from(fits))], {"axis": axis}]
     if op == "gemm":
         n = draw(st.integers(200, 600) if big else st.integers(1, 64))
         # MatMul (transB False) has no int8 form in the numpy reference: int8 takes Gemm.
-        return ["gemm", [v], {"n": n, "bias": draw(st.booleans()), "transB": int8 or draw(st.booleans()),
-                              "act": draw(st.sampled_from([None, "Relu", "Clip"]))}]
+        return [
+            "gemm",
+            [v],
+            {
+                "n": n,
+                "bias": draw(st.booleans()),
+                "transB": int8 or draw(st.booleans()),
+                "act": draw(st.sampled_from([None, "Relu", "Clip"])),
+            },
+        ]
     if op == "slice":
         if x[0] < 2:
             return None
@@ -234,8 +269,9 @@ def build_onnx(spec) -> onnx.ModelProto:
         names.append(y)
         shapes.append(out_shape(op, [shapes[i] for i in args], a))
     outs = [helper.make_tensor_value_info(names[i], TensorProto.FLOAT, shapes[i]) for i in spec["outputs"]]
-    graph = helper.make_graph(b.nodes, "fuzz", [helper.make_tensor_value_info("input", TensorProto.FLOAT,
-                                                                              spec["input"])], outs, b.inits)
+    graph = helper.make_graph(
+        b.nodes, "fuzz", [helper.make_tensor_value_info("input", TensorProto.FLOAT, spec["input"])], outs, b.inits
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
@@ -247,8 +283,15 @@ def _emit(b, op, ins, x, a):
         fan_in = x[1] // group * a["k"] ** 2
         w = rng.standard_normal((cout, x[1] // group, a["k"], a["k"])) * np.sqrt(2.0 / fan_in)
         inputs = [ins[0], b.const(w)] + ([b.const(rng.standard_normal(cout) * 0.1)] if a["bias"] else [])
-        y = b.node("Conv", inputs, kernel_shape=[a["k"]] * 2, strides=[a["stride"]] * 2, pads=a["pads"],
-                   dilations=[a["dil"]] * 2, group=group)
+        y = b.node(
+            "Conv",
+            inputs,
+            kernel_shape=[a["k"]] * 2,
+            strides=[a["stride"]] * 2,
+            pads=a["pads"],
+            dilations=[a["dil"]] * 2,
+            group=group,
+        )
         return b.act(y, a["act"])
     if op == "pool":
         return b.node(a["kind"], ins, kernel_shape=[a["k"]] * 2, strides=[a["stride"]] * 2, pads=a["pads"])
@@ -357,6 +400,7 @@ def _run(ex, x):
 
 def _check_fp16(spec, tmp_dir):
     import tvm
+
     import tvm_npu
 
     model = build_onnx(spec)
@@ -377,8 +421,7 @@ def _check_fp16(spec, tmp_dir):
                 return Outcome("fail", f"output {i}: shape {g.shape}, reference {w.shape}")
             bound = 4 * U_FP16 * (d[spec["outputs"][i]] + 1)
             ref_norm = float(np.linalg.norm(w))
-            err = float(np.linalg.norm(np.nan_to_num(g.astype(np.float64) - w, nan=1e30, posinf=1e30,
-                                                     neginf=1e30)))
+            err = float(np.linalg.norm(np.nan_to_num(g.astype(np.float64) - w, nan=1e30, posinf=1e30, neginf=1e30)))
             # Roundings are relative to the operands, which stay O(rms(x)) here (He-scaled weights,
             # constants of magnitude 0.5 - 1.5), not to a result that cancelled out (a dot product
             # near 0, relu of negatives): hence the sqrt(n) rms(x) term.
@@ -386,9 +429,14 @@ def _check_fp16(spec, tmp_dir):
             ratio = err / (bound * scale)
             out.worst = max(out.worst, ratio)
             if ratio > 1:
-                return Outcome("fail", f"output {i}: ||npu - ref|| = {err:.3g} > {bound:.3g} * (||ref|| + "
-                               f"sqrt(n) rms(x)) = {bound * scale:.3g} (max abs diff {np.abs(g - w).max():.3g})",
-                               worst=ratio, npu_ops=out.npu_ops, cpu_ops=out.cpu_ops)
+                return Outcome(
+                    "fail",
+                    f"output {i}: ||npu - ref|| = {err:.3g} > {bound:.3g} * (||ref|| + "
+                    f"sqrt(n) rms(x)) = {bound * scale:.3g} (max abs diff {np.abs(g - w).max():.3g})",
+                    worst=ratio,
+                    npu_ops=out.npu_ops,
+                    cpu_ops=out.cpu_ops,
+                )
     return out
 
 
@@ -434,17 +482,26 @@ def _check_int8(spec, tmp_dir):
             lsb = np.abs(got.astype(np.float64) - want) / s_y
             out.worst = max(out.worst, float(np.nanmax(lsb, initial=0)))
             if not np.array_equal(got, want):
-                return Outcome("fail", f"int8, all on the NPU: not bit-exact against the numpy reference "
-                               f"(max {lsb.max():.0f} LSB, {int((lsb > 0.5).sum())} of {lsb.size})",
-                               worst=out.worst, npu_ops=out.npu_ops)
+                return Outcome(
+                    "fail",
+                    f"int8, all on the NPU: not bit-exact against the numpy reference "
+                    f"(max {lsb.max():.0f} LSB, {int((lsb > 0.5).sum())} of {lsb.size})",
+                    worst=out.worst,
+                    npu_ops=out.npu_ops,
+                )
         else:
             want = sess.run(None, {"input": x})[0]
             lsb = np.rint(np.abs(got.astype(np.float64) - want) / s_y)
             out.worst = max(out.worst, float(lsb.max(initial=0)))
             if out.worst > 2 * (d + 1):
-                return Outcome("fail", f"int8 with CPU ops {sorted({p.op for p in cpu})}: {out.worst:.0f} LSB "
-                               f"from onnxruntime > {2 * (d + 1)}", worst=out.worst, npu_ops=out.npu_ops,
-                               cpu_ops=len(cpu))
+                return Outcome(
+                    "fail",
+                    f"int8 with CPU ops {sorted({p.op for p in cpu})}: {out.worst:.0f} LSB "
+                    f"from onnxruntime > {2 * (d + 1)}",
+                    worst=out.worst,
+                    npu_ops=out.npu_ops,
+                    cpu_ops=len(cpu),
+                )
     return out
 
 
@@ -474,8 +531,13 @@ def _check_float_tail(spec, q, ex, sess, out, d):
         err = float(np.linalg.norm(np.nan_to_num(got.astype(np.float64) - want, nan=1e30)))
         out.worst = max(out.worst, err / max(bound, 1e-30))
         if err > bound + 1e-6 * np.sqrt(want.size):  # (an all-zero output with nothing quantized: bound 0)
-            return Outcome("fail", f"int8 graph with a float output: ||npu - ort|| = {err:.3g} > {bound:.3g}",
-                           worst=out.worst, npu_ops=out.npu_ops, cpu_ops=out.cpu_ops)
+            return Outcome(
+                "fail",
+                f"int8 graph with a float output: ||npu - ort|| = {err:.3g} > {bound:.3g}",
+                worst=out.worst,
+                npu_ops=out.npu_ops,
+                cpu_ops=out.cpu_ops,
+            )
     return out
 
 

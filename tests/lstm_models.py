@@ -10,8 +10,10 @@ from tvm_npu.models import lstm as lstm_model  # noqa: F401 (the LSTM tests impo
 
 def feeds_of(model, seed=1):
     rng = np.random.default_rng(seed)
-    return {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
-            for i in model.graph.input}
+    return {
+        i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+        for i in model.graph.input
+    }
 
 
 def ort_run(model, feeds):

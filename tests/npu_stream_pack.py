@@ -41,11 +41,10 @@ def raises_code(code, fn, *args, **kwargs):
 # ---------------------------------------------------------------------------------------------
 
 END, DMA_LOAD, DMA_STORE, CONV2D, ADD, POOL, ELTWISE, UNARY, SOFTMAX = (
-    layout.OPCODES[n] for n in ("END", "DMA_LOAD", "DMA_STORE", "CONV2D", "ADD", "POOL", "ELTWISE", "UNARY",
-                                "SOFTMAX"))
+    layout.OPCODES[n] for n in ("END", "DMA_LOAD", "DMA_STORE", "CONV2D", "ADD", "POOL", "ELTWISE", "UNARY", "SOFTMAX")
+)
 INPUT, OUTPUT, WEIGHT, BIAS = (layout.codes("role")[n] for n in ("input", "output", "weight", "bias"))
-FP16, INT8, INT32, FP32, INT16 = (layout.codes("dtype")[n]
-                                  for n in ("float16", "int8", "int32", "float32", "int16"))
+FP16, INT8, INT32, FP32, INT16 = (layout.codes("dtype")[n] for n in ("float16", "int8", "int32", "float32", "int16"))
 NHWC, NCHW, ROWS = (layout.codes("layout")[n] for n in ("NHWC", "NCHW", "ROWS"))
 DMA0, DMA1, MAC, VECTOR = (layout.ENGINES.index(e) for e in ("dma0", "dma1", "mac", "vector"))
 ALL_DONE = {DMA0: 0, DMA1: 0, MAC: 0, VECTOR: 0}
@@ -74,11 +73,19 @@ def f32_bits(v):
 _TENSOR = layout.TENSOR
 
 
-def tensor(role, io_index, view, ddr_addr, row_stride, dtype=FP16, host_dtype=FP32, layout=NHWC,
-           host_shape=()):
-    return _TENSOR.pack(role=role, io_index=io_index, dtype=dtype, host_dtype=host_dtype, host_layout=layout,
-                        host_rank=len(host_shape), host_shape=list(host_shape), view=list(view),
-                        ddr_addr=ddr_addr, row_stride=row_stride)
+def tensor(role, io_index, view, ddr_addr, row_stride, dtype=FP16, host_dtype=FP32, layout=NHWC, host_shape=()):
+    return _TENSOR.pack(
+        role=role,
+        io_index=io_index,
+        dtype=dtype,
+        host_dtype=host_dtype,
+        host_layout=layout,
+        host_rank=len(host_shape),
+        host_shape=list(host_shape),
+        view=list(view),
+        ddr_addr=ddr_addr,
+        row_stride=row_stride,
+    )
 
 
 def command(opcode, operands=(), wait=None):
@@ -91,23 +98,53 @@ def dma(opcode, channel, src, dst, rows, row_bytes, src_stride, dst_stride, wait
     """DMA_LOAD (DDR -> SRAM) or DMA_STORE (SRAM -> DDR) of `rows` rows of `row_bytes` bytes."""
     ddr, sram = ("src", "dst") if opcode == DMA_LOAD else ("dst", "src")
     ends = {"src": (src, src_stride), "dst": (dst, dst_stride)}
-    return command(opcode, dict(channel=channel, ddr_addr=ends[ddr][0], ddr_stride=ends[ddr][1],
-                                sram_addr=ends[sram][0], sram_stride=ends[sram][1], rows=rows,
-                                row_bytes=row_bytes), wait)
+    return command(
+        opcode,
+        dict(
+            channel=channel,
+            ddr_addr=ends[ddr][0],
+            ddr_stride=ends[ddr][1],
+            sram_addr=ends[sram][0],
+            sram_stride=ends[sram][1],
+            rows=rows,
+            row_bytes=row_bytes,
+        ),
+        wait,
+    )
 
 
-def pack_stream(tensors, commands, weights=b"", ddr_bytes=None, num_inputs=0, num_outputs=0,
-                config=NPU_REF, sram_used=0, version=(1, 0), qparams=None, qparams_offset=None):
+def pack_stream(
+    tensors,
+    commands,
+    weights=b"",
+    ddr_bytes=None,
+    num_inputs=0,
+    num_outputs=0,
+    config=NPU_REF,
+    sram_used=0,
+    version=(1, 0),
+    qparams=None,
+    qparams_offset=None,
+):
     """`qparams` (format 1.3): one (scale, zero point) per tensor, (0.0, 0) for those not staged with
     quantization, written right after the command table (or at `qparams_offset`, in the blob)."""
-    return layout.assemble(config, tensors, commands, weights,
-                           ddr_bytes=len(weights) if ddr_bytes is None else ddr_bytes, sram_bytes_used=sram_used,
-                           num_inputs=num_inputs, num_outputs=num_outputs, version=version, qparams=qparams,
-                           qparams_offset=qparams_offset)
+    return layout.assemble(
+        config,
+        tensors,
+        commands,
+        weights,
+        ddr_bytes=len(weights) if ddr_bytes is None else ddr_bytes,
+        sram_bytes_used=sram_used,
+        num_inputs=num_inputs,
+        num_outputs=num_outputs,
+        version=version,
+        qparams=qparams,
+        qparams_offset=qparams_offset,
+    )
 
 
 def refresh_crc(blob):
     at = layout.HEADER.offsets["crc32"]
     blob = bytearray(blob)
-    blob[at:at + 4] = struct.pack("<I", layout.crc32(bytes(blob[layout.HEADER.size:])))
+    blob[at : at + 4] = struct.pack("<I", layout.crc32(bytes(blob[layout.HEADER.size :])))
     return bytes(blob)

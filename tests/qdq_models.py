@@ -8,8 +8,9 @@ from onnx import numpy_helper
 from tvm_npu.models import GraphBuilder, mobilenet_v2_shaped, op_zoo  # noqa: F401
 
 
-def quantize_with_ort(model: onnx.ModelProto, calib: list, path, activations="int8", weights="int8",
-                      per_channel=True, extra_options=None) -> onnx.ModelProto:
+def quantize_with_ort(
+    model: onnx.ModelProto, calib: list, path, activations="int8", weights="int8", per_channel=True, extra_options=None
+) -> onnx.ModelProto:
     """onnxruntime's quantize_static: QDQ format, int8 (or "uint8") activations and weights, per-channel
     unless told."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
@@ -25,9 +26,16 @@ def quantize_with_ort(model: onnx.ModelProto, calib: list, path, activations="in
 
     src = str(path) + ".float.onnx"
     onnx.save(model, src)
-    quantize_static(src, str(path), Reader(), quant_format=QuantFormat.QDQ,
-                    activation_type=types[activations], weight_type=types[weights], per_channel=per_channel,
-                    extra_options=extra_options)
+    quantize_static(
+        src,
+        str(path),
+        Reader(),
+        quant_format=QuantFormat.QDQ,
+        activation_type=types[activations],
+        weight_type=types[weights],
+        per_channel=per_channel,
+        extra_options=extra_options,
+    )
     return onnx.load(str(path))
 
 

@@ -37,14 +37,17 @@ def utterance(label: int, rng) -> np.ndarray:
     audio = rng.normal(0, 0.05, RATE)
     if label == 10:
         return audio
-    f0, f1, f2 = (rng.uniform(300, 3500, 3) if label == 11 else
-                  (400 + 300 * label, 3400 - 250 * label, 600 + 270 * ((label * 7) % 10)))
+    f0, f1, f2 = (
+        rng.uniform(300, 3500, 3)
+        if label == 11
+        else (400 + 300 * label, 3400 - 250 * label, 600 + 270 * ((label * 7) % 10))
+    )
     start = rng.uniform(0.05, 0.35)
     half = rng.uniform(0.22, 0.3)
     a = (t >= start) & (t < start + half)
     b = (t >= start + half) & (t < start + 2 * half)
     ta = t[a] - start
-    audio[a] += np.sin(2 * np.pi * (f0 * ta + (f1 - f0) * ta ** 2 / (2 * half)))
+    audio[a] += np.sin(2 * np.pi * (f0 * ta + (f1 - f0) * ta**2 / (2 * half)))
     audio[b] += np.sin(2 * np.pi * f2 * (t[b] - start - half))
     return audio * rng.uniform(0.3, 1.0)
 
@@ -57,7 +60,7 @@ def mel_bank(n_fft: int = 256) -> np.ndarray:
     bins = np.fft.rfftfreq(n_fft, 1 / RATE)
     bank = np.zeros((BANDS, bins.size))
     for k in range(BANDS):
-        lo, mid, hi = edges[k:k + 3]
+        lo, mid, hi = edges[k : k + 3]
         bank[k] = np.clip(np.minimum((bins - lo) / (mid - lo), (hi - bins) / (hi - mid)), 0, None)
     return bank
 
@@ -87,8 +90,8 @@ def forward(p, x, h0=None):
     cache = []
     for t in range(x.shape[1]):
         z = x[:, t] @ p["Wx"] + h @ p["Wh"] + p["b"]
-        i, o, f = (sigmoid(z[:, k * HIDDEN:(k + 1) * HIDDEN]) for k in range(3))
-        g = np.tanh(z[:, 3 * HIDDEN:])
+        i, o, f = (sigmoid(z[:, k * HIDDEN : (k + 1) * HIDDEN]) for k in range(3))
+        g = np.tanh(z[:, 3 * HIDDEN :])
         c_prev, h_prev = c, h
         c = f * c_prev + i * g
         h = o * np.tanh(c)
@@ -108,9 +111,10 @@ def backward(p, logits, h_last, cache, labels):
     for x_t, h_prev, c_prev, i, o, f, g, c in reversed(cache):
         tc = np.tanh(c)
         do = dh * tc
-        dc = dc + dh * o * (1 - tc ** 2)
-        dz = np.concatenate([dc * g * i * (1 - i), do * o * (1 - o), dc * c_prev * f * (1 - f),
-                             dc * i * (1 - g ** 2)], axis=1)
+        dc = dc + dh * o * (1 - tc**2)
+        dz = np.concatenate(
+            [dc * g * i * (1 - i), do * o * (1 - o), dc * c_prev * f * (1 - f), dc * i * (1 - g**2)], axis=1
+        )
         grads["Wx"] += x_t.T @ dz
         grads["Wh"] += h_prev.T @ dz
         grads["b"] += dz.sum(0)
@@ -120,23 +124,28 @@ def backward(p, logits, h_last, cache, labels):
 
 def train(x, y, epochs: int, seed: int = 0):
     rng = np.random.default_rng(seed)
-    p = {"Wx": rng.normal(0, 0.3, (BANDS, 4 * HIDDEN)), "Wh": rng.normal(0, 0.1, (HIDDEN, 4 * HIDDEN)),
-         "b": np.zeros(4 * HIDDEN), "Wy": rng.normal(0, 0.1, (HIDDEN, CLASSES)), "by": np.zeros(CLASSES)}
-    p["b"][2 * HIDDEN:3 * HIDDEN] = 1.0  # forget-gate bias 1: remember by default
+    p = {
+        "Wx": rng.normal(0, 0.3, (BANDS, 4 * HIDDEN)),
+        "Wh": rng.normal(0, 0.1, (HIDDEN, 4 * HIDDEN)),
+        "b": np.zeros(4 * HIDDEN),
+        "Wy": rng.normal(0, 0.1, (HIDDEN, CLASSES)),
+        "by": np.zeros(CLASSES),
+    }
+    p["b"][2 * HIDDEN : 3 * HIDDEN] = 1.0  # forget-gate bias 1: remember by default
     m = {k: np.zeros_like(v) for k, v in p.items()}
     v = {k: np.zeros_like(v) for k, v in p.items()}
     step = 0
     for _ in range(epochs):
         order = rng.permutation(len(x))
         for s in range(0, len(x), 32):
-            idx = order[s:s + 32]
+            idx = order[s : s + 32]
             logits, h, cache = forward(p, x[idx])
             grads = backward(p, logits, h, cache, y[idx])
             step += 1
             for k in p:  # Adam, lr 1e-2
                 m[k] = 0.9 * m[k] + 0.1 * grads[k]
                 v[k] = 0.999 * v[k] + 0.001 * grads[k] ** 2
-                p[k] -= 1e-2 * (m[k] / (1 - 0.9 ** step)) / (np.sqrt(v[k] / (1 - 0.999 ** step)) + 1e-8)
+                p[k] -= 1e-2 * (m[k] / (1 - 0.9**step)) / (np.sqrt(v[k] / (1 - 0.999**step)) + 1e-8)
     return p
 
 
@@ -146,23 +155,35 @@ def export(p, norm) -> onnx.ModelProto:
     f32 = lambda a: np.asarray(a, np.float32)  # noqa: E731
     w = f32(p["Wx"].T / std[None, :])[None]  # the feature normalization folded into the weights
     bias = f32(p["b"] - (mean / std) @ p["Wx"])
-    inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(f32(p["Wh"].T)[None], "R"),
-             numpy_helper.from_array(np.concatenate([bias, np.zeros(4 * HIDDEN, np.float32)])[None], "B"),
-             numpy_helper.from_array(f32(p["Wy"].T), "Wy"), numpy_helper.from_array(f32(p["by"]), "by"),
-             numpy_helper.from_array(np.array([0], np.int64), "axis0")]
-    nodes = [helper.make_node("LSTM", ["X", "W", "R", "B", "", "h0", "c0"], ["Y", "Y_h", "Y_c"],
-                              hidden_size=HIDDEN),
-             helper.make_node("Squeeze", ["Y_h", "axis0"], ["h_last"]),
-             helper.make_node("Gemm", ["h_last", "Wy", "by"], ["logits"], transB=1)]
+    inits = [
+        numpy_helper.from_array(w, "W"),
+        numpy_helper.from_array(f32(p["Wh"].T)[None], "R"),
+        numpy_helper.from_array(np.concatenate([bias, np.zeros(4 * HIDDEN, np.float32)])[None], "B"),
+        numpy_helper.from_array(f32(p["Wy"].T), "Wy"),
+        numpy_helper.from_array(f32(p["by"]), "by"),
+        numpy_helper.from_array(np.array([0], np.int64), "axis0"),
+    ]
+    nodes = [
+        helper.make_node("LSTM", ["X", "W", "R", "B", "", "h0", "c0"], ["Y", "Y_h", "Y_c"], hidden_size=HIDDEN),
+        helper.make_node("Squeeze", ["Y_h", "axis0"], ["h_last"]),
+        helper.make_node("Gemm", ["h_last", "Wy", "by"], ["logits"], transB=1),
+    ]
     state = [1, 1, HIDDEN]
     graph = helper.make_graph(
-        nodes, "kws_stream",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [CHUNK, 1, BANDS]),
-         helper.make_tensor_value_info("h0", TensorProto.FLOAT, state),
-         helper.make_tensor_value_info("c0", TensorProto.FLOAT, state)],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, CLASSES]),
-         helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, state),
-         helper.make_tensor_value_info("Y_c", TensorProto.FLOAT, state)], inits)
+        nodes,
+        "kws_stream",
+        [
+            helper.make_tensor_value_info("X", TensorProto.FLOAT, [CHUNK, 1, BANDS]),
+            helper.make_tensor_value_info("h0", TensorProto.FLOAT, state),
+            helper.make_tensor_value_info("c0", TensorProto.FLOAT, state),
+        ],
+        [
+            helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, CLASSES]),
+            helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, state),
+            helper.make_tensor_value_info("Y_c", TensorProto.FLOAT, state),
+        ],
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
 
 
@@ -173,8 +194,8 @@ def calibration_chunks(p, norm, x_train, n: int) -> list:
     for x in x_train[:n]:
         h, c = np.zeros((1, HIDDEN)), np.zeros((1, HIDDEN))
         for k in range(0, FRAMES, CHUNK):
-            batches.append([x[k:k + CHUNK, None, :], h[None].astype(np.float32), c[None].astype(np.float32)])
-            _, h, cache = forward(p, ((x[None, k:k + CHUNK] - norm[0]) / norm[1]), h0=(h, c))
+            batches.append([x[k : k + CHUNK, None, :], h[None].astype(np.float32), c[None].astype(np.float32)])
+            _, h, cache = forward(p, ((x[None, k : k + CHUNK] - norm[0]) / norm[1]), h0=(h, c))
             c = cache[-1][-1]
     return batches
 
@@ -182,8 +203,7 @@ def calibration_chunks(p, norm, x_train, n: int) -> list:
 def stream(ex, model, x_test) -> tuple[list, int]:
     """Every utterance through a StreamingSession, chunk by chunk: (predictions, NPU cycles per utterance)."""
     inputs = {i.name: tuple(d.dim_value for d in i.type.tensor_type.shape.dim) for i in model.graph.input}
-    sess = tvm_npu.StreamingSession(ex, inputs, [o.name for o in model.graph.output],
-                                    state={"h0": "Y_h", "c0": "Y_c"})
+    sess = tvm_npu.StreamingSession(ex, inputs, [o.name for o in model.graph.output], state={"h0": "Y_h", "c0": "Y_c"})
     modules = tvm_npu.runtime.npu_modules(sess.vm)
     pred, cycles = [], 0
     for x in x_test:
@@ -191,7 +211,7 @@ def stream(ex, model, x_test) -> tuple[list, int]:
         for m in modules:
             m["reset_profile"]()
         for k in range(0, FRAMES, CHUNK):
-            logits = sess(X=x[k:k + CHUNK, None, :])["logits"]
+            logits = sess(X=x[k : k + CHUNK, None, :])["logits"]
         cycles += sum(tvm_npu.runtime.profile_of(m)["total"]["total_cycles"] for m in modules)
         pred.append(int(logits.argmax()))
     return pred, cycles // len(x_test)
@@ -227,33 +247,48 @@ def main(argv=None) -> dict:
     ex = tvm_npu.build(tvm_npu.from_onnx(model), report=report)
     print(f"  {report.summary()}; {len(report.regions)} NPU region(s) (the LSTM, the classifier)")
     pinned = {k: v for info in report.regions.values() for k, v in info.get("pinned_state", {}).items()}
-    print(f"  recurrent state pinned in SRAM: {len(pinned)} tensors (h and c at each of the {CHUNK - 1} step "
-          f"boundaries of a chunk), {sum(v[1] for v in pinned.values())} bytes; no DMA moves them")
+    print(
+        f"  recurrent state pinned in SRAM: {len(pinned)} tensors (h and c at each of the {CHUNK - 1} step "
+        f"boundaries of a chunk), {sum(v[1] for v in pinned.values())} bytes; no DMA moves them"
+    )
 
     print("Step 6: streaming every test utterance through the NPU, chunk by chunk ...")
     npu_pred, per = stream(ex, model, x_test)
     npu_acc = float((np.array(npu_pred) == y_test).mean())
-    print(f"  NPU (fp16, streamed in {FRAMES // CHUNK} chunks) accuracy: {npu_acc:.1%}  vs float {float_acc:.1%}"
-          f"  ({npu_acc - float_acc:+.1%}); {per} NPU cycles per 1 s utterance "
-          f"({per / tvm_npu.get_config().clock_mhz:.0f} us at {tvm_npu.get_config().clock_mhz} MHz)")
+    print(
+        f"  NPU (fp16, streamed in {FRAMES // CHUNK} chunks) accuracy: {npu_acc:.1%}  vs float {float_acc:.1%}"
+        f"  ({npu_acc - float_acc:+.1%}); {per} NPU cycles per 1 s utterance "
+        f"({per / tvm_npu.get_config().clock_mhz:.0f} us at {tvm_npu.get_config().clock_mhz} MHz)"
+    )
     agree = float((np.array(npu_pred) == float_pred).mean())
     print(f"  NPU and float agree on {agree:.1%} of the test utterances")
 
     print("Step 7: int8 with a 16-bit cell state — quantize the streaming model, compile, stream again ...")
-    qmod, qrep = tvm_npu.quantize(tvm_npu.from_onnx(model), calibration_chunks(p, norm, x_train, 48),
-                                  method="percentile", progress=False)
+    qmod, qrep = tvm_npu.quantize(
+        tvm_npu.from_onnx(model), calibration_chunks(p, norm, x_train, 48), method="percentile", progress=False
+    )
     qreport = tvm_npu.BuildReport()
     qex = tvm_npu.build(qmod, report=qreport)
     wide = sum(t.bits == 16 for t in qrep.tensors)
-    print(f"  {qreport.summary()}; {len(qreport.regions)} NPU region(s); {wide} tensors in int16 (c, f*c and "
-          f"i*g at each of the {CHUNK} steps, and the state carried in)")
+    print(
+        f"  {qreport.summary()}; {len(qreport.regions)} NPU region(s); {wide} tensors in int16 (c, f*c and "
+        f"i*g at each of the {CHUNK} steps, and the state carried in)"
+    )
     int8_pred, int8_per = stream(qex, model, x_test)
     int8_acc = float((np.array(int8_pred) == y_test).mean())
-    print(f"  NPU int8 accuracy: {int8_acc:.1%}  vs float {float_acc:.1%}  ({int8_acc - float_acc:+.1%}); "
-          f"{int8_per} NPU cycles per utterance")
-    summary = {"float_accuracy": float_acc, "npu_accuracy": npu_acc, "cycles_per_inference": per,
-               "agreement": agree, "pinned": len(pinned), "int8_accuracy": int8_acc,
-               "int8_cycles_per_inference": int8_per}
+    print(
+        f"  NPU int8 accuracy: {int8_acc:.1%}  vs float {float_acc:.1%}  ({int8_acc - float_acc:+.1%}); "
+        f"{int8_per} NPU cycles per utterance"
+    )
+    summary = {
+        "float_accuracy": float_acc,
+        "npu_accuracy": npu_acc,
+        "cycles_per_inference": per,
+        "agreement": agree,
+        "pinned": len(pinned),
+        "int8_accuracy": int8_acc,
+        "int8_cycles_per_inference": int8_per,
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 

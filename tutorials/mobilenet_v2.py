@@ -56,8 +56,7 @@ vm = relax.VirtualMachine(ex, tvm.cpu())
 npu_logits = vm["main"](tvm.runtime.tensor(x)).numpy()
 cpu_vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
 float_logits = cpu_vm["main"](tvm.runtime.tensor(x)).numpy()
-cos = float(npu_logits.ravel() @ float_logits.ravel()
-            / np.linalg.norm(npu_logits) / np.linalg.norm(float_logits))
+cos = float(npu_logits.ravel() @ float_logits.ravel() / np.linalg.norm(npu_logits) / np.linalg.norm(float_logits))
 print(f"int8 NPU vs float CPU: cosine {cos:.4f}, top-1 {npu_logits.argmax()} vs {float_logits.argmax()}")
 
 # Step 7: onnxruntime's own int8 result on the same quantized graph, if onnxruntime is installed
@@ -72,9 +71,15 @@ try:
         def get_next(self):
             return next(self.it, None)
 
-    quantize_static(str(out / "mobilenet_v2.onnx"), str(out / "mobilenet_v2_qdq.onnx"), Reader(),
-                    quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8,
-                    weight_type=QuantType.QInt8, per_channel=True)
+    quantize_static(
+        str(out / "mobilenet_v2.onnx"),
+        str(out / "mobilenet_v2_qdq.onnx"),
+        Reader(),
+        quant_format=QuantFormat.QDQ,
+        activation_type=QuantType.QInt8,
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+    )
     import onnxruntime as ort
 
     q_onnx = onnx.load(out / "mobilenet_v2_qdq.onnx")
@@ -83,14 +88,18 @@ try:
     so = ort.SessionOptions()
     so.add_session_config_entry("session.qdqisint8allowed", "1")
     ort_logits = ort.InferenceSession(q_onnx.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(
-        None, {"input": x})[0]
+        None, {"input": x}
+    )[0]
     npu_on_ort_model = relax.VirtualMachine(tvm_npu.build(tvm_npu.from_onnx(q_onnx)), tvm.cpu())
     mine = npu_on_ort_model["main"](tvm.runtime.tensor(x)).numpy()
-    out_scale = float(onnx.numpy_helper.to_array(
-        {t.name: t for t in q_onnx.graph.initializer}[q_onnx.graph.node[-1].input[1]]))
+    out_scale = float(
+        onnx.numpy_helper.to_array({t.name: t for t in q_onnx.graph.initializer}[q_onnx.graph.node[-1].input[1]])
+    )
     lsb = np.rint(np.abs(mine - ort_logits) / out_scale)
-    print(f"onnxruntime's QDQ model on its int8 kernels: NPU vs onnxruntime {int(lsb.max())} LSB at most "
-          f"({int((lsb == 0).sum())} of {lsb.size} logits identical), top-1 {mine.argmax()} vs {ort_logits.argmax()}")
+    print(
+        f"onnxruntime's QDQ model on its int8 kernels: NPU vs onnxruntime {int(lsb.max())} LSB at most "
+        f"({int((lsb == 0).sum())} of {lsb.size} logits identical), top-1 {mine.argmax()} vs {ort_logits.argmax()}"
+    )
 except ImportError:
     print("onnxruntime not installed: skipping the onnxruntime comparison")
 
@@ -98,9 +107,15 @@ except ImportError:
 prof = tvm_npu.profile(qmod, inputs=[x])
 tvm_npu.profile_to_csv(prof, out / "layers.csv")
 tvm_npu.write_chrome_trace(prof, out / "trace.json")
-print(f"NPU: {prof['total_cycles']} cycles, MAC utilization {prof['mac_utilization']:.1%}, "
-      f"DDR {prof['ddr_bytes']} B ({prof['ddr_bytes'] / prof['compulsory_ddr_bytes']:.2f}x compulsory), "
-      f"SRAM peak {prof['sram_peak_bytes']} B")
-(out / "summary.json").write_text(json.dumps({"cosine_vs_float": cos, "total_cycles": prof["total_cycles"],
-                                              "mac_utilization": prof["mac_utilization"]}, indent=2))
+print(
+    f"NPU: {prof['total_cycles']} cycles, MAC utilization {prof['mac_utilization']:.1%}, "
+    f"DDR {prof['ddr_bytes']} B ({prof['ddr_bytes'] / prof['compulsory_ddr_bytes']:.2f}x compulsory), "
+    f"SRAM peak {prof['sram_peak_bytes']} B"
+)
+(out / "summary.json").write_text(
+    json.dumps(
+        {"cosine_vs_float": cos, "total_cycles": prof["total_cycles"], "mac_utilization": prof["mac_utilization"]},
+        indent=2,
+    )
+)
 print(f"done in {time.time() - t0:.0f} s; files in {out}/")

@@ -43,7 +43,8 @@ std::vector<int64_t> ParseShape(const std::string& text) {
   std::vector<int64_t> shape;
   std::stringstream ss(text);
   for (std::string dim; std::getline(ss, dim, ',');) {
-    if (dim.find_first_not_of(" 0123456789") != std::string::npos || dim.find_first_of("0123456789") == std::string::npos) {
+    if (dim.find_first_not_of(" 0123456789") != std::string::npos ||
+        dim.find_first_of("0123456789") == std::string::npos) {
       throw host::Error("ERR_SHAPE_MISMATCH", "bad shape '" + text + "': use e.g. 1,3,224,224");
     }
     shape.push_back(std::stoll(dim));
@@ -60,7 +61,8 @@ Input ReadNpy(const std::string& data, const std::string& path) {
   const size_t len_bytes = v1 ? 2 : 4, start = 8 + len_bytes;
   size_t header_len = 0;
   for (size_t i = 0; i < len_bytes; ++i) header_len |= size_t(uint8_t(data[8 + i])) << (8 * i);
-  if (start + header_len > data.size()) throw host::Error("ERR_SHAPE_MISMATCH", path + ": truncated header");
+  if (start + header_len > data.size())
+    throw host::Error("ERR_SHAPE_MISMATCH", path + ": truncated header");
   const std::string header = data.substr(start, header_len);
   Input in;
   if (header.find("'<f4'") != std::string::npos) {
@@ -71,7 +73,8 @@ Input ReadNpy(const std::string& data, const std::string& path) {
     throw host::Error("ERR_SHAPE_MISMATCH", path + ": only float32 and int8 arrays are read");
   }
   if (header.find("'fortran_order': True") != std::string::npos) {
-    throw host::Error("ERR_SHAPE_MISMATCH", path + ": save the array in C order (np.ascontiguousarray)");
+    throw host::Error("ERR_SHAPE_MISMATCH",
+                      path + ": save the array in C order (np.ascontiguousarray)");
   }
   const size_t open = header.find('(', header.find("'shape'")), close = header.find(')', open);
   std::string dims = header.substr(open + 1, close - open - 1);
@@ -84,9 +87,11 @@ Input ReadNpy(const std::string& data, const std::string& path) {
 
 Input Load(const std::string& path, const std::string& shape) {
   std::string data = ReadFile(path);
-  Input in = path.size() > 4 && path.substr(path.size() - 4) == ".npy" ? ReadNpy(data, path)
-                                                                       : Input{ParseShape(shape), host::kFloat32, data};
-  const int64_t n = std::accumulate(in.shape.begin(), in.shape.end(), int64_t{1}, std::multiplies<>());
+  Input in = path.size() > 4 && path.substr(path.size() - 4) == ".npy"
+                 ? ReadNpy(data, path)
+                 : Input{ParseShape(shape), host::kFloat32, data};
+  const int64_t n =
+      std::accumulate(in.shape.begin(), in.shape.end(), int64_t{1}, std::multiplies<>());
   if (static_cast<size_t>(n) * (in.dtype.bits / 8) != in.bytes.size()) {
     throw host::Error("ERR_SHAPE_MISMATCH", path + " holds " + std::to_string(in.bytes.size()) +
                                                 " bytes, not a tensor of the given shape");
@@ -105,7 +110,8 @@ void PrintTop(const ffi::Tensor& y, int k) {
   std::vector<size_t> idx(n);
   std::iota(idx.begin(), idx.end(), 0);
   k = std::min<int>(k, static_cast<int>(n));
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](size_t a, size_t b) { return v[a] > v[b]; });
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                    [&](size_t a, size_t b) { return v[a] > v[b]; });
   std::cout << "top-" << k << ":";
   for (int i = 0; i < k; ++i) std::cout << " " << idx[i] << " (" << v[idx[i]] << ")";
   std::cout << "\n";
@@ -125,7 +131,8 @@ int Timeout(host::Model& model, const ffi::Tensor& x, int ms, const std::string&
   return same ? 0 : 1;
 }
 
-int Threads(const std::string& model_path, const ffi::Tensor& x, int threads, int runs, const std::string& want) {
+int Threads(const std::string& model_path, const ffi::Tensor& x, int threads, int runs,
+            const std::string& want) {
   std::atomic<int> same{0}, differ{0};
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
@@ -135,8 +142,8 @@ int Threads(const std::string& model_path, const ffi::Tensor& x, int threads, in
     });
   }
   for (std::thread& t : pool) t.join();
-  std::cout << "threads: " << threads << " x " << runs << " runs, " << same << " identical, " << differ
-            << " different\n";
+  std::cout << "threads: " << threads << " x " << runs << " runs, " << same << " identical, "
+            << differ << " different\n";
   return differ == 0 ? 0 : 1;
 }
 
@@ -144,7 +151,8 @@ int Threads(const std::string& model_path, const ffi::Tensor& x, int threads, in
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: npu_host model.so input.npy|input.bin [--shape 1,3,224,224] [--top K] [--out y.bin]"
+    std::cerr << "usage: npu_host model.so input.npy|input.bin [--shape 1,3,224,224] [--top K] "
+                 "[--out y.bin]"
                  " [--profile] [--threads N --runs M]\n";
     return 2;
   }
@@ -164,7 +172,10 @@ int main(int argc, char** argv) {
     else if (a == "--runs") runs = std::stoi(next());
     else if (a == "--profile") profile = true;
     else if (a == "--timeout-ms") timeout_ms = std::stoi(next());
-    else { std::cerr << "unknown option " << a << "\n"; return 2; }
+    else {
+      std::cerr << "unknown option " << a << "\n";
+      return 2;
+    }
   }
   try {
     Input in = Load(argv[2], shape);

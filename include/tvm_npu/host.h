@@ -51,7 +51,8 @@ constexpr DLDataType kInt8{kDLInt, 8, 1};
 /*! \brief An error with a tvm_npu code ("ERR_TIMEOUT: ..."), as the Python side raises NPUError. */
 class Error : public std::runtime_error {
  public:
-  Error(const std::string& code, const std::string& what) : std::runtime_error(code + ": " + what), code_(code) {}
+  Error(const std::string& code, const std::string& what)
+      : std::runtime_error(code + ": " + what), code_(code) {}
   const std::string& code() const { return code_; }
 
  private:
@@ -67,9 +68,10 @@ struct CpuAlloc {
 };
 
 /*! \brief A CPU tensor of `shape` and `dtype` holding a copy of `data` (row-major). */
-inline ffi::Tensor MakeTensor(const std::vector<int64_t>& shape, DLDataType dtype, const void* data) {
-  ffi::Tensor t = ffi::Tensor::FromNDAlloc(CpuAlloc(), ffi::ShapeView(shape.data(), shape.size()), dtype,
-                                           DLDevice{kDLCPU, 0});
+inline ffi::Tensor MakeTensor(const std::vector<int64_t>& shape, DLDataType dtype,
+                              const void* data) {
+  ffi::Tensor t = ffi::Tensor::FromNDAlloc(CpuAlloc(), ffi::ShapeView(shape.data(), shape.size()),
+                                           dtype, DLDevice{kDLCPU, 0});
   std::memcpy(t.data_ptr(), data, ffi::GetDataSize(t));
   return t;
 }
@@ -83,22 +85,39 @@ inline ffi::Tensor MakeTensor(const std::vector<int64_t>& shape, DLDataType dtyp
 inline void CheckArtifactComplete(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error("ERR_BAD_STREAM", "cannot open the artifact " + path);
-  const std::vector<unsigned char> d((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  auto u64 = [&d](size_t at) { uint64_t v; std::memcpy(&v, d.data() + at, 8); return v; };
-  auto u16 = [&d](size_t at) { uint16_t v; std::memcpy(&v, d.data() + at, 2); return v; };
+  const std::vector<unsigned char> d((std::istreambuf_iterator<char>(f)),
+                                     std::istreambuf_iterator<char>());
+  auto u64 = [&d](size_t at) {
+    uint64_t v;
+    std::memcpy(&v, d.data() + at, 8);
+    return v;
+  };
+  auto u16 = [&d](size_t at) {
+    uint16_t v;
+    std::memcpy(&v, d.data() + at, 2);
+    return v;
+  };
   const std::string bad = path + " is not a complete shared library (";
   const std::string again = "); export the model again with ex.export_library";
-  if (d.size() < 64 || std::memcmp(d.data(), "\x7f" "ELF", 4) != 0 || d[4] != 2 || d[5] != 1) {
-    throw Error("ERR_BAD_STREAM", bad + std::to_string(d.size()) + " bytes without a 64-bit ELF header" + again);
+  if (d.size() < 64 ||
+      std::memcmp(d.data(),
+                  "\x7f"
+                  "ELF",
+                  4) != 0 ||
+      d[4] != 2 || d[5] != 1) {
+    throw Error("ERR_BAD_STREAM",
+                bad + std::to_string(d.size()) + " bytes without a 64-bit ELF header" + again);
   }
   const uint64_t phoff = u64(32), shoff = u64(40), phentsize = u16(54), phnum = u16(56);
-  if (phentsize < 56 || phoff + phnum * phentsize > d.size() || shoff + uint64_t{u16(58)} * u16(60) > d.size()) {
+  if (phentsize < 56 || phoff + phnum * phentsize > d.size() ||
+      shoff + uint64_t{u16(58)} * u16(60) > d.size()) {
     throw Error("ERR_BAD_STREAM", bad + "its header tables end past the file's end" + again);
   }
   for (uint64_t i = 0; i < phnum; ++i) {
     const uint64_t entry = phoff + i * phentsize;
     if (u64(entry + 8) + u64(entry + 32) > d.size()) {
-      throw Error("ERR_BAD_STREAM", bad + "segment " + std::to_string(i) + " ends past the file's end" + again);
+      throw Error("ERR_BAD_STREAM",
+                  bad + "segment " + std::to_string(i) + " ends past the file's end" + again);
     }
   }
 }
@@ -127,7 +146,8 @@ class Model {
     main_.CallPacked(args.data(), static_cast<int32_t>(args.size()), &ret);
     if (auto one = ret.try_cast<ffi::Tensor>()) return {*one};
     std::vector<ffi::Tensor> outs;
-    for (const ffi::Any& item : ret.cast<ffi::Array<ffi::Any>>()) outs.push_back(item.cast<ffi::Tensor>());
+    for (const ffi::Any& item : ret.cast<ffi::Array<ffi::Any>>())
+      outs.push_back(item.cast<ffi::Tensor>());
     return outs;
   }
 
@@ -143,7 +163,8 @@ class Model {
   static std::vector<ffi::Tensor> Wait(std::future<std::vector<ffi::Tensor>>& pending,
                                        std::chrono::milliseconds timeout) {
     if (pending.wait_for(timeout) != std::future_status::ready) {
-      throw Error("ERR_TIMEOUT", "the NPU call did not finish within " + std::to_string(timeout.count()) +
+      throw Error("ERR_TIMEOUT", "the NPU call did not finish within " +
+                                     std::to_string(timeout.count()) +
                                      " ms; wait again, or allow more time");
     }
     return pending.get();
@@ -164,11 +185,13 @@ class Model {
   }
 
  private:
-  static ffi::Function Required(const ffi::Module& mod, const char* name, const std::string& where) {
+  static ffi::Function Required(const ffi::Module& mod, const char* name,
+                                const std::string& where) {
     ffi::Optional<ffi::Function> f = mod->GetFunction(name);
     if (!f.has_value()) {
-      throw Error("ERR_BAD_STREAM", where + " has no function '" + name +
-                                        "': not an artifact of tvm_npu.build / tvm.compile(..., target=\"npu\")");
+      throw Error("ERR_BAD_STREAM",
+                  where + " has no function '" + name +
+                      "': not an artifact of tvm_npu.build / tvm.compile(..., target=\"npu\")");
     }
     return *f;
   }

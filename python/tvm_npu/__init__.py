@@ -27,21 +27,52 @@ from .contract import CODES, NPU_REF, NPU_SMALL, PRESETS, NPUConfig, NPUError, g
 from .frontend import from_onnx
 from .quantization import QuantReport, quantize
 from .partition import BuildReport, partition_for_npu
-from .backend import codegen as _codegen  # registers "relax.ext.npu"
+from .backend import codegen as _codegen  # noqa: F401  (registers "relax.ext.npu")
 from .backend.plan.energy import EnergyModel
 from .runtime import load_module
 from .build import build, npu_pipeline
 from .dse import SweepResult, estimate, sweep
-from .tools import (AsyncModel, StreamingSession, format_sqnr_table, layer_sqnr, profile,
-                    to_csv as profile_to_csv, write_chrome_trace)
+from .tools import (
+    AsyncModel,
+    StreamingSession,
+    format_sqnr_table,
+    layer_sqnr,
+    profile,
+    to_csv as profile_to_csv,
+    write_chrome_trace,
+)
 
 import importlib.metadata as _metadata
 
 # The public API: the names a user script reaches as tvm_npu.<name>.
-__all__ = ["CODES", "NPU_REF", "NPU_SMALL", "PRESETS", "AsyncModel", "BuildReport", "EnergyModel", "NPUConfig",
-           "NPUError", "QuantReport", "StreamingSession", "SweepResult", "build", "estimate", "format_sqnr_table",
-           "from_onnx", "get_config", "layer_sqnr", "load_module", "npu_pipeline", "partition_for_npu", "profile",
-           "profile_to_csv", "quantize", "sweep", "write_chrome_trace"]
+__all__ = [
+    "CODES",
+    "NPU_REF",
+    "NPU_SMALL",
+    "PRESETS",
+    "AsyncModel",
+    "BuildReport",
+    "EnergyModel",
+    "NPUConfig",
+    "NPUError",
+    "QuantReport",
+    "StreamingSession",
+    "SweepResult",
+    "build",
+    "estimate",
+    "format_sqnr_table",
+    "from_onnx",
+    "get_config",
+    "layer_sqnr",
+    "load_module",
+    "npu_pipeline",
+    "partition_for_npu",
+    "profile",
+    "profile_to_csv",
+    "quantize",
+    "sweep",
+    "write_chrome_trace",
+]
 
 try:  # the version is written once, in pyproject.toml
     __version__ = _metadata.version("tvm_npu")

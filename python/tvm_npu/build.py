@@ -22,9 +22,10 @@ import tvm
 from tvm import relax
 
 from .backend import codegen
-from .partition import partitioner as partition, report as report_mod
 from .contract.config import NPUConfig, get_config
 from .contract.errors import NPUError
+from .partition import partitioner as partition
+from .partition import report as report_mod
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,7 @@ def _partition(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:
 def _codegen(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:
     mod = codegen.run_codegen(mod, ctx.config, ctx.streams, ctx.layers)
     if ctx.report is not None:
-        ctx.report.regions = {s: _region_summary(ctx.config, st, ctx.layers.get(s))
-                              for s, st in ctx.streams.items()}
+        ctx.report.regions = {s: _region_summary(ctx.config, st, ctx.layers.get(s)) for s, st in ctx.streams.items()}
     return mod
 
 
@@ -102,7 +102,7 @@ def run_stages(mod: tvm.IRModule, ctx: BuildContext, last: str = STAGES[-1][0]) 
     for name in (ctx.dump_after, last):
         if name is not None and name not in names:
             raise ValueError(f"unknown stage {name!r}; the stages are {names}")
-    for name, stage in STAGES[:names.index(last) + 1]:
+    for name, stage in STAGES[: names.index(last) + 1]:
         mod = stage(mod, ctx)
         log.info("stage %s done", name)
         if ctx.dump_after == name:
@@ -110,8 +110,12 @@ def run_stages(mod: tvm.IRModule, ctx: BuildContext, last: str = STAGES[-1][0]) 
     return mod
 
 
-def npu_pipeline(config: NPUConfig | str | None = None, report: report_mod.BuildReport | None = None,
-                 dump_after: str | None = None, params: dict | None = None) -> tvm.transform.Pass:
+def npu_pipeline(
+    config: NPUConfig | str | None = None,
+    report: report_mod.BuildReport | None = None,
+    dump_after: str | None = None,
+    params: dict | None = None,
+) -> tvm.transform.Pass:
     """The Relax pipeline "npu": every stage of STAGES on the module `tvm.compile` gives it.
 
     Parameters
@@ -135,8 +139,9 @@ def npu_pipeline(config: NPUConfig | str | None = None, report: report_mod.Build
     return _pipeline
 
 
-def compile_npu_regions(mod: tvm.IRModule, cfg: NPUConfig, report: report_mod.BuildReport | None = None,
-                        dump_after: str | None = None) -> tvm.IRModule:
+def compile_npu_regions(
+    mod: tvm.IRModule, cfg: NPUConfig, report: report_mod.BuildReport | None = None, dump_after: str | None = None
+) -> tvm.IRModule:
     """Partition and codegen: every NPU region planned and encoded, the rest still Relax for the CPU.
 
     tvm_npu.estimate stops here, since the report then already holds every region's cost-model
@@ -151,16 +156,23 @@ def _region_summary(cfg: NPUConfig, planned, layers: dict | None = None) -> dict
     from .backend.plan.energy import command_counts
 
     est = estimate(cfg, planned.commands)
-    summary = {"commands": len(planned.commands), "weight_bytes": len(planned.weights),
-               "sram_bytes_used": planned.sram_bytes_used, "ddr_bytes": planned.ddr_bytes,
-               "estimated_cycles": est.total_cycles, "macs": est.macs,
-               "mac_cycles": est.mac_cycles, "vector_cycles": est.vector_cycles,
-               "ddr_read_bytes": est.ddr_read_bytes, "ddr_write_bytes": est.ddr_write_bytes}
+    summary = {
+        "commands": len(planned.commands),
+        "weight_bytes": len(planned.weights),
+        "sram_bytes_used": planned.sram_bytes_used,
+        "ddr_bytes": planned.ddr_bytes,
+        "estimated_cycles": est.total_cycles,
+        "macs": est.macs,
+        "mac_cycles": est.mac_cycles,
+        "vector_cycles": est.vector_cycles,
+        "ddr_read_bytes": est.ddr_read_bytes,
+        "ddr_write_bytes": est.ddr_write_bytes,
+    }
     # NCHW host tensors are transposed to NHWC (and back) by the runtime at the region boundary only;
     # a tensor with one channel or one pixel needs no data movement for it.
     summary["boundary_transposes"] = sum(
-        1 for t in planned.tensors
-        if t.host_layout == "NCHW" and t.view[3] > 1 and t.view[1] * t.view[2] > 1)
+        1 for t in planned.tensors if t.host_layout == "NCHW" and t.view[3] > 1 and t.view[1] * t.view[2] > 1
+    )
     summary.update(command_counts(cfg, planned.commands))  # for energy.py's estimate
     summary.update(getattr(planned, "info", {}))  # the planner's own numbers (plan.py)
     summary.update(layers or {})
@@ -174,15 +186,19 @@ def bind_params(mod: tvm.IRModule, params: dict | None) -> tvm.IRModule:
     names = {p.name for p in mod["main"].params}
     unknown = sorted(set(params) - names)
     if unknown:
-        raise NPUError("ERR_SHAPE_MISMATCH",
-                       f"params {unknown} are not parameters of main (it has {sorted(names)})")
+        raise NPUError("ERR_SHAPE_MISMATCH", f"params {unknown} are not parameters of main (it has {sorted(names)})")
     values = {k: tvm.runtime.tensor(np.asarray(v)) for k, v in params.items()}
     return relax.transform.BindParams("main", values)(mod)
 
 
-def build(mod: tvm.IRModule, target="npu", params: dict | None = None,
-          config: NPUConfig | str | None = None, report: report_mod.BuildReport | None = None,
-          dump_after: str | None = None):
+def build(
+    mod: tvm.IRModule,
+    target="npu",
+    params: dict | None = None,
+    config: NPUConfig | str | None = None,
+    report: report_mod.BuildReport | None = None,
+    dump_after: str | None = None,
+):
     """Compile a Relax module: NPU-supported regions for the NPU, the rest for the host CPU.
 
     Parameters

@@ -10,9 +10,9 @@ import warnings
 import tvm
 from tvm import relax
 
-from .partition import patterns
 from . import runtime
 from .contract.errors import NPUError
+from .partition import patterns
 
 TARGET_TAG = {"kind": "llvm", "keys": ["npu", "cpu"]}
 

@@ -104,7 +104,8 @@ void CheckBuffer(const std::string& where, const char* what, uint64_t addr, uint
                  uint64_t lo, uint64_t hi, bool packed_rows, uint32_t addr_align) {
   CheckAligned(where, what, addr, addr_align != 0 ? addr_align : cfg.alignment);
   // Weight rows are packed (docs/npu.md section 3): only the block start is aligned.
-  if (!packed_rows) CheckAligned(where, (std::string(what) + " row stride").c_str(), stride, cfg.alignment);
+  if (!packed_rows)
+    CheckAligned(where, (std::string(what) + " row stride").c_str(), stride, cfg.alignment);
   if (stride < row_bytes) {
     NPU_THROW(kBadStream) << where << ": " << what << " row stride " << stride
                           << " is less than its row of " << row_bytes << " bytes";
@@ -185,8 +186,8 @@ void CheckPoolParams(const std::string& where, const stream::PoolOperands& op) {
                           << "nor 1 (max)";
   }
   CheckStrides(where, op.stride_h, op.stride_w);
-  if (op.in_h == 0 || op.in_w == 0 || op.c == 0 || op.out_h == 0 || op.out_w == 0 ||
-      op.kh == 0 || op.kw == 0) {
+  if (op.in_h == 0 || op.in_w == 0 || op.c == 0 || op.out_h == 0 || op.out_w == 0 || op.kh == 0 ||
+      op.kw == 0) {
     NPU_THROW(kBadStream) << where << ": a size or window dimension is 0";
   }
   // The maximum over no taps has no value: every window must reach into the tile. Windows are
@@ -240,8 +241,8 @@ void CheckConv2D(const std::string& where, const stream::Command& cmd, const NPU
   const uint64_t out_row =
       PixelRowBytes(where, "output", op.out_w, SatMul(op.oc, elem), op.out_pstride, elem);
   // Input and output may start at a channel slice of a tensor (section 3): beat-aligned.
-  CheckBuffer(where, "input", op.in_addr, op.in_h, in_row, op.in_stride, c, "SRAM", 0, sram,
-              false, stream::kSliceAlignment);
+  CheckBuffer(where, "input", op.in_addr, op.in_h, in_row, op.in_stride, c, "SRAM", 0, sram, false,
+              stream::kSliceAlignment);
   CheckBuffer(where, "weights", op.w_addr, op.oc, w_row, op.w_stride, c, "SRAM", 0, sram,
               /*packed_rows=*/true);
   CheckBuffer(where, "output", op.out_addr, op.out_h, out_row, op.out_stride, c, "SRAM", 0, sram,

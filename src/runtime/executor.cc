@@ -28,8 +28,8 @@
 #include "kernels/ref/fp16.h"
 #include "kernels/ref/pool_ref.h"
 #include "runtime/cycle_model.h"
-#include "runtime/sram_provenance.h"
 #include "runtime/npu_error.h"
+#include "runtime/sram_provenance.h"
 
 namespace tvm_npu {
 namespace {
@@ -47,8 +47,8 @@ std::string ShapeStr(const int64_t* shape, int ndim) {
 void CheckHostTensor(const char* kind, size_t k, const DLTensor* t, const TensorDesc& d) {
   if (t == nullptr) NPU_THROW(kShapeMismatch) << kind << " " << k << " is missing";
   if (t->device.device_type != kDLCPU) {
-    NPU_THROW(kShapeMismatch) << kind << " " << k << " is on device type "
-                              << t->device.device_type << "; pass a CPU tensor";
+    NPU_THROW(kShapeMismatch) << kind << " " << k << " is on device type " << t->device.device_type
+                              << "; pass a CPU tensor";
   }
   // The parser admits fp32, int8 or int16 host tensors only (fp32 also for an int8 / int16 device
   // tensor staged with quantization, format 1.3).
@@ -136,7 +136,9 @@ class Machine {
  public:
   // `buffers` hold a zeroed SRAM of sram_bytes and a zeroed arena of ddr_bytes - weights_bytes.
   Machine(const ParsedStream& ps, ExecCache::Buffers* buffers, ExecCache* cache)
-      : ps_(ps), sram_(buffers->sram), arena_(buffers->arena),
+      : ps_(ps),
+        sram_(buffers->sram),
+        arena_(buffers->arena),
         weights_(cache != nullptr ? &cache->weights : nullptr) {}
 
   // Host fp32 -> device fp16 (RNE), host fp32 -> device int8 / int16 quantized (format 1.3), or
@@ -163,8 +165,7 @@ class Machine {
       } else if (d.dtype == stream::kInt8) {
         QuantizeRun(src + host, reinterpret_cast<int8_t*>(dst), n, step, q->scale, q->zero_point);
       } else {
-        QuantizeRun(src + host, reinterpret_cast<int16_t*>(dst), n, step, q->scale,
-                    q->zero_point);
+        QuantizeRun(src + host, reinterpret_cast<int16_t*>(dst), n, step, q->scale, q->zero_point);
       }
     });
   }
@@ -306,8 +307,8 @@ ExecCache::ExecCache(const ParsedStream& ps)
   }
   for (uint32_t k : ps.inputs) {
     const TensorDesc& d = ps.tensors[k];
-    arena_dirty_ = std::max(arena_dirty_,
-                            d.ddr_addr - wb + SatMul(uint64_t{d.view[0]} * d.view[1], d.row_stride));
+    arena_dirty_ = std::max(
+        arena_dirty_, d.ddr_addr - wb + SatMul(uint64_t{d.view[0]} * d.view[1], d.row_stride));
   }
   sram_dirty_ = std::min(sram_dirty_, sram_bytes_);
   arena_dirty_ = std::min(arena_dirty_, arena_bytes_);
@@ -346,7 +347,8 @@ std::unique_ptr<ExecCache::Buffers> ExecCache::Acquire() {
     if (it != pool.free.end() && !it->second.empty()) {
       // Preferably buffers this stream left: they hold its resident loads already.
       auto& idle = it->second;
-      auto mine = std::find_if(idle.begin(), idle.end(), [&](const auto& x) { return x->owner == id_; });
+      auto mine =
+          std::find_if(idle.begin(), idle.end(), [&](const auto& x) { return x->owner == id_; });
       if (mine == idle.end()) mine = idle.end() - 1;
       b = std::move(*mine);
       idle.erase(mine);
@@ -357,7 +359,8 @@ std::unique_ptr<ExecCache::Buffers> ExecCache::Acquire() {
     b->sram.assign(sram_bytes_, 0);
     b->arena.assign(arena_bytes_, 0);
   } else if (b->owner != id_ && b->retained != nullptr) {
-    for (const ByteRange& r : *b->retained) std::memset(b->sram.data() + r.begin, 0, r.end - r.begin);
+    for (const ByteRange& r : *b->retained)
+      std::memset(b->sram.data() + r.begin, 0, r.end - r.begin);
     b->owner = 0;
     b->retained.reset();
   }
@@ -371,7 +374,8 @@ void ExecCache::Release(std::unique_ptr<Buffers> b, bool completed) {
   uint64_t from = 0;
   if (completed) {
     for (const ByteRange& r : *retained_) {
-      if (r.begin > from) std::memset(b->sram.data() + from, 0, std::min(r.begin, sram_dirty_) - from);
+      if (r.begin > from)
+        std::memset(b->sram.data() + from, 0, std::min(r.begin, sram_dirty_) - from);
       from = std::max(from, r.end);
       if (from >= sram_dirty_) break;
     }
@@ -397,8 +401,8 @@ Stats TimeStream(const ParsedStream& ps) {
   for (size_t i = 0; i < ps.commands.size(); ++i) {
     const stream::Command& cmd = ps.commands[i];
     const CommandTiming t = model.OnCommand(cmd);
-    CommandRecord rec{static_cast<uint32_t>(i), cmd.opcode(), t.engine, t.issue, t.start, t.end,
-                      0, 0};
+    CommandRecord rec{
+        static_cast<uint32_t>(i), cmd.opcode(), t.engine, t.issue, t.start, t.end, 0, 0};
     if (cmd.opcode() == stream::kDmaLoad || cmd.opcode() == stream::kDmaStore) {
       rec.bus_bytes = CycleModel::DmaBusBytes(cfg, OperandsOf<stream::DmaOperands>(cmd));
       (cmd.opcode() == stream::kDmaLoad ? st.ddr_read_bytes : st.ddr_write_bytes) += rec.bus_bytes;

@@ -32,8 +32,8 @@
 #include "kernels/fast/add_fast.h"
 #include "kernels/fast/conv2d_fast.h"
 #include "kernels/fast/eltwise_fast.h"
-#include "kernels/fast/unary_fast.h"
 #include "kernels/fast/thread_pool.h"
+#include "kernels/fast/unary_fast.h"
 #include "runtime/command_checks.h"
 #include "runtime/npu_error.h"
 
@@ -102,11 +102,15 @@ ffi::Bytes RunConv2D(const std::string& level, const ffi::Bytes& words, const ff
   if (alignment <= 0 || alignment > (1 << 16)) NPU_THROW(kBadStream) << "alignment " << alignment;
   const uint64_t elem = stream::DTypeBytes(op.dtype);
   const uint64_t w_tap = stream::IsDepthwise(op) ? 1 : op.in_c;
-  NeedBytes(in, (op.in_h - 1) * uint64_t{op.in_stride} + (op.in_w - 1) * stream::InPixelStride(op) +
-                    uint64_t{op.in_c} * elem, "in");
+  NeedBytes(in,
+            (op.in_h - 1) * uint64_t{op.in_stride} + (op.in_w - 1) * stream::InPixelStride(op) +
+                uint64_t{op.in_c} * elem,
+            "in");
   NeedBytes(w, (op.oc - 1) * uint64_t{op.w_stride} + uint64_t{op.kh} * op.kw * w_tap * elem, "w");
-  NeedBytes(out, (op.out_h - 1) * uint64_t{op.out_stride} +
-                     (op.out_w - 1) * stream::OutPixelStride(op) + uint64_t{op.oc} * elem, "out");
+  NeedBytes(out,
+            (op.out_h - 1) * uint64_t{op.out_stride} + (op.out_w - 1) * stream::OutPixelStride(op) +
+                uint64_t{op.oc} * elem,
+            "out");
   if (op.dtype == stream::kInt8) {
     NeedBytes(bias, stream::kRequantRows * stream::RequantRowStride(op.oc, alignment), "bias");
   } else if (bias.size() != 0) {
@@ -134,8 +138,10 @@ ffi::Bytes RunEltwise(const std::string& level, const ffi::Bytes& words, const f
   const auto op = CheckedOperands(words, "run_eltwise", CheckEltwiseParams);
   NeedBytes(a, Rows(op.rows, op.a_stride, op.row_elems * EltwiseElemBytes(op.a_dtype, op)), "a");
   // b: `rows` rows (same shape), else one row of channels or one element.
-  NeedBytes(b, Rows(op.b_mode == stream::kBSame ? op.rows : 1, op.b_stride,
-                    EltwiseBRowElems(op) * EltwiseElemBytes(op.b_dtype, op)), "b");
+  NeedBytes(b,
+            Rows(op.b_mode == stream::kBSame ? op.rows : 1, op.b_stride,
+                 EltwiseBRowElems(op) * EltwiseElemBytes(op.b_dtype, op)),
+            "b");
   NeedBytes(out, Rows(op.rows, op.out_stride, op.row_elems * EltwiseElemBytes(op.out_dtype, op)),
             "out");
   return WithOutput(out,
@@ -170,7 +176,8 @@ TVM_FFI_STATIC_INIT_BLOCK() {
       .def("tvm_npu.runtime.threads", []() { return static_cast<int64_t>(fast::NumThreads()); })
       .def("tvm_npu.runtime.set_threads",
            [](int64_t n) {
-             if (n < 1 || n > 1024) NPU_THROW(kOpNotSupported) << "threads must be 1..1024, got " << n;
+             if (n < 1 || n > 1024)
+               NPU_THROW(kOpNotSupported) << "threads must be 1..1024, got " << n;
              return static_cast<int64_t>(fast::SetThreads(static_cast<int>(n)));
            })
       .def("tvm_npu.kernels.run_conv2d", RunConv2D)

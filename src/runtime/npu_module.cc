@@ -55,9 +55,8 @@ void RecordsJson(std::ostringstream& os, const std::vector<CommandRecord>& recor
     } else {
       os << "\"" << EngineName(r.engine) << "\"";
     }
-    os << ", \"issue\": " << r.issue << ", \"start\": " << r.start
-       << ", \"end\": " << r.end << ", \"bus_bytes\": " << r.bus_bytes
-       << ", \"macs\": " << r.macs << "}";
+    os << ", \"issue\": " << r.issue << ", \"start\": " << r.start << ", \"end\": " << r.end
+       << ", \"bus_bytes\": " << r.bus_bytes << ", \"macs\": " << r.macs << "}";
   }
   os << "]";
 }
@@ -139,9 +138,8 @@ class NPUModuleObj : public ffi::ModuleObj {
   ffi::Optional<ffi::Function> GetFunction(const ffi::String& name) final {
     ffi::ObjectPtr<NPUModuleObj> self = ffi::GetObjectPtr<NPUModuleObj>(this);
     if (name == symbol_) {
-      return ffi::Function::FromPacked([self](ffi::PackedArgs args, ffi::Any*) {
-        self->Run(args);
-      });
+      return ffi::Function::FromPacked(
+          [self](ffi::PackedArgs args, ffi::Any*) { self->Run(args); });
     }
     if (name == "get_symbol") {
       return ffi::Function::FromTyped([self]() { return ffi::String(self->symbol_); });
@@ -195,8 +193,7 @@ class NPUModuleObj : public ffi::ModuleObj {
     auto [sym, sym_size] = take_sized("symbol");
     auto [blob, blob_size] = take_sized("stream");
     if (left != 0) NPU_THROW(kBadStream) << "npu module: " << left << " trailing bytes";
-    return ffi::Module(
-        ffi::make_object<NPUModuleObj>(std::string(sym, sym_size), blob, blob_size));
+    return ffi::Module(ffi::make_object<NPUModuleObj>(std::string(sym, sym_size), blob, blob_size));
   }
 
  private:
@@ -266,9 +263,7 @@ TVM_FFI_STATIC_INIT_BLOCK() {
            })
       .def("ffi.Module.load_from_bytes.npu", NPUModuleObj::LoadFromBytes)
       .def("tvm_npu.runtime.validate_stream",
-           [](ffi::Bytes blob) {
-             return ffi::String(SummaryJson(Parse(blob)));
-           })
+           [](ffi::Bytes blob) { return ffi::String(SummaryJson(Parse(blob))); })
       .def("tvm_npu.runtime.constant_weight_commands",
            [](ffi::Bytes blob) { return Indices(ConstantWeightCommands(Parse(blob))); })
       .def("tvm_npu.runtime.resident_loads",

@@ -171,8 +171,8 @@ void RefConv2DFp16(ffi::PackedArgs args, ffi::Any*) {
 // block unchecked, as a stream's would; the kernel refuses any that is not finite and > 0.
 void RefConv2DInt8(DLTensor* x, DLTensor* w, DLTensor* bias, DLTensor* scale, DLTensor* out,
                    int64_t stride_h, int64_t stride_w, int64_t dil_h, int64_t dil_w,
-                   int64_t pad_top, int64_t pad_left, int64_t groups, int64_t in_zp,
-                   int64_t out_zp, int64_t lo, int64_t hi) {
+                   int64_t pad_top, int64_t pad_left, int64_t groups, int64_t in_zp, int64_t out_zp,
+                   int64_t lo, int64_t hi) {
   CheckArg(x, "x [N, H, W, C]", kDLInt, 8, 4);
   CheckArg(w, "w [OC, KH, KW, C / groups]", kDLInt, 8, 4);
   CheckArg(out, "out [N, OH, OW, OC]", kDLInt, 8, 4);

@@ -38,8 +38,9 @@ ByteRange Span(uint64_t addr, uint64_t rows, uint64_t stride, uint64_t len) {
 // CONV2D's bias: fp16's oc floats, or int8's requantization block (bias and scale rows).
 uint64_t BiasBytes(const stream::Conv2DOperands& op, uint64_t alignment) {
   if (op.bias_addr == stream::kNoBias) return 0;
-  return op.dtype == stream::kInt8 ? stream::kRequantRows * stream::RequantRowStride(op.oc, alignment)
-                                   : uint64_t{op.oc} * 4;
+  return op.dtype == stream::kInt8
+             ? stream::kRequantRows * stream::RequantRowStride(op.oc, alignment)
+             : uint64_t{op.oc} * 4;
 }
 
 ByteRange ConvWeights(const stream::Conv2DOperands& op) {
@@ -157,8 +158,10 @@ std::vector<ByteRange> SramReads(const stream::Command& cmd, const NPUConfig& cf
     case stream::kConv2D: {
       const auto op = OperandsOf<stream::Conv2DOperands>(cmd);
       const uint64_t elem = stream::DTypeBytes(op.dtype);
-      const uint64_t row = SatMul(op.in_w - 1, stream::InPixelStride(op)) + uint64_t{op.in_c} * elem;
-      return {Span(op.in_addr, op.in_h, op.in_stride, row), ConvWeights(op),
+      const uint64_t row =
+          SatMul(op.in_w - 1, stream::InPixelStride(op)) + uint64_t{op.in_c} * elem;
+      return {Span(op.in_addr, op.in_h, op.in_stride, row),
+              ConvWeights(op),
               {op.bias_addr, op.bias_addr + BiasBytes(op, cfg.alignment)}};
     }
     case stream::kPool: {
@@ -170,15 +173,17 @@ std::vector<ByteRange> SramReads(const stream::Command& cmd, const NPUConfig& cf
     case stream::kAdd: {
       const auto op = OperandsOf<stream::AddOperands>(cmd);
       const uint64_t row = uint64_t{op.row_elems} * stream::DTypeBytes(op.dtype);
-      return {Span(op.a_addr, op.rows, op.a_stride, row), Span(op.b_addr, op.rows, op.b_stride, row)};
+      return {Span(op.a_addr, op.rows, op.a_stride, row),
+              Span(op.b_addr, op.rows, op.b_stride, row)};
     }
     case stream::kEltwise: {
       const auto op = OperandsOf<stream::EltwiseOperands>(cmd);
       const uint64_t ea = stream::DTypeBytes(stream::OperandDType(op.a_dtype, op.dtype));
       const uint64_t eb = stream::DTypeBytes(stream::OperandDType(op.b_dtype, op.dtype));
-      const ByteRange b = op.b_mode == stream::kBSame ? Span(op.b_addr, op.rows, op.b_stride, op.row_elems * eb)
-                          : op.b_mode == stream::kBChannel ? ByteRange{op.b_addr, op.b_addr + op.channels * eb}
-                                                           : ByteRange{op.b_addr, op.b_addr + eb};
+      const ByteRange b =
+          op.b_mode == stream::kBSame ? Span(op.b_addr, op.rows, op.b_stride, op.row_elems * eb)
+          : op.b_mode == stream::kBChannel ? ByteRange{op.b_addr, op.b_addr + op.channels * eb}
+                                           : ByteRange{op.b_addr, op.b_addr + eb};
       return {Span(op.a_addr, op.rows, op.a_stride, op.row_elems * ea), b};
     }
     case stream::kUnary: {
@@ -205,7 +210,8 @@ std::vector<bool> ResidentLoads(const ParsedStream& ps) {
     if (cmd.opcode() == stream::kDmaLoad) {
       const auto op = OperandsOf<stream::DmaOperands>(cmd);
       const bool constant =
-          op.rows > 0 && Span(op.src_addr, op.rows, op.src_stride, op.row_bytes).end <= ps.header.weights_bytes;
+          op.rows > 0 &&
+          Span(op.src_addr, op.rows, op.src_stride, op.row_bytes).end <= ps.header.weights_bytes;
       resident[i] = constant && !touched.Any(DmaDst(op));
     }
     for (const ByteRange& r : SramReads(cmd, ps.config)) touched.Mark(r, true);

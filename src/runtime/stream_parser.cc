@@ -54,8 +54,8 @@ void CheckHeader(const stream::Header& h, size_t size) {
   if (h.qparams_offset != 0 &&
       (h.qparams_offset % 4 != 0 || h.qparams_offset < tables_end ||
        h.qparams_offset + uint64_t{stream::kQParamsBytes} * h.num_tensors > h.weights_offset)) {
-    NPU_THROW(kBadStream) << "quantization table at " << h.qparams_offset << " ("
-                          << h.num_tensors << " entries of 8 bytes) must be 4-byte aligned and lie "
+    NPU_THROW(kBadStream) << "quantization table at " << h.qparams_offset << " (" << h.num_tensors
+                          << " entries of 8 bytes) must be 4-byte aligned and lie "
                           << "between the command table end " << tables_end
                           << " and weights_offset " << h.weights_offset;
   }
@@ -68,7 +68,8 @@ void CheckHeader(const stream::Header& h, size_t size) {
   // Bounds the I/O tables the parser allocates by the (size-checked) tensor table.
   if (uint64_t{h.num_inputs} + h.num_outputs > h.num_tensors) {
     NPU_THROW(kBadStream) << h.num_inputs << " inputs and " << h.num_outputs
-                          << " outputs need more than the " << h.num_tensors << " tensor descriptors";
+                          << " outputs need more than the " << h.num_tensors
+                          << " tensor descriptors";
   }
   if (h.ddr_bytes < h.weights_bytes) {
     NPU_THROW(kBadStream) << "ddr_bytes " << h.ddr_bytes << " is less than weights_bytes "
@@ -78,10 +79,10 @@ void CheckHeader(const stream::Header& h, size_t size) {
 
 void CheckConfig(const NPUConfig& c, const stream::Header& h) {
   const std::pair<const char*, uint32_t> nonzero[] = {
-      {"mac_rows", c.mac_rows},         {"mac_cols", c.mac_cols},
+      {"mac_rows", c.mac_rows},           {"mac_cols", c.mac_cols},
       {"fp16_rate_div", c.fp16_rate_div}, {"sram_bytes", c.sram_bytes},
-      {"sram_banks", c.sram_banks},     {"ddr_bytes_per_cycle", c.ddr_bytes_per_cycle},
-      {"burst_bytes", c.burst_bytes},   {"alignment", c.alignment},
+      {"sram_banks", c.sram_banks},       {"ddr_bytes_per_cycle", c.ddr_bytes_per_cycle},
+      {"burst_bytes", c.burst_bytes},     {"alignment", c.alignment},
       {"max_tensors", c.max_tensors}};
   for (const auto& [name, value] : nonzero) {
     if (value == 0) NPU_THROW(kBadStream) << "configuration field " << name << " is 0";
@@ -118,16 +119,15 @@ bool ViewMatchesHost(const TensorDesc& t) {
       return t.view[0] == 1 && t.view[1] == rows && t.view[2] == 1 &&
              t.view[3] == s[t.host_rank - 1];
     }
-    default:
-      return false;
+    default: return false;
   }
 }
 
 // A quantized scale is finite and positive, a zero point in the device dtype's range (int16: 0).
 void CheckQParams(const std::string& where, const TensorDesc& t, const stream::QParams& q) {
   const bool scale_ok = std::isfinite(q.scale) && q.scale > 0.0f;
-  const bool zp_ok = t.dtype == stream::kInt8 ? q.zero_point >= -128 && q.zero_point <= 127
-                                              : q.zero_point == 0;
+  const bool zp_ok =
+      t.dtype == stream::kInt8 ? q.zero_point >= -128 && q.zero_point <= 127 : q.zero_point == 0;
   if (!scale_ok || !zp_ok) {
     NPU_THROW(kBadStream) << where << ": quantized staging with scale " << q.scale
                           << " and zero point " << q.zero_point << "; the scale must be finite and "
@@ -163,8 +163,7 @@ void CheckIoTensor(const std::string& where, const TensorDesc& t, const ParsedSt
   }
   const NPUConfig& c = ps.config;
   if (t.host_rank < 1 || t.host_rank > c.max_rank) {
-    NPU_THROW(kBadStream) << where << ": host rank " << t.host_rank << " outside 1.."
-                          << c.max_rank;
+    NPU_THROW(kBadStream) << where << ": host rank " << t.host_rank << " outside 1.." << c.max_rank;
   }
   for (uint32_t i = 0; i < 4; ++i) {
     if ((i < t.host_rank) != (t.host_shape[i] != 0)) {
@@ -186,8 +185,7 @@ void CheckTensors(ParsedStream* ps) {
   for (size_t i = 0; i < ps->tensors.size(); ++i) {
     const TensorDesc& t = ps->tensors[i];
     const bool is_io = t.role == stream::kRoleInput || t.role == stream::kRoleOutput;
-    const std::string where =
-        Where("tensor", i, std::string("role ") + std::to_string(t.role));
+    const std::string where = Where("tensor", i, std::string("role ") + std::to_string(t.role));
     if (t.role < stream::kRoleInput || t.role > stream::kRoleBias) {
       NPU_THROW(kBadStream) << where << ": unknown role";
     }
@@ -195,8 +193,8 @@ void CheckTensors(ParsedStream* ps) {
     if (elem == 0) NPU_THROW(kBadStream) << where << ": unknown dtype " << t.dtype;
     if ((t.dtype == stream::kInt16 || t.host_dtype == stream::kInt16) &&
         h.version_minor < stream::kInt16Minor) {
-      NPU_THROW(kBadStream) << where << ": dtype int16 needs stream format 1." << stream::kInt16Minor
-                            << ", the stream says 1." << h.version_minor;
+      NPU_THROW(kBadStream) << where << ": dtype int16 needs stream format 1."
+                            << stream::kInt16Minor << ", the stream says 1." << h.version_minor;
     }
     for (uint32_t d : t.view) {
       if (d == 0) NPU_THROW(kBadStream) << where << ": view has a zero dimension";
@@ -287,8 +285,7 @@ void CheckCommands(const ParsedStream& ps) {
         if (opcode == stream::kUnary) CheckUnary(where, cmd, ps.config);
         if (opcode == stream::kSoftmax) CheckSoftmax(where, cmd, ps.config);
         break;
-      default:
-        NPU_THROW(kBadStream) << where << ": unknown opcode 0x" << std::hex << opcode;
+      default: NPU_THROW(kBadStream) << where << ": unknown opcode 0x" << std::hex << opcode;
     }
     const uint32_t used = UsedOperandWords(opcode, ps.header.version_minor);
     for (uint32_t k = 1 + used; k < stream::kCommandWords; ++k) {

@@ -45,7 +45,8 @@ void CheckIntEltwise(const std::string& where, const stream::EltwiseOperands& op
   }
   const int32_t lo = ref::WrapI32(op.clip_lo), hi = ref::WrapI32(op.clip_hi);
   const bool out16 = bits[2] == 16;
-  if (!(out16 ? ref::ValidInt16(lo) && ref::ValidInt16(hi) : ref::ValidInt8(lo) && ref::ValidInt8(hi)) ||
+  if (!(out16 ? ref::ValidInt16(lo) && ref::ValidInt16(hi)
+              : ref::ValidInt8(lo) && ref::ValidInt8(hi)) ||
       lo > hi) {
     NPU_THROW(kBadStream) << where << ": clamp [" << lo << ", " << hi << "] must satisfy lo <= hi "
                           << "within the range of the output's " << (out16 ? "int16" : "int8");
@@ -91,8 +92,9 @@ void CheckEltwiseParams(const std::string& where, const stream::EltwiseOperands&
                           << "row_elems a multiple of channels, other modes channels 0";
   }
   if (op.dtype == stream::kFP16) {
-    CheckFp16Epilogue(where, op.act, {op.a_zp, op.b_zp, op.out_zp, op.a_mult, op.b_mult, op.shift,
-                                      op.a_dtype, op.b_dtype, op.out_dtype});
+    CheckFp16Epilogue(where, op.act,
+                      {op.a_zp, op.b_zp, op.out_zp, op.a_mult, op.b_mult, op.shift, op.a_dtype,
+                       op.b_dtype, op.out_dtype});
     return;
   }
   CheckIntEltwise(where, op);

@@ -9,8 +9,7 @@ from tvm import relax
 import tvm_npu
 from conftest import run_vm
 from npu_ref import fp16
-from qdq_models import GraphBuilder, quantize_with_ort
-from qdq_models import ort_session, output_scale
+from qdq_models import GraphBuilder, ort_session, output_scale, quantize_with_ort
 
 
 def _w(rng, o, i, k):
@@ -107,11 +106,14 @@ def _concat_model(shapes, axis=1):
     return bb.get()
 
 
-@pytest.mark.parametrize("shapes,axis,detail", [
-    ([(1, 8, 4, 4), (1, 8, 4, 4)], 2, "axis 2"),
-    ([(1, 8, 4, 4), (1, 12, 4, 4)], 1, "input channels [12] are not multiples of 8"),
-    ([(1, 64, 64, 64), (1, 64, 64, 64)], 1, "> 524288"),
-])
+@pytest.mark.parametrize(
+    "shapes,axis,detail",
+    [
+        ([(1, 8, 4, 4), (1, 8, 4, 4)], 2, "axis 2"),
+        ([(1, 8, 4, 4), (1, 12, 4, 4)], 1, "input channels [12] are not multiples of 8"),
+        ([(1, 64, 64, 64), (1, 64, 64, 64)], 1, "> 524288"),
+    ],
+)
 def test_concat_the_npu_cannot_take_stays_on_the_cpu_with_its_reason(shapes, axis, detail):
     report = tvm_npu.BuildReport()
     ex = tvm_npu.build(_concat_model(shapes, axis), report=report)
@@ -155,7 +157,7 @@ def test_row_slices_and_row_stacks_run_in_place_bit_exact(rng):
     h0 = rng.standard_normal((2, 32)).astype(np.float32)
     xw, h, hs = fp16.dense(x, w1), h0, []
     for t in range(4):
-        h = fp16.add(xw[2 * t:2 * t + 2], fp16.dense(h, w2), act="relu")
+        h = fp16.add(xw[2 * t : 2 * t + 2], fp16.dense(h, w2), act="relu")
         hs.append(h)
     np.testing.assert_array_equal(run_vm(ex, x, h0), np.concatenate(hs))
 

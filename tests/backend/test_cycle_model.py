@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import tvm_npu
-from tvm_npu.contract import stream
-from tvm_npu.contract.config import NPU_REF
 from builders import chain, dense_layer
 from conftest import npu_modules, run_vm
+from tvm_npu.contract import stream
+from tvm_npu.contract.config import NPU_REF
 
 
 def test_large_gemm_is_compute_bound_within_10_percent(rng):
@@ -30,21 +30,45 @@ def test_dma_only_copy_runs_at_ddr_bandwidth():
     piece = 512
     cmds = []
     for i in range(rows // piece):
-        cmds.append(stream.Command("DMA_LOAD", dict(channel=0, ddr_addr=i * piece * row_bytes,
-                                                    sram_addr=(i % 2) * piece * row_bytes, rows=piece,
-                                                    row_bytes=row_bytes, ddr_stride=row_bytes,
-                                                    sram_stride=row_bytes), {"dma1": 1}))
-        cmds.append(stream.Command("DMA_STORE", dict(channel=1, sram_addr=(i % 2) * piece * row_bytes,
-                                                     ddr_addr=(rows + i * piece) * row_bytes, rows=piece,
-                                                     row_bytes=row_bytes, sram_stride=row_bytes,
-                                                     ddr_stride=row_bytes), {"dma0": 0}))
+        cmds.append(
+            stream.Command(
+                "DMA_LOAD",
+                dict(
+                    channel=0,
+                    ddr_addr=i * piece * row_bytes,
+                    sram_addr=(i % 2) * piece * row_bytes,
+                    rows=piece,
+                    row_bytes=row_bytes,
+                    ddr_stride=row_bytes,
+                    sram_stride=row_bytes,
+                ),
+                {"dma1": 1},
+            )
+        )
+        cmds.append(
+            stream.Command(
+                "DMA_STORE",
+                dict(
+                    channel=1,
+                    sram_addr=(i % 2) * piece * row_bytes,
+                    ddr_addr=(rows + i * piece) * row_bytes,
+                    rows=piece,
+                    row_bytes=row_bytes,
+                    sram_stride=row_bytes,
+                    ddr_stride=row_bytes,
+                ),
+                {"dma0": 0},
+            )
+        )
     cmds.append(stream.Command("END", {}, {"dma0": 0, "dma1": 0}))
     # Input and output are one [1, rows, 1, row_bytes/2] fp16 tensor each, staged by the runtime.
     view = (1, rows, 1, row_bytes // 2)
-    tensors = [stream.TensorDesc("input", 0, "float16", "float32", "ROWS", (rows, row_bytes // 2), view,
-                                 0, row_bytes),
-               stream.TensorDesc("output", 0, "float16", "float32", "ROWS", (rows, row_bytes // 2), view,
-                                 rows * row_bytes, row_bytes)]
+    tensors = [
+        stream.TensorDesc("input", 0, "float16", "float32", "ROWS", (rows, row_bytes // 2), view, 0, row_bytes),
+        stream.TensorDesc(
+            "output", 0, "float16", "float32", "ROWS", (rows, row_bytes // 2), view, rows * row_bytes, row_bytes
+        ),
+    ]
     blob = stream.encode(stream.Stream(c, tensors, cmds, b"", 2 * rows * row_bytes, piece * row_bytes * 2))
     module = tvm_npu.runtime.create_module("copy", blob)
     import tvm

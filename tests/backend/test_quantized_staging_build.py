@@ -36,13 +36,19 @@ def kws():
 
     rng = np.random.default_rng(0)
     h = w.HIDDEN
-    p = {"Wx": rng.standard_normal((w.BANDS, 4 * h)) * 0.3, "Wh": rng.standard_normal((h, 4 * h)) * 0.1,
-         "b": rng.standard_normal(4 * h) * 0.1, "Wy": rng.standard_normal((h, w.CLASSES)) * 0.3,
-         "by": np.zeros(w.CLASSES)}
+    p = {
+        "Wx": rng.standard_normal((w.BANDS, 4 * h)) * 0.3,
+        "Wh": rng.standard_normal((h, 4 * h)) * 0.1,
+        "b": rng.standard_normal(4 * h) * 0.1,
+        "Wy": rng.standard_normal((h, w.CLASSES)) * 0.3,
+        "by": np.zeros(w.CLASSES),
+    }
     model = w.export(p, (np.zeros(w.BANDS), np.ones(w.BANDS)))
     state = rng.standard_normal((1, 1, h)).astype(np.float32) * 0.3
-    calib = [[rng.standard_normal((w.CHUNK, 1, w.BANDS)).astype(np.float32), state * np.float32(k), state * np.float32(k)]
-             for k in np.linspace(-1, 1, 16)]
+    calib = [
+        [rng.standard_normal((w.CHUNK, 1, w.BANDS)).astype(np.float32), state * np.float32(k), state * np.float32(k)]
+        for k in np.linspace(-1, 1, 16)
+    ]
     qmod, _ = tvm_npu.quantize(tvm_npu.from_onnx(model), calib, progress=False)
     report = tvm_npu.BuildReport()
     return qmod, tvm_npu.build(qmod, report=report), report, calib
@@ -55,8 +61,14 @@ def test_kws_lstm_input_quantizes_and_output_dequantizes_are_on_the_npu(kws):
     assert not [p for p in report.placements if p.device == "cpu"], report.table()
     assert len(npu_modules(ex)) == 1
     staged = staged_descriptors(ex)
-    assert sorted((t.role, t.dtype) for t in staged) == [("input", "int16"), ("input", "int8"), ("input", "int8"),
-                                                         ("output", "int16"), ("output", "int8"), ("output", "int8")]
+    assert sorted((t.role, t.dtype) for t in staged) == [
+        ("input", "int16"),
+        ("input", "int8"),
+        ("input", "int8"),
+        ("output", "int16"),
+        ("output", "int8"),
+        ("output", "int8"),
+    ]
 
 
 def test_kws_lstm_is_bit_equal_to_llvm_and_to_cpu_staging(kws, monkeypatch):
@@ -94,8 +106,10 @@ def test_qdq_cnn_is_one_npu_region_with_its_io_conversions(qdq_cnn):
     assert not [p for p in report.placements if p.device == "cpu"], report.table()
     composites = {p.composite for p in report.placements}
     assert {"npu.qinput", "npu.qoutput"} <= composites, composites
-    assert [(t.role, t.dtype, t.host_layout) for t in staged_descriptors(ex)] == [("input", "int8", "NCHW"),
-                                                                                 ("output", "int8", "ROWS")]
+    assert [(t.role, t.dtype, t.host_layout) for t in staged_descriptors(ex)] == [
+        ("input", "int8", "NCHW"),
+        ("output", "int8", "ROWS"),
+    ]
 
 
 def test_qdq_cnn_equals_llvm_and_cpu_staging(qdq_cnn, monkeypatch):
@@ -125,10 +139,16 @@ def test_a_quantize_of_an_npu_result_stays_on_the_cpu_with_a_reason():
     with bb.function("main", [x]):
         with bb.dataflow():
             s = bb.emit(relax.op.matmul(x, w))
-            q = bb.emit(relax.op.quantize(s, relax.const(np.float32(1 / 256)), relax.const(np.int8(-128)),
-                                          axis=-1, out_dtype="int8"))
-            d = bb.emit_output(relax.op.dequantize(q, relax.const(np.float32(1 / 256)),
-                                                   relax.const(np.int8(-128)), axis=-1, out_dtype="float32"))
+            q = bb.emit(
+                relax.op.quantize(
+                    s, relax.const(np.float32(1 / 256)), relax.const(np.int8(-128)), axis=-1, out_dtype="int8"
+                )
+            )
+            d = bb.emit_output(
+                relax.op.dequantize(
+                    q, relax.const(np.float32(1 / 256)), relax.const(np.int8(-128)), axis=-1, out_dtype="float32"
+                )
+            )
         bb.emit_func_output(d)
     report = tvm_npu.BuildReport()
     ex = tvm_npu.build(bb.get(), report=report)

@@ -16,9 +16,16 @@ SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[Healt
 
 
 @SETTINGS
-@given(cin=st.integers(1, 40), cout=st.integers(1, 70), k=st.sampled_from([1, 3, 5]),
-       stride=st.sampled_from([1, 2]), h=st.integers(5, 160), w=st.integers(5, 90),
-       act=st.sampled_from(["none", "relu", "clip"]), seed=st.integers(0, 1000))
+@given(
+    cin=st.integers(1, 40),
+    cout=st.integers(1, 70),
+    k=st.sampled_from([1, 3, 5]),
+    stride=st.sampled_from([1, 2]),
+    h=st.integers(5, 160),
+    w=st.integers(5, 90),
+    act=st.sampled_from(["none", "relu", "clip"]),
+    seed=st.integers(0, 1000),
+)
 def test_conv_tiles_match_the_untiled_reference(cin, cout, k, stride, h, w, act, seed):
     rng = np.random.default_rng(seed)
     layer = conv_layer(rng, cin, cout, k, stride=stride, act=act)
@@ -40,8 +47,15 @@ def test_dense_blocks_match_the_untiled_reference(m, k, n, seed):
 
 
 @SETTINGS
-@given(c=st.integers(1, 64), h=st.integers(4, 200), w=st.integers(4, 120), kind=st.sampled_from(["max", "avg"]),
-       k=st.sampled_from([2, 3]), stride=st.sampled_from([1, 2]), seed=st.integers(0, 1000))
+@given(
+    c=st.integers(1, 64),
+    h=st.integers(4, 200),
+    w=st.integers(4, 120),
+    kind=st.sampled_from(["max", "avg"]),
+    k=st.sampled_from([2, 3]),
+    stride=st.sampled_from([1, 2]),
+    seed=st.integers(0, 1000),
+)
 def test_pool_tiles_match_the_untiled_reference(c, h, w, kind, k, stride, seed):
     rng = np.random.default_rng(seed)
     bb = relax.BlockBuilder()
@@ -57,8 +71,13 @@ def test_pool_tiles_match_the_untiled_reference(c, h, w, kind, k, stride, seed):
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cin=st.integers(100, 300), cout=st.sampled_from([192, 256, 320]), hw=st.integers(3, 14),
-       depth=st.integers(1, 2), seed=st.integers(0, 1000))
+@given(
+    cin=st.integers(100, 300),
+    cout=st.sampled_from([192, 256, 320]),
+    hw=st.integers(3, 14),
+    depth=st.integers(1, 2),
+    seed=st.integers(0, 1000),
+)
 def test_convs_with_weights_larger_than_sram_match_the_untiled_reference(cin, cout, hw, depth, seed):
     # 3x3 fp16 weights of 0.35-1.7 MB on npu-small's 512 KiB: the layers run in output-channel blocks
     # that write their channels of each pixel through the output pixel stride (resident or DDR output).

@@ -8,13 +8,12 @@ import numpy as np
 import pytest
 
 import tvm_npu
+from builders import chain, conv_layer, dense_layer, residual_block
+from tvm_npu.backend.verify import verify
 from tvm_npu.contract import stream
 from tvm_npu.contract.config import NPU_REF
 from tvm_npu.contract.errors import NPUError
 from tvm_npu.contract.stream import Command, Stream, TensorDesc
-from tvm_npu.backend.verify import verify
-from builders import chain, conv_layer, dense_layer
-from builders import residual_block
 
 ALL = {"dma0": 0, "dma1": 0, "mac": 0, "vector": 0}
 ROW = 128  # one SRAM / DDR row: 64 fp16 channels of a 1-pixel-wide map
@@ -22,29 +21,60 @@ W_BYTES = 1024  # weight region: 8 output channels x 128 bytes (1x1 conv, 64 inp
 
 
 def load(ddr, sram, rows, waits=None, ch=0):
-    return Command("DMA_LOAD", dict(channel=ch, ddr_addr=ddr, sram_addr=sram, rows=rows, row_bytes=ROW,
-                                    ddr_stride=ROW, sram_stride=ROW), dict(waits or {}))
+    return Command(
+        "DMA_LOAD",
+        dict(channel=ch, ddr_addr=ddr, sram_addr=sram, rows=rows, row_bytes=ROW, ddr_stride=ROW, sram_stride=ROW),
+        dict(waits or {}),
+    )
 
 
 def store(sram, ddr, rows, waits=None, ch=1):
-    return Command("DMA_STORE", dict(channel=ch, sram_addr=sram, ddr_addr=ddr, rows=rows, row_bytes=ROW,
-                                     sram_stride=ROW, ddr_stride=ROW), dict(waits or {}))
+    return Command(
+        "DMA_STORE",
+        dict(channel=ch, sram_addr=sram, ddr_addr=ddr, rows=rows, row_bytes=ROW, sram_stride=ROW, ddr_stride=ROW),
+        dict(waits or {}),
+    )
 
 
 def conv(in_addr, out_addr, rows, waits=None):
     """A 1x1 fp16 conv, 64 -> 8 channels over `rows` rows of one pixel, weights at SRAM 0."""
-    return Command("CONV2D", dict(dtype=1, in_addr=in_addr, in_h=rows, in_w=1, in_c=64, in_stride=ROW,
-                                  w_addr=0, w_stride=ROW, kh=1, kw=1, oc=8, bias_addr=stream.NO_BIAS,
-                                  out_addr=out_addr, out_h=rows, out_w=1, out_stride=ROW, stride_h=1,
-                                  stride_w=1, dil_h=1, dil_w=1, groups=1), dict(waits or {}))
+    return Command(
+        "CONV2D",
+        dict(
+            dtype=1,
+            in_addr=in_addr,
+            in_h=rows,
+            in_w=1,
+            in_c=64,
+            in_stride=ROW,
+            w_addr=0,
+            w_stride=ROW,
+            kh=1,
+            kw=1,
+            oc=8,
+            bias_addr=stream.NO_BIAS,
+            out_addr=out_addr,
+            out_h=rows,
+            out_w=1,
+            out_stride=ROW,
+            stride_h=1,
+            stride_w=1,
+            dil_h=1,
+            dil_w=1,
+            groups=1,
+        ),
+        dict(waits or {}),
+    )
 
 
 def make_stream(cmds, rows_total, cfg=NPU_REF):
     """Input [1, rows_total, 1, 64] staged after the weights, output of the same shape after it."""
     view = (1, rows_total, 1, 64)
     x, y = W_BYTES, W_BYTES + rows_total * ROW
-    tensors = [TensorDesc("input", 0, "float16", "float32", "ROWS", (rows_total, 64), view, x, ROW),
-               TensorDesc("output", 0, "float16", "float32", "ROWS", (rows_total, 64), view, y, ROW)]
+    tensors = [
+        TensorDesc("input", 0, "float16", "float32", "ROWS", (rows_total, 64), view, x, ROW),
+        TensorDesc("output", 0, "float16", "float32", "ROWS", (rows_total, 64), view, y, ROW),
+    ]
     return Stream(cfg, tensors, cmds, bytes(W_BYTES), y + rows_total * ROW, 0)
 
 
@@ -53,9 +83,16 @@ def pipeline(tiles=4, rows=2):
     conv two tiles back is done), the conv, and the store of each result on dma1."""
     x, y = W_BYTES, W_BYTES + tiles * rows * ROW
     ins, outs = [W_BYTES, W_BYTES + rows * ROW], [W_BYTES + 2 * rows * ROW, W_BYTES + 3 * rows * ROW]
-    cmds = [Command("DMA_LOAD", dict(channel=1, ddr_addr=0, sram_addr=0, rows=1, row_bytes=W_BYTES,
-                                     ddr_stride=W_BYTES, sram_stride=W_BYTES), dict(ALL)),
-            load(x, ins[0], rows)]
+    cmds = [
+        Command(
+            "DMA_LOAD",
+            dict(
+                channel=1, ddr_addr=0, sram_addr=0, rows=1, row_bytes=W_BYTES, ddr_stride=W_BYTES, sram_stride=W_BYTES
+            ),
+            dict(ALL),
+        ),
+        load(x, ins[0], rows),
+    ]
     for i in range(tiles):
         cmds.append(conv(ins[i % 2], outs[i % 2], rows, {"dma0": 0, "dma1": 0 if i == 0 else 1}))
         if i + 1 < tiles:
@@ -88,8 +125,7 @@ def test_missing_wait_for_the_load_names_both_commands():
     s = pipeline()
     c = index(s, "CONV2D", 2)
     del s.commands[c].waits["dma0"]
-    msg = fails(s, f"command {c} (CONV2D)", "read-after-write", f"command {c - 2} (DMA_LOAD)",
-                "wait dma0 <= 0")
+    msg = fails(s, f"command {c} (CONV2D)", "read-after-write", f"command {c - 2} (DMA_LOAD)", "wait dma0 <= 0")
     assert "SRAM" in msg
 
 
@@ -122,10 +158,18 @@ def test_ordering_through_a_chain_of_waits_passes():
     # store(2) waits for conv(1), which waited for load(0): load -> conv -> store orders load -> store,
     # so the store may overwrite DDR the load read without waiting on dma0 itself.
     x = W_BYTES
-    cmds = [Command("DMA_LOAD", dict(channel=1, ddr_addr=0, sram_addr=0, rows=1, row_bytes=W_BYTES,
-                                     ddr_stride=W_BYTES, sram_stride=W_BYTES)),
-            load(x, 2048, 2), conv(2048, 4096, 2, {"dma0": 0, "dma1": 0}),
-            store(4096, x, 2, {"mac": 0}), Command("END", {}, dict(ALL))]
+    cmds = [
+        Command(
+            "DMA_LOAD",
+            dict(
+                channel=1, ddr_addr=0, sram_addr=0, rows=1, row_bytes=W_BYTES, ddr_stride=W_BYTES, sram_stride=W_BYTES
+            ),
+        ),
+        load(x, 2048, 2),
+        conv(2048, 4096, 2, {"dma0": 0, "dma1": 0}),
+        store(4096, x, 2, {"mac": 0}),
+        Command("END", {}, dict(ALL)),
+    ]
     s = make_stream(cmds, 2)
     s.tensors[1].ddr_addr = x  # the output is written in place of the input
     verify(s)
@@ -136,8 +180,12 @@ def test_ordering_through_a_chain_of_waits_passes():
 def test_ddr_round_trip_needs_the_store_before_the_load():
     # Spill through DDR: store rows to the output on dma1, load them back on dma0: the load must wait
     # for the store, the channels are independent.
-    cmds = [load(W_BYTES, 2048, 2), store(2048, W_BYTES + 256, 2, {"dma0": 0}, ch=1),
-            load(W_BYTES + 256, 4096, 2, {}, ch=0), Command("END", {}, dict(ALL))]
+    cmds = [
+        load(W_BYTES, 2048, 2),
+        store(2048, W_BYTES + 256, 2, {"dma0": 0}, ch=1),
+        load(W_BYTES + 256, 4096, 2, {}, ch=0),
+        Command("END", {}, dict(ALL)),
+    ]
     s = make_stream(cmds, 2)
     fails(s, "command 2 (DMA_LOAD)", "read-after-write", "DDR", "command 1 (DMA_STORE)", "dma1 <= 0")
     s.commands[2].waits["dma1"] = 0
@@ -150,18 +198,21 @@ def test_end_must_wait_for_every_engine():
     fails(s, "(END)", "dma1 (2 outstanding)")
 
 
-@pytest.mark.parametrize("change, words", [
-    (lambda s: s.commands[1].args.update(sram_addr=W_BYTES + 64), ["command 1 (DMA_LOAD)", "alignment"]),
-    (lambda s: s.commands[1].args.update(ddr_stride=192, row_bytes=128), ["alignment"]),
-    (lambda s: s.commands[2].args.update(out_addr=NPU_REF.sram_bytes - ROW), ["outside SRAM"]),
-    (lambda s: s.commands[1].args.update(ddr_addr=s.ddr_bytes - ROW), ["outside DDR"]),
-    (lambda s: s.commands[4].args.update(ddr_addr=512), ["weight region"]),
-    (lambda s: s.commands.pop(), ["END"]),
-    (lambda s: s.commands.insert(3, Command("END")), ["command 3 (END)", "before the last"]),
-    (lambda s: s.commands[2].args.update(out_addr=W_BYTES), ["overlaps its input"]),
-    (lambda s: s.commands[1].args.update(channel=2), ["DMA channel 2"]),
-    (lambda s: s.commands[1].args.update(sram_stride=0), ["less than its row"]),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda s: s.commands[1].args.update(sram_addr=W_BYTES + 64), ["command 1 (DMA_LOAD)", "alignment"]),
+        (lambda s: s.commands[1].args.update(ddr_stride=192, row_bytes=128), ["alignment"]),
+        (lambda s: s.commands[2].args.update(out_addr=NPU_REF.sram_bytes - ROW), ["outside SRAM"]),
+        (lambda s: s.commands[1].args.update(ddr_addr=s.ddr_bytes - ROW), ["outside DDR"]),
+        (lambda s: s.commands[4].args.update(ddr_addr=512), ["weight region"]),
+        (lambda s: s.commands.pop(), ["END"]),
+        (lambda s: s.commands.insert(3, Command("END")), ["command 3 (END)", "before the last"]),
+        (lambda s: s.commands[2].args.update(out_addr=W_BYTES), ["overlaps its input"]),
+        (lambda s: s.commands[1].args.update(channel=2), ["DMA channel 2"]),
+        (lambda s: s.commands[1].args.update(sram_stride=0), ["less than its row"]),
+    ],
+)
 def test_static_checks(change, words):
     s = pipeline()
     assert [c.op for c in s.commands[:5]] == ["DMA_LOAD", "DMA_LOAD", "CONV2D", "DMA_LOAD", "DMA_STORE"]
@@ -185,6 +236,7 @@ def test_long_stream_is_fast():
 
 # --- the verifier against the issue rule itself ---------------------------------------------------
 
+
 def _simulate(cmds, slow):
     """Start and end cycle of every command under the issue rule (docs/npu.md section 5) when every
     command takes 1 cycle except `slow`, which takes forever. Any other durations give a schedule
@@ -202,7 +254,7 @@ def _simulate(cmds, slow):
             times.append((t, t))
             continue
         start = max(t, busy[c.engine])
-        busy[c.engine] = start + (10 ** 9 if i == slow else 1)
+        busy[c.engine] = start + (10**9 if i == slow else 1)
         ends[c.engine].append(busy[c.engine])
         times.append((start, busy[c.engine]))
     return times
@@ -242,8 +294,7 @@ def _footprint(c):
         n = a["rows"] * ROW
         return [("SRAM", a["sram_addr"], n, False), ("DDR", a["ddr_addr"], n, True)]
     if c.op == "CONV2D":
-        return [("SRAM", a["in_addr"], ROW, False), ("SRAM", 0, ROW, False),
-                ("SRAM", a["out_addr"], ROW, True)]
+        return [("SRAM", a["in_addr"], ROW, False), ("SRAM", 0, ROW, False), ("SRAM", a["out_addr"], ROW, True)]
     return []
 
 
@@ -280,18 +331,20 @@ def test_verifier_agrees_with_the_issue_rule_on_random_streams():
 
 # --- every stream the compiler produces ---------------------------------------------------------
 
+
 def _compiled_streams(mod, **kw):
     ex = tvm_npu.build(mod, **kw)
     return [stream.decode(bytes(m["get_stream"]())) for m in tvm_npu.runtime.npu_modules(ex)]
 
 
-@pytest.mark.parametrize("name", ["conv_chain", "batch2", "bigger_than_sram", "dense_chain", "residual",
-                                  "npu_small"])
+@pytest.mark.parametrize("name", ["conv_chain", "batch2", "bigger_than_sram", "dense_chain", "residual", "npu_small"])
 def test_compiled_streams_pass(name, rng):
     kw = {}
     if name == "conv_chain":
-        mod = chain((1, 16, 32, 32), [conv_layer(rng, 16, 32, 3), conv_layer(rng, 32, 32, 3, stride=2),
-                                      conv_layer(rng, 32, 16, 1, act="clip")])
+        mod = chain(
+            (1, 16, 32, 32),
+            [conv_layer(rng, 16, 32, 3), conv_layer(rng, 32, 32, 3, stride=2), conv_layer(rng, 32, 16, 1, act="clip")],
+        )
     elif name == "batch2":
         mod = chain((2, 8, 24, 24), [conv_layer(rng, 8, 16, 3), conv_layer(rng, 16, 8, 3, dil=2, pad=2)])
     elif name == "bigger_than_sram":  # 8 MiB in, 8 MiB out on a 2 MiB SRAM: many row tiles
@@ -328,11 +381,15 @@ def test_a_layer_larger_than_sram_names_it_in_a_short_message():
 
     rng = np.random.default_rng(0)
     layers = [{"op": "conv", "w": rng.standard_normal((16, 3, 1, 1)).astype(np.float32)}]
-    layers += [{"op": "conv", "w": 0.1 * rng.standard_normal((16, 16, 1, 1)).astype(np.float32), "act": "relu"}
-               for _ in range(40)]
+    layers += [
+        {"op": "conv", "w": 0.1 * rng.standard_normal((16, 16, 1, 1)).astype(np.float32), "act": "relu"}
+        for _ in range(40)
+    ]
     # 3 input rows of 2048 x 64 fp16 channels: 768 KiB for one output row, more than npu-small's 512 KiB.
-    layers += [{"op": "conv", "w": rng.standard_normal((64, 16, 1, 1)).astype(np.float32)},
-               {"op": "conv", "w": 0.01 * rng.standard_normal((64, 64, 3, 3)).astype(np.float32), "pad": 1}]
+    layers += [
+        {"op": "conv", "w": rng.standard_normal((64, 16, 1, 1)).astype(np.float32)},
+        {"op": "conv", "w": 0.01 * rng.standard_normal((64, 64, 3, 3)).astype(np.float32), "pad": 1},
+    ]
     with pytest.raises(tvm_npu.NPUError, match="ERR_SRAM_OVERFLOW") as info:
         tvm_npu.build(chain((1, 3, 8, 2048), layers), config="npu-small")
     message = str(info.value)

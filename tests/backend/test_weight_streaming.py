@@ -18,8 +18,11 @@ def head_model(rng, cin=8, hw=16, c=(32, 64, 64, 256), hidden=1000, classes=600)
         layers.append(conv_layer(rng, a, b, 3, stride=2))
     side = hw // 2 ** (len(c) - 1)
     layers.append(conv_layer(rng, c[-2], c[-1], side, pad=0))
-    layers += [{"op": "cpu", "fn": "reshape", "shape": (1, c[-1])},
-               dense_layer(rng, c[-1], hidden, act="relu"), dense_layer(rng, hidden, classes)]
+    layers += [
+        {"op": "cpu", "fn": "reshape", "shape": (1, c[-1])},
+        dense_layer(rng, c[-1], hidden, act="relu"),
+        dense_layer(rng, hidden, classes),
+    ]
     return layers, rng.standard_normal((1, cin, hw, hw)).astype(np.float32)
 
 
@@ -38,10 +41,14 @@ def test_dense_weights_load_during_earlier_layers_and_match_the_reference():
     assert spans[first_dense]["start"] < spans[order[-3]]["end"]
     # Slots of streamed blocks waiting at the same time never overlap (a block loaded by its own
     # layer reuses the previous block's slot after that block's computes).
-    live = [(k, order.index(name), slot, slot + n)
-            for name, bl in info["weight_slots"].items() for k, slot, n in bl if k is not None]
+    live = [
+        (k, order.index(name), slot, slot + n)
+        for name, bl in info["weight_slots"].items()
+        for k, slot, n in bl
+        if k is not None
+    ]
     for i, a in enumerate(live):
-        for b in live[i + 1:]:
+        for b in live[i + 1 :]:
             if a[0] <= b[1] and b[0] <= a[1]:
                 assert a[3] <= b[2] or b[3] <= a[2], (a, b)
     ex = tvm_npu.build(chain(x.shape, layers), config="npu-small")
@@ -49,11 +56,17 @@ def test_dense_weights_load_during_earlier_layers_and_match_the_reference():
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cin=st.integers(1, 16), c1=st.integers(1, 96), c2=st.integers(8, 300), hidden=st.integers(1, 1200),
-       classes=st.integers(1, 700), config=st.sampled_from(["npu-small", "npu-ref"]), seed=st.integers(0, 999))
+@given(
+    cin=st.integers(1, 16),
+    c1=st.integers(1, 96),
+    c2=st.integers(8, 300),
+    hidden=st.integers(1, 1200),
+    classes=st.integers(1, 700),
+    config=st.sampled_from(["npu-small", "npu-ref"]),
+    seed=st.integers(0, 999),
+)
 def test_weight_heavy_heads_match_the_reference(cin, c1, c2, hidden, classes, config, seed):
-    layers, x = head_model(np.random.default_rng(seed), cin=cin, hw=8, c=(c1, c1, c2), hidden=hidden,
-                           classes=classes)
+    layers, x = head_model(np.random.default_rng(seed), cin=cin, hw=8, c=(c1, c1, c2), hidden=hidden, classes=classes)
     ex = tvm_npu.build(chain(x.shape, layers), config=config)
     np.testing.assert_array_equal(run_vm(ex, x), chain_reference(x, layers))
 

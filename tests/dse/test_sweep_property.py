@@ -55,16 +55,25 @@ def _estimate(mod, **changes):
 
 
 @SETTINGS
-@given(mod=models(), sizes=st.lists(st.sampled_from(SRAM_KIB), min_size=2, max_size=2, unique=True),
-       bw=st.sampled_from([4, 8, 32]))
+@given(
+    mod=models(),
+    sizes=st.lists(st.sampled_from(SRAM_KIB), min_size=2, max_size=2, unique=True),
+    bw=st.sampled_from([4, 8, 32]),
+)
 def test_more_sram_never_increases_ddr_traffic(mod, sizes, bw):
     small, large = sorted(sizes)
     lo = _estimate(mod, sram_bytes=small * 1024, ddr_bytes_per_cycle=bw)
     assume(lo is not None)
     hi = _estimate(mod, sram_bytes=large * 1024, ddr_bytes_per_cycle=bw)
     assert hi is not None, f"fits {small} KiB of SRAM but not {large} KiB"
-    assert hi["ddr_bytes"] <= lo["ddr_bytes"] or hi["cycles"] < lo["cycles"], \
-        (small, large, lo["ddr_bytes"], hi["ddr_bytes"], lo["cycles"], hi["cycles"])
+    assert hi["ddr_bytes"] <= lo["ddr_bytes"] or hi["cycles"] < lo["cycles"], (
+        small,
+        large,
+        lo["ddr_bytes"],
+        hi["ddr_bytes"],
+        lo["cycles"],
+        hi["cycles"],
+    )
 
 
 def test_lone_classifier_layer_keeps_one_weight_block_on_more_sram():
@@ -77,17 +86,17 @@ def test_lone_classifier_layer_keeps_one_weight_block_on_more_sram():
 
 
 @SETTINGS
-@given(mod=models(), rows=st.lists(st.sampled_from([8, 16, 32, 64]), min_size=2, max_size=2),
-       cols=st.lists(st.sampled_from([8, 16, 32, 64]), min_size=2, max_size=2),
-       sram=st.sampled_from(SRAM_KIB))
+@given(
+    mod=models(),
+    rows=st.lists(st.sampled_from([8, 16, 32, 64]), min_size=2, max_size=2),
+    cols=st.lists(st.sampled_from([8, 16, 32, 64]), min_size=2, max_size=2),
+    sram=st.sampled_from(SRAM_KIB),
+)
 def test_larger_mac_array_never_increases_compute_cycles(mod, rows, cols, sram):
     (r0, r1), (c0, c1) = sorted(rows), sorted(cols)
     small = _estimate(mod, mac_rows=r0, mac_cols=c0, sram_bytes=sram * 1024)
     assume(small is not None)
     large = _estimate(mod, mac_rows=r1, mac_cols=c1, sram_bytes=sram * 1024)
     assert large is not None
-    assert large["mac_cycles"] <= small["mac_cycles"], ((r0, c0), (r1, c1), small["mac_cycles"],
-                                                        large["mac_cycles"])
+    assert large["mac_cycles"] <= small["mac_cycles"], ((r0, c0), (r1, c1), small["mac_cycles"], large["mac_cycles"])
     assert large["macs"] == small["macs"]  # the same work, whatever the array
-
-

@@ -3,15 +3,22 @@ without biases and initial states, layout 1; built for the CPU (llvm) and with t
 
 import numpy as np
 import pytest
-import tvm
 
 import tvm_npu
 from conftest import run_vm
 from lstm_models import feeds_of, llvm_run, lstm_model, ort_run
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(direction="reverse"), dict(direction="bidirectional"),
-                                dict(bias=False, init=False), dict(T=1, B=1, H=16, I=10)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(),
+        dict(direction="reverse"),
+        dict(direction="bidirectional"),
+        dict(bias=False, init=False),
+        dict(T=1, B=1, H=16, I=10),
+    ],
+)
 def test_lstm_matches_onnxruntime(kw):
     model = lstm_model(**kw)
     feeds = feeds_of(model)
@@ -46,13 +53,16 @@ def test_lstm_through_the_npu_build_matches_onnxruntime(init):
         np.testing.assert_allclose(g, w, rtol=1e-2, atol=1e-2)
 
 
-@pytest.mark.parametrize("kw,what", [
-    (dict(extra_inputs=[(7, np.zeros((1, 12), np.float32))]), "peephole"),
-    (dict(clip=1.0), "clip"),
-    (dict(input_forget=1), "input_forget"),
-    (dict(activations=["Sigmoid", "Relu", "Tanh"]), "activations"),
-    (dict(extra_inputs=[(4, np.array([3, 5], np.int32))]), "sequence_lens"),
-])
+@pytest.mark.parametrize(
+    "kw,what",
+    [
+        (dict(extra_inputs=[(7, np.zeros((1, 12), np.float32))]), "peephole"),
+        (dict(clip=1.0), "clip"),
+        (dict(input_forget=1), "input_forget"),
+        (dict(activations=["Sigmoid", "Relu", "Tanh"]), "activations"),
+        (dict(extra_inputs=[(4, np.array([3, 5], np.int32))]), "sequence_lens"),
+    ],
+)
 def test_unsupported_lstm_variants_are_refused_with_a_reason(kw, what):
     with pytest.raises(tvm_npu.NPUError, match=f"ERR_OP_NOT_SUPPORTED.*{what}"):
         tvm_npu.from_onnx(lstm_model(**kw))

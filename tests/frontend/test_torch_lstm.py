@@ -3,7 +3,6 @@ added first: add(b, matmul(x, W)))."""
 
 import numpy as np
 import pytest
-import tvm
 from tvm import relax
 
 import tvm_npu
@@ -28,8 +27,9 @@ def test_dense_with_the_bias_first(int8):
         mod, _ = tvm_npu.quantize(mod, data, progress=False)
     report = tvm_npu.BuildReport()
     got = run_vm(tvm_npu.build(mod, report=report), data[0])
-    assert {p.composite for p in report.placements if p.op == "relax.matmul"} == \
-        {"npu.qdense_bias_relu" if int8 else "npu.dense_bias_relu"}
+    assert {p.composite for p in report.placements if p.op == "relax.matmul"} == {
+        "npu.qdense_bias_relu" if int8 else "npu.dense_bias_relu"
+    }
     want = run_cpu(mod, data[0])  # the same (QDQ) module on TVM's llvm
     np.testing.assert_allclose(got, want, rtol=1e-2, atol=0.05 if int8 else 1e-2)
 
@@ -72,8 +72,12 @@ def test_gate_split_becomes_one_dense_layer_per_gate():
     with bb.function("main", [x, h]):
         with bb.dataflow():
             xw = bb.emit(relax.op.add(relax.const(b_ih), relax.op.matmul(x, relax.const(w_ih))))
-            step = bb.emit(relax.op.squeeze(relax.op.strided_slice(relax.op.reshape(xw, (T, 1, 4 * H)), [0], [1], [2]), [0]))
-            hw = bb.emit(relax.op.reshape(relax.op.add(relax.const(b_hh), relax.op.matmul(h, relax.const(w_hh))), (1, 1, 4 * H)))
+            step = bb.emit(
+                relax.op.squeeze(relax.op.strided_slice(relax.op.reshape(xw, (T, 1, 4 * H)), [0], [1], [2]), [0])
+            )
+            hw = bb.emit(
+                relax.op.reshape(relax.op.add(relax.const(b_hh), relax.op.matmul(h, relax.const(w_hh))), (1, 1, 4 * H))
+            )
             gates = bb.emit(relax.op.split(relax.op.add(hw, step), 4, axis=-1))
             i, f, g, o = (bb.emit(relax.TupleGetItem(gates, k)) for k in range(4))
             c = bb.emit(relax.op.multiply(relax.op.sigmoid(i), relax.op.tanh(g)))

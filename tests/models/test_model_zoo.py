@@ -11,7 +11,6 @@ reason for each, and its MAC count must equal the model's, counted here from the
 """
 
 import numpy as np
-import onnx
 import pytest
 from onnx import numpy_helper, shape_inference
 
@@ -45,8 +44,10 @@ def inputs(n, shape, seed):
 def onnx_macs(model) -> int:
     """Multiply-accumulates of every Conv and Gemm, from ONNX shape inference (independent of tvm_npu)."""
     inferred = shape_inference.infer_shapes(model)
-    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
-              for v in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    shapes = {
+        v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+        for v in list(inferred.graph.value_info) + list(inferred.graph.output)
+    }
     weights = {t.name: list(t.dims) for t in model.graph.initializer}
     total = 0
     for node in model.graph.node:

@@ -66,8 +66,8 @@ def test_ceil_mode_pool_npu_e_pool(rng):
     named(report, row(report, "relax.nn.max_pool2d"), "NPU_E_POOL")
     x = rng.standard_normal(SHAPE).astype(np.float32)
     # ceil mode: windows start at 0, 2, 4, 6 (the last one clipped to rows 6..7)
-    want = np.stack([x[:, :, 2 * i:2 * i + 3].max(axis=2) for i in range(4)], axis=2)
-    want = np.stack([want[..., 2 * j:2 * j + 3].max(axis=-1) for j in range(4)], axis=-1)
+    want = np.stack([x[:, :, 2 * i : 2 * i + 3].max(axis=2) for i in range(4)], axis=2)
+    want = np.stack([want[..., 2 * j : 2 * j + 3].max(axis=-1) for j in range(4)], axis=-1)
     np.testing.assert_array_equal(run_vm(ex, x), want)
 
 
@@ -114,8 +114,9 @@ def test_symbolic_clip_bound_npu_e_activation(rng):
         bb.emit_func_output(out)
     log = []
     run = PartitionRun(CFG, log)
-    fused = relax.transform.FuseOpsByPattern(tvm_npu.partition.patterns.bind(run), bind_constants=True,
-                                             annotate_codegen=False)(bb.get())
+    fused = relax.transform.FuseOpsByPattern(
+        tvm_npu.partition.patterns.bind(run), bind_constants=True, annotate_codegen=False
+    )(bb.get())
     report = tvm_npu.BuildReport()
     report.record_partition(fused, log)
     clip = row(report, "relax.clip")
@@ -137,19 +138,29 @@ def qconv_model(rng, act_dtype="int8", act_scale=0.05, w_zp=0):
 
     def body(bb, x):
         zp = 128 if act_dtype == "uint8" else 0
-        wdq = relax.op.dequantize(relax.const(codes), relax.const(w_scale),
-                                  relax.const(np.full(4, w_zp, np.int8)), axis=0, out_dtype="float32")
-        y = bb.emit(relax.op.nn.conv2d(qdq(bb, x, act_scale, np.full(np.shape(act_scale), zp), act_dtype),
-                                       wdq, padding=1))
+        wdq = relax.op.dequantize(
+            relax.const(codes),
+            relax.const(w_scale),
+            relax.const(np.full(4, w_zp, np.int8)),
+            axis=0,
+            out_dtype="float32",
+        )
+        y = bb.emit(
+            relax.op.nn.conv2d(qdq(bb, x, act_scale, np.full(np.shape(act_scale), zp), act_dtype), wdq, padding=1)
+        )
         return qdq(bb, y, 0.1, zp, act_dtype)
+
     return module(body)
 
 
-@pytest.mark.parametrize("code, kwargs", [
-    ("NPU_E_QUANT_DTYPE", dict(act_dtype="int16")),                      # int16 into a conv (uint8 runs as int8)
-    ("NPU_E_QUANT_SCALE", dict(act_scale=np.full(4, 0.05, np.float32))),  # per-channel activations
-    ("NPU_E_QUANT_WEIGHT", dict(w_zp=3)),                                # asymmetric weights
-])
+@pytest.mark.parametrize(
+    "code, kwargs",
+    [
+        ("NPU_E_QUANT_DTYPE", dict(act_dtype="int16")),  # int16 into a conv (uint8 runs as int8)
+        ("NPU_E_QUANT_SCALE", dict(act_scale=np.full(4, 0.05, np.float32))),  # per-channel activations
+        ("NPU_E_QUANT_WEIGHT", dict(w_zp=3)),  # asymmetric weights
+    ],
+)
 def test_int8_refusals_fall_back_to_fp16_and_say_why(rng, code, kwargs):
     mod = qconv_model(rng, **kwargs)
     ex, report = build(mod)
@@ -165,6 +176,7 @@ def test_int8_refusals_fall_back_to_fp16_and_say_why(rng, code, kwargs):
 
 # --- task limits (regions.py) ----------------------------------------------------------------------
 
+
 def boundary_cycles(shapes, elem=2):
     """The documented boundary cost: one DMA per region input and output (dma_latency + bytes / bw)."""
     return sum(CFG.dma_latency + math.ceil(math.prod(s) * elem / CFG.ddr_bytes_per_cycle) for s in shapes)
@@ -175,8 +187,9 @@ def vector_cycles(steps):
 
 
 def test_lone_add_between_cpu_ops_npu_e_region_too_small(rng):
-    mod = module(lambda bb, x: bb.emit(relax.op.sin(bb.emit(relax.op.add(bb.emit(relax.op.sin(x)),
-                                                                       bb.emit(relax.op.cos(x)))))))
+    mod = module(
+        lambda bb, x: bb.emit(relax.op.sin(bb.emit(relax.op.add(bb.emit(relax.op.sin(x)), bb.emit(relax.op.cos(x))))))
+    )
     assert vector_cycles(math.prod(SHAPE)) < boundary_cycles([SHAPE] * 3)  # 48 < 576: below threshold
     ex, report = build(mod)
     assert not npu_modules(ex)
@@ -189,8 +202,12 @@ def test_lone_add_between_cpu_ops_npu_e_region_too_small(rng):
 
 def test_pool_that_pays_for_its_boundary_stays_on_the_npu(rng):
     shape = (1, 16, 16, 16)
-    mod = module(lambda bb, x: bb.emit(relax.op.sin(bb.emit(relax.op.nn.max_pool2d(
-        bb.emit(relax.op.sin(x)), pool_size=3, strides=1, padding=1)))), shapes=(shape,))
+    mod = module(
+        lambda bb, x: bb.emit(
+            relax.op.sin(bb.emit(relax.op.nn.max_pool2d(bb.emit(relax.op.sin(x)), pool_size=3, strides=1, padding=1)))
+        ),
+        shapes=(shape,),
+    )
     assert vector_cycles(math.prod(shape) * 9) >= boundary_cycles([shape] * 2)  # 1184 >= 1152
     ex, report = build(mod)
     assert row(report, "relax.nn.max_pool2d").device == "npu" and len(npu_modules(ex)) == 1
@@ -214,8 +231,8 @@ def fan_out(rng, n):
 
     def body(bb, x):
         y = bb.emit(relax.op.nn.conv2d(x, relax.const(ws[0])))
-        return relax.Tuple([bb.emit(relax.op.sin(bb.emit(relax.op.nn.conv2d(y, relax.const(w)))))
-                            for w in ws[1:]])
+        return relax.Tuple([bb.emit(relax.op.sin(bb.emit(relax.op.nn.conv2d(y, relax.const(w))))) for w in ws[1:]])
+
     return module(body), [4, 8, 8], lambda x: [np.sin(conv1x1(conv1x1(x, ws[0]), w)) for w in ws[1:]]
 
 
@@ -230,8 +247,12 @@ def fan_in(rng, n):
         for i in range(1, n):
             acc = bb.emit(relax.op.add(acc, bb.emit(relax.TupleGetItem(parts, i))))
         return bb.emit(relax.op.nn.conv2d(acc, relax.const(w)))
-    return (module(body, shapes=((1, 4 * n, 8, 8),)), [4 * n, 8, 8],
-            lambda x: [conv1x1(x.reshape(n, 4, 8, 8).sum(axis=0, keepdims=True), w)])
+
+    return (
+        module(body, shapes=((1, 4 * n, 8, 8),)),
+        [4 * n, 8, 8],
+        lambda x: [conv1x1(x.reshape(n, 4, 8, 8).sum(axis=0, keepdims=True), w)],
+    )
 
 
 @pytest.mark.parametrize("make", [fan_out, fan_in])
@@ -251,9 +272,11 @@ def test_region_over_max_tensors_is_split_into_tasks(rng, make):
 
 def test_an_op_that_alone_exceeds_max_tensors_is_err_task_too_complex(rng):
     w = rng.standard_normal((4, 4, 3, 3)).astype(np.float32)
+
     def body(bb, x):
         y = conv(bb, x, w)
         return relax.Tuple([y, bb.emit(relax.op.add(y, x))])
+
     mod = module(body)
     # The region (x in; y, sum out) needs 3 tensors, so it is split: the conv (x in, y out) fits in 2,
     # the add (y, x in, sum out) alone needs 3.

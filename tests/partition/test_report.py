@@ -35,8 +35,13 @@ def summary_line(npu_ops, ops, npu_macs, total_macs):
 
 def test_cpu_islands_cost_regions_boundary_bytes_and_transposes(rng):
     # conv (NPU) -> sin (CPU) -> conv (NPU) -> reshape across NCHW (CPU) -> dense (NPU)
-    layers = [conv_layer(rng, 3, 8, 3), {"op": "cpu", "fn": "sin"}, conv_layer(rng, 8, 8, 3),
-              {"op": "cpu", "fn": "reshape", "shape": (1, 8 * 12 * 12)}, dense_layer(rng, 8 * 12 * 12, 10)]
+    layers = [
+        conv_layer(rng, 3, 8, 3),
+        {"op": "cpu", "fn": "sin"},
+        conv_layer(rng, 8, 8, 3),
+        {"op": "cpu", "fn": "reshape", "shape": (1, 8 * 12 * 12)},
+        dense_layer(rng, 8 * 12 * 12, 10),
+    ]
     x = rng.standard_normal((1, 3, 12, 12)).astype(np.float32)
     mod = chain(x.shape, layers)
     report = tvm_npu.BuildReport()
@@ -44,23 +49,26 @@ def test_cpu_islands_cost_regions_boundary_bytes_and_transposes(rng):
     np.testing.assert_allclose(run_vm(ex, x), run_cpu(mod, x), rtol=3e-2, atol=3e-2)
     assert len(npu_modules(ex)) == 3
     cpu_rows = [p for p in report.placements if p.device == "cpu"]
-    assert [(p.op, p.code) for p in cpu_rows] == [("relax.sin", "NPU_E_UNSUPPORTED_OP"),
-                                                  # NCHW -> flat crosses the stored rows: data moves
-                                                  ("relax.reshape", "NPU_E_LAYOUT")]
+    assert [(p.op, p.code) for p in cpu_rows] == [
+        ("relax.sin", "NPU_E_UNSUPPORTED_OP"),
+        # NCHW -> flat crosses the stored rows: data moves
+        ("relax.reshape", "NPU_E_LAYOUT"),
+    ]
 
     cost = report.fallback_cost()
     # One region would do if sin and the reshape ran on the NPU: both are islands, two regions extra.
     assert cost["regions"] == 3 and cost["extra_regions"] == 2
     islands = [p for p in report.placements if p.island]
-    assert [(p.op, p.code) for p in islands] == [("relax.sin", "NPU_E_UNSUPPORTED_OP"),
-                                                 ("relax.reshape", "NPU_E_LAYOUT")]
+    assert [(p.op, p.code) for p in islands] == [
+        ("relax.sin", "NPU_E_UNSUPPORTED_OP"),
+        ("relax.reshape", "NPU_E_LAYOUT"),
+    ]
     fmap = 1 * 8 * 12 * 12 * F32  # every feature map between the regions
     # Host-form bytes in and out of each region: x in, fmap out | fmap in, fmap out | fmap in, logits out.
     expected = [(1 * 3 * 12 * 12 * F32, fmap), (fmap, fmap), (fmap, 1 * 10 * F32)]
     alias = report.aliases()
     by_alias = {alias[s]: b for s, b in report.boundaries.items()}
-    assert [(by_alias[f"npu{i}"]["input_bytes"], by_alias[f"npu{i}"]["output_bytes"])
-            for i in range(3)] == expected
+    assert [(by_alias[f"npu{i}"]["input_bytes"], by_alias[f"npu{i}"]["output_bytes"]) for i in range(3)] == expected
     assert cost["boundary_bytes"] == sum(a + b for a, b in expected)
     # Each island reads one feature map from a region and writes one to the next.
     assert [p.boundary_bytes for p in islands] == [2 * fmap, 2 * fmap]
@@ -70,8 +78,7 @@ def test_cpu_islands_cost_regions_boundary_bytes_and_transposes(rng):
     by_region = {alias[s]: r["boundary_transposes"] for s, r in report.regions.items()}
     assert by_region == {"npu0": 2, "npu1": 2, "npu2": 0}
 
-    macs = [conv_macs((1, 8, 12, 12), (8, 3, 3, 3)), conv_macs((1, 8, 12, 12), (8, 8, 3, 3)),
-            1 * 10 * 1152]
+    macs = [conv_macs((1, 8, 12, 12), (8, 3, 3, 3)), conv_macs((1, 8, 12, 12), (8, 8, 3, 3)), 1 * 10 * 1152]
     assert [p.macs for p in report.placements if p.macs] == macs
     assert report.summary() == summary_line(8, 10, sum(macs), sum(macs))
     table = report.table()
@@ -107,15 +114,13 @@ def test_macs_of_cpu_convolutions_and_matmuls_count_in_the_summary(rng):
     cpu_conv = conv_macs((1, 8, hw, hw), w1.shape)
     npu_conv = conv_macs((1, 16, hw, hw), w2.shape)
     cpu_matmul = 6 * 49 * 16
-    rows = {p.op: p for p in report.placements if p.op in ("relax.nn.conv2d", "relax.matmul")
-            and p.device == "cpu"}
+    rows = {p.op: p for p in report.placements if p.op in ("relax.nn.conv2d", "relax.matmul") and p.device == "cpu"}
     assert rows["relax.nn.conv2d"].code == "NPU_E_STRIDE" and rows["relax.nn.conv2d"].macs == cpu_conv
     assert rows["relax.matmul"].macs == cpu_matmul
     assert report.macs() == {"npu": npu_conv, "cpu": cpu_conv + cpu_matmul, "unknown_ops": 0}
     npu_ops = sum(p.device == "npu" for p in report.placements)
     assert npu_ops == 2  # the conv and its relu
-    assert report.summary() == summary_line(2, len(report.placements), npu_conv,
-                                            npu_conv + cpu_conv + cpu_matmul)
+    assert report.summary() == summary_line(2, len(report.placements), npu_conv, npu_conv + cpu_conv + cpu_matmul)
     # The conv region sits between CPU ops but not between two regions: no island, no extra region.
     assert report.fallback_cost()["extra_regions"] == 0 and not any(p.island for p in report.placements)
     (b,) = report.boundaries.values()
@@ -132,8 +137,7 @@ def test_write_json_and_table(rng, tmp_path):
     assert data == json.loads(json.dumps(report.to_dict()))
     assert data["summary"] == report.summary() == "3 of 4 ops, 100.0% of MACs on the NPU"
     rows = data["placements"]
-    assert [(r["op"], r["device"], r["code"]) for r in rows][-1] == ("relax.sin", "cpu",
-                                                                     "NPU_E_UNSUPPORTED_OP")
+    assert [(r["op"], r["device"], r["code"]) for r in rows][-1] == ("relax.sin", "cpu", "NPU_E_UNSUPPORTED_OP")
     assert rows[0]["composite"] == "npu.conv2d_bias_relu" and rows[0]["macs"] == 1 * 4 * 8 * 8 * 27
     assert data["fallback"]["boundary_bytes"] == (1 * 3 * 8 * 8 + 1 * 4 * 8 * 8) * F32
     assert txt.read_text() == report.table() + "\n"
@@ -185,8 +189,9 @@ def test_initializers_listed_as_inputs_are_constants_on_the_npu():
     convs = [p for p in report.placements if p.op in ("relax.nn.conv2d", "relax.matmul")]
     assert len(convs) == 5 and all(p.device == "npu" for p in convs), report.table()
     x = np.random.default_rng(4).standard_normal((1, 3, 32, 32)).astype(np.float32)
-    expected = ort.InferenceSession(model.SerializeToString(),
-                                    providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"input": x}
+    )[0]
     out = run_vm(ex, x)
     np.testing.assert_allclose(out, expected, rtol=1e-2, atol=1e-3)
     assert out.argmax() == expected.argmax()
@@ -195,8 +200,7 @@ def test_initializers_listed_as_inputs_are_constants_on_the_npu():
 @pytest.mark.parametrize("cut", ["garbage", "half", "header"])
 def test_malformed_onnx_bytes_are_not_supported(cut):
     data = small_cnn(0).SerializeToString()
-    data = {"garbage": b"\xff\x00not an onnx model", "half": data[: len(data) // 2],
-            "header": data[:40]}[cut]
+    data = {"garbage": b"\xff\x00not an onnx model", "half": data[: len(data) // 2], "header": data[:40]}[cut]
     with pytest.raises(tvm_npu.NPUError) as info:
         tvm_npu.from_onnx(data)
     assert info.value.code == "ERR_OP_NOT_SUPPORTED"

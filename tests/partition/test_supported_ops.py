@@ -35,8 +35,7 @@ def test_declared_constraints_are_the_ones_each_check_runs():
     generated file cannot drift from what the partitioner does)."""
     # patterns._whole wraps every check in a structural test (no intermediate read outside the match).
     checks = {inspect.unwrap(check) for _, _, _, check in supported_ops.pattern_table()}
-    assert {c.__name__ for c in checks} >= {"check_conv2d", "check_dense", "check_add", "check_pool",
-                                            "check_reshape"}
+    assert {c.__name__ for c in checks} >= {"check_conv2d", "check_dense", "check_add", "check_pool", "check_reshape"}
     quant = _called_constraints(checks_module._quant_checks)
     assert quant == set(checks_module.QUANT_WEIGHT_CONSTRAINTS)
     for check in checks:
@@ -44,8 +43,9 @@ def test_declared_constraints_are_the_ones_each_check_runs():
         body = _called_constraints(check)
         assert "_quant_checks" in _names(check)
         assert declared | (int8 - quant) == body, check.__name__
-        assert int8 & quant in (set(checks_module.QUANT_CONSTRAINTS),
-                                set(checks_module.QUANT_WEIGHT_CONSTRAINTS)), check.__name__
+        assert int8 & quant in (set(checks_module.QUANT_CONSTRAINTS), set(checks_module.QUANT_WEIGHT_CONSTRAINTS)), (
+            check.__name__
+        )
         assert not declared & int8, check.__name__
         # Weighted ops (conv2d, dense) add the symmetric-weight check, as _quant_checks does.
         has_weight = check.__name__ in ("check_conv2d", "check_dense")
@@ -71,17 +71,15 @@ def test_every_registered_composite_is_listed():
     listed = {name for f in supported_ops.families() for name in f["composites"]}
     assert registered == listed
     families = {(f["family"], f["datapath"]) for f in supported_ops.families()}
-    assert families >= {(name, dp) for name in ("conv2d", "dense", "add", "pool", "reshape")
-                        for dp in ("fp16", "int8")}
+    assert families >= {(name, dp) for name in ("conv2d", "dense", "add", "pool", "reshape") for dp in ("fp16", "int8")}
     text = supported_ops.render()
     assert "## conv2d (int8)" in text and "`relax.nn.conv2d`" in text and "`npu.qconv2d_bias_relu`" in text
 
 
 def test_building_does_not_grow_the_pattern_registry(rng):
     # TVM's registry appends: registering on every partition made each build slower than the last.
-    from builders import chain, conv_layer
-
     import tvm_npu
+    from builders import chain, conv_layer
 
     patterns.register()
     before = len(patterns.npu_patterns())

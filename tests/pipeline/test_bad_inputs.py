@@ -8,10 +8,10 @@ import tvm
 from tvm import relax
 
 import tvm_npu
-from tvm_npu.contract import stream
 from builders import chain, conv_layer
 from conftest import npu_modules, run_cpu, run_vm
 from npu_ref import fp16
+from tvm_npu.contract import stream
 
 
 def _single_op(shape, dtype, emit):
@@ -59,8 +59,9 @@ def test_width_over_2048_stays_on_cpu(rng):
     assert row.device == "cpu" and row.code == "NPU_E_WIDTH" and "2100" in row.reason
 
 
-@pytest.mark.parametrize("shape, dtype, names", [((1, 3, 9, 8), np.float32, "shape"),
-                                                 ((1, 3, 8, 8), np.int32, "float32")])
+@pytest.mark.parametrize(
+    "shape, dtype, names", [((1, 3, 9, 8), np.float32, "shape"), ((1, 3, 8, 8), np.int32, "float32")]
+)
 def test_wrong_input_at_run_time(rng, shape, dtype, names):
     ex = tvm_npu.build(chain((1, 3, 8, 8), [conv_layer(rng, 3, 4, 3)]))
     (module,) = npu_modules(ex)
@@ -71,9 +72,14 @@ def test_wrong_input_at_run_time(rng, shape, dtype, names):
     assert names in str(info.value)
 
 
-@pytest.mark.parametrize("shape, dtype, says", [((1, 3, 9, 8), np.float32, "shape[2] mismatch"),
-                                                ((1, 3, 8, 8), np.int32, "dtype float32 but get int32"),
-                                                ((3, 8, 8), np.float32, "ndim 4 but get 3")])
+@pytest.mark.parametrize(
+    "shape, dtype, says",
+    [
+        ((1, 3, 9, 8), np.float32, "shape[2] mismatch"),
+        ((1, 3, 8, 8), np.int32, "dtype float32 but get int32"),
+        ((3, 8, 8), np.float32, "ndim 4 but get 3"),
+    ],
+)
 def test_wrong_input_through_the_vm_is_refused_before_the_npu(rng, shape, dtype, says):
     """Through the Relax VM, TVM checks every argument against main's signature first: its own error
     (not an NPUError), naming the parameter and the expected tensor; the NPU is never called."""
@@ -121,7 +127,7 @@ def test_truncated_artifact_is_a_coded_error(artifact, tmp_path, cut):
     refuses it first (and `tvm-npu run` uses it)."""
     data, _ = artifact
     with pytest.raises(tvm_npu.NPUError, match="ERR_BAD_STREAM.*not a complete shared library"):
-        tvm_npu.load_module(_write(tmp_path, data[:cut(len(data))]))
+        tvm_npu.load_module(_write(tmp_path, data[: cut(len(data))]))
 
 
 def test_corrupted_artifact_is_refused_at_load(artifact, tmp_path):
@@ -135,12 +141,11 @@ def test_corrupted_artifact_is_refused_at_load(artifact, tmp_path):
 def test_artifact_of_another_format_version_is_refused_at_load(artifact, tmp_path):
     data, at = artifact
     newer = bytearray(data)
-    newer[at + 4:at + 6] = (2).to_bytes(2, "little")  # major version 2
+    newer[at + 4 : at + 6] = (2).to_bytes(2, "little")  # major version 2
     with pytest.raises(tvm_npu.NPUError, match=rf"ERR_BAD_STREAM: stream version 2\.{stream.VERSION_MINOR}.*recompile"):
         tvm_npu.load_module(_write(tmp_path, newer))
     intact = tvm_npu.load_module(_write(tmp_path, data))  # the checks pass an intact artifact
     assert len(npu_modules(intact)) == 1
-
 
 
 def test_nan_and_inf_inputs_of_an_int8_model_saturate_at_its_quantize(tmp_path):
@@ -152,8 +157,9 @@ def test_nan_and_inf_inputs_of_an_int8_model_saturate_at_its_quantize(tmp_path):
     g = GraphBuilder(3)
     model = g.model([1, 3, 10, 10], g.conv("input", 3, 8, 3), [1, 8, 10, 10])
     rng = np.random.default_rng(0)
-    q = quantize_with_ort(model, [rng.standard_normal((1, 3, 10, 10)).astype(np.float32) for _ in range(4)],
-                          tmp_path / "q.onnx")
+    q = quantize_with_ort(
+        model, [rng.standard_normal((1, 3, 10, 10)).astype(np.float32) for _ in range(4)], tmp_path / "q.onnx"
+    )
     ex = tvm_npu.build(tvm_npu.from_onnx(q))
     x = rng.standard_normal((1, 3, 10, 10)).astype(np.float32)
     clean = run_vm(ex, x)

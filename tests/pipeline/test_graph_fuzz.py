@@ -12,48 +12,100 @@ from hypothesis import HealthCheck, given, settings
 
 import graph_fuzz
 
-PROFILE = settings(deadline=None, derandomize=True, database=None, print_blob=True,
-                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROFILE = settings(
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 REGRESSIONS = {
     # A dead concat (its result unused) was matched into an NPU region; rebuilding main dropped the
     # dead call but kept the region function, and TVM's VM lowering failed on the composite nested
     # in it ("VMShapeLower do not work for local functions").
-    "dead_npu_op": {"dtype": "int8", "config": "npu-small", "seed": 1, "input": [1, 8, 17, 1],
-                    "nodes": [["unary", [0], {"kind": "LeakyRelu"}], ["concat", [0, 1], {"axis": 1}],
-                              ["unary", [1], {"kind": "Sigmoid"}]], "outputs": [3]},
+    "dead_npu_op": {
+        "dtype": "int8",
+        "config": "npu-small",
+        "seed": 1,
+        "input": [1, 8, 17, 1],
+        "nodes": [
+            ["unary", [0], {"kind": "LeakyRelu"}],
+            ["concat", [0, 1], {"axis": 1}],
+            ["unary", [1], {"kind": "Sigmoid"}],
+        ],
+        "outputs": [3],
+    },
     # A dense + bias + relu matched as one composite while the value before the relu was read by a
     # softmax too: the composite returned both (a tuple), which an NPU command cannot write; lowering
     # refused the region (ERR_OP_NOT_SUPPORTED "unexpected binding") or, when the region-size pass
     # looked at it first, crashed ("'TupleGetItem' object has no attribute 'op'").
-    "leaking_intermediate": {"dtype": "fp16", "config": "npu-ref", "seed": 1, "input": [3, 5],
-                             "nodes": [["gemm", [0], {"n": 4, "bias": True, "transB": True, "act": None}],
-                                       ["unary", [1], {"kind": "Relu"}], ["softmax", [1], {}]],
-                             "outputs": [2, 3]},
+    "leaking_intermediate": {
+        "dtype": "fp16",
+        "config": "npu-ref",
+        "seed": 1,
+        "input": [3, 5],
+        "nodes": [
+            ["gemm", [0], {"n": 4, "bias": True, "transB": True, "act": None}],
+            ["unary", [1], {"kind": "Relu"}],
+            ["softmax", [1], {}],
+        ],
+        "outputs": [2, 3],
+    },
     # Not a compiler bug, one in the fuzzer's int8 oracle: quantize_static quantized nothing here (a
     # lone Flatten), so the "int8" graph was a float graph run in fp16, judged as if bit-exact int8.
-    "float_output_of_an_int8_graph": {"dtype": "int8", "config": "npu-small", "seed": 1, "input": [1, 4, 1, 1],
-                                      "nodes": [["flatten", [0], {}]], "outputs": [1]},
+    "float_output_of_an_int8_graph": {
+        "dtype": "int8",
+        "config": "npu-small",
+        "seed": 1,
+        "input": [1, 4, 1, 1],
+        "nodes": [["flatten", [0], {}]],
+        "outputs": [1],
+    },
     # An int8 add of a tensor and a dequantized constant of the same shape ([1, 16, 1, 1] after a
     # global pool) was taken by the two-tensor ADD entry: its same-shape check saw the dequantize, not
     # the constant behind it, and lowering failed ("'GenericConst' object has no attribute 'name'").
     "int8_add_of_a_same_shape_constant": {
-        "dtype": "int8", "config": "npu-small", "seed": 496, "input": [1, 16, 16, 17],
-        "nodes": [["gap", [0], {}], ["binary", [1], {"kind": "Add", "operand": "channel", "const_first": True}],
-                  ["concat", [2, 1], {"axis": 1}]], "outputs": [3]},
+        "dtype": "int8",
+        "config": "npu-small",
+        "seed": 496,
+        "input": [1, 16, 16, 17],
+        "nodes": [
+            ["gap", [0], {}],
+            ["binary", [1], {"kind": "Add", "operand": "channel", "const_first": True}],
+            ["concat", [2, 1], {"axis": 1}],
+        ],
+        "outputs": [3],
+    },
     # The fp16 oracle's own false alarm: a single dot product of 132 terms close to 0 (1e-4 off, 7%
     # of the result): the error of a rounded sum scales with its terms, not with its result.
-    "cancelling_dot_product": {"dtype": "fp16", "config": "npu-small", "seed": 0, "input": [2, 132],
-                               "nodes": [["slice", [0], {"start": 0, "stop": 1}],
-                                         ["gemm", [1], {"n": 1, "bias": False, "transB": False, "act": "Relu"}],
-                                         ["binary", [1, 1], {"kind": "Min", "operand": "tensor", "const_first": False}],
-                                         ["binary", [1, 1], {"kind": "Max", "operand": "tensor", "const_first": False}]],
-                               "outputs": [2, 3, 4]},
+    "cancelling_dot_product": {
+        "dtype": "fp16",
+        "config": "npu-small",
+        "seed": 0,
+        "input": [2, 132],
+        "nodes": [
+            ["slice", [0], {"start": 0, "stop": 1}],
+            ["gemm", [1], {"n": 1, "bias": False, "transB": False, "act": "Relu"}],
+            ["binary", [1, 1], {"kind": "Min", "operand": "tensor", "const_first": False}],
+            ["binary", [1, 1], {"kind": "Max", "operand": "tensor", "const_first": False}],
+        ],
+        "outputs": [2, 3, 4],
+    },
     "leaking_intermediate_small_region": {
-        "dtype": "fp16", "config": "npu-small", "seed": 23539, "input": [3, 5],
-        "nodes": [["unary", [0], {"kind": "Relu"}], ["gemm", [0], {"n": 4, "bias": True, "transB": True, "act": None}],
-                  ["unary", [2], {"kind": "Relu"}], ["gemm", [1], {"n": 4, "bias": True, "transB": True, "act": None}],
-                  ["softmax", [2], {}]], "outputs": [3, 4, 5]},
+        "dtype": "fp16",
+        "config": "npu-small",
+        "seed": 23539,
+        "input": [3, 5],
+        "nodes": [
+            ["unary", [0], {"kind": "Relu"}],
+            ["gemm", [0], {"n": 4, "bias": True, "transB": True, "act": None}],
+            ["unary", [2], {"kind": "Relu"}],
+            ["gemm", [1], {"n": 4, "bias": True, "transB": True, "act": None}],
+            ["softmax", [2], {}],
+        ],
+        "outputs": [3, 4, 5],
+    },
 }
 
 
@@ -90,9 +142,29 @@ def test_regression(name):
 
 def test_the_oracle_catches_a_wrong_answer(monkeypatch):
     """The comparison can fail: one wrong output row of 12 is far outside the fp16 bound."""
-    spec = {"dtype": "fp16", "config": "npu-ref", "seed": 3, "input": [1, 8, 12, 12],
-            "nodes": [["conv", [0], {"cout": 16, "k": 3, "stride": 1, "dil": 1, "pads": [1, 1, 1, 1],
-                                     "group": 1, "bias": True, "act": None}]], "outputs": [1]}
+    spec = {
+        "dtype": "fp16",
+        "config": "npu-ref",
+        "seed": 3,
+        "input": [1, 8, 12, 12],
+        "nodes": [
+            [
+                "conv",
+                [0],
+                {
+                    "cout": 16,
+                    "k": 3,
+                    "stride": 1,
+                    "dil": 1,
+                    "pads": [1, 1, 1, 1],
+                    "group": 1,
+                    "bias": True,
+                    "act": None,
+                },
+            ]
+        ],
+        "outputs": [1],
+    }
     assert graph_fuzz.check(spec).kind == "pass"
     run = graph_fuzz._run
 

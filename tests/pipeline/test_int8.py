@@ -25,8 +25,12 @@ ACTIVATIONS = ["int8", "uint8"]
 @pytest.fixture(scope="module", params=ACTIVATIONS)
 def zoo(tmp_path_factory, request):
     model = op_zoo(seed=3)
-    q = quantize_with_ort(model, inputs(16, (1, 3, 17, 17), seed=100),
-                          tmp_path_factory.mktemp("q") / f"zoo_{request.param}.onnx", activations=request.param)
+    q = quantize_with_ort(
+        model,
+        inputs(16, (1, 3, 17, 17), seed=100),
+        tmp_path_factory.mktemp("q") / f"zoo_{request.param}.onnx",
+        activations=request.param,
+    )
     report = tvm_npu.BuildReport()
     ex = tvm_npu.build(tvm_npu.from_onnx(q), report=report)
     return q, ex, report
@@ -42,8 +46,16 @@ def test_qdq_ops_all_run_on_the_npu(zoo):
     composites = {p.composite for p in report.placements if p.device == "npu"}
     # quantize_static folds relu and clip into the output quantization (its range starts at 0 / ends
     # at 6), so every conv is conv + bias + requantize here.
-    assert {"npu.qconv2d_bias", "npu.qadd", "npu.qavg_pool2d", "npu.qglobal_avg_pool", "npu.qreshape",
-            "npu.qdense_bias", "npu.qinput", "npu.qoutput"} == composites, composites
+    assert {
+        "npu.qconv2d_bias",
+        "npu.qadd",
+        "npu.qavg_pool2d",
+        "npu.qglobal_avg_pool",
+        "npu.qreshape",
+        "npu.qdense_bias",
+        "npu.qinput",
+        "npu.qoutput",
+    } == composites, composites
     assert len(npu_modules(ex)) == 1  # the flatten is a view on the NPU: one region
 
 
@@ -143,8 +155,8 @@ def test_uint8_activations_run_on_the_int8_datapath(tmp_path, case):
 
 def _boundary(q: onnx.ModelProto) -> tuple:
     """The QuantizeLinear of `q`'s input and the DequantizeLinear of its output."""
-    first, = (n for n in q.graph.node if n.input[0] == q.graph.input[0].name)
-    last, = (n for n in q.graph.node if n.output[0] == q.graph.output[0].name)
+    (first,) = (n for n in q.graph.node if n.input[0] == q.graph.input[0].name)
+    (last,) = (n for n in q.graph.node if n.output[0] == q.graph.output[0].name)
     assert (first.op_type, last.op_type) == ("QuantizeLinear", "DequantizeLinear")
     return first, last
 
@@ -154,10 +166,12 @@ def _codes_io(q: onnx.ModelProto, dtype) -> onnx.ModelProto:
     `dtype` (an onnx.TensorProto type) in and out."""
     first, last = _boundary(q)
     g = onnx.helper.make_graph(
-        [n for n in q.graph.node if n not in (first, last)], "codes_io",
+        [n for n in q.graph.node if n not in (first, last)],
+        "codes_io",
         [onnx.helper.make_tensor_value_info(first.output[0], dtype, [1, 3, 17, 17])],
         [onnx.helper.make_tensor_value_info(last.input[0], dtype, [1, 10])],
-        list(q.graph.initializer))
+        list(q.graph.initializer),
+    )
     return onnx.helper.make_model(g, opset_imports=q.opset_import)
 
 
@@ -170,8 +184,9 @@ def test_integer_model_input_and_output_match_the_float_boundary(zoo):
     s_in, z_in = (init[n] for n in first.input[1:3])
     s_out, z_out = (init[n] for n in last.input[1:3])
     report = tvm_npu.BuildReport()
-    ex_codes = tvm_npu.build(tvm_npu.from_onnx(_codes_io(q, onnx.helper.np_dtype_to_tensor_dtype(z_in.dtype))),
-                             report=report)
+    ex_codes = tvm_npu.build(
+        tvm_npu.from_onnx(_codes_io(q, onnx.helper.np_dtype_to_tensor_dtype(z_in.dtype))), report=report
+    )
     assert {p.precision for p in report.placements if p.device == "npu"} == {"int8"}, report.table()
     assert "relax.nn.conv2d" not in {p.op for p in report.placements if p.device == "cpu"}
     for x in inputs(5, (1, 3, 17, 17), seed=8):
@@ -215,9 +230,15 @@ def _quantize_qoperator(model, tmp_path):
             return next(self.it, None)
 
     onnx.save(model, tmp_path / "f.onnx")
-    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), Reader(),
-                    quant_format=QuantFormat.QOperator, activation_type=QuantType.QInt8,
-                    weight_type=QuantType.QInt8, per_channel=True)
+    quantize_static(
+        str(tmp_path / "f.onnx"),
+        str(tmp_path / "q.onnx"),
+        Reader(),
+        quant_format=QuantFormat.QOperator,
+        activation_type=QuantType.QInt8,
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+    )
     return onnx.load(tmp_path / "q.onnx")
 
 

@@ -37,7 +37,7 @@ def test_lstm_state_stays_in_sram_between_steps(kw):
     for addr, size, first, last in pinned.values():
         start = order.index(first)
         end = len(order) - 1 - order[::-1].index(last)
-        for cmd in cmds[start:end + 1]:
+        for cmd in cmds[start : end + 1]:
             if cmd.op in ("DMA_LOAD", "DMA_STORE"):
                 lo, hi = _sram_span(cmd)
                 assert hi <= addr or lo >= addr + size, (cmd, addr, size)
@@ -66,8 +66,11 @@ def test_recurrent_weights_are_stored_once_and_loaded_once():
     s = stream.decode(bytes(module["get_stream"]()))
     per_step = 4 * 32 * 32 * 2  # R of the four gates, fp16
     assert len(s.weights) < 2 * per_step  # not one copy per step (6 x 8 KB)
-    loaded = sum(c.args["rows"] * c.args["row_bytes"] for c in s.commands
-                 if c.op == "DMA_LOAD" and c.args["ddr_addr"] < len(s.weights))
+    loaded = sum(
+        c.args["rows"] * c.args["row_bytes"]
+        for c in s.commands
+        if c.op == "DMA_LOAD" and c.args["ddr_addr"] < len(s.weights)
+    )
     assert loaded < 2 * len(s.weights), (loaded, len(s.weights))
     feeds = feeds_of(model)
     for got, want in zip(run_vm(ex, *[feeds[i.name] for i in model.graph.input]), ort_run(model, feeds)):

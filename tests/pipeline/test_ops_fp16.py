@@ -4,8 +4,8 @@ import numpy as np
 from tvm import relax
 
 import tvm_npu
-from conftest import npu_modules, run_cpu, run_vm
 from builders import residual_block
+from conftest import npu_modules, run_cpu, run_vm
 from npu_ref import fp16
 
 

@@ -9,12 +9,15 @@ from conftest import npu_modules, run_cpu, run_vm
 from npu_ref import fp16
 
 
-@pytest.mark.parametrize("spec", [
-    dict(cin=3, cout=16, k=3, stride=1),
-    dict(cin=8, cout=40, k=3, stride=2),
-    dict(cin=5, cout=7, k=5, stride=1, pad=1, dil=2, act="clip"),
-    dict(cin=33, cout=64, k=1, stride=1, act="none", bias=False),
-])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        dict(cin=3, cout=16, k=3, stride=1),
+        dict(cin=8, cout=40, k=3, stride=2),
+        dict(cin=5, cout=7, k=5, stride=1, pad=1, dil=2, act="clip"),
+        dict(cin=33, cout=64, k=1, stride=1, act="none", bias=False),
+    ],
+)
 def test_single_conv_is_bit_exact(rng, spec):
     layer = conv_layer(rng, **spec)
     x = rng.standard_normal((1, spec["cin"], 19, 23)).astype(np.float32)
@@ -34,8 +37,7 @@ def test_rows_reading_only_padding_are_exact(rng, pad):
 
 
 def test_conv_chain_matches_numpy_and_tvm_cpu(rng):
-    layers = [conv_layer(rng, 3, 16, 3, stride=2), conv_layer(rng, 16, 32, 3),
-              conv_layer(rng, 32, 24, 1, act="clip")]
+    layers = [conv_layer(rng, 3, 16, 3, stride=2), conv_layer(rng, 16, 32, 3), conv_layer(rng, 32, 24, 1, act="clip")]
     x = rng.standard_normal((2, 3, 40, 36)).astype(np.float32)
     mod = chain(x.shape, layers)
     report = tvm_npu.BuildReport()

@@ -4,7 +4,6 @@ and TVM's llvm build; int8 against onnxruntime and the same model's integer data
 unsupported forms stay on the CPU."""
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from tvm import relax
@@ -33,8 +32,13 @@ def build(mod):
     return tvm_npu.build(mod, report=report), report
 
 
-RELAX_BINARY = {"add": relax.op.add, "subtract": relax.op.subtract, "multiply": relax.op.multiply,
-                "maximum": relax.op.maximum, "minimum": relax.op.minimum}
+RELAX_BINARY = {
+    "add": relax.op.add,
+    "subtract": relax.op.subtract,
+    "multiply": relax.op.multiply,
+    "maximum": relax.op.maximum,
+    "minimum": relax.op.minimum,
+}
 # (a's shape, b's shape, b is a constant): every broadcast mode of docs/npu.md section 6.
 B_CASES = {
     "same_tensor": (NCHW, NCHW, False),
@@ -93,15 +97,20 @@ def _unary_inputs(rng, shape):
     x = rng.standard_normal(shape).astype(np.float32) * 4
     flat = x.reshape(-1)
     specials = [0.0, -0.0, 1e-5, -1e-5, 2.5, -2.5, -3.0, 3.0, -9.0, 9.0, -17.5, 17.5, 60000.0, -60000.0, np.nan]
-    flat[:len(specials)] = specials
-    flat[len(specials):len(specials) + 200] = np.linspace(-12, 12, 200)  # the curved parts, densely
+    flat[: len(specials)] = specials
+    flat[len(specials) : len(specials) + 200] = np.linspace(-12, 12, 200)  # the curved parts, densely
     return x
 
 
-UNARY_RELAX = {"sigmoid": relax.op.sigmoid, "tanh": relax.op.tanh, "gelu": relax.op.nn.gelu,
-               "leaky_relu": lambda x: relax.op.nn.leakyrelu(x, 0.2),
-               "hardswish": lambda x: relax.op.multiply(x, relax.op.divide(
-                   relax.op.clip(relax.op.add(x, relax.const(3.0)), 0, 6), relax.const(6.0)))}
+UNARY_RELAX = {
+    "sigmoid": relax.op.sigmoid,
+    "tanh": relax.op.tanh,
+    "gelu": relax.op.nn.gelu,
+    "leaky_relu": lambda x: relax.op.nn.leakyrelu(x, 0.2),
+    "hardswish": lambda x: relax.op.multiply(
+        x, relax.op.divide(relax.op.clip(relax.op.add(x, relax.const(3.0)), 0, 6), relax.const(6.0))
+    ),
+}
 
 
 @pytest.mark.parametrize("func", list(UNARY_RELAX))
@@ -122,8 +131,7 @@ def test_fp16_unary_meets_its_documented_guarantee(rng, func, shape):
 
 def test_vector_chain_is_one_region_and_cycles_match_the_cost_model(rng):
     c = rng.standard_normal((1, 16, 1, 1)).astype(np.float32)
-    mod = module(lambda x: relax.op.nn.gelu(relax.op.sigmoid(relax.op.multiply(x, relax.const(c)))),
-                 [(1, 16, 40, 40)])
+    mod = module(lambda x: relax.op.nn.gelu(relax.op.sigmoid(relax.op.multiply(x, relax.const(c)))), [(1, 16, 40, 40)])
     ex, report = build(mod)
     _, vm = run_vm(ex, rng.standard_normal((1, 16, 40, 40)).astype(np.float32), return_vm=True)
     (module_,) = npu_modules(vm)
@@ -155,8 +163,9 @@ def test_fp16_softmax_within_1_ulp_and_close_to_tvm(rng, shape, scale):
     assert prof["total_cycles"] == est["estimated_cycles"]
     rows, k = int(np.prod(shape[:-1])), shape[-1]
     recs = [r for r in prof["records"] if r["opcode"] == "SOFTMAX"]  # one per row tile
-    assert recs and all(r["end"] - r["start"] in {32 + -(-3 * n * k // 32) for n in range(1, rows + 1)}
-                        for r in recs)  # docs section 5, npu-ref fp16 lanes = 32
+    assert recs and all(
+        r["end"] - r["start"] in {32 + -(-3 * n * k // 32) for n in range(1, rows + 1)} for r in recs
+    )  # docs section 5, npu-ref fp16 lanes = 32
 
 
 def test_fp16_softmax_with_nan_row_is_nan_only_there(rng):
@@ -170,9 +179,15 @@ def test_fp16_softmax_with_nan_row_is_nan_only_there(rng):
 
 # --- reasons --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("shapes", [((1, 8, 4, 4), (1, 1, 4, 4)),   # spatial broadcast
-                                    ((1, 8, 4, 4), (8, 1, 1)),      # rank-3 per-channel tensor
-                                    ((1, 1, 4, 4), (1, 8, 1, 1))])  # a is the broadcast one
+
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        ((1, 8, 4, 4), (1, 1, 4, 4)),  # spatial broadcast
+        ((1, 8, 4, 4), (8, 1, 1)),  # rank-3 per-channel tensor
+        ((1, 1, 4, 4), (1, 8, 1, 1)),
+    ],
+)  # a is the broadcast one
 def test_unsupported_broadcast_stays_on_cpu_with_reason(rng, shapes):
     mod = module(lambda x, y: relax.op.subtract(x, y), list(shapes))
     ex, report = build(mod)
@@ -230,6 +245,7 @@ def test_int8_multiplier_out_of_range_runs_fp16_with_reason(rng):
 
 # --- int8 -----------------------------------------------------------------------------------------
 
+
 def _ort(model, int8_kernels=False):
     import onnxruntime as ort
 
@@ -252,8 +268,9 @@ def _xs(n, shape, seed):
 def _check_int8(q, composites, shape, max_lsb=1, int8_kernels=(False,)):
     ex, report = build(tvm_npu.from_onnx(q))
     got_composites = {p.composite for p in report.placements if p.device == "npu"}
-    assert composites <= got_composites and all(p.precision == "int8" for p in report.placements
-                                                 if p.device == "npu"), report.table()
+    assert composites <= got_composites and all(
+        p.precision == "int8" for p in report.placements if p.device == "npu"
+    ), report.table()
     ref, s = QDQInterpreter(q), _out_scale(q)
     worst = 0
     for x in _xs(6, shape, 11):
@@ -276,8 +293,12 @@ def test_int8_ort_quantized_broadcast_ops_and_activations(tmp_path):
     y = g.node("Add", [lr, g.const(g.rng.standard_normal((1, 8, 1, 1)))])
     model = g.model([1, 3, 9, 9], y, [1, 8, 9, 9])
     q = quantize_with_ort(model, _xs(8, (1, 3, 9, 9), 1), tmp_path / "m.onnx")
-    _check_int8(q, {"npu.qeltwise_multiply", "npu.qeltwise_add", "npu.qsigmoid", "npu.qleaky_relu"},
-                (1, 3, 9, 9), int8_kernels=(False, True))
+    _check_int8(
+        q,
+        {"npu.qeltwise_multiply", "npu.qeltwise_add", "npu.qsigmoid", "npu.qleaky_relu"},
+        (1, 3, 9, 9),
+        int8_kernels=(False, True),
+    )
 
 
 def _qdq_model(build_body, shape, opset=20, seed=0):
@@ -311,8 +332,13 @@ def _qdq_model(build_body, shape, opset=20, seed=0):
     nodes.append(helper.make_node("Identity", [out], ["output"]))
     # The interpreter reads the output's scale from the last DequantizeLinear: drop the Identity.
     nodes.pop()
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)],
-                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, shape)], inits)
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info(out, TensorProto.FLOAT, shape)],
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=9)
 
 
@@ -327,6 +353,7 @@ def _binary_body(op, b_kind):
             b = q_dq("gap", 0.01, 0, "gap")
         nodes.append(helper.make_node(op, [x, b], ["y"]))
         return "y", 0.05, -7
+
     return body
 
 
@@ -338,13 +365,21 @@ def test_int8_eltwise_matches_numpy_exactly_and_onnxruntime_within_1_lsb(op, b_k
     _check_int8(q, {f"npu.qeltwise_{name}"}, (1, 8, 6, 5))
 
 
-@pytest.mark.parametrize("op,composite", [("Tanh", "npu.qtanh"), ("Gelu", "npu.qgelu"),
-                                          ("HardSwish", "npu.qhardswish"), ("Sigmoid", "npu.qsigmoid"),
-                                          ("LeakyRelu", "npu.qleaky_relu")])
+@pytest.mark.parametrize(
+    "op,composite",
+    [
+        ("Tanh", "npu.qtanh"),
+        ("Gelu", "npu.qgelu"),
+        ("HardSwish", "npu.qhardswish"),
+        ("Sigmoid", "npu.qsigmoid"),
+        ("LeakyRelu", "npu.qleaky_relu"),
+    ],
+)
 def test_int8_unary_table_matches_numpy_exactly_and_onnxruntime_within_1_lsb(op, composite):
     def body(x, nodes, qconst, q_dq, r):
         nodes.append(helper.make_node(op, [x], ["y"], **({"alpha": 0.15} if op == "LeakyRelu" else {})))
         return "y", 0.008, -20
+
     q = _qdq_model(body, [1, 8, 6, 5])
     _check_int8(q, {composite}, (1, 8, 6, 5))
 
@@ -370,8 +405,9 @@ def test_int8_maximum_minimum_match_numpy_exactly_and_float_within_1_lsb(rng, ki
     assert {p.composite for p in report.placements} == {f"npu.qeltwise_{'maximum' if kind == 'Max' else 'minimum'}"}
     xq = rng.integers(-128, 128, NCHW).astype(np.int8)
     got = run_vm(ex, xq)
-    np.testing.assert_array_equal(got, int8.eltwise_quantized(qdq.ELTWISE[kind], (xq, s_a, z_a), (codes_b, s_b, z_b),
-                                                              s_y, z_y))
+    np.testing.assert_array_equal(
+        got, int8.eltwise_quantized(qdq.ELTWISE[kind], (xq, s_a, z_a), (codes_b, s_b, z_b), s_y, z_y)
+    )
     fa, fb = (xq.astype(np.float64) - z_a) * s_a, (codes_b.astype(np.float64) - z_b) * s_b
     want = np.clip(np.rint((np.maximum if kind == "Max" else np.minimum)(fa, fb) / s_y) + z_y, -128, 127)
     assert np.abs(got.astype(np.int64) - want).max() <= 1

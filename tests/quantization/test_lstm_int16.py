@@ -21,8 +21,9 @@ def model():
 
 @pytest.fixture(scope="module", params=[16, 8])
 def built(request, model):
-    qmod, qrep = tvm_npu.quantize(tvm_npu.from_onnx(model), calibration(model), progress=False,
-                                  state_bits=request.param)
+    qmod, qrep = tvm_npu.quantize(
+        tvm_npu.from_onnx(model), calibration(model), progress=False, state_bits=request.param
+    )
     report = tvm_npu.BuildReport()
     ex = tvm_npu.build(qmod, report=report)
     return request.param, qmod, qrep, report, ex
@@ -72,11 +73,14 @@ def test_int16_state_is_closer_to_float(model):
     feeds = [feeds_of(model, seed=200 + k) for k in range(4)]
     err = {}
     for bits in (8, 16):
-        qmod, _ = tvm_npu.quantize(tvm_npu.from_onnx(model), calibration(model), progress=False,
-                                   state_bits=bits)
+        qmod, _ = tvm_npu.quantize(tvm_npu.from_onnx(model), calibration(model), progress=False, state_bits=bits)
         ex = tvm_npu.build(qmod)
-        err[bits] = np.mean([np.abs(run_vm(ex, *[f[i.name] for i in model.graph.input])[2] - ort_run(model, f)[2]).mean()
-                             for f in feeds])
+        err[bits] = np.mean(
+            [
+                np.abs(run_vm(ex, *[f[i.name] for i in model.graph.input])[2] - ort_run(model, f)[2]).mean()
+                for f in feeds
+            ]
+        )
     assert err[16] < err[8], err
 
 
@@ -94,8 +98,11 @@ def test_steps_share_scales_so_their_weights_load_once(built):
     assert len(matmul_scales) <= 2 * 4  # the input projection and the recurrent matmul of each gate
     (module,) = [m for m in npu_modules(ex) if len(stream.decode(bytes(m["get_stream"]())).commands) > 50]
     s = stream.decode(bytes(module["get_stream"]()))
-    loaded = sum(c.args["rows"] * c.args["row_bytes"] for c in s.commands
-                 if c.op == "DMA_LOAD" and c.args["ddr_addr"] < len(s.weights))
+    loaded = sum(
+        c.args["rows"] * c.args["row_bytes"]
+        for c in s.commands
+        if c.op == "DMA_LOAD" and c.args["ddr_addr"] < len(s.weights)
+    )
     # Each weight-region byte (the shared blocks, and each step's own UNARY tables) loads about once;
     # without the shared scales this model stores 28,288 B of constants instead of 13,952.
     assert loaded < 1.1 * len(s.weights) and len(s.weights) < 16 * 1024, (loaded, len(s.weights))
@@ -106,8 +113,10 @@ def test_zero_initial_state_in_calibration_keeps_the_first_step_on_the_npu(model
     sees an empty range for the state carried in and for f * c0. The carried-in state is the previous
     call's last state, so both take the states' range: the first step stays int16 on the NPU instead of
     float on the CPU, and later calls with non-zero states stay accurate."""
-    zero = [[a if i.name == "X" else np.zeros_like(a) for i, a in zip(model.graph.input, batch)]
-            for batch in calibration(model)]
+    zero = [
+        [a if i.name == "X" else np.zeros_like(a) for i, a in zip(model.graph.input, batch)]
+        for batch in calibration(model)
+    ]
     qmod, qrep = tvm_npu.quantize(tvm_npu.from_onnx(model), zero, progress=False)
     assert not [s for s in qrep.skipped if s.op in ("multiply", "add")], qrep.skipped
     report = tvm_npu.BuildReport()
@@ -117,10 +126,15 @@ def test_zero_initial_state_in_calibration_keeps_the_first_step_on_the_npu(model
     states = [t for t in qrep.tensors if t.bits == 16]
     assert len(states) == 3 * T + 1 and all(t.hi > t.lo for t in states)
     feeds = [feeds_of(model, seed=300 + k) for k in range(4)]  # non-zero h0 / c0
-    err = np.mean([np.abs(run_vm(ex, *[f[i.name] for i in model.graph.input])[2] - ort_run(model, f)[2]).mean()
-                   for f in feeds])
+    err = np.mean(
+        [np.abs(run_vm(ex, *[f[i.name] for i in model.graph.input])[2] - ort_run(model, f)[2]).mean() for f in feeds]
+    )
     full, _ = tvm_npu.quantize(tvm_npu.from_onnx(model), calibration(model), progress=False)
     ex_full = tvm_npu.build(full)
-    err_full = np.mean([np.abs(run_vm(ex_full, *[f[i.name] for i in model.graph.input])[2] - ort_run(model, f)[2]).mean()
-                        for f in feeds])
+    err_full = np.mean(
+        [
+            np.abs(run_vm(ex_full, *[f[i.name] for i in model.graph.input])[2] - ort_run(model, f)[2]).mean()
+            for f in feeds
+        ]
+    )
     assert err < 2 * err_full + 0.01, (err, err_full)

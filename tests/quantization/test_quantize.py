@@ -11,9 +11,8 @@ from onnx import TensorProto, helper, numpy_helper
 from tvm import relax
 
 from tvm_npu.quantization import calibrate as cal
-from tvm_npu.tools.accuracy import format_sqnr_table, layer_sqnr
 from tvm_npu.quantization.ptq import quantize
-
+from tvm_npu.tools.accuracy import format_sqnr_table, layer_sqnr
 
 
 def llvm(mod):
@@ -31,11 +30,16 @@ def cosine(a, b):
 
 
 def calls(mod, op):
-    return [b.value for blk in mod["main"].body.blocks for b in blk.bindings
-            if isinstance(b.value, relax.Call) and getattr(b.value.op, "name", "") == "relax." + op]
+    return [
+        b.value
+        for blk in mod["main"].body.blocks
+        for b in blk.bindings
+        if isinstance(b.value, relax.Call) and getattr(b.value.op, "name", "") == "relax." + op
+    ]
 
 
 # --- observers ----------------------------------------------------------------------------------
+
 
 def test_minmax_is_exact():
     rng = np.random.default_rng(0)
@@ -99,6 +103,7 @@ def test_qparams():
 
 # --- the float CNN ------------------------------------------------------------------------------
 
+
 def small_cnn(seed=0):
     """conv3x3+bias+relu, depthwise 3x3+bias+clip, conv1x1+bias, residual add, global average pool
     (R.mean), dense (matmul with a transposed constant) + bias."""
@@ -114,8 +119,7 @@ def small_cnn(seed=0):
             y = bb.emit(relax.op.nn.conv2d(x, c(rng.standard_normal((8, 3, 3, 3)) / 5), padding=1), "conv1")
             y = bb.emit(relax.op.add(y, c(rng.standard_normal((1, 8, 1, 1)) * 0.1)), "bias1")
             r = bb.emit(relax.op.nn.relu(y), "relu1")
-            y = bb.emit(relax.op.nn.conv2d(r, c(rng.standard_normal((8, 1, 3, 3)) / 3), padding=1, groups=8),
-                        "dw")
+            y = bb.emit(relax.op.nn.conv2d(r, c(rng.standard_normal((8, 1, 3, 3)) / 3), padding=1, groups=8), "dw")
             y = bb.emit(relax.op.add(y, c(rng.standard_normal((1, 8, 1, 1)) * 0.1)), "bias2")
             y = bb.emit(relax.op.clip(y, 0, 6), "clip2")
             y = bb.emit(relax.op.nn.conv2d(y, c(rng.standard_normal((8, 8, 1, 1)) / 3)), "pw")
@@ -144,8 +148,7 @@ def cnn():
 @pytest.mark.parametrize("method", ["minmax", "percentile", "entropy"])
 def test_qdq_cnn_matches_float(cnn, method):
     mod = cnn[0]
-    qmod = cnn[1] if method == "minmax" else quantize(mod, images(16, seed=10), method=method,
-                                                      progress=False)[0]
+    qmod = cnn[1] if method == "minmax" else quantize(mod, images(16, seed=10), method=method, progress=False)[0]
     fex, qex = llvm(mod), llvm(qmod)
     for x in images(6, seed=99):  # held out
         assert cosine(run(fex, x), run(qex, x)) >= 0.99
@@ -157,8 +160,7 @@ def test_qdq_structure(cnn):
     names = [t.name for t in report.tensors]
     assert names == ["x", "relu1", "clip2", "bias3", "res", "gap", "logits"]
     assert len(calls(qmod, "quantize")) == 7 and len(calls(qmod, "dequantize")) == 7 + 8
-    assert not report.skipped and [op for _, op in report.ops] == ["nn.conv2d"] * 3 + [
-        "add", "mean", "matmul"]
+    assert not report.skipped and [op for _, op in report.ops] == ["nn.conv2d"] * 3 + ["add", "mean", "matmul"]
     act_scale = {t.name: t.scale for t in report.tensors}
     for q in calls(qmod, "quantize"):
         assert q.args[1].value.numpy().shape == () and str(q.args[2].value.numpy().dtype) == "int8"
@@ -167,8 +169,7 @@ def test_qdq_structure(cnn):
     weights = [d for d in consts if d.args[0].value.numpy().dtype == np.int8]
     biases = [d for d in consts if d.args[0].value.numpy().dtype == np.int32]
     # quantize() folds constants first, so the dense weight is the folded [K, N] transpose, per N.
-    assert [w.args[0].value.numpy().shape for w in weights] == [(8, 3, 3, 3), (8, 1, 3, 3), (8, 8, 1, 1),
-                                                                (8, 10)]
+    assert [w.args[0].value.numpy().shape for w in weights] == [(8, 3, 3, 3), (8, 1, 3, 3), (8, 8, 1, 1), (8, 10)]
     for w, b, s_x, axis in zip(weights, biases, ["x", "relu1", "clip2", "gap"], [0, 0, 0, 1]):
         wq, ws, wz = (a.value.numpy() for a in w.args)
         assert w.attrs.axis == axis and ws.shape == (wq.shape[axis],) and not wz.any()
@@ -190,15 +191,21 @@ def composites(mod):
 
     pats = [(p.name, p.pattern, p.annotation_patterns) for p in npu_patterns()]
     fused = relax.transform.FuseOpsByPattern(pats, bind_constants=True, annotate_codegen=False)(mod)
-    return sorted(str(f.attrs["Composite"]) for f in fused.functions.values()
-                  if f.attrs is not None and "Composite" in f.attrs)
+    return sorted(
+        str(f.attrs["Composite"]) for f in fused.functions.values() if f.attrs is not None and "Composite" in f.attrs
+    )
 
 
 def test_qdq_form_matches_npu_patterns(cnn):
     """The quantized convs, mean and dense are taken whole by the NPU's int8 patterns."""
     comps = composites(cnn[1])
-    assert {"npu.qconv2d_bias_relu", "npu.qconv2d_bias_clip", "npu.qconv2d_bias",
-            "npu.qglobal_avg_pool", "npu.qdense_bias"} <= set(comps)
+    assert {
+        "npu.qconv2d_bias_relu",
+        "npu.qconv2d_bias_clip",
+        "npu.qconv2d_bias",
+        "npu.qglobal_avg_pool",
+        "npu.qdense_bias",
+    } <= set(comps)
     # relu1's dequantize feeds both the depthwise conv and the residual add (as in onnxruntime's QDQ
     # models): one binding cannot join two composites, so the add is matched here only when its
     # operands' dequantizes are its own
@@ -221,8 +228,7 @@ def test_skip_keeps_ops_float():
     mod = small_cnn()
     qmod, report = quantize(mod, images(4, seed=3), skip=("dw", "add"), progress=False)
     skipped = {s.name: (s.op, s.reason) for s in report.skipped}
-    assert skipped == {"dw": ("nn.conv2d", "skipped by the user ('dw')"),
-                       "res": ("add", "skipped by the user ('add')")}
+    assert skipped == {"dw": ("nn.conv2d", "skipped by the user ('dw')"), "res": ("add", "skipped by the user ('add')")}
     # the depthwise conv keeps its float weight and bias; its input is still quantized (by conv1)
     dw = [c for c in calls(qmod, "nn.conv2d") if c.attrs.groups == 8][0]
     assert isinstance(dw.args[1], tvm.ir.Constant) and dw.args[1].value.numpy().dtype == np.float32
@@ -258,18 +264,30 @@ def _onnx_cnn():
     rng = np.random.default_rng(5)
     w1 = (rng.standard_normal((8, 3, 3, 3)) / 5).astype(np.float32)
     w2 = (rng.standard_normal((10, 8)) / 3).astype(np.float32)
-    nodes = [helper.make_node("Conv", ["x", "W1", "B1"], ["c1"], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c1"], ["r1"]),
-             helper.make_node("GlobalAveragePool", ["r1"], ["g"]),
-             helper.make_node("Flatten", ["g"], ["f"]),
-             helper.make_node("Gemm", ["f", "W2", "B2"], ["y"], transB=1),
-             helper.make_node("Softmax", ["y"], ["p"])]
-    inits = [numpy_helper.from_array(a, n) for a, n in
-             [(w1, "W1"), (rng.standard_normal(8).astype(np.float32) * 0.1, "B1"), (w2, "W2"),
-              (rng.standard_normal(10).astype(np.float32) * 0.1, "B2")]]
-    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                           [1, 3, 16, 16])],
-                              [helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, 10])], inits)
+    nodes = [
+        helper.make_node("Conv", ["x", "W1", "B1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("GlobalAveragePool", ["r1"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "W2", "B2"], ["y"], transB=1),
+        helper.make_node("Softmax", ["y"], ["p"]),
+    ]
+    inits = [
+        numpy_helper.from_array(a, n)
+        for a, n in [
+            (w1, "W1"),
+            (rng.standard_normal(8).astype(np.float32) * 0.1, "B1"),
+            (w2, "W2"),
+            (rng.standard_normal(10).astype(np.float32) * 0.1, "B2"),
+        ]
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, 10])],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     from tvm.relax.frontend.onnx import from_onnx
@@ -281,8 +299,11 @@ def test_onnx_import_gemm_weight_per_column():
     """FoldConstant turns Gemm's transposed weight into a [K, N] constant: scales along axis 1."""
     mod = _onnx_cnn()
     qmod, report = quantize(mod, (x for x in images(8, seed=6)), method="percentile", progress=False)
-    dense_w = [d for d in calls(qmod, "dequantize") if isinstance(d.args[0], tvm.ir.Constant)
-               and d.args[0].value.numpy().shape == (8, 10)]
+    dense_w = [
+        d
+        for d in calls(qmod, "dequantize")
+        if isinstance(d.args[0], tvm.ir.Constant) and d.args[0].value.numpy().shape == (8, 10)
+    ]
     assert len(dense_w) == 1 and dense_w[0].attrs.axis == 1
     assert dense_w[0].args[1].value.numpy().shape == (10,)
     assert [op for _, op in report.ops] == ["nn.conv2d", "mean", "reshape", "matmul"]
@@ -296,6 +317,7 @@ def test_onnx_import_gemm_weight_per_column():
 
 
 # --- per-layer SQNR -----------------------------------------------------------------------------
+
 
 def test_layer_sqnr(cnn):
     mod, qmod, report = cnn

@@ -20,15 +20,18 @@ X = np.random.default_rng(7).standard_normal(SHAPE).astype(np.float32)
 def count_ops(mod, name: str) -> int:
     """Calls of op `name` ("relax.nn.batch_norm") in `main`."""
     found = []
-    relax.analysis.post_order_visit(
-        mod["main"], lambda e: found.append(e) if relax_graph.op_name(e) == name else None)
+    relax.analysis.post_order_visit(mod["main"], lambda e: found.append(e) if relax_graph.op_name(e) == name else None)
     return len(found)
 
 
 def make_model(nodes, inits, out_shape, opset=17):
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
-                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
@@ -38,8 +41,12 @@ def conv_weight(rng, cout, cin):
 
 def bn_params(rng, c):
     """Seeded statistics far from the identity, so a wrong fold is visible."""
-    values = (rng.uniform(0.5, 1.5, c), rng.standard_normal(c) * 0.2, rng.standard_normal(c) * 0.3,
-              rng.uniform(0.3, 2.0, c))
+    values = (
+        rng.uniform(0.5, 1.5, c),
+        rng.standard_normal(c) * 0.2,
+        rng.standard_normal(c) * 0.3,
+        rng.uniform(0.3, 2.0, c),
+    )
     return {f"bn_{n}": v.astype(np.float32) for n, v in zip(("gamma", "beta", "mean", "var"), values)}
 
 
@@ -64,16 +71,17 @@ def conv_bn_relu(rng, bias=True, group=1, cout=16):
     if bias:
         inits["b"] = (rng.standard_normal(cout) * 0.2).astype(np.float32)
     inits.update(bn_params(rng, cout))
-    nodes = [helper.make_node("Conv", ["x", "w"] + (["b"] if bias else []), ["c"], pads=[1, 1, 1, 1],
-                              group=group),
-             helper.make_node("BatchNormalization", ["c", "bn_gamma", "bn_beta", "bn_mean", "bn_var"],
-                              ["n"], epsilon=1e-3),
-             helper.make_node("Relu", ["n"], ["y"])]
+    nodes = [
+        helper.make_node("Conv", ["x", "w"] + (["b"] if bias else []), ["c"], pads=[1, 1, 1, 1], group=group),
+        helper.make_node("BatchNormalization", ["c", "bn_gamma", "bn_beta", "bn_mean", "bn_var"], ["n"], epsilon=1e-3),
+        helper.make_node("Relu", ["n"], ["y"]),
+    ]
     return make_model(nodes, inits, [1, cout, 14, 14])
 
 
-@pytest.mark.parametrize("bias,group", [(True, 1), (False, 1), (True, SHAPE[1])],
-                         ids=["conv_bias", "conv_no_bias", "depthwise"])
+@pytest.mark.parametrize(
+    "bias,group", [(True, 1), (False, 1), (True, SHAPE[1])], ids=["conv_bias", "conv_no_bias", "depthwise"]
+)
 def test_conv_batchnorm_relu_folds_into_one_npu_conv(rng, bias, group):
     model = conv_bn_relu(rng, bias, group)
     mod = tvm_npu.from_onnx(model)
@@ -90,15 +98,16 @@ def test_conv_batchnorm_relu_folds_into_one_npu_conv(rng, bias, group):
     assert count_ops(prepared, "relax.add") == 1  # the folded bias, nothing of the decomposition
 
     out, report = build(model)
-    assert [(p.op, p.device, p.composite) for p in report.placements] == \
-        [("relax.nn.conv2d", "npu", "npu.conv2d_bias_relu"), ("relax.add", "npu", "npu.conv2d_bias_relu"),
-         ("relax.nn.relu", "npu", "npu.conv2d_bias_relu")]
+    assert [(p.op, p.device, p.composite) for p in report.placements] == [
+        ("relax.nn.conv2d", "npu", "npu.conv2d_bias_relu"),
+        ("relax.add", "npu", "npu.conv2d_bias_relu"),
+        ("relax.nn.relu", "npu", "npu.conv2d_bias_relu"),
+    ]
     np.testing.assert_allclose(out, onnxruntime_ref(model, X), rtol=2e-2, atol=2e-2)
 
 
 def pad_conv(rng, pads, conv_pads=(0, 0, 0, 0), value=None, opset=17, axes=None, stride=2, cin=SHAPE[1]):
-    inits = {"w": conv_weight(rng, 16, cin),
-             "pads": np.asarray(pads, np.int64)}
+    inits = {"w": conv_weight(rng, 16, cin), "pads": np.asarray(pads, np.int64)}
     pad_in = ["x", "pads"]
     if value is not None or axes is not None:
         inits["value"] = np.float32(0.0 if value is None else value)
@@ -106,16 +115,22 @@ def pad_conv(rng, pads, conv_pads=(0, 0, 0, 0), value=None, opset=17, axes=None,
     if axes is not None:
         inits["axes"] = np.asarray(axes, np.int64)
         pad_in.append("axes")
-    nodes = [helper.make_node("Pad", pad_in, ["p"], mode="constant"),
-             helper.make_node("Conv", ["p", "w"], ["y"], strides=[stride, stride], pads=list(conv_pads))]
+    nodes = [
+        helper.make_node("Pad", pad_in, ["p"], mode="constant"),
+        helper.make_node("Conv", ["p", "w"], ["y"], strides=[stride, stride], pads=list(conv_pads)),
+    ]
     return make_model(nodes, inits, ["n", 16, "h", "w"], opset=opset)
 
 
-@pytest.mark.parametrize("kwargs", [
-    dict(pads=[0, 0, 1, 2, 0, 0, 1, 0]),  # TF "SAME" with stride 2: asymmetric
-    dict(pads=[0, 0, 0, 1, 0, 0, 1, 1], conv_pads=(1, 1, 1, 1), stride=1),  # adds to the conv's own
-    dict(pads=[1, 1, 1, 1], axes=[2, 3], opset=18),  # Pad-18 with axes
-], ids=["same_stride2", "plus_conv_pads", "opset18_axes"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(pads=[0, 0, 1, 2, 0, 0, 1, 0]),  # TF "SAME" with stride 2: asymmetric
+        dict(pads=[0, 0, 0, 1, 0, 0, 1, 1], conv_pads=(1, 1, 1, 1), stride=1),  # adds to the conv's own
+        dict(pads=[1, 1, 1, 1], axes=[2, 3], opset=18),  # Pad-18 with axes
+    ],
+    ids=["same_stride2", "plus_conv_pads", "opset18_axes"],
+)
 def test_pad_conv_fuses_into_one_npu_conv(rng, kwargs):
     model = pad_conv(rng, **kwargs)
     mod = tvm_npu.from_onnx(model)
@@ -132,10 +147,14 @@ def test_pad_conv_fuses_into_one_npu_conv(rng, kwargs):
     np.testing.assert_allclose(out, onnxruntime_ref(model, X), rtol=2e-2, atol=2e-2)
 
 
-@pytest.mark.parametrize("kwargs", [
-    dict(pads=[0, 0, 1, 1, 0, 0, 1, 1], value=0.5),  # not zero: not the conv's padding
-    dict(pads=[0, 1, 1, 1, 0, 0, 1, 1], cin=SHAPE[1] + 1),  # pads a channel: not a spatial padding
-], ids=["nonzero_value", "channel_pad"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(pads=[0, 0, 1, 1, 0, 0, 1, 1], value=0.5),  # not zero: not the conv's padding
+        dict(pads=[0, 1, 1, 1, 0, 0, 1, 1], cin=SHAPE[1] + 1),  # pads a channel: not a spatial padding
+    ],
+    ids=["nonzero_value", "channel_pad"],
+)
 def test_pad_that_is_not_a_conv_padding_stays_on_cpu(rng, kwargs):
     model = pad_conv(rng, **kwargs)
     mod = tvm_npu.from_onnx(model)
@@ -145,8 +164,7 @@ def test_pad_that_is_not_a_conv_padding_stays_on_cpu(rng, kwargs):
     assert count_ops(prepared, "relax.nn.pad") == 1
 
     out, report = build(model)
-    assert [(p.op, p.device) for p in report.placements] == [("relax.nn.pad", "cpu"),
-                                                            ("relax.nn.conv2d", "npu")]
+    assert [(p.op, p.device) for p in report.placements] == [("relax.nn.pad", "cpu"), ("relax.nn.conv2d", "npu")]
     np.testing.assert_allclose(out, onnxruntime_ref(model, X), rtol=2e-2, atol=2e-2)
 
 
@@ -154,9 +172,11 @@ def test_batch_norm_not_after_a_conv_is_decomposed_for_the_cpu(rng):
     """Relu -> BatchNormalization -> Conv: nothing to fold into, so the batch norm is decomposed into
     elementwise ops that TVM compiles for the CPU; the conv still runs on the NPU."""
     inits = dict(bn_params(rng, SHAPE[1]), w=conv_weight(rng, 16, SHAPE[1]))
-    nodes = [helper.make_node("Relu", ["x"], ["r"]),
-             helper.make_node("BatchNormalization", ["r", "bn_gamma", "bn_beta", "bn_mean", "bn_var"], ["n"]),
-             helper.make_node("Conv", ["n", "w"], ["y"], pads=[1, 1, 1, 1])]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("BatchNormalization", ["r", "bn_gamma", "bn_beta", "bn_mean", "bn_var"], ["n"]),
+        helper.make_node("Conv", ["n", "w"], ["y"], pads=[1, 1, 1, 1]),
+    ]
     model = make_model(nodes, inits, [1, 16, 14, 14])
     mod = tvm_npu.from_onnx(model)
     assert count_ops(mod, "relax.nn.batch_norm") == 1
@@ -178,9 +198,11 @@ def test_conv_with_a_second_consumer_keeps_its_weights(rng):
     """The conv output also feeds an add: folding would change what the add sees, so the batch norm
     is decomposed instead and the conv is left as it was."""
     inits = dict(bn_params(rng, 16), w=conv_weight(rng, 16, SHAPE[1]))
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
-             helper.make_node("BatchNormalization", ["c", "bn_gamma", "bn_beta", "bn_mean", "bn_var"], ["n"]),
-             helper.make_node("Add", ["c", "n"], ["y"])]
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "bn_gamma", "bn_beta", "bn_mean", "bn_var"], ["n"]),
+        helper.make_node("Add", ["c", "n"], ["y"]),
+    ]
     model = make_model(nodes, inits, [1, 16, 14, 14])
     mod = tvm_npu.from_onnx(model)
     assert count_ops(mod, "relax.nn.batch_norm") == 1
@@ -188,8 +210,7 @@ def test_conv_with_a_second_consumer_keeps_its_weights(rng):
     prepared = partition.prepare(mod)
     assert count_ops(prepared, "relax.nn.batch_norm") == 0
     assert count_ops(prepared, "relax.sqrt") == 1
-    conv = [e for _, e in relax_graph.Graph(prepared["main"]).bindings
-            if relax_graph.op_name(e) == "relax.nn.conv2d"]
+    conv = [e for _, e in relax_graph.Graph(prepared["main"]).bindings if relax_graph.op_name(e) == "relax.nn.conv2d"]
     np.testing.assert_array_equal(conv[0].args[1].value.numpy(), inits["w"])
 
     out, report = build(model)
@@ -200,16 +221,21 @@ def test_conv_with_a_second_consumer_keeps_its_weights(rng):
 def test_squeeze_unsqueeze_flatten_become_npu_views(rng):
     """Conv -> GlobalAveragePool -> Squeeze -> Gemm -> Unsqueeze -> Flatten: the three shape ops are
     reshapes that keep the stored rows, so after views_as_reshape the whole model is one NPU region."""
-    inits = {"w": conv_weight(rng, 16, SHAPE[1]), "axes": np.asarray([2, 3], np.int64),
-             "axis0": np.asarray([1], np.int64),
-             "g": (rng.standard_normal((16, 10)) * 0.3).astype(np.float32),
-             "gb": (rng.standard_normal(10) * 0.1).astype(np.float32)}
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
-             helper.make_node("GlobalAveragePool", ["c"], ["p"]),
-             helper.make_node("Squeeze", ["p", "axes"], ["s"]),
-             helper.make_node("Gemm", ["s", "g", "gb"], ["f"]),
-             helper.make_node("Unsqueeze", ["f", "axis0"], ["u"]),
-             helper.make_node("Flatten", ["u"], ["y"], axis=1)]
+    inits = {
+        "w": conv_weight(rng, 16, SHAPE[1]),
+        "axes": np.asarray([2, 3], np.int64),
+        "axis0": np.asarray([1], np.int64),
+        "g": (rng.standard_normal((16, 10)) * 0.3).astype(np.float32),
+        "gb": (rng.standard_normal(10) * 0.1).astype(np.float32),
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("GlobalAveragePool", ["c"], ["p"]),
+        helper.make_node("Squeeze", ["p", "axes"], ["s"]),
+        helper.make_node("Gemm", ["s", "g", "gb"], ["f"]),
+        helper.make_node("Unsqueeze", ["f", "axis0"], ["u"]),
+        helper.make_node("Flatten", ["u"], ["y"], axis=1),
+    ]
     model = make_model(nodes, inits, [1, 10])
     mod = tvm_npu.from_onnx(model)
     assert count_ops(mod, "relax.squeeze") + count_ops(mod, "relax.expand_dims") == 2
@@ -236,10 +262,18 @@ def test_lstm_final_state_and_classifier_share_one_region(rng):
 
     base = lstm(T=4, B=1, I=6, H=8, init=False)
     g = base.graph
-    g.initializer.extend([numpy_helper.from_array(np.asarray([0], np.int64), "sq_axes"),
-                          numpy_helper.from_array((rng.standard_normal((8, 3)) * 0.3).astype(np.float32), "wc")])
-    g.node.extend([helper.make_node("Squeeze", [g.output[1].name, "sq_axes"], ["hs"]),
-                   helper.make_node("MatMul", ["hs", "wc"], ["logits"])])
+    g.initializer.extend(
+        [
+            numpy_helper.from_array(np.asarray([0], np.int64), "sq_axes"),
+            numpy_helper.from_array((rng.standard_normal((8, 3)) * 0.3).astype(np.float32), "wc"),
+        ]
+    )
+    g.node.extend(
+        [
+            helper.make_node("Squeeze", [g.output[1].name, "sq_axes"], ["hs"]),
+            helper.make_node("MatMul", ["hs", "wc"], ["logits"]),
+        ]
+    )
     del g.output[:]
     g.output.extend([helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 3])])
     model = shape_inference.infer_shapes(base)
@@ -292,8 +326,9 @@ def test_column_split_of_a_dense_sum_becomes_one_dense_layer_per_part(rng):
     with bb.function("main", [x, h]):
         with bb.dataflow():
             xw, hw = bb.emit(relax.op.matmul(x, relax.const(w_x))), bb.emit(relax.op.matmul(h, relax.const(w_h)))
-            gates = bb.emit(relax.op.split(bb.emit(relax.op.add(bb.emit(relax.op.add(xw, hw)), relax.const(b))),
-                                           4, axis=-1))
+            gates = bb.emit(
+                relax.op.split(bb.emit(relax.op.add(bb.emit(relax.op.add(xw, hw)), relax.const(b))), 4, axis=-1)
+            )
             parts = [bb.emit(relax.TupleGetItem(gates, k)) for k in range(4)]
             out = bb.emit_output(bb.emit(relax.op.concat(parts, axis=-1)))
         bb.emit_func_output(out)
@@ -317,8 +352,9 @@ def _uint8_module():
         with bb.dataflow():
             q = bb.emit(relax.op.quantize(x, s, z, out_dtype="uint8"))
             a = bb.emit(relax.op.dequantize(q, s, z))
-            w = bb.emit(relax.op.dequantize(relax.const(codes), relax.const(0.05, "float32"),
-                                            relax.const(np.uint8(128))))
+            w = bb.emit(
+                relax.op.dequantize(relax.const(codes), relax.const(0.05, "float32"), relax.const(np.uint8(128)))
+            )
             d = bb.emit(relax.op.dequantize(c, relax.const(0.2, "float32"), relax.const(np.uint8(100))))
             y = bb.emit(relax.op.add(relax.op.add(a, w), d))
             r = bb.emit(relax.op.reshape(q, (32,)))
@@ -333,9 +369,15 @@ def test_uint8_qdq_becomes_int8_with_zero_point_minus_128_and_the_same_values():
 
     def uint8_qdq(m):
         found = []
-        relax.analysis.post_order_visit(m["main"], lambda e: found.append(e) if relax_graph.op_name(e) in (
-            "relax.quantize", "relax.dequantize") and "uint8" in (str(e.ty.dtype), str(e.args[0].ty.dtype))
-            else None)
+        relax.analysis.post_order_visit(
+            m["main"],
+            lambda e: (
+                found.append(e)
+                if relax_graph.op_name(e) in ("relax.quantize", "relax.dequantize")
+                and "uint8" in (str(e.ty.dtype), str(e.args[0].ty.dtype))
+                else None
+            ),
+        )
         return len(found)
 
     assert (uint8_qdq(mod), uint8_qdq(after)) == (4, 0)

@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 
 import tvm_npu
-from tvm_npu.contract import stream
 from builders import chain, conv_layer, dense_layer
 from conftest import npu_modules, run_cpu, run_vm
+from tvm_npu.contract import stream
 
 
 def _python(code: str, cwd) -> str:
-    res = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, capture_output=True,
-                         text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     return res.stdout
 
@@ -29,18 +30,22 @@ def test_export_and_load_in_fresh_process(rng, tmp_path):
     np.testing.assert_allclose(expected, run_cpu(chain(x.shape, layers), x), rtol=3e-2, atol=3e-2)
     ex.export_library(str(tmp_path / "model.so"))
     np.save(tmp_path / "x.npy", x)
-    _python("""
+    _python(
+        """
         import numpy as np, tvm
         from tvm import relax
         lib = tvm.runtime.load_module("model.so")
         vm = relax.VirtualMachine(lib, tvm.cpu())
         np.save("y.npy", vm["main"](tvm.runtime.tensor(np.load("x.npy"))).numpy())
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), expected)
 
 
 def test_plain_tvm_compile_in_subprocess_that_only_imports_tvm(tmp_path):
-    out = _python("""
+    out = _python(
+        """
         import numpy as np, tvm
         from tvm import relax
         bb = relax.BlockBuilder()
@@ -59,7 +64,9 @@ def test_plain_tvm_compile_in_subprocess_that_only_imports_tvm(tmp_path):
         y = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(xv)).numpy()
         np.save("y.npy", y); np.save("x.npy", xv); np.save("w.npy", w)
         print(",".join(kinds))
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert "npu" in out.split(",")
     from npu_ref import fp16
 

@@ -16,15 +16,42 @@ import numpy as np
 import pytest
 
 import tvm_npu
-from npu_stream_pack import (ALL_DONE, DMA0, DMA1, DMA_LOAD, DMA_STORE, END, FP16, INPUT, INT8, INT16, OUTPUT, ROWS,
-                             T, align, command, dma, f32_bits, pack_stream, raises_code, runtime_functions, tensor,
-                             u32)
+from npu_stream_pack import (
+    ALL_DONE,
+    DMA0,
+    DMA1,
+    DMA_LOAD,
+    DMA_STORE,
+    END,
+    FP16,
+    INPUT,
+    INT8,
+    INT16,
+    OUTPUT,
+    ROWS,
+    T,
+    align,
+    command,
+    dma,
+    f32_bits,
+    pack_stream,
+    raises_code,
+    runtime_functions,
+    tensor,
+    u32,
+)
 
-F = runtime_functions({"conv": "tvm_npu.kernels.run_conv2d", "add": "tvm_npu.kernels.run_add",
-                       "eltwise": "tvm_npu.kernels.run_eltwise", "unary": "tvm_npu.kernels.run_unary",
-                       "create": "runtime.NPUModuleCreate"})
+F = runtime_functions(
+    {
+        "conv": "tvm_npu.kernels.run_conv2d",
+        "add": "tvm_npu.kernels.run_add",
+        "eltwise": "tvm_npu.kernels.run_eltwise",
+        "unary": "tvm_npu.kernels.run_unary",
+        "create": "runtime.NPUModuleCreate",
+    }
+)
 ORDER = ["portable", "avx2", "avx512vnni"]
-LEVELS = ORDER[:ORDER.index(tvm_npu.runtime.best_kernel_level()) + 1]
+LEVELS = ORDER[: ORDER.index(tvm_npu.runtime.best_kernel_level()) + 1]
 NO_BIAS = 0xFFFFFFFF
 
 
@@ -36,7 +63,9 @@ def threads(request):
     tvm_npu.runtime.set_threads(before)
 
 
-SPECIALS = np.array([0x7C01, 0x7E00, 0xFE01, 0x7C00, 0xFC00, 0x0001, 0x8000, 0x0000, 0x7BFF], np.uint16)  # NaNs, infs, ...
+SPECIALS = np.array(
+    [0x7C01, 0x7E00, 0xFE01, 0x7C00, 0xFC00, 0x0001, 0x8000, 0x0000, 0x7BFF], np.uint16
+)  # NaNs, infs, ...
 
 
 def halves(rng, n, scale=1.0) -> bytes:
@@ -164,11 +193,11 @@ class Conv2DTester:
             wt = rng.integers(0, 256, oc * w_stride, dtype=np.uint8).tobytes()
             k = kh * kw * w_tap
             scale = self._scale if self._scale is not None else rng.uniform(0.3, 3.0, oc) / (k * 128)
-            bias = self._bias if self._bias is not None else rng.integers(-2 ** 16, 2 ** 16, oc)
+            bias = self._bias if self._bias is not None else rng.integers(-(2**16), 2**16, oc)
             row = align(oc * 4)
             block = bytearray(2 * row)
-            block[:oc * 4] = np.asarray(bias, np.int64).astype(np.uint32).tobytes()
-            block[row:row + oc * 4] = np.broadcast_to(scale, (oc,)).astype(np.float32).tobytes()
+            block[: oc * 4] = np.asarray(bias, np.int64).astype(np.uint32).tobytes()
+            block[row : row + oc * 4] = np.broadcast_to(scale, (oc,)).astype(np.float32).tobytes()
             zx, zy = self._zp
             lo, hi = self._clamp
             tail = (0, lo, hi, oc if self._dw else 1, zx, zy)
@@ -180,9 +209,30 @@ class Conv2DTester:
             lo, hi = getattr(self, "_fclamp", (0.0, 6.0))
             tail = (self._act, f32_bits(lo), f32_bits(hi), oc if self._dw else 1, 0, 0)
         out = rng.integers(0, 256, oh * out_stride, dtype=np.uint8).tobytes()
-        op = words(self.dtype, 0, h, w, c, in_stride, 0, w_stride, kh, kw, oc, NO_BIAS if not bias_bytes else 0,
-                   0, oh, ow, out_stride, *self._stride, *self._dil, *self._pad, *tail,
-                   in_px if self._in_px else 0, out_px if self._out_px else 0)
+        op = words(
+            self.dtype,
+            0,
+            h,
+            w,
+            c,
+            in_stride,
+            0,
+            w_stride,
+            kh,
+            kw,
+            oc,
+            NO_BIAS if not bias_bytes else 0,
+            0,
+            oh,
+            ow,
+            out_stride,
+            *self._stride,
+            *self._dil,
+            *self._pad,
+            *tail,
+            in_px if self._in_px else 0,
+            out_px if self._out_px else 0,
+        )
         return op, x, wt, bias_bytes, out
 
     def test(self, level, cache_key=-1):
@@ -193,8 +243,10 @@ class Conv2DTester:
         return self
 
     def describe(self):
-        return (f"in {self._in} oc {self._oc} k {self._k} stride {self._stride} dil {self._dil} pad {self._pad} "
-                f"out {self._out} dw {self._dw} gaps {self._in_px, self._out_px} zp {self._zp} clamp {self._clamp}")
+        return (
+            f"in {self._in} oc {self._oc} k {self._k} stride {self._stride} dil {self._dil} pad {self._pad} "
+            f"out {self._out} dw {self._dw} gaps {self._in_px, self._out_px} zp {self._zp} clamp {self._clamp}"
+        )
 
 
 def random_conv(seed, dtype=INT8):
@@ -205,7 +257,9 @@ def random_conv(seed, dtype=INT8):
     c = int(rng.choice([1, 3, 4, 8, 15, 16, 17, 31, 32, 33, 64, 70]))
     t.input(int(rng.integers(1, 12)), int(rng.integers(1, 12)), c).kernel(kh, kw).depthwise(dw)
     t.out_channels(int(rng.choice([1, 5, 8, 16, 17, 24, 32, 33, 48, 64, 65, 100])))
-    t.stride(int(rng.integers(1, 3)), int(rng.integers(1, 3))).dilation(int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+    t.stride(int(rng.integers(1, 3)), int(rng.integers(1, 3))).dilation(
+        int(rng.integers(1, 3)), int(rng.integers(1, 3))
+    )
     t.padding(int(rng.integers(0, kh)), int(rng.integers(0, kw)))
     if rng.random() < 0.3:
         t.pixel_gaps(int(rng.integers(0, 20)), int(rng.integers(0, 20)))
@@ -221,7 +275,7 @@ def random_conv(seed, dtype=INT8):
         if rng.random() < 0.2:  # exact ties of round-half-even: S = 2^-j with small sums
             t.scales(np.float32(2.0 ** -int(rng.integers(1, 4))) * np.ones(oc, np.float32))
         if rng.random() < 0.2:  # accumulators that wrap around int32
-            t.biases(rng.choice([2 ** 31 - 1, -2 ** 31, 2 ** 31 - 5000, -2 ** 31 + 5000], oc))
+            t.biases(rng.choice([2**31 - 1, -(2**31), 2**31 - 5000, -(2**31) + 5000], oc))
     else:
         t.activation(int(rng.integers(0, 3)), float(rng.uniform(-2, 0)), float(rng.uniform(0, 3)))
         if rng.random() < 0.2:
@@ -245,7 +299,9 @@ def test_conv2d_fp16_random_operands_match_the_reference(level, threads):
 def test_conv2d_fp16_depthwise_mobilenet_shapes(level, threads):
     """fp16 depthwise runs on 16-channel lanes at the AVX-512 level: 3x3 at stride 1 and 2, channel counts
     that are and are not multiples of 16, a relu6 clip and a dilated 5x5."""
-    Conv2DTester(FP16, seed=5).input(14, 14, 144).kernel(3, 3).padding(1, 1).depthwise().activation(2, 0.0, 6.0).test(level)
+    Conv2DTester(FP16, seed=5).input(14, 14, 144).kernel(3, 3).padding(1, 1).depthwise().activation(2, 0.0, 6.0).test(
+        level
+    )
     Conv2DTester(FP16, seed=6).input(15, 15, 40).kernel(3, 3).stride(2, 2).depthwise().test(level)
     Conv2DTester(FP16, seed=7).input(9, 9, 17).kernel(5, 5).dilation(2, 2).padding(4, 4).depthwise().test(level)
 
@@ -294,7 +350,7 @@ class AddTester:
         bufs = [rng.integers(0, 256, rows * s, dtype=np.uint8).tobytes() for s in strides]
         if self.dtype == INT8:
             shift = int(rng.integers(1, 63))
-            top = min(2 ** 31 - 1, 2 ** shift * 4)
+            top = min(2**31 - 1, 2**shift * 4)
             ma, mb = (int(v) for v in rng.integers(0, top, 2))
             lo = int(rng.integers(-128, 0))
             za, zb, zy = (int(v) for v in rng.integers(-128, 128, 3))
@@ -314,7 +370,7 @@ def test_add_random_operands_match_the_reference(level):
 
 
 ADD_, SUB, MUL, MAX, MIN = range(5)  # ELTWISE kinds
-SAME, CHANNEL, SCALAR = range(3)     # b modes
+SAME, CHANNEL, SCALAR = range(3)  # b modes
 SIGMOID, TANH, HARDSWISH, GELU, LEAKY = range(5)
 NO_TABLE = 0xFFFFFFFF
 
@@ -348,11 +404,11 @@ class EltwiseTester:
         rng, kinds = self.rng, [1 if d == INT8 else 2 for d in self._dtypes]
         bits = [8 * k for k in kinds]
         shift = int(rng.integers(1, 63))
-        log_top = np.log2(min(2 ** 31 - 1, 2 ** shift * 4))
+        log_top = np.log2(min(2**31 - 1, 2**shift * 4))
         ma, mb = (int(2 ** rng.uniform(0, log_top)) for _ in range(2))  # scales over every magnitude
         if self._kind == MUL:
             ma, mb = min(ma, 2 ** (62 - bits[0] - bits[1]) - 1), 0
-        zps = [int(rng.integers(-2 ** (b - 1), 2 ** (b - 1))) for b in bits]
+        zps = [int(rng.integers(-(2 ** (b - 1)), 2 ** (b - 1))) for b in bits]
         top = 2 ** (bits[2] - 1)
         lo = int(rng.integers(-top, top))
         hi = int(rng.integers(lo, top))
@@ -370,8 +426,10 @@ class EltwiseTester:
         a_stride, out_stride = (k * (n + int(rng.integers(0, 5))) for k in (elems[0], elems[2]))
         b_stride = elems[1] * (b_row + int(rng.integers(0, 5)))
         b_rows = rows if self._b_mode == SAME else 1
-        a, b, out = (rng.integers(0, 256, size, dtype=np.uint8).tobytes()
-                     for size in (rows * a_stride, b_rows * b_stride, rows * out_stride))
+        a, b, out = (
+            rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+            for size in (rows * a_stride, b_rows * b_stride, rows * out_stride)
+        )
         if self.dtype == FP16:
             a, b = halves(rng, len(a) // 2), halves(rng, len(b) // 2)
             if rng.random() < 0.25:  # ties of max / min: +-0, equal values, NaN against NaN
@@ -382,15 +440,20 @@ class EltwiseTester:
         else:
             tail = self._int_tail()
         channels = self._channels if self._b_mode == CHANNEL else 0
-        op = words(self.dtype, self._kind, self._b_mode, 0, a_stride, 0, b_stride, 0, out_stride, rows, n,
-                   channels, *tail)
+        op = words(
+            self.dtype, self._kind, self._b_mode, 0, a_stride, 0, b_stride, 0, out_stride, rows, n, channels, *tail
+        )
         return op, a, b, out
 
     def test(self, level):
         args = self.build()
         want = F["eltwise"]("ref", *args)
-        assert_same(F["eltwise"](level, *args), want, self.dtype,
-                    f"kind {self._kind} b {self._b_mode} dtypes {self._dtypes} shape {self._shape}")
+        assert_same(
+            F["eltwise"](level, *args),
+            want,
+            self.dtype,
+            f"kind {self._kind} b {self._b_mode} dtypes {self._dtypes} shape {self._shape}",
+        )
         return self
 
 
@@ -435,7 +498,7 @@ def test_eltwise_checks_operands_and_b_footprint():
         F["eltwise"]("ref", op, a, bytes(b_bytes), out)
         raises_code("ERR_INVALID_ADDR", F["eltwise"], LEVELS[-1], op, a, bytes(b_bytes - 1), out)
     op = EltwiseTester(2).kind(MUL).build()[0]
-    bad = op[:19 * 4] + words(1) + op[20 * 4:]  # a multiply's b_mult must be 0
+    bad = op[: 19 * 4] + words(1) + op[20 * 4 :]  # a multiply's b_mult must be 0
     raises_code("ERR_BAD_STREAM", F["eltwise"], LEVELS[-1], bad, bytes(200), bytes(200), bytes(200))
 
 
@@ -449,8 +512,18 @@ def all_halves(rows=256, pad=8):
 
 def run_unary_both(level, func, x, rows, n, stride, alpha=0.0, dtype=FP16, table=b""):
     out = bytes(range(256)) * (rows * (stride + 6) // 256 + 1)
-    op = words(dtype, func, 0, stride, 0, stride + 6, rows, n, 0 if table else NO_TABLE,
-               f32_bits(alpha) if func == LEAKY else 0)
+    op = words(
+        dtype,
+        func,
+        0,
+        stride,
+        0,
+        stride + 6,
+        rows,
+        n,
+        0 if table else NO_TABLE,
+        f32_bits(alpha) if func == LEAKY else 0,
+    )
     return F["unary"](level, op, x, table, out), F["unary"]("ref", op, x, table, out)
 
 
@@ -530,17 +603,21 @@ def test_reused_buffers_start_every_call_zeroed():
     stride = align(k * 2)
     size = rows * stride
     view, shape = [1, rows, 1, k], [rows, k]
-    tensors = [tensor(INPUT, 0, view, 0, stride, layout=ROWS, host_shape=shape),
-               tensor(OUTPUT, 0, view, size, stride, layout=ROWS, host_shape=shape),
-               tensor(OUTPUT, 1, view, 2 * size, stride, layout=ROWS, host_shape=shape)]
+    tensors = [
+        tensor(INPUT, 0, view, 0, stride, layout=ROWS, host_shape=shape),
+        tensor(OUTPUT, 0, view, size, stride, layout=ROWS, host_shape=shape),
+        tensor(OUTPUT, 1, view, 2 * size, stride, layout=ROWS, host_shape=shape),
+    ]
     sram_x, sram_y, arena = 0, align(size), 3 * size
     after = {DMA0: 0, DMA1: 0}
-    commands = [dma(DMA_LOAD, 0, arena, sram_y, rows, k * 2, stride, stride),     # arena, not yet written
-                dma(DMA_STORE, 1, sram_y, 2 * size, rows, k * 2, stride, stride, wait=after),
-                dma(DMA_STORE, 0, sram_x, size, rows, k * 2, stride, stride),     # SRAM, not yet written
-                dma(DMA_LOAD, 1, 0, sram_x, rows, k * 2, stride, stride, wait=after),
-                dma(DMA_STORE, 0, sram_x, arena, rows, k * 2, stride, stride, wait=after),
-                command(END, [], wait=ALL_DONE)]
+    commands = [
+        dma(DMA_LOAD, 0, arena, sram_y, rows, k * 2, stride, stride),  # arena, not yet written
+        dma(DMA_STORE, 1, sram_y, 2 * size, rows, k * 2, stride, stride, wait=after),
+        dma(DMA_STORE, 0, sram_x, size, rows, k * 2, stride, stride),  # SRAM, not yet written
+        dma(DMA_LOAD, 1, 0, sram_x, rows, k * 2, stride, stride, wait=after),
+        dma(DMA_STORE, 0, sram_x, arena, rows, k * 2, stride, stride, wait=after),
+        command(END, [], wait=ALL_DONE),
+    ]
     fn = F["create"]("z", pack_stream(tensors, commands, b"", 4 * size, 1, 2))["z"]
     rng = np.random.default_rng(0)
     for _ in range(3):
@@ -556,6 +633,7 @@ def test_compiled_models_give_the_same_bits_at_every_level(tmp_path):
     call on reused buffers and cached packed weights): one set of output bits."""
     import tvm
     from tvm import relax
+
     from qdq_models import mobilenet_v2_shaped, quantize_with_ort
 
     model = mobilenet_v2_shaped(seed=3, size=32, width=0.35)

@@ -28,8 +28,19 @@ def host_app(tmp_path_factory):
     # The runtime library Python uses (TVM_NPU_RUNTIME_LIB: a development or sanitizer build) or the
     # installed one.
     lib = [f"-DTVM_NPU_RUNTIME_LIB={os.environ['TVM_NPU_RUNTIME_LIB']}"] if "TVM_NPU_RUNTIME_LIB" in os.environ else []
-    subprocess.run(["cmake", "-S", str(ROOT / "apps" / "host_app"), "-B", str(build),
-                    f"-DPython3_EXECUTABLE={sys.executable}", *lib], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "cmake",
+            "-S",
+            str(ROOT / "apps" / "host_app"),
+            "-B",
+            str(build),
+            f"-DPython3_EXECUTABLE={sys.executable}",
+            *lib,
+        ],
+        check=True,
+        capture_output=True,
+    )
     subprocess.run(["cmake", "--build", str(build), "-j2"], check=True, capture_output=True)
     return build / "npu_host"
 
@@ -48,8 +59,18 @@ def run(app, *args):
 def test_host_app_output_equals_python_bit_for_bit_from_many_threads(host_app, tmp_path):
     x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
     want = export(small_cnn(seed=0), x, tmp_path)
-    res = run(host_app, tmp_path / "model.so", tmp_path / "x.npy", "--out", tmp_path / "y.bin", "--profile",
-              "--threads", 8, "--runs", 50)
+    res = run(
+        host_app,
+        tmp_path / "model.so",
+        tmp_path / "x.npy",
+        "--out",
+        tmp_path / "y.bin",
+        "--profile",
+        "--threads",
+        8,
+        "--runs",
+        50,
+    )
     assert res.returncode == 0, res.stderr
     np.testing.assert_array_equal(np.fromfile(tmp_path / "y.bin", np.float32), want.reshape(-1))
     assert "threads: 8 x 50 runs, 400 identical, 0 different" in res.stdout
@@ -63,8 +84,13 @@ def test_host_app_takes_paths_without_a_folder(host_app, tmp_path):
     """`npu_host model.so x.npy` from the folder that holds them (dlopen alone would search its path)."""
     x = np.random.default_rng(2).standard_normal((1, 3, 32, 32)).astype(np.float32)
     want = export(small_cnn(seed=0), x, tmp_path)
-    res = subprocess.run([str(host_app), "model.so", "x.npy", "--out", "y.bin"], capture_output=True, text=True,
-                         timeout=300, cwd=tmp_path)
+    res = subprocess.run(
+        [str(host_app), "model.so", "x.npy", "--out", "y.bin"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     np.testing.assert_array_equal(np.fromfile(tmp_path / "y.bin", np.float32), want.reshape(-1))
 
@@ -89,6 +115,6 @@ def test_host_app_truncated_artifact_is_a_coded_error(host_app, tmp_path):
     """dlopen of a truncated library dies of SIGBUS; host.h checks the file first."""
     export(small_cnn(seed=0), np.zeros((1, 3, 32, 32), np.float32), tmp_path)
     data = (tmp_path / "model.so").read_bytes()
-    (tmp_path / "cut.so").write_bytes(data[:len(data) // 2])
+    (tmp_path / "cut.so").write_bytes(data[: len(data) // 2])
     res = run(host_app, tmp_path / "cut.so", tmp_path / "x.npy")
     assert res.returncode == 1 and "ERR_BAD_STREAM" in res.stderr and "not a complete shared library" in res.stderr

@@ -8,8 +8,28 @@ import numpy as np
 import pytest
 
 from npu_ref import int8
-from npu_stream_pack import (ALL_DONE, DMA0, DMA_LOAD, DMA_STORE, END, FP16, FP32, INPUT, INT8, INT16, NCHW,
-                             OUTPUT, ROWS, T, align, command, dma, pack_stream, raises_code, tensor)
+from npu_stream_pack import (
+    ALL_DONE,
+    DMA0,
+    DMA_LOAD,
+    DMA_STORE,
+    END,
+    FP16,
+    FP32,
+    INPUT,
+    INT8,
+    INT16,
+    NCHW,
+    OUTPUT,
+    ROWS,
+    T,
+    align,
+    command,
+    dma,
+    pack_stream,
+    raises_code,
+    tensor,
+)
 from tvm_npu.contract import stream
 
 V12, V13 = (1, 2), (1, 3)
@@ -22,11 +42,19 @@ def staging_values(scale, rng, n):
     k = rng.integers(-40000, 40000, n // 4)
     special = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 3e38, -3e38, 1e-40], np.float32)
     ties = ((k + 0.5) * s).astype(np.float32)
-    return np.concatenate([special, ties, np.nextafter(ties, np.inf), (k * s).astype(np.float32),
-                           (rng.standard_normal(n) * 300 * s).astype(np.float32)])[:n]
+    return np.concatenate(
+        [
+            special,
+            ties,
+            np.nextafter(ties, np.inf),
+            (k * s).astype(np.float32),
+            (rng.standard_normal(n) * 300 * s).astype(np.float32),
+        ]
+    )[:n]
 
 
 # --- a hand-packed 1.3 stream: input quantized in, copied, out as raw codes and dequantized ---------------
+
 
 def copy_stream(dtype, shape, layout, q_in, q_out, version=V13, qparams=True, **pack):
     """Input 0 (host fp32, device `dtype`, quantized with q_in) is copied through SRAM to output 0 (raw
@@ -40,16 +68,21 @@ def copy_stream(dtype, shape, layout, q_in, q_out, version=V13, qparams=True, **
     rows, row_bytes = view[0] * view[1], view[2] * view[3] * size
     stride = align(row_bytes)
     a_at, b_at, c_at = 0, rows * stride, 2 * rows * stride
-    cmds = [dma(DMA_LOAD, 0, a_at, 0, rows, row_bytes, stride, stride),
-            dma(DMA_STORE, 0, 0, b_at, rows, row_bytes, stride, stride, wait={DMA0: 0}),
-            dma(DMA_STORE, 1, 0, c_at, rows, row_bytes, stride, stride, wait={DMA0: 0}),
-            command(END, [], wait=ALL_DONE)]
-    tensors = [tensor(INPUT, 0, view, a_at, stride, dtype, FP32, layout, shape),
-               tensor(OUTPUT, 0, view, b_at, stride, dtype, dtype, layout, shape),
-               tensor(OUTPUT, 1, view, c_at, stride, dtype, FP32, layout, shape)]
+    cmds = [
+        dma(DMA_LOAD, 0, a_at, 0, rows, row_bytes, stride, stride),
+        dma(DMA_STORE, 0, 0, b_at, rows, row_bytes, stride, stride, wait={DMA0: 0}),
+        dma(DMA_STORE, 1, 0, c_at, rows, row_bytes, stride, stride, wait={DMA0: 0}),
+        command(END, [], wait=ALL_DONE),
+    ]
+    tensors = [
+        tensor(INPUT, 0, view, a_at, stride, dtype, FP32, layout, shape),
+        tensor(OUTPUT, 0, view, b_at, stride, dtype, dtype, layout, shape),
+        tensor(OUTPUT, 1, view, c_at, stride, dtype, FP32, layout, shape),
+    ]
     table = [q_in, (0.0, 0), q_out] if qparams else None
-    return pack_stream(tensors, cmds, b"", 3 * rows * stride, 1, 2, version=version, sram_used=rows * stride,
-                       qparams=table, **pack)
+    return pack_stream(
+        tensors, cmds, b"", 3 * rows * stride, 1, 2, version=version, sram_used=rows * stride, qparams=table, **pack
+    )
 
 
 CASES = [  # dtype, host shape, layout, (scale, zp) in, (scale, zp) out
@@ -117,33 +150,42 @@ def test_a_valid_table_passes_and_old_streams_still_load(rt):
     rt["validate"](copy_stream(*GOOD))
     # A 1.2 stream (no table, fp16 staging) still loads in a 1.3 runtime.
     view, shape = [1, 2, 1, 16], (2, 16)
-    tensors = [tensor(INPUT, 0, view, 0, 128, FP16, FP32, ROWS, shape),
-               tensor(OUTPUT, 0, view, 256, 128, FP16, FP32, ROWS, shape)]
-    cmds = [dma(DMA_LOAD, 0, 0, 0, 2, 32, 128, 128), dma(DMA_STORE, 1, 0, 256, 2, 32, 128, 128, wait={DMA0: 0}),
-            command(END, [], wait=ALL_DONE)]
+    tensors = [
+        tensor(INPUT, 0, view, 0, 128, FP16, FP32, ROWS, shape),
+        tensor(OUTPUT, 0, view, 256, 128, FP16, FP32, ROWS, shape),
+    ]
+    cmds = [
+        dma(DMA_LOAD, 0, 0, 0, 2, 32, 128, 128),
+        dma(DMA_STORE, 1, 0, 256, 2, 32, 128, 128, wait={DMA0: 0}),
+        command(END, [], wait=ALL_DONE),
+    ]
     rt["validate"](pack_stream(tensors, cmds, b"", 512, 1, 1, version=V12, sram_used=256))
 
 
-@pytest.mark.parametrize("why, kwargs", [
-    ("1.2 with a quantized descriptor", dict(version=V12, qparams=False)),
-    ("1.2 with a table", dict(version=V12)),
-    ("no table", dict(qparams=False)),
-    ("scale 0", dict(q_in=(0.0, 3))),
-    ("negative scale", dict(q_in=(-0.1, 3))),
-    ("infinite scale", dict(q_out=(np.inf, 0))),
-    ("NaN scale", dict(q_in=(np.nan, 0))),
-    ("int8 zero point out of range", dict(q_in=(0.1, 128))),
-    ("int8 zero point out of range, low", dict(q_out=(0.1, -129))),
-    ("int16 zero point not 0", dict(dtype=INT16, q_in=(0.1, 1), q_out=(0.1, 0))),
-    ("table overlaps the command table", dict(qparams_offset=64)),
-    ("table past weights_offset", dict(qparams_offset=128 + 3 * 64 + 4 * 128 + 128)),
-    ("table misaligned", dict(qparams_offset=128 + 3 * 64 + 4 * 128 + 2)),
-])
+@pytest.mark.parametrize(
+    "why, kwargs",
+    [
+        ("1.2 with a quantized descriptor", dict(version=V12, qparams=False)),
+        ("1.2 with a table", dict(version=V12)),
+        ("no table", dict(qparams=False)),
+        ("scale 0", dict(q_in=(0.0, 3))),
+        ("negative scale", dict(q_in=(-0.1, 3))),
+        ("infinite scale", dict(q_out=(np.inf, 0))),
+        ("NaN scale", dict(q_in=(np.nan, 0))),
+        ("int8 zero point out of range", dict(q_in=(0.1, 128))),
+        ("int8 zero point out of range, low", dict(q_out=(0.1, -129))),
+        ("int16 zero point not 0", dict(dtype=INT16, q_in=(0.1, 1), q_out=(0.1, 0))),
+        ("table overlaps the command table", dict(qparams_offset=64)),
+        ("table past weights_offset", dict(qparams_offset=128 + 3 * 64 + 4 * 128 + 128)),
+        ("table misaligned", dict(qparams_offset=128 + 3 * 64 + 4 * 128 + 2)),
+    ],
+)
 def test_bad_quantization_tables_are_refused_at_load(rt, why, kwargs):
     args = dict(zip(("dtype", "shape", "layout", "q_in", "q_out"), GOOD))
     args.update(kwargs)
-    blob = copy_stream(args.pop("dtype"), args.pop("shape"), args.pop("layout"), args.pop("q_in"),
-                       args.pop("q_out"), **args)
+    blob = copy_stream(
+        args.pop("dtype"), args.pop("shape"), args.pop("layout"), args.pop("q_in"), args.pop("q_out"), **args
+    )
     if why == "table past weights_offset":  # the packer grew the blob to hold it; point it past the end
         blob = _with_header_word(blob, 13, len(blob) - 8)
     raises_code("ERR_BAD_STREAM", rt["validate"], blob)
@@ -154,13 +196,13 @@ def test_a_table_entry_of_a_tensor_not_quantized_must_be_zero(rt):
     at = int.from_bytes(blob[52:56], "little")
     entry = at + 8  # output 0: raw codes, not quantized
     blob = bytearray(blob)
-    blob[entry:entry + 4] = np.float32(1.0).tobytes()
+    blob[entry : entry + 4] = np.float32(1.0).tobytes()
     raises_code("ERR_BAD_STREAM", rt["validate"], _refresh(bytes(blob)))
 
 
 def _with_header_word(blob, word, value):
     blob = bytearray(blob)
-    blob[4 * word:4 * word + 4] = int(value).to_bytes(4, "little")
+    blob[4 * word : 4 * word + 4] = int(value).to_bytes(4, "little")
     return _refresh(bytes(blob))
 
 
@@ -174,9 +216,11 @@ def test_python_encoder_round_trips_the_table():
     from tvm_npu.contract.config import get_config
 
     view = (1, 2, 1, 16)
-    tensors = [stream.TensorDesc("input", 0, "int8", "float32", "ROWS", (2, 16), view, 0, 128, 0.125, -3),
-               stream.TensorDesc("output", 0, "int16", "float32", "ROWS", (2, 16), view, 256, 128, 2e-4, 0),
-               stream.TensorDesc("output", 1, "int8", "int8", "ROWS", (2, 16), view, 512, 128)]
+    tensors = [
+        stream.TensorDesc("input", 0, "int8", "float32", "ROWS", (2, 16), view, 0, 128, 0.125, -3),
+        stream.TensorDesc("output", 0, "int16", "float32", "ROWS", (2, 16), view, 256, 128, 2e-4, 0),
+        stream.TensorDesc("output", 1, "int8", "int8", "ROWS", (2, 16), view, 512, 128),
+    ]
     blob = stream.encode(stream.Stream(get_config("npu-ref"), tensors, [stream.Command("END")], b"", 640, 0))
     back = stream.decode(blob)
     assert back.version == (1, 3)

@@ -11,26 +11,98 @@ import numpy as np
 import pytest
 
 from npu_ref import fp16, out_size
-from npu_stream_pack import (ALL_DONE, BIAS, CONV2D, DMA0, DMA1, DMA_LOAD, DMA_STORE, END, FP16,
-                             FP32, INPUT, MAC, NCHW, NO_BIAS, NO_IO, NPU_REF, NPU_SMALL, OUTPUT,
-                             ROWS, WEIGHT, T, align, command, dma, f32_bits, pack_stream,
-                             raises_code, refresh_crc, tensor)
-
+from npu_stream_pack import (
+    ALL_DONE,
+    BIAS,
+    CONV2D,
+    DMA0,
+    DMA1,
+    DMA_LOAD,
+    DMA_STORE,
+    END,
+    FP16,
+    FP32,
+    INPUT,
+    MAC,
+    NCHW,
+    NO_BIAS,
+    NO_IO,
+    NPU_REF,
+    NPU_SMALL,
+    OUTPUT,
+    ROWS,
+    WEIGHT,
+    T,
+    align,
+    command,
+    dma,
+    f32_bits,
+    pack_stream,
+    raises_code,
+    refresh_crc,
+    tensor,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Stream packing per docs/npu.md section 6 (npu_stream_pack.py): the fp16 CONV2D command.
 # ---------------------------------------------------------------------------------------------
 
 
-def conv(in_addr, in_h, in_w, in_c, in_stride, w_addr, w_stride, kh, kw, oc, bias_addr, out_addr,
-         out_h, out_w, out_stride, stride=(1, 1), dil=(1, 1), pad=(0, 0), act=0,
-         clip=(0.0, 0.0), wait=None):
-    return command(CONV2D, dict(dtype=FP16, in_addr=in_addr, in_h=in_h, in_w=in_w, in_c=in_c,
-                                in_stride=in_stride, w_addr=w_addr, w_stride=w_stride, kh=kh, kw=kw,
-                                oc=oc, bias_addr=bias_addr, out_addr=out_addr, out_h=out_h, out_w=out_w,
-                                out_stride=out_stride, stride_h=stride[0], stride_w=stride[1],
-                                dil_h=dil[0], dil_w=dil[1], pad_top=pad[0], pad_left=pad[1], act=act,
-                                clip_lo=f32_bits(clip[0]), clip_hi=f32_bits(clip[1]), groups=1), wait)
+def conv(
+    in_addr,
+    in_h,
+    in_w,
+    in_c,
+    in_stride,
+    w_addr,
+    w_stride,
+    kh,
+    kw,
+    oc,
+    bias_addr,
+    out_addr,
+    out_h,
+    out_w,
+    out_stride,
+    stride=(1, 1),
+    dil=(1, 1),
+    pad=(0, 0),
+    act=0,
+    clip=(0.0, 0.0),
+    wait=None,
+):
+    return command(
+        CONV2D,
+        dict(
+            dtype=FP16,
+            in_addr=in_addr,
+            in_h=in_h,
+            in_w=in_w,
+            in_c=in_c,
+            in_stride=in_stride,
+            w_addr=w_addr,
+            w_stride=w_stride,
+            kh=kh,
+            kw=kw,
+            oc=oc,
+            bias_addr=bias_addr,
+            out_addr=out_addr,
+            out_h=out_h,
+            out_w=out_w,
+            out_stride=out_stride,
+            stride_h=stride[0],
+            stride_w=stride[1],
+            dil_h=dil[0],
+            dil_w=dil[1],
+            pad_top=pad[0],
+            pad_left=pad[1],
+            act=act,
+            clip_lo=f32_bits(clip[0]),
+            clip_hi=f32_bits(clip[1]),
+            groups=1,
+        ),
+        wait,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -45,10 +117,36 @@ def fp16_bits(rt, x):
 
 
 def test_fp16_round_edge_cases(rt):
-    bits = [0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0x7F801FFF,
-            0x7F802000, 0xFFFFFFFF, 0x00000001, 0x007FFFFF, 0x33000000, 0x33000001, 0x337FFFFF,
-            0x33800000, 0x38800000, 0x387FC000, 0x387FE000, 0x387FF000, 0x477FE000, 0x477FEFFF,
-            0x477FF000, 0x47800000, 0x3F801000, 0x3F803000, 0x3F800FFF, 0x3F801001, 0x7F7FFFFF]
+    bits = [
+        0,
+        0x80000000,
+        0x7F800000,
+        0xFF800000,
+        0x7FC00000,
+        0x7F800001,
+        0x7F801FFF,
+        0x7F802000,
+        0xFFFFFFFF,
+        0x00000001,
+        0x007FFFFF,
+        0x33000000,
+        0x33000001,
+        0x337FFFFF,
+        0x33800000,
+        0x38800000,
+        0x387FC000,
+        0x387FE000,
+        0x387FF000,
+        0x477FE000,
+        0x477FEFFF,
+        0x477FF000,
+        0x47800000,
+        0x3F801000,
+        0x3F803000,
+        0x3F800FFF,
+        0x3F801001,
+        0x7F7FFFFF,
+    ]
     x = np.array(bits, np.uint32).view(np.float32)
     with np.errstate(over="ignore"):
         ref = x.astype(np.float16).view(np.uint16)
@@ -62,7 +160,7 @@ def test_fp16_round_random_bits(rt):
     with np.errstate(over="ignore"):
         ref = x.astype(np.float16).view(np.uint16)
     np.testing.assert_array_equal(fp16_bits(rt, x), ref)
-    y = (rng.standard_normal(1 << 18) * np.float32(2.0) ** rng.integers(-30, 20, 1 << 18))
+    y = rng.standard_normal(1 << 18) * np.float32(2.0) ** rng.integers(-30, 20, 1 << 18)
     y = y.astype(np.float32)
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(fp16_bits(rt, y), y.astype(np.float16).view(np.uint16))
@@ -93,8 +191,7 @@ def test_ref_conv2d_matches_numpy(rt, case):
     oh = out_size(h, k[0], stride[0], dil[0], pad[0], pad[2])
     ow = out_size(w, k[1], stride[1], dil[1], pad[1], pad[3])
     out = np.empty((n, oh, ow, oc), np.float16)
-    rt["conv16"](T(x), T(wt), None if bias is None else T(bias), T(out), *stride, *dil, pad[0],
-               pad[1], act, *clip)
+    rt["conv16"](T(x), T(wt), None if bias is None else T(bias), T(out), *stride, *dil, pad[0], pad[1], act, *clip)
     ref = fp16.conv2d(x, wt, bias, (oh, ow), stride, dil, pad[:2], act, clip)
     np.testing.assert_array_equal(out.view(np.uint16), ref.view(np.uint16))
 
@@ -103,10 +200,8 @@ def test_ref_conv2d_rejects_bad_arguments(rt):
     x = np.zeros((1, 4, 4, 2), np.float16)
     wt = np.zeros((3, 1, 1, 2), np.float16)
     out = np.zeros((1, 4, 4, 3), np.float16)
-    raises_code("ERR_OP_NOT_SUPPORTED", rt["conv16"], T(x), T(wt), None, T(out),
-                3, 1, 1, 1, 0, 0, 0, 0.0, 0.0)
-    raises_code("ERR_SHAPE_MISMATCH", rt["conv16"], T(x), T(wt), None, T(out[..., :2]),
-                1, 1, 1, 1, 0, 0, 0, 0.0, 0.0)
+    raises_code("ERR_OP_NOT_SUPPORTED", rt["conv16"], T(x), T(wt), None, T(out), 3, 1, 1, 1, 0, 0, 0, 0.0, 0.0)
+    raises_code("ERR_SHAPE_MISMATCH", rt["conv16"], T(x), T(wt), None, T(out[..., :2]), 1, 1, 1, 1, 0, 0, 0, 0.0, 0.0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,8 +226,7 @@ def conv_stream(config=NPU_REF):
     s_in, s_w, s_b, s_out = 0, 1024, 5120, 5248
     tensors = [
         tensor(INPUT, 0, [1, H, W, C], in_addr, in_stride, layout=NCHW, host_shape=[1, C, H, W]),
-        tensor(OUTPUT, 0, [1, H, W, OC], out_addr, out_stride, layout=NCHW,
-               host_shape=[1, OC, H, W]),
+        tensor(OUTPUT, 0, [1, H, W, OC], out_addr, out_stride, layout=NCHW, host_shape=[1, OC, H, W]),
         tensor(WEIGHT, NO_IO, [1, OC, 1, 9 * C], 0, w_stride),  # one row per OC
         tensor(BIAS, NO_IO, [1, 1, 1, OC], bias_addr, 128, dtype=FP32),
     ]
@@ -140,13 +234,30 @@ def conv_stream(config=NPU_REF):
         dma(DMA_LOAD, 0, in_addr, s_in, H, W * C * 2, in_stride, in_stride),
         dma(DMA_LOAD, 1, 0, s_w, OC, w_row, w_stride, w_stride),
         dma(DMA_LOAD, 0, bias_addr, s_b, 1, OC * 4, 128, 128),
-        conv(s_in, H, W, C, in_stride, s_w, w_stride, 3, 3, OC, s_b, s_out, H, W, out_stride,
-             pad=(1, 1), act=1, wait={DMA0: 0, DMA1: 0}),
+        conv(
+            s_in,
+            H,
+            W,
+            C,
+            in_stride,
+            s_w,
+            w_stride,
+            3,
+            3,
+            OC,
+            s_b,
+            s_out,
+            H,
+            W,
+            out_stride,
+            pad=(1, 1),
+            act=1,
+            wait={DMA0: 0, DMA1: 0},
+        ),
         dma(DMA_STORE, 0, s_out, out_addr, H, W * OC * 2, out_stride, out_stride, wait={MAC: 0}),
         command(END, [], wait=ALL_DONE),
     ]
-    blob = pack_stream(tensors, commands, weights, ddr_bytes, 1, 1, config,
-                       sram_used=s_out + H * out_stride)
+    blob = pack_stream(tensors, commands, weights, ddr_bytes, 1, 1, config, sram_used=s_out + H * out_stride)
     return blob, wt, bias
 
 
@@ -173,8 +284,7 @@ def test_stream_conv_matches_numpy(rt):
     prof = json.loads(mod["get_profile"]())
     assert prof["calls"] == 1
     last = prof["last"]
-    assert [r["opcode"] for r in last["records"]] == [
-        "DMA_LOAD", "DMA_LOAD", "DMA_LOAD", "CONV2D", "DMA_STORE", "END"]
+    assert [r["opcode"] for r in last["records"]] == ["DMA_LOAD", "DMA_LOAD", "DMA_LOAD", "CONV2D", "DMA_STORE", "END"]
     assert last["macs"] == H * W * OC * 9 * C
     assert last["ddr_read_bytes"] == H * 128 + OC * 256 + 128
     assert last["ddr_write_bytes"] == H * 256
@@ -208,8 +318,7 @@ def test_load_from_bytes(rt):
     saved = struct.pack("<Q", len(sym)) + sym + struct.pack("<Q", len(blob)) + blob
     mod = rt["load"](saved)
     x = np.random.default_rng(2).standard_normal((1, C, H, W)).astype(np.float32)
-    np.testing.assert_array_equal(run_conv_stream(mod["npu_conv_1"], x),
-                                  expected_conv(x, wt, bias))
+    np.testing.assert_array_equal(run_conv_stream(mod["npu_conv_1"], x), expected_conv(x, wt, bias))
     raises_code("ERR_BAD_STREAM", rt["load"], saved[:-1])
 
 
@@ -249,8 +358,10 @@ def copy_stream(shape, config=NPU_REF, split=1):
     stride = align(k * 2)
     size = rows * stride
     view = [1, rows, 1, k]
-    tensors = [tensor(INPUT, 0, view, 0, stride, layout=ROWS, host_shape=shape),
-               tensor(OUTPUT, 0, view, size, stride, layout=ROWS, host_shape=shape)]
+    tensors = [
+        tensor(INPUT, 0, view, 0, stride, layout=ROWS, host_shape=shape),
+        tensor(OUTPUT, 0, view, size, stride, layout=ROWS, host_shape=shape),
+    ]
     chunk = rows // split
     commands = []
     for c in range(split):
@@ -258,8 +369,7 @@ def copy_stream(shape, config=NPU_REF, split=1):
         commands.append(dma(DMA_LOAD, c % 2, off, off, chunk, k * 2, stride, stride))
     for c in range(split):
         off = c * chunk * stride
-        commands.append(dma(DMA_STORE, c % 2, off, size + off, chunk, k * 2, stride, stride,
-                            wait={DMA0: 0, DMA1: 0}))
+        commands.append(dma(DMA_STORE, c % 2, off, size + off, chunk, k * 2, stride, stride, wait={DMA0: 0, DMA1: 0}))
     commands.append(command(END, [], wait=ALL_DONE))
     return pack_stream(tensors, commands, b"", 2 * size, 1, 1, config)
 
@@ -309,15 +419,15 @@ def test_invalid_addresses_are_refused(rt):
     ok = dma(DMA_LOAD, 0, 0, 0, 4, 256, 256, 256)
     v(single_command_stream(ok))
     bad = [
-        dma(DMA_LOAD, 0, 0, 2097152 - 512, 4, 256, 256, 256),   # past the end of SRAM
-        dma(DMA_LOAD, 0, 3840, 0, 4, 256, 256, 256),            # past ddr_bytes
-        dma(DMA_LOAD, 0, 64, 0, 1, 64, 128, 128),               # misaligned DDR address
-        dma(DMA_LOAD, 0, 0, 0, 2, 64, 192, 128),                # misaligned stride
-        dma(DMA_STORE, 0, 0, 128, 1, 128, 128, 128),            # writes the weight region
+        dma(DMA_LOAD, 0, 0, 2097152 - 512, 4, 256, 256, 256),  # past the end of SRAM
+        dma(DMA_LOAD, 0, 3840, 0, 4, 256, 256, 256),  # past ddr_bytes
+        dma(DMA_LOAD, 0, 64, 0, 1, 64, 128, 128),  # misaligned DDR address
+        dma(DMA_LOAD, 0, 0, 0, 2, 64, 192, 128),  # misaligned stride
+        dma(DMA_STORE, 0, 0, 128, 1, 128, 128, 128),  # writes the weight region
         dma(DMA_STORE, 0, 0, 0xFFFFFF80, 0xFFFFFFFF, 128, 128, 0xFFFFFF80),  # huge, no wrap
         conv(0, 4, 4, 8, 128, 1024, 256, 3, 3, 8, NO_BIAS, 2097152 - 256, 4, 4, 256),
         conv(0, 4, 4, 8, 128, 1024, 256, 3, 3, 8, NO_BIAS, 256, 4, 4, 256),  # out on input
-        conv(0, 4, 4, 8, 128, 1024, 256, 3, 3, 8, 100, 4096, 4, 4, 256),    # misaligned bias
+        conv(0, 4, 4, 8, 128, 1024, 256, 3, 3, 8, 100, 4096, 4, 4, 256),  # misaligned bias
     ]
     for cmd in bad:
         raises_code("ERR_INVALID_ADDR", v, single_command_stream(cmd))
@@ -327,17 +437,18 @@ def test_invalid_addresses_are_refused(rt):
 def test_bad_commands_are_refused(rt):
     v = rt["validate"]
     ok_conv = conv(0, 4, 4, 8, 128, 1024, 256, 3, 3, 8, NO_BIAS, 4096, 4, 4, 256)
-    raises_code("ERR_OP_NOT_SUPPORTED", v, single_command_stream(
-        conv(0, 4, 4, 8, 128, 1024, 256, 3, 3, 8, NO_BIAS, 4096, 2, 2, 256, stride=(3, 3))))
-    raises_code("ERR_BAD_STREAM", v, single_command_stream(dma(DMA_LOAD, 2, 0, 0, 1, 128, 128,
-                                                               128)))
+    raises_code(
+        "ERR_OP_NOT_SUPPORTED",
+        v,
+        single_command_stream(conv(0, 4, 4, 8, 128, 1024, 256, 3, 3, 8, NO_BIAS, 4096, 2, 2, 256, stride=(3, 3))),
+    )
+    raises_code("ERR_BAD_STREAM", v, single_command_stream(dma(DMA_LOAD, 2, 0, 0, 1, 128, 128, 128)))
     raises_code("ERR_BAD_STREAM", v, single_command_stream(command(0x33, [])))
     raises_code("ERR_BAD_STREAM", v, pack_stream([], [command(END, []), ok_conv]))
     raises_code("ERR_BAD_STREAM", v, pack_stream([], [ok_conv]))
     raises_code("ERR_BAD_STREAM", v, single_command_stream(ok_conv[:-4] + b"\1\0\0\0"))
     too_many = [tensor(WEIGHT, NO_IO, [1, 1, 1, 64], 0, 128)] * 65
-    raises_code("ERR_TASK_TOO_COMPLEX", v, pack_stream(too_many, [command(END, [])],
-                                                       b"\0" * 128))
+    raises_code("ERR_TASK_TOO_COMPLEX", v, pack_stream(too_many, [command(END, [])], b"\0" * 128))
     raises_code("ERR_SRAM_OVERFLOW", v, pack_stream([], [command(END, [])], sram_used=2097153))
     dup_io = [tensor(INPUT, 0, [1, 1, 1, 64], 0, 128, layout=ROWS, host_shape=[64])] * 2
     raises_code("ERR_BAD_STREAM", v, pack_stream(dup_io, [command(END, [])], b"", 256, 2, 0))
@@ -364,7 +475,7 @@ def test_mutated_streams_never_crash(rt):
         for _ in range(rng.randint(1, 3)):
             pos = rng.randrange(16, 128 + 64 * 4 + 128 * 6, 4)  # header words, config, tables
             value = rng.choice(interesting + [rng.getrandbits(32)])
-            b[pos:pos + 4] = struct.pack("<I", value)
+            b[pos : pos + 4] = struct.pack("<I", value)
         try:
             rt["validate"](refresh_crc(bytes(b)))
         except RuntimeError as e:
@@ -401,8 +512,7 @@ def test_compute_only_conv_cycles_equal_formula(rt, config):
     in_stride, w_stride, out_stride = align(8 * in_c * 2), align(9 * in_c * 2), align(ow * oc * 2)
     w_addr = 7 * in_stride
     out_addr = w_addr + oc * w_stride
-    cmd = conv(0, 7, 8, in_c, in_stride, w_addr, w_stride, 3, 3, oc, NO_BIAS, out_addr, oh, ow,
-               out_stride)
+    cmd = conv(0, 7, 8, in_c, in_stride, w_addr, w_stride, 3, 3, oc, NO_BIAS, out_addr, oh, ow, out_stride)
     mod = rt["create"]("c", pack_stream([], [cmd, command(END, [])], config=config))
     mod["c"]()
     last = json.loads(mod["get_profile"]())["last"]
@@ -417,8 +527,7 @@ def test_compute_only_conv_cycles_equal_formula(rt, config):
 def test_waits_count_outstanding_commands(rt):
     """A wait k on an engine holds a command until at most k of its commands are outstanding."""
     load = dma(DMA_LOAD, 0, 0, 0, 1, 128, 128, 128)  # 8 data cycles after 64 of latency
-    small_conv = conv(0, 1, 1, 8, 128, 1024, 128, 1, 1, 8, NO_BIAS, 2048, 1, 1, 128,
-                      wait={DMA0: 1})
+    small_conv = conv(0, 1, 1, 8, 128, 1024, 128, 1, 1, 8, NO_BIAS, 2048, 1, 1, 128, wait={DMA0: 1})
     cmds = [load, load, load, small_conv, command(END, [], wait=ALL_DONE)]
     mod = rt["create"]("w", pack_stream([], cmds, b"\0" * 128))
     mod["w"]()

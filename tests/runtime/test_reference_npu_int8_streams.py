@@ -13,11 +13,42 @@ import pytest
 import npu_stream_pack
 from conftest import extreme_int8
 from npu_ref import fp16, int8, out_size
-from npu_stream_pack import (ADD, ALL_DONE, BIAS, CONV2D, DMA0, DMA1, DMA_LOAD, DMA_STORE, END,
-                             FP16, FP32, INPUT, INT8, INT32, MAC, NCHW, NHWC, NO_BIAS, NO_IO,
-                             NPU_REF, NPU_SMALL, OUTPUT, POOL, ROWS, VECTOR, WEIGHT, T, align,
-                             command, dma, f32_bits, pack_stream, raises_code, refresh_crc)
-
+from npu_stream_pack import (
+    ADD,
+    ALL_DONE,
+    BIAS,
+    CONV2D,
+    DMA0,
+    DMA1,
+    DMA_LOAD,
+    DMA_STORE,
+    END,
+    FP16,
+    FP32,
+    INPUT,
+    INT8,
+    INT32,
+    MAC,
+    NCHW,
+    NHWC,
+    NO_BIAS,
+    NO_IO,
+    NPU_REF,
+    NPU_SMALL,
+    OUTPUT,
+    POOL,
+    ROWS,
+    VECTOR,
+    WEIGHT,
+    T,
+    align,
+    command,
+    dma,
+    f32_bits,
+    pack_stream,
+    raises_code,
+    refresh_crc,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Hand-packed streams (docs/npu.md section 6, npu_stream_pack.py), run end to end.
@@ -32,39 +63,176 @@ def clip_words(dtype, clip):
     return list(struct.unpack("<2I", struct.pack(fmt, *clip)))
 
 
-def conv_cmd(dtype, in_addr, in_h, in_w, in_c, in_stride, w_addr, w_stride, kh, kw, oc, bias_addr,
-             out_addr, out_h, out_w, out_stride, stride=(1, 1), dil=(1, 1), pad=(0, 0), act=0,
-             clip=(0, 0), groups=1, in_zp=0, out_zp=0, pstride=(0, 0), wait=None):
+def conv_cmd(
+    dtype,
+    in_addr,
+    in_h,
+    in_w,
+    in_c,
+    in_stride,
+    w_addr,
+    w_stride,
+    kh,
+    kw,
+    oc,
+    bias_addr,
+    out_addr,
+    out_h,
+    out_w,
+    out_stride,
+    stride=(1, 1),
+    dil=(1, 1),
+    pad=(0, 0),
+    act=0,
+    clip=(0, 0),
+    groups=1,
+    in_zp=0,
+    out_zp=0,
+    pstride=(0, 0),
+    wait=None,
+):
     lo, hi = clip_words(dtype, clip)
-    return command(CONV2D, dict(dtype=dtype, in_addr=in_addr, in_h=in_h, in_w=in_w, in_c=in_c,
-                                in_stride=in_stride, w_addr=w_addr, w_stride=w_stride, kh=kh, kw=kw, oc=oc,
-                                bias_addr=bias_addr, out_addr=out_addr, out_h=out_h, out_w=out_w,
-                                out_stride=out_stride, stride_h=stride[0], stride_w=stride[1], dil_h=dil[0],
-                                dil_w=dil[1], pad_top=pad[0], pad_left=pad[1], act=act, clip_lo=lo,
-                                clip_hi=hi, groups=groups, in_zp=in_zp, out_zp=out_zp,
-                                in_pstride=pstride[0], out_pstride=pstride[1]), wait)
+    return command(
+        CONV2D,
+        dict(
+            dtype=dtype,
+            in_addr=in_addr,
+            in_h=in_h,
+            in_w=in_w,
+            in_c=in_c,
+            in_stride=in_stride,
+            w_addr=w_addr,
+            w_stride=w_stride,
+            kh=kh,
+            kw=kw,
+            oc=oc,
+            bias_addr=bias_addr,
+            out_addr=out_addr,
+            out_h=out_h,
+            out_w=out_w,
+            out_stride=out_stride,
+            stride_h=stride[0],
+            stride_w=stride[1],
+            dil_h=dil[0],
+            dil_w=dil[1],
+            pad_top=pad[0],
+            pad_left=pad[1],
+            act=act,
+            clip_lo=lo,
+            clip_hi=hi,
+            groups=groups,
+            in_zp=in_zp,
+            out_zp=out_zp,
+            in_pstride=pstride[0],
+            out_pstride=pstride[1],
+        ),
+        wait,
+    )
 
 
-def add_cmd(dtype, a_addr, a_stride, b_addr, b_stride, out_addr, out_stride, rows, row_elems,
-            act=0, clip=(0, 0), a_zp=0, b_zp=0, out_zp=0, a_mult=0, b_mult=0, shift=0, wait=None):
+def add_cmd(
+    dtype,
+    a_addr,
+    a_stride,
+    b_addr,
+    b_stride,
+    out_addr,
+    out_stride,
+    rows,
+    row_elems,
+    act=0,
+    clip=(0, 0),
+    a_zp=0,
+    b_zp=0,
+    out_zp=0,
+    a_mult=0,
+    b_mult=0,
+    shift=0,
+    wait=None,
+):
     lo, hi = clip_words(dtype, clip)
-    return command(ADD, dict(dtype=dtype, a_addr=a_addr, a_stride=a_stride, b_addr=b_addr, b_stride=b_stride,
-                             out_addr=out_addr, out_stride=out_stride, rows=rows, row_elems=row_elems, act=act,
-                             clip_lo=lo, clip_hi=hi, a_zp=a_zp, b_zp=b_zp, out_zp=out_zp, a_mult=a_mult,
-                             b_mult=b_mult, shift=shift), wait)
+    return command(
+        ADD,
+        dict(
+            dtype=dtype,
+            a_addr=a_addr,
+            a_stride=a_stride,
+            b_addr=b_addr,
+            b_stride=b_stride,
+            out_addr=out_addr,
+            out_stride=out_stride,
+            rows=rows,
+            row_elems=row_elems,
+            act=act,
+            clip_lo=lo,
+            clip_hi=hi,
+            a_zp=a_zp,
+            b_zp=b_zp,
+            out_zp=out_zp,
+            a_mult=a_mult,
+            b_mult=b_mult,
+            shift=shift,
+        ),
+        wait,
+    )
 
 
-def pool_cmd(dtype, kind, in_addr, in_h, in_w, c, in_stride, out_addr, out_h, out_w, out_stride,
-             k, stride=(1, 1), pad=(0, 0), act=0, clip=(0, 0), in_zp=0, out_zp=0, scale=0.0,
-             pstride=(0, 0), wait=None):
+def pool_cmd(
+    dtype,
+    kind,
+    in_addr,
+    in_h,
+    in_w,
+    c,
+    in_stride,
+    out_addr,
+    out_h,
+    out_w,
+    out_stride,
+    k,
+    stride=(1, 1),
+    pad=(0, 0),
+    act=0,
+    clip=(0, 0),
+    in_zp=0,
+    out_zp=0,
+    scale=0.0,
+    pstride=(0, 0),
+    wait=None,
+):
     """`scale` is S as a float (packed as its fp32 bits; 0.0 for fp16)."""
     lo, hi = clip_words(dtype, clip)
-    return command(POOL, dict(dtype=dtype, kind=kind, in_addr=in_addr, in_h=in_h, in_w=in_w, c=c,
-                              in_stride=in_stride, out_addr=out_addr, out_h=out_h, out_w=out_w,
-                              out_stride=out_stride, kh=k[0], kw=k[1], stride_h=stride[0], stride_w=stride[1],
-                              pad_top=pad[0], pad_left=pad[1], act=act, clip_lo=lo, clip_hi=hi, in_zp=in_zp,
-                              out_zp=out_zp, scale=f32_bits(scale), in_pstride=pstride[0],
-                              out_pstride=pstride[1]), wait)
+    return command(
+        POOL,
+        dict(
+            dtype=dtype,
+            kind=kind,
+            in_addr=in_addr,
+            in_h=in_h,
+            in_w=in_w,
+            c=c,
+            in_stride=in_stride,
+            out_addr=out_addr,
+            out_h=out_h,
+            out_w=out_w,
+            out_stride=out_stride,
+            kh=k[0],
+            kw=k[1],
+            stride_h=stride[0],
+            stride_w=stride[1],
+            pad_top=pad[0],
+            pad_left=pad[1],
+            act=act,
+            clip_lo=lo,
+            clip_hi=hi,
+            in_zp=in_zp,
+            out_zp=out_zp,
+            scale=f32_bits(scale),
+            in_pstride=pstride[0],
+            out_pstride=pstride[1],
+        ),
+        wait,
+    )
 
 
 def rows_bytes(a2d, stride):
@@ -72,8 +240,9 @@ def rows_bytes(a2d, stride):
     return b"".join(r.tobytes().ljust(stride, b"\0") for r in a2d)
 
 
-def conv_int8_stream(groups, C=8, OC=8, H=6, W=7, k=3, stride=1, pad=1, zx=-5, zy=4, clamp=(-128, 127),
-                     seed=3, config=NPU_REF):
+def conv_int8_stream(
+    groups, C=8, OC=8, H=6, W=7, k=3, stride=1, pad=1, zx=-5, zy=4, clamp=(-128, 127), seed=3, config=NPU_REF
+):
     """NCHW int8 input -> DMA x3 -> int8 CONV2D (dense or depthwise) -> DMA -> NHWC int8 output.
     Every address and row stride, the requantization rows included, is a multiple of the
     configuration's alignment."""
@@ -105,25 +274,59 @@ def conv_int8_stream(groups, C=8, OC=8, H=6, W=7, k=3, stride=1, pad=1, zx=-5, z
         dma(DMA_LOAD, 0, in_addr, s_in, H, W * C, in_stride, in_stride),
         dma(DMA_LOAD, 1, 0, s_w, OC, w_row, w_stride, w_stride),
         dma(DMA_LOAD, 0, q_addr, s_q, 2, OC * 4, q_stride, q_stride),
-        conv_cmd(INT8, s_in, H, W, C, in_stride, s_w, w_stride, k, k, OC, s_q, s_out, OH, OW,
-                 out_stride, stride=(stride, stride), pad=(pad, pad), clip=clamp, groups=groups,
-                 in_zp=zx, out_zp=zy, wait={DMA0: 0, DMA1: 0}),
+        conv_cmd(
+            INT8,
+            s_in,
+            H,
+            W,
+            C,
+            in_stride,
+            s_w,
+            w_stride,
+            k,
+            k,
+            OC,
+            s_q,
+            s_out,
+            OH,
+            OW,
+            out_stride,
+            stride=(stride, stride),
+            pad=(pad, pad),
+            clip=clamp,
+            groups=groups,
+            in_zp=zx,
+            out_zp=zy,
+            wait={DMA0: 0, DMA1: 0},
+        ),
         dma(DMA_STORE, 0, s_out, out_addr, OH, OW * OC, out_stride, out_stride, wait={MAC: 0}),
         command(END, [], wait=ALL_DONE),
     ]
     blob = pack_stream(tensors, commands, weights, ddr, 1, 1, config, s_out + OH * out_stride)
 
     def expected(x_nchw):
-        return int8.conv2d(x_nchw.transpose(0, 2, 3, 1), wt, bias, S, (OH, OW),
-                           (stride, stride), (1, 1), (pad, pad), groups, zx, zy, *clamp)
+        return int8.conv2d(
+            x_nchw.transpose(0, 2, 3, 1),
+            wt,
+            bias,
+            S,
+            (OH, OW),
+            (stride, stride),
+            (1, 1),
+            (pad, pad),
+            groups,
+            zx,
+            zy,
+            *clamp,
+        )
 
     return blob, expected, (OH, OW)
 
 
-@pytest.mark.parametrize("groups,C,OC,stride,clamp", [(1, 8, 16, 1, (-128, 127)),
-                                                      (1, 40, 33, 2, (4, 127)),
-                                                      (8, 8, 8, 1, (-128, 127)),
-                                                      (48, 48, 48, 2, (-20, 20))])
+@pytest.mark.parametrize(
+    "groups,C,OC,stride,clamp",
+    [(1, 8, 16, 1, (-128, 127)), (1, 40, 33, 2, (4, 127)), (8, 8, 8, 1, (-128, 127)), (48, 48, 48, 2, (-20, 20))],
+)
 def test_stream_int8_conv_end_to_end(rt, groups, C, OC, stride, clamp):
     H, W, zx, zy = 6, 7, -5, 4
     blob, expected, (OH, OW) = conv_int8_stream(groups, C, OC, H, W, 3, stride, 1, zx, zy, clamp)
@@ -133,8 +336,7 @@ def test_stream_int8_conv_end_to_end(rt, groups, C, OC, stride, clamp):
     mod["q"](T(x), T(out))
     np.testing.assert_array_equal(out, expected(x))
     last = json.loads(mod["get_profile"]())["last"]
-    assert [r["opcode"] for r in last["records"]] == [
-        "DMA_LOAD", "DMA_LOAD", "DMA_LOAD", "CONV2D", "DMA_STORE", "END"]
+    assert [r["opcode"] for r in last["records"]] == ["DMA_LOAD", "DMA_LOAD", "DMA_LOAD", "CONV2D", "DMA_STORE", "END"]
     conv = last["records"][3]
     if groups == 1:
         passes = OH * OW * 9 * -(-C // 32) * -(-OC // 32)
@@ -180,32 +382,46 @@ def vector_stream(op, dtype, shape, config=NPU_REF, **kw):
         stride = align(K * elem)
         size = R * stride
         view = [1, R, 1, K]
-        tensors = [tensor(INPUT, i, view, i * size, stride, dtype=dtype, host_dtype=host,
-                          layout=ROWS, host_shape=[R, K])
-                   for i in range(2)]
-        tensors.append(tensor(OUTPUT, 0, view, 2 * size, stride, dtype=dtype, host_dtype=host,
-                              layout=ROWS, host_shape=[R, K]))
-        commands = [dma(DMA_LOAD, 0, 0, 0, R, K * elem, stride, stride),
-                    dma(DMA_LOAD, 1, size, size, R, K * elem, stride, stride),
-                    add_cmd(dtype, 0, stride, size, stride, 2 * size, stride, R, K,
-                            wait={DMA0: 0, DMA1: 0}, **kw),
-                    dma(DMA_STORE, 0, 2 * size, 2 * size, R, K * elem, stride, stride,
-                        wait={VECTOR: 0}),
-                    command(END, [], wait=ALL_DONE)]
+        tensors = [
+            tensor(INPUT, i, view, i * size, stride, dtype=dtype, host_dtype=host, layout=ROWS, host_shape=[R, K])
+            for i in range(2)
+        ]
+        tensors.append(
+            tensor(OUTPUT, 0, view, 2 * size, stride, dtype=dtype, host_dtype=host, layout=ROWS, host_shape=[R, K])
+        )
+        commands = [
+            dma(DMA_LOAD, 0, 0, 0, R, K * elem, stride, stride),
+            dma(DMA_LOAD, 1, size, size, R, K * elem, stride, stride),
+            add_cmd(dtype, 0, stride, size, stride, 2 * size, stride, R, K, wait={DMA0: 0, DMA1: 0}, **kw),
+            dma(DMA_STORE, 0, 2 * size, 2 * size, R, K * elem, stride, stride, wait={VECTOR: 0}),
+            command(END, [], wait=ALL_DONE),
+        ]
         return pack_stream(tensors, commands, b"", 3 * size, 2, 1, config)
     (N, H, W, C), (OH, OW) = shape
     in_stride, out_stride = align(W * C * elem), align(OW * C * elem)
     in_size = H * in_stride
-    tensors = [tensor(INPUT, 0, [1, H, W, C], 0, in_stride, dtype=dtype, host_dtype=host,
-                      layout=NHWC, host_shape=[1, H, W, C]),
-               tensor(OUTPUT, 0, [1, OH, OW, C], in_size, out_stride, dtype=dtype, host_dtype=host,
-                      layout=NHWC, host_shape=[1, OH, OW, C])]
-    commands = [dma(DMA_LOAD, 1, 0, 0, H, W * C * elem, in_stride, in_stride),
-                pool_cmd(dtype, kw.pop("kind"), 0, H, W, C, in_stride, in_size, OH, OW, out_stride,
-                         wait={DMA1: 0}, **kw),
-                dma(DMA_STORE, 0, in_size, in_size, OH, OW * C * elem, out_stride, out_stride,
-                    wait={VECTOR: 0}),
-                command(END, [], wait=ALL_DONE)]
+    tensors = [
+        tensor(
+            INPUT, 0, [1, H, W, C], 0, in_stride, dtype=dtype, host_dtype=host, layout=NHWC, host_shape=[1, H, W, C]
+        ),
+        tensor(
+            OUTPUT,
+            0,
+            [1, OH, OW, C],
+            in_size,
+            out_stride,
+            dtype=dtype,
+            host_dtype=host,
+            layout=NHWC,
+            host_shape=[1, OH, OW, C],
+        ),
+    ]
+    commands = [
+        dma(DMA_LOAD, 1, 0, 0, H, W * C * elem, in_stride, in_stride),
+        pool_cmd(dtype, kw.pop("kind"), 0, H, W, C, in_stride, in_size, OH, OW, out_stride, wait={DMA1: 0}, **kw),
+        dma(DMA_STORE, 0, in_size, in_size, OH, OW * C * elem, out_stride, out_stride, wait={VECTOR: 0}),
+        command(END, [], wait=ALL_DONE),
+    ]
     return pack_stream(tensors, commands, b"", in_size + OH * out_stride, 1, 1, config)
 
 
@@ -253,8 +469,7 @@ POOL_STREAM_CASES = [
 @pytest.mark.parametrize("dtype", [INT8, FP16])
 def test_stream_pool_end_to_end(rt, case, dtype):
     kind, (N, H, W, C), k, stride, pad = case
-    OH, OW = (out_size(H, k[0], stride[0], 1, pad[0], pad[0]),
-              out_size(W, k[1], stride[1], 1, pad[1], pad[1]))
+    OH, OW = (out_size(H, k[0], stride[0], 1, pad[0], pad[0]), out_size(W, k[1], stride[1], 1, pad[1], pad[1]))
     rng = np.random.default_rng(C)
     if dtype == INT8:
         S = int8.avg_pool_scale(0.1, *k, 0.08) if kind == 0 else int8.max_pool_scale(0.1, 0.08)
@@ -265,8 +480,9 @@ def test_stream_pool_end_to_end(rt, case, dtype):
         q = dict(act=1)
         x = (rng.standard_normal((N, H, W, C)) * 2).astype(np.float32)
         ref = fp16.pool(x.astype(np.float16), kind, *k, (OH, OW), stride, pad, 1, (0, 0))
-    mod = rt["create"]("p", vector_stream(POOL, dtype, ((N, H, W, C), (OH, OW)), kind=kind, k=k,
-                                          stride=stride, pad=pad, **q))
+    mod = rt["create"](
+        "p", vector_stream(POOL, dtype, ((N, H, W, C), (OH, OW)), kind=kind, k=k, stride=stride, pad=pad, **q)
+    )
     out = np.zeros((N, OH, OW, C), x.dtype)
     mod["p"](T(x), T(out))
     np.testing.assert_array_equal(out, ref.astype(out.dtype))
@@ -282,8 +498,9 @@ def test_compute_only_depthwise_cycles_equal_formula(rt, config, C, k):
     in_stride, w_stride, out_stride = align(ow * C * 2), align(k * k * 2), align(ow * C * 2)
     w_addr = 16 * in_stride
     out_addr = w_addr + C * w_stride
-    cmd = conv_cmd(FP16, 0, 16, ow, C, in_stride, w_addr, w_stride, k, k, C, NO_BIAS, out_addr,
-                   oh, ow, out_stride, groups=C)
+    cmd = conv_cmd(
+        FP16, 0, 16, ow, C, in_stride, w_addr, w_stride, k, k, C, NO_BIAS, out_addr, oh, ow, out_stride, groups=C
+    )
     mod = rt["create"]("d", pack_stream([], [cmd, command(END, [])], config=config))
     mod["d"]()
     last = json.loads(mod["get_profile"]())["last"]
@@ -297,18 +514,21 @@ def test_compute_only_depthwise_cycles_equal_formula(rt, config, C, k):
 def test_vector_and_mac_engines_run_concurrently(rt, config):
     """An ADD and a CONV2D with no waits between them overlap; END waits for both."""
     conv = conv_cmd(FP16, 0, 4, 4, 32, 256, 4096, 128, 1, 1, 32, NO_BIAS, 8192, 4, 4, 256)
-    add = add_cmd(INT8, 16384, 1024, 16384, 1024, 32768, 1024, 3, 1000, clip=(-128, 127),
-                  a_mult=2 ** 30, b_mult=2 ** 30, shift=30)
+    add = add_cmd(
+        INT8, 16384, 1024, 16384, 1024, 32768, 1024, 3, 1000, clip=(-128, 127), a_mult=2**30, b_mult=2**30, shift=30
+    )
     pool = pool_cmd(FP16, 0, 65536, 3, 3, 20, 128, 69632, 1, 1, 128, (3, 3))
-    mod = rt["create"]("c", pack_stream([], [conv, add, pool, command(END, [], wait=ALL_DONE)],
-                                        config=config))
+    mod = rt["create"]("c", pack_stream([], [conv, add, pool, command(END, [], wait=ALL_DONE)], config=config))
     mod["c"]()
     recs = json.loads(mod["get_profile"]())["last"]["records"]
     conv_cycles = config[12] + 4 * 4 * -(-32 // config[1]) * -(-32 // config[2]) * 4
     add_cycles = vector_cycles(config, INT8, 3000)
     pool_cycles = vector_cycles(config, FP16, 20 * 9)
     assert [(r["issue"], r["start"], r["end"]) for r in recs[:3]] == [
-        (0, 0, conv_cycles), (1, 1, 1 + add_cycles), (2, 1 + add_cycles, 1 + add_cycles + pool_cycles)]
+        (0, 0, conv_cycles),
+        (1, 1, 1 + add_cycles),
+        (2, 1 + add_cycles, 1 + add_cycles + pool_cycles),
+    ]
     assert recs[3]["issue"] == max(conv_cycles, 1 + add_cycles + pool_cycles)
     assert [r["engine"] for r in recs] == ["mac", "vector", "vector", None]
 
@@ -322,15 +542,58 @@ def one(cmd, config=NPU_REF):
     return pack_stream([], [cmd, command(END, [])], b"\0" * 256, 4096, config=config)
 
 
-OK_ADD = dict(dtype=INT8, a_addr=0, a_stride=128, b_addr=128, b_stride=128, out_addr=256,
-              out_stride=128, rows=1, row_elems=100, clip=(-128, 127), a_mult=2 ** 30,
-              b_mult=2 ** 30, shift=31)
-OK_POOL = dict(dtype=INT8, kind=1, in_addr=0, in_h=4, in_w=4, c=8, in_stride=128, out_addr=1024,
-               out_h=2, out_w=2, out_stride=128, k=(2, 2), stride=(2, 2), clip=(-128, 127),
-               scale=1.0)
-OK_CONV8 = dict(dtype=INT8, in_addr=0, in_h=4, in_w=4, in_c=8, in_stride=128, w_addr=1024,
-                w_stride=128, kh=3, kw=3, oc=8, bias_addr=2048, out_addr=4096, out_h=4, out_w=4,
-                out_stride=128, pad=(1, 1), clip=(-128, 127))
+OK_ADD = dict(
+    dtype=INT8,
+    a_addr=0,
+    a_stride=128,
+    b_addr=128,
+    b_stride=128,
+    out_addr=256,
+    out_stride=128,
+    rows=1,
+    row_elems=100,
+    clip=(-128, 127),
+    a_mult=2**30,
+    b_mult=2**30,
+    shift=31,
+)
+OK_POOL = dict(
+    dtype=INT8,
+    kind=1,
+    in_addr=0,
+    in_h=4,
+    in_w=4,
+    c=8,
+    in_stride=128,
+    out_addr=1024,
+    out_h=2,
+    out_w=2,
+    out_stride=128,
+    k=(2, 2),
+    stride=(2, 2),
+    clip=(-128, 127),
+    scale=1.0,
+)
+OK_CONV8 = dict(
+    dtype=INT8,
+    in_addr=0,
+    in_h=4,
+    in_w=4,
+    in_c=8,
+    in_stride=128,
+    w_addr=1024,
+    w_stride=128,
+    kh=3,
+    kw=3,
+    oc=8,
+    bias_addr=2048,
+    out_addr=4096,
+    out_h=4,
+    out_w=4,
+    out_stride=128,
+    pad=(1, 1),
+    clip=(-128, 127),
+)
 
 
 def bad(code, rt, builder, base, **changes):
@@ -348,8 +611,7 @@ def test_new_commands_validate(rt):
     rt["validate"](one(pool_cmd(**{**OK_POOL, "in_addr": 16, "out_addr": 1040, "pstride": (16, 40)})))
     rt["validate"](one(conv_cmd(**{**OK_CONV8, "in_addr": 48, "out_addr": 4112, "pstride": (24, 32)})))
     rt["validate"](one(pool_cmd(**{**OK_POOL, "scale": 3.4e38})))
-    rt["validate"](one(pool_cmd(**{**OK_POOL, "dtype": FP16, "clip": (0.0, 0.0), "c": 4,
-                                    "scale": 0.0})))
+    rt["validate"](one(pool_cmd(**{**OK_POOL, "dtype": FP16, "clip": (0.0, 0.0), "c": 4, "scale": 0.0})))
 
 
 def test_bad_conv_commands_are_refused(rt):
@@ -357,17 +619,17 @@ def test_bad_conv_commands_are_refused(rt):
         ("ERR_OP_NOT_SUPPORTED", dict(groups=2)),
         ("ERR_OP_NOT_SUPPORTED", dict(groups=8, oc=4)),
         ("ERR_OP_NOT_SUPPORTED", dict(groups=0)),
-        ("ERR_BAD_STREAM", dict(bias_addr=NO_BIAS)),          # int8 needs its requant block
+        ("ERR_BAD_STREAM", dict(bias_addr=NO_BIAS)),  # int8 needs its requant block
         ("ERR_BAD_STREAM", dict(in_zp=128)),
         ("ERR_BAD_STREAM", dict(out_zp=-129)),
         ("ERR_BAD_STREAM", dict(clip=(3, 2))),
         ("ERR_BAD_STREAM", dict(clip=(-129, 0))),
-        ("ERR_BAD_STREAM", dict(act=1)),                      # int8: act is 0
+        ("ERR_BAD_STREAM", dict(act=1)),  # int8: act is 0
         ("ERR_BAD_STREAM", dict(dtype=FP16, in_zp=1, w_stride=256, clip=(0.0, 0.0))),
-        ("ERR_INVALID_ADDR", dict(bias_addr=2097152 - 128)),   # 2 rows of 128 pass SRAM's end
-        ("ERR_INVALID_ADDR", dict(bias_addr=2100)),            # misaligned
-        ("ERR_INVALID_ADDR", dict(bias_addr=4096 - 128)),      # row S overlaps the output
-        ("ERR_INVALID_ADDR", dict(out_addr=2048 + 128)),       # output on the block's row S
+        ("ERR_INVALID_ADDR", dict(bias_addr=2097152 - 128)),  # 2 rows of 128 pass SRAM's end
+        ("ERR_INVALID_ADDR", dict(bias_addr=2100)),  # misaligned
+        ("ERR_INVALID_ADDR", dict(bias_addr=4096 - 128)),  # row S overlaps the output
+        ("ERR_INVALID_ADDR", dict(out_addr=2048 + 128)),  # output on the block's row S
     ]:
         bad(code, rt, conv_cmd, OK_CONV8, **changes)
     # A dense weight row holds KH*KW*C elements (144 bytes for C = 16: more than its 128-byte
@@ -383,13 +645,13 @@ def test_bad_vector_commands_are_refused(rt):
         ("ERR_BAD_STREAM", dict(rows=0)),
         ("ERR_BAD_STREAM", dict(shift=0)),
         ("ERR_BAD_STREAM", dict(shift=63)),
-        ("ERR_BAD_STREAM", dict(a_mult=2 ** 31)),
+        ("ERR_BAD_STREAM", dict(a_mult=2**31)),
         ("ERR_BAD_STREAM", dict(b_zp=200)),
         ("ERR_BAD_STREAM", dict(clip=(0, 128))),
         ("ERR_BAD_STREAM", dict(act=2)),
         ("ERR_BAD_STREAM", dict(dtype=FP16, clip=(0.0, 0.0))),  # fp16 with int8 quant fields
-        ("ERR_BAD_STREAM", dict(row_elems=129)),                # a row longer than its stride
-        ("ERR_INVALID_ADDR", dict(out_addr=128)),               # output on b
+        ("ERR_BAD_STREAM", dict(row_elems=129)),  # a row longer than its stride
+        ("ERR_INVALID_ADDR", dict(out_addr=128)),  # output on b
         ("ERR_INVALID_ADDR", dict(a_stride=64)),
         ("ERR_INVALID_ADDR", dict(out_addr=2097152)),
     ]:
@@ -406,13 +668,13 @@ def test_bad_vector_commands_are_refused(rt):
         ("ERR_BAD_STREAM", dict(scale=float("nan"))),
         ("ERR_BAD_STREAM", dict(dtype=FP16, clip=(0.0, 0.0), c=4, scale=1.0)),  # fp16: S is 0
         ("ERR_BAD_STREAM", dict(in_zp=-200)),
-        ("ERR_BAD_STREAM", dict(pad=(2, 0))),                   # a max window all padding
-        ("ERR_BAD_STREAM", dict(out_h=4, stride=(2, 2))),        # last window past the tile
-        ("ERR_INVALID_ADDR", dict(out_addr=256)),               # output on the input
-        ("ERR_INVALID_ADDR", dict(in_addr=8)),                  # not on a 16-byte beat
-        ("ERR_BAD_STREAM", dict(pstride=(4, 0))),               # pixels of 8 bytes, 4 apart
+        ("ERR_BAD_STREAM", dict(pad=(2, 0))),  # a max window all padding
+        ("ERR_BAD_STREAM", dict(out_h=4, stride=(2, 2))),  # last window past the tile
+        ("ERR_INVALID_ADDR", dict(out_addr=256)),  # output on the input
+        ("ERR_INVALID_ADDR", dict(in_addr=8)),  # not on a 16-byte beat
+        ("ERR_BAD_STREAM", dict(pstride=(4, 0))),  # pixels of 8 bytes, 4 apart
         ("ERR_BAD_STREAM", dict(pstride=(0, 7))),
-        ("ERR_BAD_STREAM", dict(pstride=(48, 0))),              # 3 * 48 + 8 > the row stride 128
+        ("ERR_BAD_STREAM", dict(pstride=(48, 0))),  # 3 * 48 + 8 > the row stride 128
     ]:
         bad(code, rt, pool_cmd, OK_POOL, **changes)
     # The average of a window in the padding is defined (0 + bias-free): accepted.
@@ -428,10 +690,14 @@ def test_io_descriptors(rt):
     view, host = [1, 1, 1, 64], [64]
     # int8 on the device, fp32 on the host is quantized staging: format 1.3 and a quantization table
     # (tests/runtime/test_quantized_staging.py), so in this 1.0 stream it is refused as too old a format.
-    for dtype, host_dtype, code in [(INT8, INT8, None), (FP16, FP32, None), (INT8, FP32, "ERR_BAD_STREAM"),
-                                    (FP16, INT8, "ERR_OP_NOT_SUPPORTED"), (INT32, INT32, "ERR_OP_NOT_SUPPORTED")]:
-        t = [tensor(INPUT, 0, view, 0, 128, dtype=dtype, host_dtype=host_dtype, layout=ROWS,
-                    host_shape=host)]
+    for dtype, host_dtype, code in [
+        (INT8, INT8, None),
+        (FP16, FP32, None),
+        (INT8, FP32, "ERR_BAD_STREAM"),
+        (FP16, INT8, "ERR_OP_NOT_SUPPORTED"),
+        (INT32, INT32, "ERR_OP_NOT_SUPPORTED"),
+    ]:
+        t = [tensor(INPUT, 0, view, 0, 128, dtype=dtype, host_dtype=host_dtype, layout=ROWS, host_shape=host)]
         blob = pack_stream(t, [command(END, [])], b"", 256, 1, 0)
         if code is None:
             rt["validate"](blob)
@@ -443,12 +709,15 @@ def test_int8_io_relayout_only(rt):
     """int8 host I/O: NCHW in, ROWS out, bytes moved unchanged (no conversion)."""
     C, H, W = 3, 4, 5
     stride = 128
-    tensors = [tensor(INPUT, 0, [1, H, W, C], 0, stride, layout=NCHW, host_shape=[1, C, H, W]),
-               tensor(OUTPUT, 0, [1, H, W, C], H * stride, stride, layout=NHWC,
-                      host_shape=[1, H, W, C])]
-    cmds = [dma(DMA_LOAD, 0, 0, 0, H, W * C, stride, stride),
-            dma(DMA_STORE, 0, 0, H * stride, H, W * C, stride, stride, wait={DMA0: 0}),
-            command(END, [], wait=ALL_DONE)]
+    tensors = [
+        tensor(INPUT, 0, [1, H, W, C], 0, stride, layout=NCHW, host_shape=[1, C, H, W]),
+        tensor(OUTPUT, 0, [1, H, W, C], H * stride, stride, layout=NHWC, host_shape=[1, H, W, C]),
+    ]
+    cmds = [
+        dma(DMA_LOAD, 0, 0, 0, H, W * C, stride, stride),
+        dma(DMA_STORE, 0, 0, H * stride, H, W * C, stride, stride, wait={DMA0: 0}),
+        command(END, [], wait=ALL_DONE),
+    ]
     mod = rt["create"]("r", pack_stream(tensors, cmds, b"", 2 * H * stride, 1, 1))
     x = np.arange(-60, 60, 2, dtype=np.int8).reshape(1, C, H, W)
     out = np.zeros((1, H, W, C), np.int8)
@@ -462,16 +731,38 @@ def test_mutated_int8_streams_never_crash(rt):
     are also run: they must compute or fail with a code, never crash."""
     conv_blob = conv_int8_stream(1)[0]
     dw_blob = conv_int8_stream(8)[0]
-    add_blob = vector_stream(ADD, INT8, (3, 100), clip=(-128, 127), a_mult=2 ** 30,
-                             b_mult=2 ** 30, shift=30)
-    pool_blob = vector_stream(POOL, INT8, ((1, 6, 6, 8), (3, 3)), kind=1, k=(3, 3),
-                              stride=(2, 2), pad=(1, 1), clip=(-128, 127), scale=1.0)
+    add_blob = vector_stream(ADD, INT8, (3, 100), clip=(-128, 127), a_mult=2**30, b_mult=2**30, shift=30)
+    pool_blob = vector_stream(
+        POOL, INT8, ((1, 6, 6, 8), (3, 3)), kind=1, k=(3, 3), stride=(2, 2), pad=(1, 1), clip=(-128, 127), scale=1.0
+    )
     rng = random.Random(1)
-    interesting = [0, 1, 2, 30, 31, 62, 63, 127, 128, 129, 2 ** 30, 2 ** 31 - 1, 0x7FFFFFFF,
-                   0x80000000, 0xFFFFFF80, 0xFFFFFF81, 0xFFFFFFFF,
-                   # fp32 scales: 1.0, -1.0, FLT_MAX, the smallest subnormal, inf, -inf, NaN
-                   0x3F800000, 0xBF800000, 0x7F7FFFFF, 0x00000001, 0x7F800000, 0xFF800000,
-                   0x7FC00000]
+    interesting = [
+        0,
+        1,
+        2,
+        30,
+        31,
+        62,
+        63,
+        127,
+        128,
+        129,
+        2**30,
+        2**31 - 1,
+        0x7FFFFFFF,
+        0x80000000,
+        0xFFFFFF80,
+        0xFFFFFF81,
+        0xFFFFFFFF,
+        # fp32 scales: 1.0, -1.0, FLT_MAX, the smallest subnormal, inf, -inf, NaN
+        0x3F800000,
+        0xBF800000,
+        0x7F7FFFFF,
+        0x00000001,
+        0x7F800000,
+        0xFF800000,
+        0x7FC00000,
+    ]
     for blob in [conv_blob, dw_blob, add_blob, pool_blob]:
         n_tensors, n_cmds = struct.unpack_from("<2I", blob, 16)
         end = 128 + 64 * n_tensors + 128 * n_cmds
@@ -479,11 +770,12 @@ def test_mutated_int8_streams_never_crash(rt):
             b = bytearray(blob)
             for _ in range(rng.randint(1, 3)):
                 pos = rng.randrange(16, end, 4)
-                b[pos:pos + 4] = struct.pack("<I", rng.choice(interesting + [rng.getrandbits(32)]))
+                b[pos : pos + 4] = struct.pack("<I", rng.choice(interesting + [rng.getrandbits(32)]))
             try:
                 rt["validate"](refresh_crc(bytes(b)))
             except RuntimeError as e:
                 assert str(e).startswith("ERR_"), str(e)
+
     # Run mutations of the quantization words only (act .. end of the operands; for POOL also
     # the first unused word 24, which held the old shift and must now be 0), and of the conv's
     # requantization block (bias and S rows: data, checked by the kernel when it runs).
@@ -495,17 +787,19 @@ def test_mutated_int8_streams_never_crash(rt):
 
     q_base = struct.unpack_from("<I", conv_blob, 24)[0] + 8 * align(9 * 8)  # OC = 8, C = 8
     block = [q_base + row * 128 + 4 * o for row in range(2) for o in range(8)]
-    cases = [(add_blob, operand_positions(add_blob, ADD, range(10, 19))),
-             (pool_blob, operand_positions(pool_blob, POOL, range(18, 25))),
-             (conv_blob, operand_positions(conv_blob, CONV2D, range(23, 29))),
-             (conv_blob, block)]
+    cases = [
+        (add_blob, operand_positions(add_blob, ADD, range(10, 19))),
+        (pool_blob, operand_positions(pool_blob, POOL, range(18, 25))),
+        (conv_blob, operand_positions(conv_blob, CONV2D, range(23, 29))),
+        (conv_blob, block),
+    ]
     for blob, positions in cases:
         n_tensors = struct.unpack_from("<I", blob, 16)[0]
         for trial in range(300):
             b = bytearray(blob)
             for _ in range(rng.randint(1, 2)):
                 pos = rng.choice(positions)
-                b[pos:pos + 4] = struct.pack("<I", rng.choice(interesting + [rng.getrandbits(32)]))
+                b[pos : pos + 4] = struct.pack("<I", rng.choice(interesting + [rng.getrandbits(32)]))
             try:
                 mod = rt["create"]("m", refresh_crc(bytes(b)))
             except RuntimeError as e:

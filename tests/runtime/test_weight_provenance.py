@@ -8,13 +8,32 @@ import numpy as np
 import pytest
 
 import tvm_npu
-from npu_stream_pack import (ADD, ALL_DONE, CONV2D, DMA_LOAD, DMA_STORE, END, FP16, INPUT, INT8, NO_BIAS, OUTPUT,
-                             ROWS, T, command, dma, f32_bits, pack_stream, tensor, u32)
 from npu_ref import fp16
+from npu_stream_pack import (
+    ADD,
+    ALL_DONE,
+    CONV2D,
+    DMA_LOAD,
+    DMA_STORE,
+    END,
+    FP16,
+    INPUT,
+    INT8,
+    NO_BIAS,
+    OUTPUT,
+    ROWS,
+    T,
+    command,
+    dma,
+    f32_bits,
+    pack_stream,
+    tensor,
+    u32,
+)
 
-C = 8                # channels in and out
-PIX = 4              # pixels of the 1 x 4 input
-ROW = 128            # DDR / SRAM row stride
+C = 8  # channels in and out
+PIX = 4  # pixels of the 1 x 4 input
+ROW = 128  # DDR / SRAM row stride
 X_SRAM, W_SRAM, Y_SRAM = 0, 128, 128 + C * ROW
 W_BYTES = C * C * 2  # 8 rows of 8 fp16 weights, packed
 
@@ -22,17 +41,56 @@ W_BYTES = C * C * 2  # 8 rows of 8 fp16 weights, packed
 def conv_fp16(w_stride):
     """The fp16 1x1 CONV2D of x (X_SRAM) with the 8x8 weight at W_SRAM, its rows `w_stride` bytes apart, into
     y (Y_SRAM): no bias, no activation."""
-    return command(CONV2D, dict(dtype=FP16, in_addr=X_SRAM, in_h=1, in_w=PIX, in_c=C, in_stride=ROW, w_addr=W_SRAM,
-                                w_stride=w_stride, kh=1, kw=1, oc=C, bias_addr=NO_BIAS, out_addr=Y_SRAM, out_h=1,
-                                out_w=PIX, out_stride=ROW, stride_h=1, stride_w=1, dil_h=1, dil_w=1,
-                                clip_lo=f32_bits(0.0), clip_hi=f32_bits(0.0), groups=1), ALL_DONE)
+    return command(
+        CONV2D,
+        dict(
+            dtype=FP16,
+            in_addr=X_SRAM,
+            in_h=1,
+            in_w=PIX,
+            in_c=C,
+            in_stride=ROW,
+            w_addr=W_SRAM,
+            w_stride=w_stride,
+            kh=1,
+            kw=1,
+            oc=C,
+            bias_addr=NO_BIAS,
+            out_addr=Y_SRAM,
+            out_h=1,
+            out_w=PIX,
+            out_stride=ROW,
+            stride_h=1,
+            stride_w=1,
+            dil_h=1,
+            dil_w=1,
+            clip_lo=f32_bits(0.0),
+            clip_hi=f32_bits(0.0),
+            groups=1,
+        ),
+        ALL_DONE,
+    )
 
 
 def add_fp16(a, b, out, n):
     """ADD of one row of n fp16 elements, no activation."""
-    return command(ADD, dict(dtype=FP16, a_addr=a, a_stride=ROW, b_addr=b, b_stride=ROW, out_addr=out,
-                             out_stride=ROW, rows=1, row_elems=n, clip_lo=f32_bits(0.0), clip_hi=f32_bits(0.0)),
-                   ALL_DONE)
+    return command(
+        ADD,
+        dict(
+            dtype=FP16,
+            a_addr=a,
+            a_stride=ROW,
+            b_addr=b,
+            b_stride=ROW,
+            out_addr=out,
+            out_stride=ROW,
+            rows=1,
+            row_elems=n,
+            clip_lo=f32_bits(0.0),
+            clip_hi=f32_bits(0.0),
+        ),
+        ALL_DONE,
+    )
 
 
 def stream(weights_from: str, overwrite_row0: bool = False, reload: bool = False):
@@ -42,21 +100,29 @@ def stream(weights_from: str, overwrite_row0: bool = False, reload: bool = False
     base = W_BYTES if blob_w else 0  # the activation arena starts after the weights
     x_ddr, w_ddr, y_ddr = base, base + ROW, base + 2 * ROW + C * ROW
     nhwc = [1, 1, PIX, C]
-    tensors = [tensor(INPUT, 0, nhwc, x_ddr, ROW, host_shape=nhwc), tensor(OUTPUT, 0, nhwc, y_ddr, ROW, host_shape=nhwc)]
+    tensors = [
+        tensor(INPUT, 0, nhwc, x_ddr, ROW, host_shape=nhwc),
+        tensor(OUTPUT, 0, nhwc, y_ddr, ROW, host_shape=nhwc),
+    ]
     if not blob_w:
         tensors.append(tensor(INPUT, 1, [1, C, 1, C], w_ddr, ROW, layout=ROWS, host_shape=[C, C]))
     # From the blob, packed rows; from the arena, one aligned row each.
     w_stride = C * 2 if blob_w else ROW
-    load_w = (dma(DMA_LOAD, 1, 0, W_SRAM, 1, W_BYTES, W_BYTES, W_BYTES, wait=ALL_DONE) if blob_w
-              else dma(DMA_LOAD, 1, w_ddr, W_SRAM, C, C * 2, ROW, ROW, wait=ALL_DONE))
+    load_w = (
+        dma(DMA_LOAD, 1, 0, W_SRAM, 1, W_BYTES, W_BYTES, W_BYTES, wait=ALL_DONE)
+        if blob_w
+        else dma(DMA_LOAD, 1, w_ddr, W_SRAM, C, C * 2, ROW, ROW, wait=ALL_DONE)
+    )
     cmds = [dma(DMA_LOAD, 0, x_ddr, X_SRAM, 1, PIX * C * 2, ROW, ROW), load_w]
     if overwrite_row0:
         cmds.append(add_fp16(X_SRAM, X_SRAM, W_SRAM, C))
     if reload:
         cmds.append(load_w)
-    cmds += [conv_fp16(w_stride),
-             dma(DMA_STORE, 0, Y_SRAM, y_ddr, 1, PIX * C * 2, ROW, ROW, wait=ALL_DONE),
-             command(END, [], wait=ALL_DONE)]
+    cmds += [
+        conv_fp16(w_stride),
+        dma(DMA_STORE, 0, Y_SRAM, y_ddr, 1, PIX * C * 2, ROW, ROW, wait=ALL_DONE),
+        command(END, [], wait=ALL_DONE),
+    ]
     return cmds, tensors, base
 
 
@@ -133,20 +199,54 @@ def int8_stream(block_from: str, w8: np.ndarray, block: bytes):
     base = len(weights)
     x_ddr, b_ddr, y_ddr = base, base + ROW, base + ROW + BLOCK
     nhwc = [1, 1, PIX, C]
-    tensors = [tensor(INPUT, 0, nhwc, x_ddr, ROW, dtype=INT8, host_dtype=INT8, host_shape=nhwc),
-               tensor(OUTPUT, 0, nhwc, y_ddr, ROW, dtype=INT8, host_dtype=INT8, host_shape=nhwc)]
+    tensors = [
+        tensor(INPUT, 0, nhwc, x_ddr, ROW, dtype=INT8, host_dtype=INT8, host_shape=nhwc),
+        tensor(OUTPUT, 0, nhwc, y_ddr, ROW, dtype=INT8, host_dtype=INT8, host_shape=nhwc),
+    ]
     if not blob_block:
-        tensors.append(tensor(INPUT, 1, [1, 2, 1, ROW], b_ddr, ROW, dtype=INT8, host_dtype=INT8, layout=ROWS,
-                              host_shape=[2, ROW]))
+        tensors.append(
+            tensor(INPUT, 1, [1, 2, 1, ROW], b_ddr, ROW, dtype=INT8, host_dtype=INT8, layout=ROWS, host_shape=[2, ROW])
+        )
     src = 2 * ROW if blob_block else b_ddr
-    conv8 = command(CONV2D, dict(dtype=INT8, in_addr=X_SRAM, in_h=1, in_w=PIX, in_c=C, in_stride=ROW,
-                                 w_addr=W_SRAM, w_stride=C, kh=1, kw=1, oc=C, bias_addr=B_SRAM, out_addr=Y_SRAM,
-                                 out_h=1, out_w=PIX, out_stride=ROW, stride_h=1, stride_w=1, dil_h=1, dil_w=1,
-                                 clip_lo=u32(-128), clip_hi=127, groups=1, in_zp=u32(-3), out_zp=5), ALL_DONE)
-    cmds = [dma(DMA_LOAD, 0, x_ddr, X_SRAM, 1, PIX * C, ROW, ROW),
-            dma(DMA_LOAD, 1, 0, W_SRAM, 1, C * C, ROW, ROW, wait=ALL_DONE),
-            dma(DMA_LOAD, 1, src, B_SRAM, 2, ROW, ROW, ROW, wait=ALL_DONE), conv8,
-            dma(DMA_STORE, 0, Y_SRAM, y_ddr, 1, PIX * C, ROW, ROW, wait=ALL_DONE), command(END, [], wait=ALL_DONE)]
+    conv8 = command(
+        CONV2D,
+        dict(
+            dtype=INT8,
+            in_addr=X_SRAM,
+            in_h=1,
+            in_w=PIX,
+            in_c=C,
+            in_stride=ROW,
+            w_addr=W_SRAM,
+            w_stride=C,
+            kh=1,
+            kw=1,
+            oc=C,
+            bias_addr=B_SRAM,
+            out_addr=Y_SRAM,
+            out_h=1,
+            out_w=PIX,
+            out_stride=ROW,
+            stride_h=1,
+            stride_w=1,
+            dil_h=1,
+            dil_w=1,
+            clip_lo=u32(-128),
+            clip_hi=127,
+            groups=1,
+            in_zp=u32(-3),
+            out_zp=5,
+        ),
+        ALL_DONE,
+    )
+    cmds = [
+        dma(DMA_LOAD, 0, x_ddr, X_SRAM, 1, PIX * C, ROW, ROW),
+        dma(DMA_LOAD, 1, 0, W_SRAM, 1, C * C, ROW, ROW, wait=ALL_DONE),
+        dma(DMA_LOAD, 1, src, B_SRAM, 2, ROW, ROW, ROW, wait=ALL_DONE),
+        conv8,
+        dma(DMA_STORE, 0, Y_SRAM, y_ddr, 1, PIX * C, ROW, ROW, wait=ALL_DONE),
+        command(END, [], wait=ALL_DONE),
+    ]
     blob = pack_stream(tensors, cmds, weights, y_ddr + ROW, 1 if blob_block else 2, 1)
     return blob, 3
 
@@ -187,6 +287,7 @@ def test_int8_requantization_block_from_an_input_is_read_every_call(block_from):
 
 # --- resident loads: weights a call leaves in SRAM for the next call of its stream --------------------------
 
+
 def resident_stream(case: str):
     """x (1x4x8) times the blob's 8x8 weight W (loaded to W_SRAM), out y. "plain": nothing else touches W;
     "read before": an ADD of W_SRAM's first row with itself runs before the load (it must read zeros every
@@ -194,12 +295,18 @@ def resident_stream(case: str):
     base = W_BYTES
     x_ddr, y_ddr, z_ddr = base, base + ROW, base + 2 * ROW
     nhwc = [1, 1, PIX, C]
-    tensors = [tensor(INPUT, 0, nhwc, x_ddr, ROW, host_shape=nhwc), tensor(OUTPUT, 0, nhwc, y_ddr, ROW, host_shape=nhwc)]
+    tensors = [
+        tensor(INPUT, 0, nhwc, x_ddr, ROW, host_shape=nhwc),
+        tensor(OUTPUT, 0, nhwc, y_ddr, ROW, host_shape=nhwc),
+    ]
     load_w = dma(DMA_LOAD, 1, 0, W_SRAM, 1, W_BYTES, W_BYTES, W_BYTES, wait=ALL_DONE)
     cmds = [dma(DMA_LOAD, 0, x_ddr, X_SRAM, 1, PIX * C * 2, ROW, ROW)]
     if case == "read before":
         tensors.append(tensor(OUTPUT, 1, [1, 1, 1, C], z_ddr, ROW, host_shape=[1, 1, 1, C]))
-        cmds += [add_fp16(W_SRAM, W_SRAM, B_SRAM, C), dma(DMA_STORE, 0, B_SRAM, z_ddr, 1, C * 2, ROW, ROW, wait=ALL_DONE)]
+        cmds += [
+            add_fp16(W_SRAM, W_SRAM, B_SRAM, C),
+            dma(DMA_STORE, 0, B_SRAM, z_ddr, 1, C * 2, ROW, ROW, wait=ALL_DONE),
+        ]
     cmds += [load_w, conv_fp16(C * 2)]
     if case == "written after":
         cmds.append(add_fp16(X_SRAM, X_SRAM, W_SRAM, C))
@@ -232,7 +339,9 @@ def check_resident_case(case):
     fn = tvm_npu.runtime.create_module("r", blob)["r"]
     for _ in range(4):
         x = rng.standard_normal((1, 1, PIX, C)).astype(np.float32)
-        ys = [np.full((1, 1, PIX, C), 7.0, np.float32)] + ([np.full((1, 1, 1, C), 7.0, np.float32)] if outs == 2 else [])
+        ys = [np.full((1, 1, PIX, C), 7.0, np.float32)] + (
+            [np.full((1, 1, 1, C), 7.0, np.float32)] if outs == 2 else []
+        )
         fn(T(x), *[T(y) for y in ys])
         want = fp16.conv2d(x.astype(np.float16), w.reshape(C, 1, 1, C), None, (1, PIX))
         np.testing.assert_array_equal(ys[0].astype(np.float16).view(np.uint16), want.view(np.uint16))
@@ -245,6 +354,7 @@ def test_compiled_lstm_calls_on_warm_buffers_give_the_same_bits():
     gives the bits of the same call made first (cold)."""
     import tvm
     from tvm import relax
+
     from tvm_npu.models import lstm
 
     model = lstm(T=4, B=1, I=6, H=16, seed=2)
@@ -255,8 +365,13 @@ def test_compiled_lstm_calls_on_warm_buffers_give_the_same_bits():
     assert resident and all(commands[i].op == "DMA_LOAD" for i in resident)
     main = relax.VirtualMachine(ex, tvm.cpu())["main"]
     rng = np.random.default_rng(9)
-    feeds = [[rng.standard_normal(tuple(d.dim_value for d in i.type.tensor_type.shape.dim)).astype(np.float32)
-              for i in model.graph.input] for _ in range(3)]
+    feeds = [
+        [
+            rng.standard_normal(tuple(d.dim_value for d in i.type.tensor_type.shape.dim)).astype(np.float32)
+            for i in model.graph.input
+        ]
+        for _ in range(3)
+    ]
     run = lambda f: [o.numpy() for o in main(*[tvm.runtime.tensor(a) for a in f])]  # noqa: E731
     first = run(feeds[0])
     run(feeds[1]), run(feeds[2])

@@ -43,8 +43,9 @@ def test_user_mistake_is_one_line_with_a_code(capsys):
 
 
 def _tutorial(name, cwd, *args):
-    res = subprocess.run([sys.executable, str(ROOT / "tutorials" / name), *args], cwd=cwd,
-                         capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "tutorials" / name), *args], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     return res.stdout
 

@@ -10,8 +10,8 @@ import tvm
 from tvm import relax
 
 import tvm_npu
-from tvm_npu.tools.cli import main
 from tvm_npu.models import small_cnn
+from tvm_npu.tools.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +50,20 @@ def test_profile_writes_csv_json_and_trace(files, tmp_path, capsys):
     d, _ = files
     paths = {k: tmp_path / f"prof.{k}" for k in ("csv", "json")}
     paths["trace"] = tmp_path / "trace.json"
-    assert main(["profile", str(d / "model.onnx"), "--input", str(d / "x.npy"), "--config", "npu-small",
-                 *[a for k, p in paths.items() for a in (f"--{k}", str(p))]]) == 0
+    assert (
+        main(
+            [
+                "profile",
+                str(d / "model.onnx"),
+                "--input",
+                str(d / "x.npy"),
+                "--config",
+                "npu-small",
+                *[a for k, p in paths.items() for a in (f"--{k}", str(p))],
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     prof = json.loads(paths["json"].read_text())
     assert prof["config"]["mac_rows"] == 16 and prof["layers"]
@@ -127,8 +139,9 @@ def test_quantize_then_run_stays_close_to_float(tmp_path, capsys):
     for i in range(6):
         np.save(calib / f"{i}.npy", rng.standard_normal((1, 3, 32, 32)).astype(np.float32))
     lib = tmp_path / "int8.so"
-    assert main(["quantize", str(model), "--calib", str(calib), "-o", str(lib), "--method", "percentile",
-                 "--sqnr"]) == 0
+    assert (
+        main(["quantize", str(model), "--calib", str(calib), "-o", str(lib), "--method", "percentile", "--sqnr"]) == 0
+    )
     out = capsys.readouterr().out
     assert "of MACs on the NPU" in out and "dB" in out
     x = rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
@@ -143,7 +156,9 @@ def test_quantize_then_run_stays_close_to_float(tmp_path, capsys):
 def test_quantize_without_calibration_files_is_one_line(tmp_path, capsys):
     onnx.save(small_cnn(seed=4), tmp_path / "cnn.onnx")
     (tmp_path / "empty").mkdir()
-    assert main(["quantize", str(tmp_path / "cnn.onnx"), "--calib", str(tmp_path / "empty"),
-                 "-o", str(tmp_path / "q.so")]) != 0
+    assert (
+        main(["quantize", str(tmp_path / "cnn.onnx"), "--calib", str(tmp_path / "empty"), "-o", str(tmp_path / "q.so")])
+        != 0
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no .npy / .npz files" in err[0]

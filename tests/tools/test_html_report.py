@@ -7,10 +7,10 @@ import onnx
 import pytest
 
 import tvm_npu
+from builders import residual_block
+from tvm_npu.models import small_cnn
 from tvm_npu.tools.cli import main
 from tvm_npu.tools.html_report import headline, sram_spans, write_html
-from tvm_npu.models import small_cnn
-from builders import residual_block
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -44,7 +44,7 @@ def test_page_references_every_figure(rendered):
 def test_partition_table_and_headline_numbers(rendered):
     prof, report, (page, *_) = rendered
     text = page.read_text()
-    table = text[text.index('<table id="placements">'):]
+    table = text[text.index('<table id="placements">') :]
     assert report.placements
     for p in report.placements:
         assert f"<td>{p.op}</td>" in table and f"<td>{p.var}</td>" in table
@@ -88,6 +88,6 @@ def test_cli_profile_writes_html(tmp_path, capsys):
     text = _check_page(out, pngs)
     # One placement row per op, with the device the build chose (small_cnn: all 17 on the NPU). The page's
     # CSS names the classes too, so count rows, not words.
-    table = text[text.index('<table id="placements">'):]
-    table = table[:table.index("</table>")]
+    table = text[text.index('<table id="placements">') :]
+    table = table[: table.index("</table>")]
     assert table.count('<tr class="npu">') == 17 and '<tr class="cpu">' not in table

@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 import tvm_npu
-from builders import chain, conv_layer
+from builders import chain, conv_layer, residual_block
 from conftest import run_vm
-from builders import residual_block
 from tvm_npu.tools.profiler import profile, random_inputs, to_csv
 from tvm_npu.tools.trace import write_chrome_trace
 
@@ -63,7 +62,8 @@ def test_totals_match_the_runtime(chain_profile):
     assert prof["total_cycles"] == sum(r["total_cycles"] for r in runs) > 0
     assert prof["ddr_bytes"] == sum(r["ddr_read_bytes"] + r["ddr_write_bytes"] for r in runs)
     assert sum(lay["cycles"]["compute"] for lay in prof["layers"]) == sum(
-        r["mac_cycles"] + r["vector_cycles"] for r in runs)
+        r["mac_cycles"] + r["vector_cycles"] for r in runs
+    )
     assert sum(lay["ddr_read_bytes"] + lay["ddr_write_bytes"] for lay in prof["layers"]) == prof["ddr_bytes"]
     json.dumps(prof)  # plain JSON data
 
@@ -155,19 +155,27 @@ def test_trace_shows_the_cpu_op_between_two_npu_regions(rng, tmp_path):
     first, second = sorted(prof["regions"].values(), key=lambda r: r["host_start_ns"])
     assert 0 < first["host_start_ns"] < first["host_end_ns"] < second["host_start_ns"] < second["host_end_ns"]
     events, spans, names = _trace(prof, tmp_path / "trace.json")
-    cpu = [e for e in spans if e["name"] == "cpu fallback"
-           and (e["args"]["after"], e["args"]["before"]) == (first["alias"], second["alias"])]
+    cpu = [
+        e
+        for e in spans
+        if e["name"] == "cpu fallback"
+        and (e["args"]["after"], e["args"]["before"]) == (first["alias"], second["alias"])
+    ]
     assert len(cpu) == 1 and names[(cpu[0]["pid"], cpu[0]["tid"])] == "CPU"
     assert cpu[0]["dur"] == pytest.approx((second["host_start_ns"] - first["host_end_ns"]) / 1e3, abs=1e-3)
     # On the time axis: the first call's NPU spans, the CPU span, then the second call's.
-    pid = {e["args"]["name"].split()[1]: e["pid"] for e in events
-           if e["name"] == "process_name" and e["args"]["name"].startswith("NPU ")}
+    pid = {
+        e["args"]["name"].split()[1]: e["pid"]
+        for e in events
+        if e["name"] == "process_name" and e["args"]["name"].startswith("NPU ")
+    }
     one = [e for e in spans if e["pid"] == pid[first["alias"]]]
     two = [e for e in spans if e["pid"] == pid[second["alias"]]]
     assert max(e["ts"] + e["dur"] for e in one) <= cpu[0]["ts"] + 1e-9
     assert min(e["ts"] for e in two) >= cpu[0]["ts"] + cpu[0]["dur"] - 1e-9
     assert max(e["ts"] + e["dur"] for e in two) == pytest.approx(
-        (first["total_cycles"] + second["total_cycles"]) / CFG.clock_mhz + cpu[0]["dur"])
+        (first["total_cycles"] + second["total_cycles"]) / CFG.clock_mhz + cpu[0]["dur"]
+    )
 
 
 def test_report_keeps_the_layers_and_command_map(rng):

@@ -16,7 +16,7 @@ def test_chunked_equals_whole_and_matches_onnxruntime():
     chunked = tvm_npu.StreamingSession.from_onnx(lstm_model(T=3, **kw), state={"h0": "Y_h", "c0": "Y_c"})
     x = np.random.default_rng(5).standard_normal((9, 1, 10)).astype(np.float32)
     want = whole(X=x)
-    parts = [chunked(X=x[k:k + 3]) for k in (0, 3, 6)]
+    parts = [chunked(X=x[k : k + 3]) for k in (0, 3, 6)]
     # Bit for bit: every step computes the same rows in the same order, whatever the chunking.
     np.testing.assert_array_equal(np.concatenate([p["Y"] for p in parts]), want["Y"])
     np.testing.assert_array_equal(parts[-1]["Y_h"], want["Y_h"])

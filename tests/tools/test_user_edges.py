@@ -58,20 +58,24 @@ def _reference(path, x):
 def test_profile_takes_inputs_in_every_form_a_user_has(files, form):
     d, x = files
     mod = tvm_npu.from_onnx(str(d / "conv.onnx"))
-    given = {"dict": {"x": x}, "array": x, "list": [x], "npz path": str(d / "x.npz"),
-             "npy path": str(d / "x.npy")}[form]
+    given = {"dict": {"x": x}, "array": x, "list": [x], "npz path": str(d / "x.npz"), "npy path": str(d / "x.npy")}[
+        form
+    ]
     prof = tvm_npu.profile(mod, inputs=given)
     assert prof["total_cycles"] == tvm_npu.profile(mod, inputs=[x])["total_cycles"] > 0
     assert len(prof["layers"]) == 1
 
 
-@pytest.mark.parametrize("given, message", [
-    (lambda x: {"y": x}, "missing ['x'], unknown ['y']"),
-    (lambda x: np.concatenate([x, x]), "expected shape (1, 3, 8, 8) float32, got (2, 3, 8, 8) float32"),
-    (lambda x: x.astype(np.float64), "got (1, 3, 8, 8) float64"),
-    (lambda x: np.asarray("x.npy"), "expected a numeric array, got dtype <U5"),
-    (lambda x: [x, x], "main takes 1 input(s) (x), 2 given"),
-])
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        (lambda x: {"y": x}, "missing ['x'], unknown ['y']"),
+        (lambda x: np.concatenate([x, x]), "expected shape (1, 3, 8, 8) float32, got (2, 3, 8, 8) float32"),
+        (lambda x: x.astype(np.float64), "got (1, 3, 8, 8) float64"),
+        (lambda x: np.asarray("x.npy"), "expected a numeric array, got dtype <U5"),
+        (lambda x: [x, x], "main takes 1 input(s) (x), 2 given"),
+    ],
+)
 def test_profile_inputs_that_do_not_fit_are_coded_errors(files, given, message):
     d, x = files
     with pytest.raises(tvm_npu.NPUError, match="ERR_SHAPE_MISMATCH") as info:
@@ -88,8 +92,10 @@ def test_run_and_profile_read_npz_files(files, tmp_path, capsys):
         assert cli.main(["run", str(lib), str(d / name), "-o", str(out)]) == 0
         np.testing.assert_allclose(np.load(out), _reference(d / "conv.onnx", x), rtol=1e-2, atol=1e-2)
     capsys.readouterr()
-    assert cli.main(["profile", str(d / "conv.onnx"), "--input", str(d / "x.npz"),
-                     "--json", str(tmp_path / "p.json")]) == 0
+    assert (
+        cli.main(["profile", str(d / "conv.onnx"), "--input", str(d / "x.npz"), "--json", str(tmp_path / "p.json")])
+        == 0
+    )
     assert json.loads((tmp_path / "p.json").read_text())["total_cycles"] > 0
 
 
@@ -112,8 +118,17 @@ def test_symbolic_shapes_are_never_reported_as_running_on_the_npu(files, tmp_pat
     assert cli.main(["profile", str(d / "dyn.onnx")]) == 2  # no random input stands for a symbolic dim
     assert "ERR_SHAPE_MISMATCH" in _one_line(capsys)
 
-    res = tvm_npu.sweep(str(d / "dyn.onnx"), mac="16x16", sram="1MiB", ddr_bw="16", out=tmp_path / "sw",
-                        executor=None, jobs=1, progress=False, plots=False)
+    res = tvm_npu.sweep(
+        str(d / "dyn.onnx"),
+        mac="16x16",
+        sram="1MiB",
+        ddr_bw="16",
+        out=tmp_path / "sw",
+        executor=None,
+        jobs=1,
+        progress=False,
+        plots=False,
+    )
     (row,) = res.rows
     assert not row["feasible"] and row["error_code"] == "NPU_E_DYNAMIC_SHAPE", row
     assert "no op of the model runs on the NPU" in row["reason"]

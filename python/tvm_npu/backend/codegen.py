@@ -16,10 +16,10 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from ..partition import report
 from .. import runtime
 from ..contract import stream
 from ..contract.config import NPUConfig, get_config
+from ..partition import report
 from .lower import lower_function
 from .plan.planner import plan
 from .verify import verify
@@ -39,8 +39,9 @@ class CodegenRun:
     layers: dict | None = None  # symbol -> report.region_layers(...): the layers, command -> layer map
 
 
-def run_codegen(mod: tvm.IRModule, config: NPUConfig, streams: dict | None = None,
-                layers: dict | None = None) -> tvm.IRModule:
+def run_codegen(
+    mod: tvm.IRModule, config: NPUConfig, streams: dict | None = None, layers: dict | None = None
+) -> tvm.IRModule:
     """RunCodegen for `config`: every NPU region becomes a runtime module.
 
     Parameters
@@ -71,8 +72,13 @@ def compile_region(func, config: NPUConfig):
     # as a wrong answer on the device (cheap: linear in the stream's length).
     verify(planned)
     blob = stream.encode(planned)
-    log.info("npu region %s: %d layers, %d commands, %d weight bytes", graph.symbol,
-             len(graph.layers), len(planned.commands), len(planned.weights))
+    log.info(
+        "npu region %s: %d layers, %d commands, %d weight bytes",
+        graph.symbol,
+        len(graph.layers),
+        len(planned.commands),
+        len(planned.weights),
+    )
     return graph, planned, blob
 
 

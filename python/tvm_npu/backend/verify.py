@@ -26,7 +26,19 @@ from __future__ import annotations
 from bisect import bisect_right
 
 from ..contract.errors import NPUError
-from ..contract.stream import B_MODES, DTYPE_BYTES, DTYPE_NAMES, ENGINES, NO_BIAS, NO_WAIT, OPERANDS, SLICE_ALIGNMENT, UNARY_TABLE_BYTES, Stream, operand_dtype
+from ..contract.stream import (
+    B_MODES,
+    DTYPE_BYTES,
+    DTYPE_NAMES,
+    ENGINES,
+    NO_BIAS,
+    NO_WAIT,
+    OPERANDS,
+    SLICE_ALIGNMENT,
+    UNARY_TABLE_BYTES,
+    Stream,
+    operand_dtype,
+)
 
 _NEVER = None  # byte state: never written (reading it is a bug)
 _BEFORE = -1  # "command" that ends before command 0: the weight image and the staged inputs
@@ -86,19 +98,25 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
     op = cmd.op
     a = {name: cmd.args.get(name, 0) for name in OPERANDS.get(op, ())}  # omitted operands encode as 0
     if op == "DMA_LOAD":
-        return ([("DDR", "source", a["ddr_addr"], a["rows"], a["row_bytes"], a["ddr_stride"])],
-                [("SRAM", "destination", a["sram_addr"], a["rows"], a["row_bytes"], a["sram_stride"])])
+        return (
+            [("DDR", "source", a["ddr_addr"], a["rows"], a["row_bytes"], a["ddr_stride"])],
+            [("SRAM", "destination", a["sram_addr"], a["rows"], a["row_bytes"], a["sram_stride"])],
+        )
     if op == "DMA_STORE":
-        return ([("SRAM", "source", a["sram_addr"], a["rows"], a["row_bytes"], a["sram_stride"])],
-                [("DDR", "destination", a["ddr_addr"], a["rows"], a["row_bytes"], a["ddr_stride"])])
+        return (
+            [("SRAM", "source", a["sram_addr"], a["rows"], a["row_bytes"], a["sram_stride"])],
+            [("DDR", "destination", a["ddr_addr"], a["rows"], a["row_bytes"], a["ddr_stride"])],
+        )
     if op not in COMPUTE_OPS:  # END (and an unknown opcode, refused by the caller)
         return [], []
     elem = DTYPE_BYTES.get(DTYPE_NAMES.get(a["dtype"], ""), 0)
     if op == "CONV2D":
         tap = 1 if a["groups"] > 1 else a["in_c"]  # depthwise weights are [C][KH][KW][1]
         in_row = _pixel_row(a["in_w"], a["in_c"] * elem, a["in_pstride"])
-        reads = [("SRAM", "input", a["in_addr"], a["in_h"], in_row, a["in_stride"]),
-                 ("SRAM", "weights", a["w_addr"], a["oc"], a["kh"] * a["kw"] * tap * elem, a["w_stride"])]
+        reads = [
+            ("SRAM", "input", a["in_addr"], a["in_h"], in_row, a["in_stride"]),
+            ("SRAM", "weights", a["w_addr"], a["oc"], a["kh"] * a["kw"] * tap * elem, a["w_stride"]),
+        ]
         if elem == 1:  # int8: the requantization block, two rows of OC words
             vec = _align(a["oc"] * 4, alignment)
             reads.append(("SRAM", "requantization block", a["bias_addr"], 2, a["oc"] * 4, vec))
@@ -112,13 +130,20 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
         return _vector_footprints(a, op, elem, alignment)
     if op == "ADD":
         row = a["row_elems"] * elem
-        return ([("SRAM", "a", a["a_addr"], a["rows"], row, a["a_stride"]),
-                 ("SRAM", "b", a["b_addr"], a["rows"], row, a["b_stride"])],
-                [("SRAM", "output", a["out_addr"], a["rows"], row, a["out_stride"])])
-    in_row, out_row = (_pixel_row(w, a["c"] * elem, a[p]) for w, p in ((a["in_w"], "in_pstride"),
-                                                                        (a["out_w"], "out_pstride")))
-    return ([("SRAM", "input", a["in_addr"], a["in_h"], in_row, a["in_stride"])],
-            [("SRAM", "output", a["out_addr"], a["out_h"], out_row, a["out_stride"])])
+        return (
+            [
+                ("SRAM", "a", a["a_addr"], a["rows"], row, a["a_stride"]),
+                ("SRAM", "b", a["b_addr"], a["rows"], row, a["b_stride"]),
+            ],
+            [("SRAM", "output", a["out_addr"], a["rows"], row, a["out_stride"])],
+        )
+    in_row, out_row = (
+        _pixel_row(w, a["c"] * elem, a[p]) for w, p in ((a["in_w"], "in_pstride"), (a["out_w"], "out_pstride"))
+    )
+    return (
+        [("SRAM", "input", a["in_addr"], a["in_h"], in_row, a["in_stride"])],
+        [("SRAM", "output", a["out_addr"], a["out_h"], out_row, a["out_stride"])],
+    )
 
 
 COMPUTE_OPS = ("CONV2D", "ADD", "POOL", "ELTWISE", "UNARY", "SOFTMAX")
@@ -129,12 +154,19 @@ def _vector_footprints(a: dict, op: str, elem: int, alignment: int) -> tuple[lis
     output."""
     if op == "ELTWISE":
         mode = a["b_mode"]
-        b_rows, b_elems = ((a["rows"], a["row_elems"]) if mode == B_MODES["same"] else
-                           (1, a["channels"] if mode == B_MODES["channel"] else 1))
+        b_rows, b_elems = (
+            (a["rows"], a["row_elems"])
+            if mode == B_MODES["same"]
+            else (1, a["channels"] if mode == B_MODES["channel"] else 1)
+        )
         size = {w: DTYPE_BYTES.get(operand_dtype(a, w), 0) for w in ("a", "b", "out")}  # format 1.2 widths
-        return ([("SRAM", "a", a["a_addr"], a["rows"], a["row_elems"] * size["a"], a["a_stride"]),
-                 ("SRAM", "b", a["b_addr"], b_rows, b_elems * size["b"], a["b_stride"])],
-                [("SRAM", "output", a["out_addr"], a["rows"], a["row_elems"] * size["out"], a["out_stride"])])
+        return (
+            [
+                ("SRAM", "a", a["a_addr"], a["rows"], a["row_elems"] * size["a"], a["a_stride"]),
+                ("SRAM", "b", a["b_addr"], b_rows, b_elems * size["b"], a["b_stride"]),
+            ],
+            [("SRAM", "output", a["out_addr"], a["rows"], a["row_elems"] * size["out"], a["out_stride"])],
+        )
     row = a["row_elems"] * elem
     reads = [("SRAM", "input", a["in_addr"], a["rows"], row, a["in_stride"])]
     if op == "UNARY" and elem == 1:
@@ -159,26 +191,26 @@ def _check_static(i: int, cmd, stream: Stream, reads: list, writes: list) -> Non
             _fail(i, cmd, f"{what} moves no data ({rows} rows of {row_bytes} bytes)")
         # Weight rows are packed (docs/npu.md section 3): only the block start is aligned. A CONV2D's
         # or POOL's input and output may start at a channel slice: one SRAM beat is enough.
-        start = SLICE_ALIGNMENT if cmd.op in ("CONV2D", "POOL") and what in ("input", "output") \
-            else cfg.alignment
+        start = SLICE_ALIGNMENT if cmd.op in ("CONV2D", "POOL") and what in ("input", "output") else cfg.alignment
         if addr % start or (stride % cfg.alignment and what != "weights"):
-            _fail(i, cmd, f"{what} address {addr} / row stride {stride} not a multiple of the "
-                          f"alignment {start} / {cfg.alignment}")
+            _fail(
+                i,
+                cmd,
+                f"{what} address {addr} / row stride {stride} not a multiple of the "
+                f"alignment {start} / {cfg.alignment}",
+            )
         if stride < row_bytes:
             _fail(i, cmd, f"{what} row stride {stride} is less than its row of {row_bytes} bytes")
         lo, hi = limits[space]
         if space == "DDR" and n >= len(reads) and addr < len(stream.weights):
-            _fail(i, cmd, f"DMA_STORE writes DDR {addr}, inside the read-only weight region "
-                          f"[0, {len(stream.weights)})")
+            _fail(i, cmd, f"DMA_STORE writes DDR {addr}, inside the read-only weight region [0, {len(stream.weights)})")
         if not lo <= addr <= addr + rows * stride <= hi:
-            _fail(i, cmd, f"{what} footprint [{addr}, {addr + rows * stride}) lies outside "
-                          f"{space} [{lo}, {hi})")
+            _fail(i, cmd, f"{what} footprint [{addr}, {addr + rows * stride}) lies outside {space} [{lo}, {hi})")
     if cmd.op in COMPUTE_OPS:  # the kernel would read what it already overwrote
         _, _, o, rows, _, stride = writes[0]
         for _, what, addr, r, _, s in reads:
             if addr < o + rows * stride and o < addr + r * s:
-                _fail(i, cmd, f"output [{o}, {o + rows * stride}) overlaps its {what} "
-                              f"[{addr}, {addr + r * s})")
+                _fail(i, cmd, f"output [{o}, {o + rows * stride}) overlaps its {what} [{addr}, {addr + r * s})")
 
 
 def verify(stream: Stream) -> None:
@@ -208,8 +240,9 @@ def verify(stream: Stream) -> None:
         if t.role in ("input", "output"):
             lo, hi = t.ddr_addr, t.ddr_addr + t.view[0] * t.view[1] * t.row_stride
             if not len(stream.weights) <= lo <= hi <= stream.ddr_bytes:
-                raise NPUError("ERR_BAD_STREAM", f"{t.role} {t.io_index} at DDR [{lo}, {hi}) lies "
-                                                 f"outside the activation region")
+                raise NPUError(
+                    "ERR_BAD_STREAM", f"{t.role} {t.io_index} at DDR [{lo}, {hi}) lies outside the activation region"
+                )
             tensor_spans.setdefault(t.role, []).append((t.io_index, lo, hi))
     for _, lo, hi in tensor_spans.get("input", []):
         ddr.update(lo, hi, lambda a, b, s: (_BEFORE,) + _NO_READERS)
@@ -238,11 +271,18 @@ def verify(stream: Stream) -> None:
                 clock[ei] = max(clock[ei], n - k)
         issue_clock = tuple(clock)
         if cmd.op == "END":
-            open_ = [f"{e} ({len(issued[x]) - clock[x]} outstanding)" for x, e in enumerate(ENGINES)
-                     if clock[x] < len(issued[x])]
+            open_ = [
+                f"{e} ({len(issued[x]) - clock[x]} outstanding)"
+                for x, e in enumerate(ENGINES)
+                if clock[x] < len(issued[x])
+            ]
             if open_:
-                _fail(i, cmd, f"does not wait for every command to complete: {', '.join(open_)}; "
-                              "the runtime reads the outputs after END")
+                _fail(
+                    i,
+                    cmd,
+                    f"does not wait for every command to complete: {', '.join(open_)}; "
+                    "the runtime reads the outputs after END",
+                )
             break
         # Own engine is in order: the previous command on it ended, with all it was ordered after.
         own = ENGINES.index(cmd.engine)
@@ -258,21 +298,24 @@ def verify(stream: Stream) -> None:
         def hazard(what, other, kind, space, lo, hi):
             oe = engine_of[other]
             need = len(issued[oe]) - pos_of[other] - 1
-            _fail(i, cmd, f"{kind}: its {what} ({space} [{lo}, {hi})) conflicts with command {other} "
-                          f"({cmds[other].op}{' ' + cmds[other].note if cmds[other].note else ''}), "
-                          f"which is not guaranteed to have ended when it starts (e.g. wait "
-                          f"{ENGINES[oe]} <= {need} on this command)")
+            _fail(
+                i,
+                cmd,
+                f"{kind}: its {what} ({space} [{lo}, {hi})) conflicts with command {other} "
+                f"({cmds[other].op}{' ' + cmds[other].note if cmds[other].note else ''}), "
+                f"which is not guaranteed to have ended when it starts (e.g. wait "
+                f"{ENGINES[oe]} <= {need} on this command)",
+            )
 
         for space, what, addr, rows, _, stride in reads:
             mem = sram if space == "SRAM" else ddr
 
             def read(lo, hi, s, what=what, space=space):
                 if s[0] is _NEVER:
-                    _fail(i, cmd, f"reads its {what} ({space} [{lo}, {hi})) that no earlier "
-                                  "command wrote")
+                    _fail(i, cmd, f"reads its {what} ({space} [{lo}, {hi})) that no earlier command wrote")
                 if not happens_before(s[0], start):
                     hazard(what, s[0], "read-after-write", space, lo, hi)
-                return s[:1 + own] + (i,) + s[2 + own:]
+                return s[: 1 + own] + (i,) + s[2 + own :]
 
             mem.update(addr, addr + rows * stride, read)
         for space, what, addr, rows, _, stride in writes:
@@ -291,6 +334,7 @@ def verify(stream: Stream) -> None:
 
     # The runtime reads every output back after END: all of it must have been written.
     for io, lo, hi in tensor_spans.get("output", []):
+
         def check_written(a, b, s, io=io):
             if s[0] is _NEVER:
                 raise NPUError("ERR_BAD_STREAM", f"output {io}: DDR [{a}, {b}) is never written")

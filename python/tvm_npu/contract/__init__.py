@@ -7,5 +7,5 @@ C++ headers and the docs/npu.md tables from it. errors, config and stream read i
 The lowest layer: every other stage may import it; it imports nothing of the package.
 """
 
-from .errors import CODES, NPUError
 from .config import NPU_REF, NPU_SMALL, PRESETS, NPUConfig, get_config
+from .errors import CODES, NPUError

@@ -52,14 +52,11 @@ class NPUConfig:
         for field in self.BLOCK_FIELDS:
             value = getattr(self, field)
             if not isinstance(value, int) or value <= 0:
-                raise NPUError("ERR_OP_NOT_SUPPORTED",
-                               f"NPUConfig.{field} must be a positive integer, got {value!r}")
+                raise NPUError("ERR_OP_NOT_SUPPORTED", f"NPUConfig.{field} must be a positive integer, got {value!r}")
         if self.alignment & (self.alignment - 1) or self.burst_bytes % self.alignment:
-            raise NPUError("ERR_OP_NOT_SUPPORTED",
-                           "NPUConfig.alignment must be a power of two dividing burst_bytes")
+            raise NPUError("ERR_OP_NOT_SUPPORTED", "NPUConfig.alignment must be a power of two dividing burst_bytes")
         if self.sram_bytes % (self.alignment * self.sram_banks):
-            raise NPUError("ERR_OP_NOT_SUPPORTED",
-                           "NPUConfig.sram_bytes must be a multiple of alignment * sram_banks")
+            raise NPUError("ERR_OP_NOT_SUPPORTED", "NPUConfig.sram_bytes must be a multiple of alignment * sram_banks")
 
     @property
     def int8_macs_per_cycle(self) -> int:
@@ -69,7 +66,7 @@ class NPUConfig:
         """The words of the stream's configuration block."""
         return [getattr(self, f) for f in self.BLOCK_FIELDS]
 
-    def replace(self, **changes) -> "NPUConfig":
+    def replace(self, **changes) -> NPUConfig:
         """A copy with some fields changed, e.g. ``NPU_REF.replace(sram_bytes=1 * MiB)``."""
         return dataclasses.replace(self, **changes)
 
@@ -78,15 +75,16 @@ class NPUConfig:
 
 
 if tuple(f.name for f in dataclasses.fields(NPUConfig))[1:] != NPUConfig.BLOCK_FIELDS:
-    raise ImportError("NPUConfig's fields differ from the configuration block of tvm_npu/contract/spec.py: "
-                      f"{NPUConfig.BLOCK_FIELDS}")
+    raise ImportError(
+        f"NPUConfig's fields differ from the configuration block of tvm_npu/contract/spec.py: {NPUConfig.BLOCK_FIELDS}"
+    )
 
 PRESETS = {p["name"]: NPUConfig(name=p["name"], **p["values"]) for p in spec.PRESETS}
 NPU_REF = PRESETS["npu-ref"]
 NPU_SMALL = PRESETS["npu-small"]
 
 
-def get_config(config: "NPUConfig | str | None" = None) -> NPUConfig:
+def get_config(config: NPUConfig | str | None = None) -> NPUConfig:
     """Resolve a preset name, an NPUConfig, or None (the default ``npu-ref``)."""
     if config is None:
         return NPU_REF
@@ -94,5 +92,6 @@ def get_config(config: "NPUConfig | str | None" = None) -> NPUConfig:
         return config
     if isinstance(config, str) and config in PRESETS:
         return PRESETS[config]
-    raise NPUError("ERR_OP_NOT_SUPPORTED",
-                   f"unknown NPU configuration {config!r}; use one of {sorted(PRESETS)} or an NPUConfig")
+    raise NPUError(
+        "ERR_OP_NOT_SUPPORTED", f"unknown NPU configuration {config!r}; use one of {sorted(PRESETS)} or an NPUConfig"
+    )

@@ -102,16 +102,22 @@ class TensorDesc:
 
     @property
     def quantized(self) -> bool:
-        return (self.role in ("input", "output") and self.host_dtype == "float32"
-                and self.dtype in ("int8", "int16"))
+        return self.role in ("input", "output") and self.host_dtype == "float32" and self.dtype in ("int8", "int16")
 
     def fields(self) -> dict:
         """The descriptor's fields by name (docs/npu.md section 6)."""
-        return dict(role=ROLES[self.role], io_index=NO_IO if self.io_index < 0 else self.io_index,
-                    dtype=DTYPES[self.dtype], host_dtype=DTYPES[self.host_dtype],
-                    host_layout=LAYOUTS[self.host_layout], host_rank=len(self.host_shape),
-                    host_shape=list(self.host_shape), view=list(self.view), ddr_addr=self.ddr_addr,
-                    row_stride=self.row_stride)
+        return dict(
+            role=ROLES[self.role],
+            io_index=NO_IO if self.io_index < 0 else self.io_index,
+            dtype=DTYPES[self.dtype],
+            host_dtype=DTYPES[self.host_dtype],
+            host_layout=LAYOUTS[self.host_layout],
+            host_rank=len(self.host_shape),
+            host_shape=list(self.host_shape),
+            view=list(self.view),
+            ddr_addr=self.ddr_addr,
+            row_stride=self.row_stride,
+        )
 
 
 @dataclass
@@ -143,11 +149,17 @@ def encode(stream: Stream) -> bytes:
     qparams = None
     if any(t.quantized for t in stream.tensors):  # the quantization table follows the commands
         qparams = [(t.scale, t.zero_point) if t.quantized else (0.0, 0) for t in stream.tensors]
-    return layout.assemble(stream.config.block(), [layout.TENSOR.pack(t.fields()) for t in stream.tensors],
-                           [layout.pack_command(c.op, c.args, c.waits) for c in stream.commands],
-                           bytes(stream.weights), ddr_bytes=stream.ddr_bytes,
-                           sram_bytes_used=stream.sram_bytes_used, num_inputs=stream.num_inputs,
-                           num_outputs=stream.num_outputs, qparams=qparams)
+    return layout.assemble(
+        stream.config.block(),
+        [layout.TENSOR.pack(t.fields()) for t in stream.tensors],
+        [layout.pack_command(c.op, c.args, c.waits) for c in stream.commands],
+        bytes(stream.weights),
+        ddr_bytes=stream.ddr_bytes,
+        sram_bytes_used=stream.sram_bytes_used,
+        num_inputs=stream.num_inputs,
+        num_outputs=stream.num_outputs,
+        qparams=qparams,
+    )
 
 
 def decode(blob: bytes) -> Stream:
@@ -160,9 +172,11 @@ def decode(blob: bytes) -> Stream:
         raise NPUError("ERR_BAD_STREAM", "not an NPU command stream (bad magic)")
     major, minor = h["version_major"], h["version_minor"]
     if major != VERSION_MAJOR or minor > VERSION_MINOR:
-        raise NPUError("ERR_BAD_STREAM",
-                       f"stream format version {major}.{minor}; this tvm_npu reads {VERSION_MAJOR}.0 to "
-                       f"{VERSION_MAJOR}.{VERSION_MINOR}: recompile the model with this version")
+        raise NPUError(
+            "ERR_BAD_STREAM",
+            f"stream format version {major}.{minor}; this tvm_npu reads {VERSION_MAJOR}.0 to "
+            f"{VERSION_MAJOR}.{VERSION_MINOR}: recompile the model with this version",
+        )
     num_tensors, num_commands = h["num_tensors"], h["num_commands"]
     weights_offset, weights_bytes = h["weights_offset"], h["weights_bytes"]
     need = HEADER_BYTES + CONFIG_BYTES + num_tensors * TENSOR_BYTES + num_commands * COMMAND_BYTES
@@ -175,10 +189,19 @@ def decode(blob: bytes) -> Stream:
     for _ in range(num_tensors):
         w = layout.TENSOR.unpack(blob, off)
         off += TENSOR_BYTES
-        tensors.append(TensorDesc(ROLE_NAMES[w["role"]], -1 if w["io_index"] == NO_IO else w["io_index"],
-                                  DTYPE_NAMES[w["dtype"]], DTYPE_NAMES[w["host_dtype"]],
-                                  LAYOUT_NAMES[w["host_layout"]], w["host_shape"][:w["host_rank"]],
-                                  w["view"], w["ddr_addr"], w["row_stride"]))
+        tensors.append(
+            TensorDesc(
+                ROLE_NAMES[w["role"]],
+                -1 if w["io_index"] == NO_IO else w["io_index"],
+                DTYPE_NAMES[w["dtype"]],
+                DTYPE_NAMES[w["host_dtype"]],
+                LAYOUT_NAMES[w["host_layout"]],
+                w["host_shape"][: w["host_rank"]],
+                w["view"],
+                w["ddr_addr"],
+                w["row_stride"],
+            )
+        )
     if h["qparams_offset"]:  # the quantization table (format 1.3)
         for i, t in enumerate(tensors):
             q = layout.QPARAMS.unpack(blob, h["qparams_offset"] + QPARAMS_BYTES * i)
@@ -187,5 +210,6 @@ def decode(blob: bytes) -> Stream:
     for _ in range(num_commands):
         commands.append(Command(*layout.unpack_command(blob, off)))
         off += COMMAND_BYTES
-    return Stream(config, tensors, commands, blob[weights_offset:], h["ddr_bytes"], h["sram_bytes_used"],
-                  (major, minor))
+    return Stream(
+        config, tensors, commands, blob[weights_offset:], h["ddr_bytes"], h["sram_bytes_used"], (major, minor)
+    )

@@ -16,17 +16,29 @@ from collections import Counter
 
 import tvm
 
-from ..contract.config import NPUConfig, get_config
 from ..backend.plan.energy import DEFAULT, EnergyModel
+from ..contract.config import NPUConfig, get_config
 from ..partition.report import BuildReport
 
 # Summed over NPU regions (which run one after another); SRAM is the largest region's.
-_SUMMED = ("estimated_cycles", "mac_cycles", "vector_cycles", "macs", "macs_int8", "macs_fp16",
-           "ddr_read_bytes", "ddr_write_bytes", "compulsory_ddr_bytes", "sram_access_bytes", "weight_bytes")
+_SUMMED = (
+    "estimated_cycles",
+    "mac_cycles",
+    "vector_cycles",
+    "macs",
+    "macs_int8",
+    "macs_fp16",
+    "ddr_read_bytes",
+    "ddr_write_bytes",
+    "compulsory_ddr_bytes",
+    "sram_access_bytes",
+    "weight_bytes",
+)
 
 
-def estimate(mod: tvm.IRModule, config: NPUConfig | str | None = None, params: dict | None = None,
-             energy: EnergyModel = DEFAULT) -> dict:
+def estimate(
+    mod: tvm.IRModule, config: NPUConfig | str | None = None, params: dict | None = None, energy: EnergyModel = DEFAULT
+) -> dict:
     """Compile `mod`'s NPU regions for `config` and return the cost model's totals.
 
     Parameters
@@ -59,9 +71,12 @@ def estimate(mod: tvm.IRModule, config: NPUConfig | str | None = None, params: d
     out["latency_us"] = out["cycles"] / cfg.clock_mhz
     out["ddr_bytes"] = out["ddr_read_bytes"] + out["ddr_write_bytes"]
     out["sram_peak_bytes"] = max((int(r["sram_bytes_used"]) for r in regions), default=0)
-    out.update(energy.energy_uj(cfg, out["macs_int8"], out["macs_fp16"], out["ddr_bytes"],
-                                out["sram_access_bytes"]))
-    out.update(regions=len(report.regions), npu_ops=report.npu_ops, ops=len(report.placements),
-               cpu_macs=report.macs()["cpu"],
-               cpu_codes=dict(Counter(p.code for p in report.placements if p.device == "cpu" and p.code)))
+    out.update(energy.energy_uj(cfg, out["macs_int8"], out["macs_fp16"], out["ddr_bytes"], out["sram_access_bytes"]))
+    out.update(
+        regions=len(report.regions),
+        npu_ops=report.npu_ops,
+        ops=len(report.placements),
+        cpu_macs=report.macs()["cpu"],
+        cpu_codes=dict(Counter(p.code for p in report.placements if p.device == "cpu" and p.code)),
+    )
     return out

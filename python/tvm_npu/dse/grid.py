@@ -34,31 +34,36 @@ def _items(option: str, spec) -> list[str]:
     items = spec.split(",") if isinstance(spec, str) else [str(s) for s in spec]
     items = [s.strip() for s in items]
     if not items or any(not s for s in items):
-        raise NPUError("ERR_OP_NOT_SUPPORTED",
-                       f"{option} {spec!r}: give one value or a comma-separated list without empty items")
+        raise NPUError(
+            "ERR_OP_NOT_SUPPORTED", f"{option} {spec!r}: give one value or a comma-separated list without empty items"
+        )
     return list(dict.fromkeys(items))  # a repeated value would only repeat a row
 
 
 def parse_mac(spec) -> list[tuple[int, int]]:
-    """"16x16,32x32" (or [ "16x16", ... ]) -> [(16, 16), (32, 32)]; "32" means 32x32."""
+    """ "16x16,32x32" (or [ "16x16", ... ]) -> [(16, 16), (32, 32)]; "32" means 32x32."""
     out = []
     for s in _items("--mac", spec):
         m = re.fullmatch(r"(\d+)(?:\s*[xX*]\s*(\d+))?", s)
         if not m or int(m.group(1)) <= 0 or (m.group(2) and int(m.group(2)) <= 0):
-            raise NPUError("ERR_OP_NOT_SUPPORTED",
-                           f"--mac {s!r}: write the MAC array as ROWSxCOLS with positive integers, e.g. 32x32")
+            raise NPUError(
+                "ERR_OP_NOT_SUPPORTED",
+                f"--mac {s!r}: write the MAC array as ROWSxCOLS with positive integers, e.g. 32x32",
+            )
         out.append((int(m.group(1)), int(m.group(2) or m.group(1))))
     return out
 
 
 def parse_size(s: str) -> int:
-    """"512KiB" -> 524288; binary units only (B, KiB, MiB, GiB), so a size is never ambiguous."""
+    """ "512KiB" -> 524288; binary units only (B, KiB, MiB, GiB), so a size is never ambiguous."""
     m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([A-Za-z]*)", s)
     unit = m.group(2).lower() if m else None
     if unit not in _UNITS:
         hint = " (KB / MB are ambiguous: use KiB / MiB)" if unit in ("k", "kb", "m", "mb", "g", "gb") else ""
-        raise NPUError("ERR_OP_NOT_SUPPORTED",
-                       f"--sram {s!r}: write a size as a number with B, KiB, MiB or GiB, e.g. 512KiB or 2MiB{hint}")
+        raise NPUError(
+            "ERR_OP_NOT_SUPPORTED",
+            f"--sram {s!r}: write a size as a number with B, KiB, MiB or GiB, e.g. 512KiB or 2MiB{hint}",
+        )
     size = float(m.group(1)) * _UNITS[unit]
     if size != int(size) or size <= 0:
         raise NPUError("ERR_OP_NOT_SUPPORTED", f"--sram {s!r}: the size must be a positive whole number of bytes")
@@ -73,8 +78,9 @@ def parse_ddr(spec) -> list[int]:
     out = []
     for s in _items("--ddr-bw", spec):
         if not re.fullmatch(r"\d+", s) or int(s) <= 0:
-            raise NPUError("ERR_OP_NOT_SUPPORTED",
-                           f"--ddr-bw {s!r}: write DDR bandwidth as whole bytes per cycle, e.g. 8,16,32")
+            raise NPUError(
+                "ERR_OP_NOT_SUPPORTED", f"--ddr-bw {s!r}: write DDR bandwidth as whole bytes per cycle, e.g. 8,16,32"
+            )
         out.append(int(s))
     return out
 

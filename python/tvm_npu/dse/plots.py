@@ -28,11 +28,25 @@ def _lines(ax, rows, x_key, group_keys, label):
     firsts, seconds = sorted({k[0] for k in groups}), sorted({k[1] for k in groups})
     for key, rs in sorted(groups.items()):  # colour: the first other resource; line style: the second
         rs = sorted(rs, key=lambda r: r[x_key])
-        ax.plot([r[x_key] for r in rs], [r["latency_us"] for r in rs], marker="o", ms=4, label=label(key),
-                color=f"C{firsts.index(key[0]) % 10}", linestyle=("-", "--", ":", "-.")[seconds.index(key[1]) % 4])
+        ax.plot(
+            [r[x_key] for r in rs],
+            [r["latency_us"] for r in rs],
+            marker="o",
+            ms=4,
+            label=label(key),
+            color=f"C{firsts.index(key[0]) % 10}",
+            linestyle=("-", "--", ":", "-.")[seconds.index(key[1]) % 4],
+        )
         front = [r for r in rs if r["pareto"]]
-        ax.scatter([r[x_key] for r in front], [r["latency_us"] for r in front], marker="*", s=140,
-                   facecolors="none", edgecolors="black", zorder=3)
+        ax.scatter(
+            [r[x_key] for r in front],
+            [r["latency_us"] for r in front],
+            marker="*",
+            s=140,
+            facecolors="none",
+            edgecolors="black",
+            zorder=3,
+        )
 
 
 def write_plots(rows: list[dict], folder: Path, title: str) -> list[Path]:
@@ -46,11 +60,23 @@ def write_plots(rows: list[dict], folder: Path, title: str) -> list[Path]:
 
     # (x axis, lines of equal other resources, their label, tick label, axis name, file)
     for x_key, others, label, tick, xlabel, file in (
-            ("sram_bytes", ("mac_count", "ddr_bytes_per_cycle"), lambda k: f"{k[0]} MACs, DDR {k[1]} B/cycle",
-             size_name, "SRAM", "latency_vs_sram.png"),
-            ("mac_count", ("sram_bytes", "ddr_bytes_per_cycle"),
-             lambda k: f"SRAM {size_name(k[0])}, DDR {k[1]} B/cycle", str, "MACs (rows x columns)",
-             "latency_vs_macs.png")):
+        (
+            "sram_bytes",
+            ("mac_count", "ddr_bytes_per_cycle"),
+            lambda k: f"{k[0]} MACs, DDR {k[1]} B/cycle",
+            size_name,
+            "SRAM",
+            "latency_vs_sram.png",
+        ),
+        (
+            "mac_count",
+            ("sram_bytes", "ddr_bytes_per_cycle"),
+            lambda k: f"SRAM {size_name(k[0])}, DDR {k[1]} B/cycle",
+            str,
+            "MACs (rows x columns)",
+            "latency_vs_macs.png",
+        ),
+    ):
         fig, ax = plt.subplots(figsize=(7, 4.5))
         _lines(ax, ok, x_key, others, label)
         xs = sorted({r[x_key] for r in ok})
@@ -64,24 +90,54 @@ def write_plots(rows: list[dict], folder: Path, title: str) -> list[Path]:
         rs = [r for r in ok if r["ddr_bytes_per_cycle"] == bw]
         dots = ax.scatter([r["area_mm2"] for r in rs], [r["latency_us"] for r in rs], s=18, alpha=0.6)
         front = sorted((r for r in rs if r["pareto"]), key=lambda r: r["area_mm2"])
-        ax.plot([r["area_mm2"] for r in front], [r["latency_us"] for r in front], drawstyle="steps-post",
-                color=dots.get_facecolor()[0], label=f"DDR {bw} B/cycle: front")
-        ax.scatter([r["area_mm2"] for r in front], [r["latency_us"] for r in front], marker="*", s=140,
-                   facecolors="none", edgecolors="black", zorder=3)
-    ax.set(xlabel="area of MAC array + SRAM (mm^2, 45 nm, docs/dse.md)", ylabel="latency (us, NPU regions)",
-           title=f"{title}: latency vs area\n{star}")
+        ax.plot(
+            [r["area_mm2"] for r in front],
+            [r["latency_us"] for r in front],
+            drawstyle="steps-post",
+            color=dots.get_facecolor()[0],
+            label=f"DDR {bw} B/cycle: front",
+        )
+        ax.scatter(
+            [r["area_mm2"] for r in front],
+            [r["latency_us"] for r in front],
+            marker="*",
+            s=140,
+            facecolors="none",
+            edgecolors="black",
+            zorder=3,
+        )
+    ax.set(
+        xlabel="area of MAC array + SRAM (mm^2, 45 nm, docs/dse.md)",
+        ylabel="latency (us, NPU regions)",
+        title=f"{title}: latency vs area\n{star}",
+    )
     paths.append(_save(fig, ax, folder / "latency_vs_area.png"))
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    sc = ax.scatter([r["latency_us"] for r in ok], [r["energy_uj"] for r in ok],
-                    c=[r["sram_bytes"] / 2**20 for r in ok], s=[3 * r["mac_count"] ** 0.5 for r in ok],
-                    cmap="viridis", alpha=0.8)
+    sc = ax.scatter(
+        [r["latency_us"] for r in ok],
+        [r["energy_uj"] for r in ok],
+        c=[r["sram_bytes"] / 2**20 for r in ok],
+        s=[3 * r["mac_count"] ** 0.5 for r in ok],
+        cmap="viridis",
+        alpha=0.8,
+    )
     front = [r for r in ok if r["pareto"]]
-    ax.scatter([r["latency_us"] for r in front], [r["energy_uj"] for r in front], marker="*", s=140,
-               facecolors="none", edgecolors="black", label="Pareto front (latency and area, per DDR bandwidth)")
+    ax.scatter(
+        [r["latency_us"] for r in front],
+        [r["energy_uj"] for r in front],
+        marker="*",
+        s=140,
+        facecolors="none",
+        edgecolors="black",
+        label="Pareto front (latency and area, per DDR bandwidth)",
+    )
     fig.colorbar(sc, ax=ax, label="SRAM (MiB)")
-    ax.set(xlabel="latency (us)", ylabel="energy per inference (uJ, docs/dse.md constants)",
-           title=f"{title}: energy vs latency (marker size: MAC array)")
+    ax.set(
+        xlabel="latency (us)",
+        ylabel="energy per inference (uJ, docs/dse.md constants)",
+        title=f"{title}: energy vs latency (marker size: MAC array)",
+    )
     paths.append(_save(fig, ax, folder / "energy_vs_latency.png"))
     return paths
 

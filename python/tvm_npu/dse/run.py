@@ -55,9 +55,12 @@ def evaluate(model_path: str, point_name: str, values: dict, config: NPUConfig) 
     else:
         if not row["regions"]:  # 0 cycles would be a lie, not a design point: nothing ran on the NPU
             code, n = max(row["cpu_codes"].items(), key=lambda kv: kv[1], default=("NPU_E_UNSUPPORTED_OP", 0))
-            row.update(feasible=False, error_code=code,
-                       reason=f"no op of the model runs on the NPU ({row['ops']} op(s) on the CPU, {n} "
-                              f"of them {code}; `tvm-npu report` says why)")
+            row.update(
+                feasible=False,
+                error_code=code,
+                reason=f"no op of the model runs on the NPU ({row['ops']} op(s) on the CPU, {n} "
+                f"of them {code}; `tvm-npu report` says why)",
+            )
     row["seconds"] = round(time.perf_counter() - start, 3)
     return row
 
@@ -99,12 +102,20 @@ class RayExecutor:
 
 
 def default_executor(jobs: int | None) -> cf.Executor:
-    return cf.ProcessPoolExecutor(max_workers=jobs or os.cpu_count() or 1,
-                                  mp_context=multiprocessing.get_context("spawn"))
+    return cf.ProcessPoolExecutor(
+        max_workers=jobs or os.cpu_count() or 1, mp_context=multiprocessing.get_context("spawn")
+    )
 
 
-def run(points: list[Point], model_path: str, results: Path, fp: str, executor: cf.Executor | None = None,
-        jobs: int | None = None, progress: bool = True) -> list[dict]:
+def run(
+    points: list[Point],
+    model_path: str,
+    results: Path,
+    fp: str,
+    executor: cf.Executor | None = None,
+    jobs: int | None = None,
+    progress: bool = True,
+) -> list[dict]:
     """Rows for every point, in grid order: stored ones reused, the rest estimated on `executor`."""
     from tqdm import tqdm
 
@@ -113,8 +124,13 @@ def run(points: list[Point], model_path: str, results: Path, fp: str, executor: 
     todo = [p for p in points if p.name not in done]
     own = executor is None and any(p.config is not None for p in todo)
     pool = default_executor(jobs) if own else executor
-    with open(results, "a") as out, tqdm(total=len(points), initial=len(points) - len(todo), unit="config",
-                                         desc="sweep", disable=not progress) as bar:
+    with (
+        open(results, "a") as out,
+        tqdm(
+            total=len(points), initial=len(points) - len(todo), unit="config", desc="sweep", disable=not progress
+        ) as bar,
+    ):
+
         def record(row):
             row["fingerprint"] = fp
             if row.get("error_code") != "INTERNAL":  # a bug, not a result: estimated again next time
@@ -127,8 +143,17 @@ def run(points: list[Point], model_path: str, results: Path, fp: str, executor: 
             futures = {}
             for p in todo:
                 if p.config is None:  # the contract forbids this configuration: nothing to compile
-                    record({"name": p.name, **p.values, "config": None, "feasible": False,
-                            "error_code": p.error.code, "reason": _reason(p.error), "seconds": 0.0})
+                    record(
+                        {
+                            "name": p.name,
+                            **p.values,
+                            "config": None,
+                            "feasible": False,
+                            "error_code": p.error.code,
+                            "reason": _reason(p.error),
+                            "seconds": 0.0,
+                        }
+                    )
                 else:
                     futures[pool.submit(evaluate, model_path, p.name, p.values, p.config)] = p
             for fut in cf.as_completed(futures):
@@ -136,8 +161,17 @@ def run(points: list[Point], model_path: str, results: Path, fp: str, executor: 
                 try:
                     record(fut.result())
                 except Exception as err:  # noqa: BLE001  a worker that died must not lose the other rows
-                    record({"name": p.name, **p.values, "config": p.config.to_dict(), "feasible": False,
-                            "error_code": "INTERNAL", "reason": f"{type(err).__name__}: {err}", "seconds": 0.0})
+                    record(
+                        {
+                            "name": p.name,
+                            **p.values,
+                            "config": p.config.to_dict(),
+                            "feasible": False,
+                            "error_code": "INTERNAL",
+                            "reason": f"{type(err).__name__}: {err}",
+                            "seconds": 0.0,
+                        }
+                    )
         finally:
             if own:
                 pool.shutdown(cancel_futures=True)

@@ -17,10 +17,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import grid as sweep_grid, plots as sweep_plots, run as sweep_run, table as sweep_table
-from ..contract.config import NPUConfig, get_config
 from ..backend.plan.energy import DEFAULT, DEFAULT_AREA, AreaModel, EnergyModel
+from ..contract.config import NPUConfig, get_config
 from ..contract.errors import NPUError
+from . import grid as sweep_grid
+from . import plots as sweep_plots
+from . import run as sweep_run
+from . import table as sweep_table
 
 
 @dataclass
@@ -41,10 +44,20 @@ class SweepResult:
         return sweep_table.text(self.rows)
 
 
-def sweep(model, mac="16x16,32x32,64x64", sram="512KiB,1MiB,2MiB,4MiB", ddr_bw="8,16,32",
-          out: str | Path = "npu_sweep", base: NPUConfig | str | None = None,
-          executor: cf.Executor | None = None, jobs: int | None = None, progress: bool = True,
-          plots: bool = True, energy: EnergyModel = DEFAULT, area: AreaModel = DEFAULT_AREA) -> SweepResult:
+def sweep(
+    model,
+    mac="16x16,32x32,64x64",
+    sram="512KiB,1MiB,2MiB,4MiB",
+    ddr_bw="8,16,32",
+    out: str | Path = "npu_sweep",
+    base: NPUConfig | str | None = None,
+    executor: cf.Executor | None = None,
+    jobs: int | None = None,
+    progress: bool = True,
+    plots: bool = True,
+    energy: EnergyModel = DEFAULT,
+    area: AreaModel = DEFAULT_AREA,
+) -> SweepResult:
     """Estimate `model` on every combination of MAC array, SRAM size and DDR bandwidth.
 
     Parameters
@@ -94,8 +107,9 @@ def _model_file(model, folder: Path) -> str:
     if isinstance(model, (str, Path)):
         path = Path(model)
         if not path.is_file():
-            raise NPUError("ERR_OP_NOT_SUPPORTED", f"model file {str(path)!r} does not exist; give the path of an "
-                                                   f"ONNX model")
+            raise NPUError(
+                "ERR_OP_NOT_SUPPORTED", f"model file {str(path)!r} does not exist; give the path of an ONNX model"
+            )
         return str(path.resolve())
     import onnx
 
@@ -103,5 +117,6 @@ def _model_file(model, folder: Path) -> str:
         path = folder / "model.onnx"
         onnx.save(model, str(path))
         return str(path.resolve())
-    raise NPUError("ERR_OP_NOT_SUPPORTED", f"sweep takes an ONNX file path or an onnx.ModelProto, not "
-                                           f"{type(model).__name__}")
+    raise NPUError(
+        "ERR_OP_NOT_SUPPORTED", f"sweep takes an ONNX file path or an onnx.ModelProto, not {type(model).__name__}"
+    )

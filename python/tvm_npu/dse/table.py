@@ -19,10 +19,35 @@ from ..backend.plan.energy import AreaModel, EnergyModel
 from .grid import size_name
 
 OBJECTIVES = ("latency_us", "area_mm2")
-COLUMNS = ("name", "feasible", "pareto", "mac_rows", "mac_cols", "sram_bytes", "ddr_bytes_per_cycle",
-           "area_mm2", "cycles", "latency_us", "mac_cycles", "vector_cycles", "macs", "ddr_bytes",
-           "compulsory_ddr_bytes", "sram_peak_bytes", "sram_access_bytes", "energy_mac_uj", "energy_ddr_uj",
-           "energy_sram_uj", "energy_uj", "npu_ops", "ops", "cpu_macs", "error_code", "reason", "seconds")
+COLUMNS = (
+    "name",
+    "feasible",
+    "pareto",
+    "mac_rows",
+    "mac_cols",
+    "sram_bytes",
+    "ddr_bytes_per_cycle",
+    "area_mm2",
+    "cycles",
+    "latency_us",
+    "mac_cycles",
+    "vector_cycles",
+    "macs",
+    "ddr_bytes",
+    "compulsory_ddr_bytes",
+    "sram_peak_bytes",
+    "sram_access_bytes",
+    "energy_mac_uj",
+    "energy_ddr_uj",
+    "energy_sram_uj",
+    "energy_uj",
+    "npu_ops",
+    "ops",
+    "cpu_macs",
+    "error_code",
+    "reason",
+    "seconds",
+)
 
 
 def finish(rows: list[dict], energy: EnergyModel, area: AreaModel) -> list[dict]:
@@ -32,8 +57,9 @@ def finish(rows: list[dict], energy: EnergyModel, area: AreaModel) -> list[dict]
         r["mac_count"] = r["mac_rows"] * r["mac_cols"]
         r["area_mm2"] = area.area_mm2(r["mac_count"], r["sram_bytes"])
         if r.get("feasible"):
-            r.update(energy.energy_uj(r["config"], r["macs_int8"], r["macs_fp16"], r["ddr_bytes"],
-                                      r["sram_access_bytes"]))
+            r.update(
+                energy.energy_uj(r["config"], r["macs_int8"], r["macs_fp16"], r["ddr_bytes"], r["sram_access_bytes"])
+            )
     for r, on in zip(rows, pareto_flags(rows)):
         r["pareto"] = on
     return rows
@@ -44,8 +70,11 @@ def pareto_flags(rows: list[dict], keys=OBJECTIVES, group: str | None = "ddr_byt
     feasible = [r for r in rows if r.get("feasible")]
 
     def dominates(a, b):
-        return (group is None or a[group] == b[group]) and all(a[k] <= b[k] for k in keys) \
+        return (
+            (group is None or a[group] == b[group])
+            and all(a[k] <= b[k] for k in keys)
             and any(a[k] < b[k] for k in keys)
+        )
 
     return [bool(r.get("feasible")) and not any(dominates(o, r) for o in feasible) for r in rows]
 
@@ -57,12 +86,33 @@ def text(rows: list[dict]) -> str:
     lines = []
     for r in rows:
         if r.get("feasible"):
-            lines.append((r["name"], f"{r['area_mm2']:.2f}", f"{r['latency_us']:.1f}", str(r["mac_cycles"]), f"{r['ddr_bytes'] / 1e6:.2f}",
-                          size_name(r["sram_peak_bytes"]) if r["sram_peak_bytes"] % 1024 == 0
-                          else f"{r['sram_peak_bytes'] / 1024:.0f}KiB", f"{r['energy_uj']:.0f}",
-                          "*" if r["pareto"] else ""))
+            lines.append(
+                (
+                    r["name"],
+                    f"{r['area_mm2']:.2f}",
+                    f"{r['latency_us']:.1f}",
+                    str(r["mac_cycles"]),
+                    f"{r['ddr_bytes'] / 1e6:.2f}",
+                    size_name(r["sram_peak_bytes"])
+                    if r["sram_peak_bytes"] % 1024 == 0
+                    else f"{r['sram_peak_bytes'] / 1024:.0f}KiB",
+                    f"{r['energy_uj']:.0f}",
+                    "*" if r["pareto"] else "",
+                )
+            )
         else:
-            lines.append((r["name"], f"{r['area_mm2']:.2f}", "-", "-", "-", "-", "-", f"{r['error_code']}: {_first_line(r['reason'])}"))
+            lines.append(
+                (
+                    r["name"],
+                    f"{r['area_mm2']:.2f}",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    f"{r['error_code']}: {_first_line(r['reason'])}",
+                )
+            )
     widths = [max(len(x[i]) for x in [head, *lines]) for i in range(7)]
 
     def fmt(x):

@@ -23,8 +23,8 @@ import numpy as np
 from tvm import relax
 from tvm.relax.frontend.onnx import onnx_frontend
 
-from ..ir.values import constant_value, static_shape
 from ..contract.errors import NPUError
+from ..ir.values import constant_value, static_shape
 
 DEFAULT_ACTIVATIONS = ("Sigmoid", "Tanh", "Tanh")
 GATES = 4  # i, o, f, c: the row blocks of W, R and each half of B
@@ -54,8 +54,10 @@ def _check(inputs, attr, seq: int):
     if len(inputs) > 4 and inputs[4] is not None:
         lens = constant_value(inputs[4])
         if lens is None or (lens != seq).any():
-            _refuse("sequence_lens other than the full sequence length",
-                    "pad the batch to one length and drop sequence_lens")
+            _refuse(
+                "sequence_lens other than the full sequence length",
+                "pad the batch to one length and drop sequence_lens",
+            )
 
 
 def lstm(bb: relax.BlockBuilder, inputs, attr) -> relax.Tuple:
@@ -74,11 +76,15 @@ def lstm(bb: relax.BlockBuilder, inputs, attr) -> relax.Tuple:
     direction = direction.decode() if isinstance(direction, bytes) else str(direction)
     dirs = {"forward": [False], "reverse": [True], "bidirectional": [False, True]}[direction]
     w, r = _const(inputs[1], "W"), _const(inputs[2], "R")
-    b = _const(inputs[3], "B") if len(inputs) > 3 and inputs[3] is not None else \
-        np.zeros((len(dirs), 2 * GATES * hidden), np.float32)
+    b = (
+        _const(inputs[3], "B")
+        if len(inputs) > 3 and inputs[3] is not None
+        else np.zeros((len(dirs), 2 * GATES * hidden), np.float32)
+    )
     x2d = bb.emit(relax.op.reshape(x, [seq * batch, size]))
     ys, hs, cs = [], [], []
     for d, reverse in enumerate(dirs):
+
         def state(k):
             """The initial state, or None for ONNX's default of zeros: the first step then skips the
             terms that read it (h @ R, f * c), instead of computing with a constant zero."""
@@ -88,17 +94,23 @@ def lstm(bb: relax.BlockBuilder, inputs, attr) -> relax.Tuple:
                 one = inputs[k] if len(dirs) == 1 else relax.op.strided_slice(inputs[k], [axis], [d], [d + 1])
                 return bb.emit(relax.op.squeeze(one, [axis]))
             return None
+
         h, c = state(5), state(6)
-        bias = b[d, :GATES * hidden] + b[d, GATES * hidden:]
+        bias = b[d, : GATES * hidden] + b[d, GATES * hidden :]
         rows = [slice(k * hidden, (k + 1) * hidden) for k in range(GATES)]
-        xw = [bb.emit(relax.op.add(relax.op.matmul(x2d, relax.const(np.ascontiguousarray(w[d][g].T))),
-                                   relax.const(bias[g]))) for g in rows]  # [T*B, H] per gate
+        xw = [
+            bb.emit(
+                relax.op.add(relax.op.matmul(x2d, relax.const(np.ascontiguousarray(w[d][g].T))), relax.const(bias[g]))
+            )
+            for g in rows
+        ]  # [T*B, H] per gate
         rt = [relax.const(np.ascontiguousarray(r[d][g].T)) for g in rows]
         outs = [None] * seq
-        for t in (reversed(range(seq)) if reverse else range(seq)):
+        for t in reversed(range(seq)) if reverse else range(seq):
             xt = [relax.op.strided_slice(xw[k], [0], [t * batch], [(t + 1) * batch]) for k in range(GATES)]
-            pre = [bb.emit(xt[k] if h is None else relax.op.add(xt[k], relax.op.matmul(h, rt[k])))
-                   for k in range(GATES)]
+            pre = [
+                bb.emit(xt[k] if h is None else relax.op.add(xt[k], relax.op.matmul(h, rt[k]))) for k in range(GATES)
+            ]
             i, o, f = (bb.emit(relax.op.sigmoid(v)) for v in pre[:3])
             g = bb.emit(relax.op.tanh(pre[3]))
             ig = relax.op.multiply(i, g)

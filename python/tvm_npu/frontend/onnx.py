@@ -20,9 +20,9 @@ import tvm
 from tvm import relax
 from tvm.relax.frontend.onnx import onnx_frontend
 
+from ..contract.errors import NPUError
 from ..ir.graph import BLOCK_BUILDER_LOCK
 from ..ir.values import constant_value
-from ..contract.errors import NPUError
 from .lstm import LSTM
 from .qlinear import qoperator_to_qdq
 
@@ -68,8 +68,7 @@ class Pad(onnx_frontend.Pad):
     @classmethod
     def _lower_pad(cls, bb, inputs, attr, params, allowed_modes):
         x = inputs[0]
-        if attr.get("mode", b"constant").decode("utf-8") == "constant" and \
-                str(x.ty.dtype).startswith("float"):
+        if attr.get("mode", b"constant").decode("utf-8") == "constant" and str(x.ty.dtype).startswith("float"):
             before, after, value = cls._parse_pads_and_axes(inputs, params)
             if min(before + after) >= 0:
                 width = [int(p) for pair in zip(before, after) for p in pair]  # per axis: before, after
@@ -158,7 +157,7 @@ def _load(model) -> onnx.ModelProto:
     return loaded
 
 
-def from_onnx(model: "onnx.ModelProto | str | bytes", shape_dict: dict | None = None) -> tvm.IRModule:
+def from_onnx(model: onnx.ModelProto | str | bytes, shape_dict: dict | None = None) -> tvm.IRModule:
     """Import an ONNX model (a ModelProto, a path or the serialized bytes); weights become constants of
     `main`, also when an older exporter listed them as graph inputs too.
 
@@ -178,5 +177,8 @@ def from_onnx(model: "onnx.ModelProto | str | bytes", shape_dict: dict | None = 
         try:
             return onnx_frontend.from_onnx(model, shape_dict=shape_dict, keep_params_in_input=False)
         except tvm.error.OpNotImplemented as err:  # nothing can run it, on the NPU or on TVM's CPU
-            raise NPUError("ERR_OP_NOT_SUPPORTED", f"TVM's ONNX importer cannot import this model: "
-                           f"{' '.join(str(err).split())}; replace the op or export the model without it") from None
+            raise NPUError(
+                "ERR_OP_NOT_SUPPORTED",
+                f"TVM's ONNX importer cannot import this model: "
+                f"{' '.join(str(err).split())}; replace the op or export the model without it",
+            ) from None

@@ -15,9 +15,13 @@ from ..contract.errors import NPUError
 
 # Integer-output ops with no QDQ equivalent the NPU patterns take: say what to do instead.
 UNSUPPORTED = {
-    "QLinearAdd": "Add", "QLinearMul": "Mul",
-    "QLinearAveragePool": "AveragePool", "QLinearGlobalAveragePool": "GlobalAveragePool",
-    "QLinearSigmoid": "Sigmoid", "QLinearLeakyRelu": "LeakyRelu", "QLinearConcat": "Concat",
+    "QLinearAdd": "Add",
+    "QLinearMul": "Mul",
+    "QLinearAveragePool": "AveragePool",
+    "QLinearGlobalAveragePool": "GlobalAveragePool",
+    "QLinearSigmoid": "Sigmoid",
+    "QLinearLeakyRelu": "LeakyRelu",
+    "QLinearConcat": "Concat",
     "QGemm": "Gemm",
 }
 
@@ -26,9 +30,11 @@ def _bias_scale_initializer(model, sx_name, sw_name, out_name):
     """An initializer sx * sw (float32), the scale of a QLinearConv's int32 bias."""
     init = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     if sx_name not in init or sw_name not in init:
-        raise NPUError("ERR_OP_NOT_SUPPORTED",
-                       f"QLinearConv with non-constant scales ({sx_name}, {sw_name}); "
-                       "re-export the model in QDQ format (onnxruntime quantize_static, QuantFormat.QDQ)")
+        raise NPUError(
+            "ERR_OP_NOT_SUPPORTED",
+            f"QLinearConv with non-constant scales ({sx_name}, {sw_name}); "
+            "re-export the model in QDQ format (onnxruntime quantize_static, QuantFormat.QDQ)",
+        )
     value = (init[sx_name].astype(np.float32) * init[sw_name].astype(np.float32)).astype(np.float32)
     return numpy_helper.from_array(value, out_name)
 
@@ -40,10 +46,12 @@ def qoperator_to_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
     bad = sorted(ops & set(UNSUPPORTED))
     if bad:
         op = bad[0]
-        raise NPUError("ERR_OP_NOT_SUPPORTED",
-                       f"{op} (QOperator format) is not supported; quantize the model in QDQ format "
-                       f"(onnxruntime quantize_static(..., quant_format=QuantFormat.QDQ)), where it is "
-                       f"DequantizeLinear -> {UNSUPPORTED[op]} -> QuantizeLinear")
+        raise NPUError(
+            "ERR_OP_NOT_SUPPORTED",
+            f"{op} (QOperator format) is not supported; quantize the model in QDQ format "
+            f"(onnxruntime quantize_static(..., quant_format=QuantFormat.QDQ)), where it is "
+            f"DequantizeLinear -> {UNSUPPORTED[op]} -> QuantizeLinear",
+        )
     if not ops & {"QLinearConv", "QLinearMatMul"}:
         return model
     out = onnx.ModelProto()

@@ -49,7 +49,7 @@ def subst(expr, m: dict):
 
 
 def op_name(expr) -> str:
-    """"relax.nn.conv2d" for a call of that op; "" for anything else."""
+    """ "relax.nn.conv2d" for a call of that op; "" for anything else."""
     return expr.op.name if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) else ""
 
 
@@ -167,8 +167,9 @@ def rebuild(g: Graph, qparams=None, rewrite=None, probes=None, narrow=None):
 
 def with_main(mod: tvm.IRModule, func) -> tvm.IRModule:
     """A copy of `mod` whose main is `func` (other functions, e.g. call_tir kernels, kept)."""
-    return tvm.IRModule({gv: (func if gv.name_hint == "main" else f) for gv, f in mod.functions.items()},
-                        attrs=mod.attrs)
+    return tvm.IRModule(
+        {gv: (func if gv.name_hint == "main" else f) for gv, f in mod.functions.items()}, attrs=mod.attrs
+    )
 
 
 def probe_module(mod: tvm.IRModule, names) -> tvm.IRModule:

@@ -50,7 +50,8 @@ def eval_const(expr, symbol: str, what: str, env: dict | None = None) -> np.ndar
         if name == "relax.permute_dims":
             axes = expr.attrs.axes
             return eval_const(expr.args[0], symbol, what, env).transpose(
-                None if axes is None else [int(a) for a in axes])
+                None if axes is None else [int(a) for a in axes]
+            )
         if name == "relax.reshape":
             return eval_const(expr.args[0], symbol, what, env).reshape(static_shape(expr))
         if name == "relax.dequantize":
@@ -58,7 +59,9 @@ def eval_const(expr, symbol: str, what: str, env: dict | None = None) -> np.ndar
             shape = [1] * q.ndim
             if scale.size > 1:
                 shape[int(expr.attrs.axis) % q.ndim] = -1
-            return ((q.astype(np.float32) - zp.astype(np.float32).reshape(shape))
-                    * scale.astype(np.float32).reshape(shape))
-    raise NPUError("ERR_OP_NOT_SUPPORTED",
-                   f"{symbol}: the {what} is not a compile-time constant; bind weights with params=")
+            return (q.astype(np.float32) - zp.astype(np.float32).reshape(shape)) * scale.astype(np.float32).reshape(
+                shape
+            )
+    raise NPUError(
+        "ERR_OP_NOT_SUPPORTED", f"{symbol}: the {what} is not a compile-time constant; bind weights with params="
+    )

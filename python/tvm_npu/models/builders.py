@@ -28,8 +28,11 @@ def small_cnn(seed: int = 0, image: int = 32, classes: int = 10) -> onnx.ModelPr
     def conv(x, out, cin, cout, k, stride, act="Relu"):
         w, b = weight(f"{out}_w", (cout, cin, k, k)), f"{out}_b"
         inits.append(numpy_helper.from_array((rng.standard_normal(cout) * 0.1).astype(np.float32), b))
-        nodes.append(helper.make_node("Conv", [x, w, b], [f"{out}_c"], kernel_shape=[k, k],
-                                      strides=[stride, stride], pads=[k // 2] * 4))
+        nodes.append(
+            helper.make_node(
+                "Conv", [x, w, b], [f"{out}_c"], kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4
+            )
+        )
         nodes.append(helper.make_node(act, [f"{out}_c"], [out]))
         return out
 
@@ -44,9 +47,12 @@ def small_cnn(seed: int = 0, image: int = 32, classes: int = 10) -> onnx.ModelPr
     nodes.append(helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["logits"], transB=1))
     nodes.append(helper.make_node("Softmax", ["logits"], ["probs"], axis=1))
     graph = helper.make_graph(
-        nodes, "small_cnn",
+        nodes,
+        "small_cnn",
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, image, image])],
-        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [1, classes])], inits)
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [1, classes])],
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
@@ -75,8 +81,14 @@ class GraphBuilder:
         fan_in = cin // group * k * k
         w = self.rng.standard_normal((cout, cin // group, k, k)) * np.sqrt(2.0 / fan_in) * gain
         b = self.rng.standard_normal(cout) * 0.1
-        y = self.node("Conv", [x, self.const(w, "w"), self.const(b, "b")], kernel_shape=[k, k],
-                      strides=[stride, stride], pads=[k // 2] * 4, group=group)
+        y = self.node(
+            "Conv",
+            [x, self.const(w, "w"), self.const(b, "b")],
+            kernel_shape=[k, k],
+            strides=[stride, stride],
+            pads=[k // 2] * 4,
+            group=group,
+        )
         if act == "Relu":
             y = self.node("Relu", [y])
         elif act == "Relu6":
@@ -85,24 +97,26 @@ class GraphBuilder:
 
     def gemm(self, x, k, n):
         w = self.rng.standard_normal((n, k)) * np.sqrt(1.0 / k)
-        return self.node("Gemm", [x, self.const(w, "w"), self.const(self.rng.standard_normal(n) * 0.1, "b")],
-                         transB=1)
+        return self.node("Gemm", [x, self.const(w, "w"), self.const(self.rng.standard_normal(n) * 0.1, "b")], transB=1)
 
     def model(self, x_shape, out, out_shape) -> onnx.ModelProto:
-        graph = helper.make_graph(self.nodes, "g",
-                                  [helper.make_tensor_value_info("input", TensorProto.FLOAT, x_shape)],
-                                  [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)],
-                                  self.inits)
+        graph = helper.make_graph(
+            self.nodes,
+            "g",
+            [helper.make_tensor_value_info("input", TensorProto.FLOAT, x_shape)],
+            [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)],
+            self.inits,
+        )
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
 def op_zoo(seed=0, size=17) -> onnx.ModelProto:
     """conv, depthwise, pointwise, residual add, average pool, relu, clip, global pool, gemm."""
     g = GraphBuilder(seed)
-    x = g.conv("input", 3, 16, 3, stride=2)                      # conv + relu
-    d = g.conv(x, 16, 16, 3, group=16, act="Relu6")              # depthwise + clip (relu6)
-    p = g.conv(d, 16, 16, 1, act=None)                           # pointwise, no activation
-    r = g.node("Add", [x, p])                                    # residual add
+    x = g.conv("input", 3, 16, 3, stride=2)  # conv + relu
+    d = g.conv(x, 16, 16, 3, group=16, act="Relu6")  # depthwise + clip (relu6)
+    p = g.conv(d, 16, 16, 1, act=None)  # pointwise, no activation
+    r = g.node("Add", [x, p])  # residual add
     a = g.node("AveragePool", [r], kernel_shape=[3, 3], strides=[2, 2])
     c = g.conv(a, 16, 24, 3, act="Relu")
     gp = g.node("GlobalAveragePool", [c])
@@ -120,8 +134,15 @@ def mobilenet_v2_shaped(seed=0, size=64, width=0.5, classes=100) -> onnx.ModelPr
 
     x = g.conv("input", 3, ch(32), 3, stride=2, act="Relu6")
     cin = ch(32)
-    settings = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
-                (6, 320, 1, 1)]
+    settings = [
+        (1, 16, 1, 1),
+        (6, 24, 2, 2),
+        (6, 32, 3, 2),
+        (6, 64, 4, 2),
+        (6, 96, 3, 1),
+        (6, 160, 3, 2),
+        (6, 320, 1, 1),
+    ]
     for t, c, n, s in settings:
         cout = ch(c)
         for i in range(n):
@@ -141,16 +162,19 @@ def mobilenet_v2_shaped(seed=0, size=64, width=0.5, classes=100) -> onnx.ModelPr
     return g.model([1, 3, size, size], y, [1, classes])
 
 
-def lstm(T=5, B=2, I=3, H=4, direction="forward", layout=0, bias=True, init=True, seed=0,
-         extra_inputs=(), **attrs) -> onnx.ModelProto:
+def lstm(
+    T=5, B=2, I=3, H=4, direction="forward", layout=0, bias=True, init=True, seed=0, extra_inputs=(), **attrs
+) -> onnx.ModelProto:
     """An ONNX LSTM node as a whole model (opset 14): X [T, B, I] (layout 0) or [B, T, I] (layout 1), the
     initial h0 / c0 as inputs when `init`, outputs Y, Y_h, Y_c; seeded weights, `bias` adds B.
     `extra_inputs` are (input position, initializer) pairs (e.g. sequence_lens at 4); `attrs` go on the
     node."""
     rng = np.random.default_rng(seed)
     D = 2 if direction == "bidirectional" else 1
-    inits = [numpy_helper.from_array((rng.standard_normal((D, 4 * H, I)) * 0.5).astype(np.float32), "W"),
-             numpy_helper.from_array((rng.standard_normal((D, 4 * H, H)) * 0.5).astype(np.float32), "R")]
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((D, 4 * H, I)) * 0.5).astype(np.float32), "W"),
+        numpy_helper.from_array((rng.standard_normal((D, 4 * H, H)) * 0.5).astype(np.float32), "R"),
+    ]
     if bias:
         inits.append(numpy_helper.from_array((rng.standard_normal((D, 8 * H)) * 0.1).astype(np.float32), "B"))
     names = ["X", "W", "R", "B" if bias else "", "", "h0" if init else "", "c0" if init else ""]
@@ -164,10 +188,12 @@ def lstm(T=5, B=2, I=3, H=4, direction="forward", layout=0, bias=True, init=True
     graph_in = [helper.make_tensor_value_info("X", TensorProto.FLOAT, xs)]
     if init:
         graph_in += [helper.make_tensor_value_info(n, TensorProto.FLOAT, hs) for n in ("h0", "c0")]
-    node = helper.make_node("LSTM", names, ["Y", "Y_h", "Y_c"], hidden_size=H, direction=direction,
-                            layout=layout, **attrs)
+    node = helper.make_node(
+        "LSTM", names, ["Y", "Y_h", "Y_c"], hidden_size=H, direction=direction, layout=layout, **attrs
+    )
     ys = [T, D, B, H] if layout == 0 else [B, T, D, H]
-    outs = [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ys)] + \
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, hs) for n in ("Y_h", "Y_c")]
+    outs = [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ys)] + [
+        helper.make_tensor_value_info(n, TensorProto.FLOAT, hs) for n in ("Y_h", "Y_c")
+    ]
     graph = helper.make_graph([node], "lstm", graph_in, outs, inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)

@@ -65,7 +65,7 @@ def resnet50_shaped(seed=0, size=224, width=1.0, classes=1000, blocks=(3, 4, 6, 
     x = g.max_pool(g.conv("input", 3, stem, 7, stride=2))
     cin = stem
     for stage, n in enumerate(blocks):
-        mid = _ch(64 * 2 ** stage, width)
+        mid = _ch(64 * 2**stage, width)
         for i in range(n):
             stride = 2 if i == 0 and stage > 0 else 1
             y = g.conv(x, cin, mid, 1)
@@ -83,8 +83,7 @@ def squeezenet1_1(seed=0, size=224, width=1.0, classes=1000) -> onnx.ModelProto:
     g = ZooBuilder(seed)
     x = g.max_pool(g.conv("input", 3, _ch(64, width), 3, stride=2), pad=0)
     cin = _ch(64, width)
-    for i, (s, e) in enumerate([(16, 64), (16, 64), (32, 128), (32, 128), (48, 192), (48, 192),
-                                (64, 256), (64, 256)]):
+    for i, (s, e) in enumerate([(16, 64), (16, 64), (32, 128), (32, 128), (48, 192), (48, 192), (64, 256), (64, 256)]):
         if i in (2, 4):
             x = g.max_pool(x, pad=0)
         sq = g.conv(x, cin, _ch(s, width), 1)

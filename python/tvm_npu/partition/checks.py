@@ -15,9 +15,40 @@ from dataclasses import dataclass
 import tvm
 from tvm.ir.prim.expr import FloatImm, IntImm
 
-from .constraints import ModelIO, Rejection, constraint_bias_per_channel, constraint_broadcast, constraint_clip_bounds, constraint_concat, constraint_conv_layout, constraint_eltwise_scales, constraint_float32, constraint_groups, constraint_int8_activations, constraint_model_input, constraint_model_output, constraint_per_tensor, constraint_pool, constraint_pool_window_fits, constraint_rank, constraint_reshape_keeps_rows, constraint_same_quantization, constraint_same_shape, constraint_slice_rows, constraint_softmax_axis, constraint_staged_reshape, constraint_static_shape, constraint_stride, constraint_symmetric_weights, constraint_weight_2d, constraint_width, reason_code, reason_text
 from ..contract.config import NPUConfig
 from ..ir.values import constant_value, static_shape
+from .constraints import (
+    ModelIO,
+    Rejection,
+    constraint_bias_per_channel,
+    constraint_broadcast,
+    constraint_clip_bounds,
+    constraint_concat,
+    constraint_conv_layout,
+    constraint_eltwise_scales,
+    constraint_float32,
+    constraint_groups,
+    constraint_int8_activations,
+    constraint_model_input,
+    constraint_model_output,
+    constraint_per_tensor,
+    constraint_pool,
+    constraint_pool_window_fits,
+    constraint_rank,
+    constraint_reshape_keeps_rows,
+    constraint_same_quantization,
+    constraint_same_shape,
+    constraint_slice_rows,
+    constraint_softmax_axis,
+    constraint_staged_reshape,
+    constraint_static_shape,
+    constraint_stride,
+    constraint_symmetric_weights,
+    constraint_weight_2d,
+    constraint_width,
+    reason_code,
+    reason_text,
+)
 
 
 @dataclass(frozen=True)
@@ -45,10 +76,17 @@ def _run(run: PartitionRun, ctx, pattern: str, checks) -> bool:
                 var = _fused_part(ctx, constraint)
                 if var is None:
                     var = ctx.value_to_bound_var.get(ctx.annotated_expr["op"])
-                run.log.append(Rejection(var.name if var is not None else "?",
-                                         ctx.annotated_expr["op"].op.name, pattern,
-                                         reason_code(constraint), reason_text(constraint), detail,
-                                         weight_constant(ctx.annotated_expr["op"], ctx.matched_bindings)))
+                run.log.append(
+                    Rejection(
+                        var.name if var is not None else "?",
+                        ctx.annotated_expr["op"].op.name,
+                        pattern,
+                        reason_code(constraint),
+                        reason_text(constraint),
+                        detail,
+                        weight_constant(ctx.annotated_expr["op"], ctx.matched_bindings),
+                    )
+                )
             return False
     return True
 
@@ -64,8 +102,10 @@ def weight_constant(call, bindings: dict):
             expr = bindings[expr]
         if isinstance(expr, tvm.ir.Constant):
             return expr
-        if not (isinstance(expr, tvm.relax.Call) and getattr(expr.op, "name", "") in
-                ("relax.dequantize", "relax.permute_dims", "relax.reshape")):
+        if not (
+            isinstance(expr, tvm.relax.Call)
+            and getattr(expr.op, "name", "") in ("relax.dequantize", "relax.permute_dims", "relax.reshape")
+        ):
             return None
         expr = expr.args[0]
     return None
@@ -79,8 +119,11 @@ def _fused_part(ctx, constraint):
         return ctx.value_to_bound_var.get(ann["act"])
     if constraint is constraint_bias_per_channel:
         for var, value in ctx.matched_bindings.items():
-            if isinstance(value, tvm.relax.Call) and getattr(value.op, "name", "") == "relax.add" \
-                    and _resolve(ctx, value.args[0]).same_as(ann["op"]):
+            if (
+                isinstance(value, tvm.relax.Call)
+                and getattr(value.op, "name", "") == "relax.add"
+                and _resolve(ctx, value.args[0]).same_as(ann["op"])
+            ):
                 return var
     return None
 
@@ -105,10 +148,12 @@ def applies(*constraints, int8=()):
 
     SUPPORTED_OPS.md is generated from these lists (supported_ops.py); a test keeps each list equal to
     the constraints the function's code calls."""
+
     def mark(check):
         check.constraints = list(constraints)
         check.int8_constraints = list(int8)
         return check
+
     return mark
 
 
@@ -130,8 +175,10 @@ def _quant_checks(ctx, wide: bool = False) -> list:
     if ann["op"].op.name == "relax.concat":  # its dequantized inputs come as one tuple
         data_dqs = [_resolve(ctx, f) for f in _resolve(ctx, ann["op"].args[0]).fields]
     qs = [ann["quantize"]] if "quantize" in ann else []
-    checks = [(constraint_int8_activations, ([d.args[0] for d in data_dqs] + qs, wide)),
-              (constraint_per_tensor, (data_dqs + qs,))]
+    checks = [
+        (constraint_int8_activations, ([d.args[0] for d in data_dqs] + qs, wide)),
+        (constraint_per_tensor, (data_dqs + qs,)),
+    ]
     if "weight" in ann:
         w = _resolve(ctx, ann["weight"])
         if w.op.name == "relax.permute_dims":
@@ -140,16 +187,30 @@ def _quant_checks(ctx, wide: bool = False) -> list:
     return checks
 
 
-@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_conv_layout,
-         constraint_stride, constraint_groups, constraint_width, constraint_bias_per_channel,
-         constraint_clip_bounds, int8=QUANT_WEIGHT_CONSTRAINTS)
+@applies(
+    constraint_float32,
+    constraint_static_shape,
+    constraint_rank,
+    constraint_conv_layout,
+    constraint_stride,
+    constraint_groups,
+    constraint_width,
+    constraint_bias_per_channel,
+    constraint_clip_bounds,
+    int8=QUANT_WEIGHT_CONSTRAINTS,
+)
 def check_conv2d(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     data, weight = call.args[0], call.args[1]
     tensors = [data, weight, call]
-    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors, run.config)), (constraint_conv_layout, (call,)),
-              (constraint_stride, (call,)), (constraint_groups, (call,))] + _quant_checks(ctx)
+    checks = [
+        (constraint_float32, (tensors,)),
+        (constraint_static_shape, (tensors,)),
+        (constraint_rank, (tensors, run.config)),
+        (constraint_conv_layout, (call,)),
+        (constraint_stride, (call,)),
+        (constraint_groups, (call,)),
+    ] + _quant_checks(ctx)
     if not _run(run, ctx, "conv2d", checks):
         return False
     layout = call.attrs.data_layout
@@ -158,49 +219,75 @@ def check_conv2d(run: PartitionRun, ctx) -> bool:
     out_shape = static_shape(call)
     checks = [(constraint_width, ([static_shape(data)[w_axis], out_shape[w_axis]], run.config))]
     if "bias" in ctx.annotated_expr:
-        checks.append((constraint_bias_per_channel,
-                       (ctx.annotated_expr["bias"], out_shape[c_axis], c_axis, 4)))
+        checks.append((constraint_bias_per_channel, (ctx.annotated_expr["bias"], out_shape[c_axis], c_axis, 4)))
     checks.append((constraint_clip_bounds, (_act(ctx),)))
     return _run(run, ctx, "conv2d", checks)
 
 
-@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_width,
-         constraint_weight_2d, constraint_bias_per_channel, constraint_clip_bounds,
-         int8=QUANT_WEIGHT_CONSTRAINTS)
+@applies(
+    constraint_float32,
+    constraint_static_shape,
+    constraint_rank,
+    constraint_width,
+    constraint_weight_2d,
+    constraint_bias_per_channel,
+    constraint_clip_bounds,
+    int8=QUANT_WEIGHT_CONSTRAINTS,
+)
 def check_dense(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     data, weight = call.args[0], call.args[1]
     tensors = [data, weight, call]
-    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors, run.config))] + _quant_checks(ctx)
+    checks = [
+        (constraint_float32, (tensors,)),
+        (constraint_static_shape, (tensors,)),
+        (constraint_rank, (tensors, run.config)),
+    ] + _quant_checks(ctx)
     if not _run(run, ctx, "dense", checks):
         return False
     out_shape = static_shape(call)
-    checks = [(constraint_width, ([static_shape(data)[-1], out_shape[-1]], run.config)),
-              (constraint_weight_2d, (weight,))]
+    checks = [
+        (constraint_width, ([static_shape(data)[-1], out_shape[-1]], run.config)),
+        (constraint_weight_2d, (weight,)),
+    ]
     if "bias" in ctx.annotated_expr:
-        checks.append((constraint_bias_per_channel,
-                       (ctx.annotated_expr["bias"], out_shape[-1], len(out_shape) - 1, len(out_shape))))
+        checks.append(
+            (
+                constraint_bias_per_channel,
+                (ctx.annotated_expr["bias"], out_shape[-1], len(out_shape) - 1, len(out_shape)),
+            )
+        )
     checks.append((constraint_clip_bounds, (_act(ctx),)))
     return _run(run, ctx, "dense", checks)
 
 
-@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_same_shape,
-         constraint_width, constraint_clip_bounds, int8=QUANT_CONSTRAINTS)
+@applies(
+    constraint_float32,
+    constraint_static_shape,
+    constraint_rank,
+    constraint_same_shape,
+    constraint_width,
+    constraint_clip_bounds,
+    int8=QUANT_CONSTRAINTS,
+)
 def check_add(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     lhs, rhs = call.args[0], call.args[1]
     tensors = [lhs, rhs, call]
     # An int8 operand is dequantize(codes): a constant there is as much a constant as a float one.
     operands = [_undequantized(ctx, e) for e in (lhs, rhs)]
-    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors, run.config)),
-              (constraint_same_shape, tuple(operands))] + _quant_checks(ctx)
+    checks = [
+        (constraint_float32, (tensors,)),
+        (constraint_static_shape, (tensors,)),
+        (constraint_rank, (tensors, run.config)),
+        (constraint_same_shape, tuple(operands)),
+    ] + _quant_checks(ctx)
     if not _run(run, ctx, "add", checks):
         return False
     shape = static_shape(call)
-    return _run(run, ctx, "add", [(constraint_width, ([shape[-1]], run.config)),
-                                  (constraint_clip_bounds, (_act(ctx),))])
+    return _run(
+        run, ctx, "add", [(constraint_width, ([shape[-1]], run.config)), (constraint_clip_bounds, (_act(ctx),))]
+    )
 
 
 def _check_view(run: PartitionRun, ctx, pattern: str, keeps_rows) -> bool:
@@ -208,44 +295,80 @@ def _check_view(run: PartitionRun, ctx, pattern: str, keeps_rows) -> bool:
     kind) accepts it; in int8 it must also keep its scale and zero point."""
     call = ctx.annotated_expr["op"]
     tensors = [call.args[0], call]
-    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors, run.config)), (keeps_rows, (call,))] + _quant_checks(ctx)
+    checks = [
+        (constraint_float32, (tensors,)),
+        (constraint_static_shape, (tensors,)),
+        (constraint_rank, (tensors, run.config)),
+        (keeps_rows, (call,)),
+    ] + _quant_checks(ctx)
     if "quantize" in ctx.annotated_expr:
-        checks.append((constraint_same_quantization,
-                       (_resolve(ctx, ctx.annotated_expr["data"]), ctx.annotated_expr["quantize"])))
+        checks.append(
+            (constraint_same_quantization, (_resolve(ctx, ctx.annotated_expr["data"]), ctx.annotated_expr["quantize"]))
+        )
     return _run(run, ctx, pattern, checks)
 
 
-@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_reshape_keeps_rows,
-         int8=QUANT_CONSTRAINTS + [constraint_same_quantization])
+@applies(
+    constraint_float32,
+    constraint_static_shape,
+    constraint_rank,
+    constraint_reshape_keeps_rows,
+    int8=QUANT_CONSTRAINTS + [constraint_same_quantization],
+)
 def check_reshape(run: PartitionRun, ctx) -> bool:
     return _check_view(run, ctx, "reshape", constraint_reshape_keeps_rows)
 
 
-@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_slice_rows,
-         int8=QUANT_CONSTRAINTS + [constraint_same_quantization])
+@applies(
+    constraint_float32,
+    constraint_static_shape,
+    constraint_rank,
+    constraint_slice_rows,
+    int8=QUANT_CONSTRAINTS + [constraint_same_quantization],
+)
 def check_slice(run: PartitionRun, ctx) -> bool:
     return _check_view(run, ctx, "slice", constraint_slice_rows)
 
 
-@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_pool,
-         constraint_width, constraint_pool_window_fits, int8=QUANT_CONSTRAINTS)
+@applies(
+    constraint_float32,
+    constraint_static_shape,
+    constraint_rank,
+    constraint_pool,
+    constraint_width,
+    constraint_pool_window_fits,
+    int8=QUANT_CONSTRAINTS,
+)
 def check_pool(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     tensors = [call.args[0], call]
-    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors, run.config)), (constraint_pool, (call,))] + _quant_checks(ctx)
+    checks = [
+        (constraint_float32, (tensors,)),
+        (constraint_static_shape, (tensors,)),
+        (constraint_rank, (tensors, run.config)),
+        (constraint_pool, (call,)),
+    ] + _quant_checks(ctx)
     if not _run(run, ctx, "pool", checks):
         return False
     layout = "NCHW" if call.op.name == "relax.mean" else str(call.attrs.layout)
     elem = 1 if "quantize" in ctx.annotated_expr else 2
     width = static_shape(call.args[0])[layout.index("W")]
-    return _run(run, ctx, "pool", [(constraint_width, ([width], run.config)),
-                                   (constraint_pool_window_fits, (call, elem, run.config))])
+    return _run(
+        run,
+        ctx,
+        "pool",
+        [(constraint_width, ([width], run.config)), (constraint_pool_window_fits, (call, elem, run.config))],
+    )
 
 
-@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_concat,
-         constraint_width, int8=QUANT_CONSTRAINTS)
+@applies(
+    constraint_float32,
+    constraint_static_shape,
+    constraint_rank,
+    constraint_concat,
+    constraint_width,
+    int8=QUANT_CONSTRAINTS,
+)
 def check_concat(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     fields = list(_resolve(ctx, call.args[0]).fields)
@@ -253,13 +376,23 @@ def check_concat(run: PartitionRun, ctx) -> bool:
     dqs = [_resolve(ctx, f) for f in fields] if quantized else []
     inputs = [dq.args[0] for dq in dqs] if quantized else fields
     tensors = (dqs or fields) + [call]
-    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors, run.config))] + _quant_checks(ctx)
+    checks = [
+        (constraint_float32, (tensors,)),
+        (constraint_static_shape, (tensors,)),
+        (constraint_rank, (tensors, run.config)),
+    ] + _quant_checks(ctx)
     if not _run(run, ctx, "concat", checks):
         return False
     elem = 1 if quantized else 2
-    return _run(run, ctx, "concat", [(constraint_concat, (call, inputs, elem, run.config)),
-                                     (constraint_width, ([static_shape(call)[-1]], run.config))])
+    return _run(
+        run,
+        ctx,
+        "concat",
+        [
+            (constraint_concat, (call, inputs, elem, run.config)),
+            (constraint_width, ([static_shape(call)[-1]], run.config)),
+        ],
+    )
 
 
 def _operands(ctx, call) -> tuple:
@@ -271,8 +404,15 @@ def _operands(ctx, call) -> tuple:
     return call.args[0], call.args[1]
 
 
-@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_broadcast,
-         constraint_width, constraint_clip_bounds, int8=QUANT_CONSTRAINTS + [constraint_eltwise_scales])
+@applies(
+    constraint_float32,
+    constraint_static_shape,
+    constraint_rank,
+    constraint_broadcast,
+    constraint_width,
+    constraint_clip_bounds,
+    int8=QUANT_CONSTRAINTS + [constraint_eltwise_scales],
+)
 def check_eltwise(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     lhs, rhs = call.args[0], call.args[1]
@@ -288,10 +428,10 @@ def check_eltwise(run: PartitionRun, ctx) -> bool:
     checks = [(constraint_broadcast, (call,) + _operands(ctx, call))]
     ann = ctx.annotated_expr
     if "quantize" in ann:
-        checks.append((constraint_eltwise_scales, (ann["lhs"], ann["rhs"], ann["quantize"],
-                                                   call.op.name == "relax.multiply")))
-    checks += [(constraint_width, ([static_shape(call)[-1]], run.config)),
-               (constraint_clip_bounds, (_act(ctx),))]
+        checks.append(
+            (constraint_eltwise_scales, (ann["lhs"], ann["rhs"], ann["quantize"], call.op.name == "relax.multiply"))
+        )
+    checks += [(constraint_width, ([static_shape(call)[-1]], run.config)), (constraint_clip_bounds, (_act(ctx),))]
     return _run(run, ctx, "eltwise", checks)
 
 
@@ -302,8 +442,9 @@ def check_requantize(run: PartitionRun, ctx) -> bool:
     ann = ctx.annotated_expr
     dq, q = ann["data"], ann["quantize"]
     tensors = [dq, q]
-    checks = [(constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors, run.config))] + _quant_checks(ctx, wide=True)
+    checks = [(constraint_static_shape, (tensors,)), (constraint_rank, (tensors, run.config))] + _quant_checks(
+        ctx, wide=True
+    )
     return _run(run, ctx, "requantize", checks + [(constraint_width, ([static_shape(q)[-1]], run.config))])
 
 
@@ -320,22 +461,25 @@ def is_hardswish(ann) -> bool:
     x, x2 = ann["data"], ann["data_b"]
     if "quantize" in ann:  # two dequantizes: of the same tensor, with the same scale and zero point
         same = x.args[0].same_as(x2.args[0]) and all(
-            _scalar(b, float(constant_value(a).reshape(-1)[0])) for a, b in zip(x.args[1:3], x2.args[1:3]))
+            _scalar(b, float(constant_value(a).reshape(-1)[0])) for a, b in zip(x.args[1:3], x2.args[1:3])
+        )
     else:
         same = x.same_as(x2)
     return same and _scalar(add.args[1], 3.0) and _scalar(div.args[1], 6.0) and bounds == [0, 6]
 
 
-@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_width,
-         int8=QUANT_CONSTRAINTS)
+@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_width, int8=QUANT_CONSTRAINTS)
 def check_unary(run: PartitionRun, ctx) -> bool:
     ann = ctx.annotated_expr
     call = ann["op"]
     if "hs_add" in ann and not is_hardswish(ann):
         return False
     tensors = [call.args[0], call]
-    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors, run.config))] + _quant_checks(ctx)
+    checks = [
+        (constraint_float32, (tensors,)),
+        (constraint_static_shape, (tensors,)),
+        (constraint_rank, (tensors, run.config)),
+    ] + _quant_checks(ctx)
     if not _run(run, ctx, "unary", checks):
         return False
     return _run(run, ctx, "unary", [(constraint_width, ([static_shape(call)[-1]], run.config))])
@@ -350,8 +494,14 @@ def _staged_io(ctx, quantize_input: bool):
     return ctx.value_to_bound_var.get(ann.get("reshape", ann["op"]))
 
 
-@applies(constraint_model_input, constraint_static_shape, constraint_rank, constraint_staged_reshape,
-         constraint_width, int8=QUANT_CONSTRAINTS)
+@applies(
+    constraint_model_input,
+    constraint_static_shape,
+    constraint_rank,
+    constraint_staged_reshape,
+    constraint_width,
+    int8=QUANT_CONSTRAINTS,
+)
 def check_quantize_input(run: PartitionRun, ctx) -> bool:
     """quantize(x) of a model input x, or quantize(reshape(x)): the region's input, quantized by the runtime
     as it stages it. With a reshape, a quantize not of a model input is left to the plain entry (it gives
@@ -360,15 +510,24 @@ def check_quantize_input(run: PartitionRun, ctx) -> bool:
     q, data = ann["op"], _staged_io(ctx, True)
     if "reshape" in ann and constraint_model_input(data, run.io) is not None:
         return False
-    checks = [(constraint_model_input, (data, run.io)), (constraint_static_shape, ([q, data],)),
-              (constraint_rank, ([q, data], run.config))] + _quant_checks(ctx, wide=True)
+    checks = [
+        (constraint_model_input, (data, run.io)),
+        (constraint_static_shape, ([q, data],)),
+        (constraint_rank, ([q, data], run.config)),
+    ] + _quant_checks(ctx, wide=True)
     if "reshape" in ann:
         checks.append((constraint_staged_reshape, (ann["reshape"], q)))
     return _run(run, ctx, "input", checks + [(constraint_width, ([static_shape(q)[-1]], run.config))])
 
 
-@applies(constraint_model_output, constraint_static_shape, constraint_rank, constraint_staged_reshape,
-         constraint_width, int8=QUANT_CONSTRAINTS)
+@applies(
+    constraint_model_output,
+    constraint_static_shape,
+    constraint_rank,
+    constraint_staged_reshape,
+    constraint_width,
+    int8=QUANT_CONSTRAINTS,
+)
 def check_dequantize_output(run: PartitionRun, ctx) -> bool:
     """dequantize(q) returned by the model, or reshape(dequantize(q)): the region's output, dequantized by
     the runtime as it stages it. With a reshape, a result that is not a model output is left alone."""
@@ -377,26 +536,42 @@ def check_dequantize_output(run: PartitionRun, ctx) -> bool:
     result = _staged_io(ctx, False)
     if "reshape" in ann and constraint_model_output(result, run.io) is not None:
         return False
-    checks = [(constraint_model_output, (result, run.io)), (constraint_static_shape, ([dq],)),
-              (constraint_rank, ([dq], run.config))] + _quant_checks(ctx, wide=True)
+    checks = [
+        (constraint_model_output, (result, run.io)),
+        (constraint_static_shape, ([dq],)),
+        (constraint_rank, ([dq], run.config)),
+    ] + _quant_checks(ctx, wide=True)
     if "reshape" in ann:
         checks.append((constraint_staged_reshape, (ann["reshape"], dq.args[0])))
     return _run(run, ctx, "qoutput", checks + [(constraint_width, ([static_shape(dq)[-1]], run.config))])
 
 
-@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_softmax_axis,
-         constraint_width, int8=QUANT_CONSTRAINTS)
+@applies(
+    constraint_float32,
+    constraint_static_shape,
+    constraint_rank,
+    constraint_softmax_axis,
+    constraint_width,
+    int8=QUANT_CONSTRAINTS,
+)
 def check_softmax(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     tensors = [call.args[0], call]
     # No int8 softmax pattern exists (SOFTMAX is fp16): _quant_checks adds nothing today, and keeps the
     # shape every check has for when one does.
-    checks = [(constraint_float32, (tensors,)), (constraint_static_shape, (tensors,)),
-              (constraint_rank, (tensors, run.config))] + _quant_checks(ctx)
+    checks = [
+        (constraint_float32, (tensors,)),
+        (constraint_static_shape, (tensors,)),
+        (constraint_rank, (tensors, run.config)),
+    ] + _quant_checks(ctx)
     if not _run(run, ctx, "softmax", checks):
         return False
-    return _run(run, ctx, "softmax", [(constraint_softmax_axis, (call,)),
-                                      (constraint_width, ([static_shape(call)[-1]], run.config))])
+    return _run(
+        run,
+        ctx,
+        "softmax",
+        [(constraint_softmax_axis, (call,)), (constraint_width, ([static_shape(call)[-1]], run.config))],
+    )
 
 
 def _act(ctx):

@@ -41,6 +41,7 @@ class Rejection:
 
 # --- constraints: docstring = reason shown to the user; first word of the code = reason code ---
 
+
 def constraint_float32(exprs):
     """NPU_E_DTYPE: tensors must be float32 (run on the NPU's fp16 datapath); int8 arrives with QDQ."""
     bad = [dtype_of(e) for e in exprs if dtype_of(e) != "float32"]
@@ -94,8 +95,9 @@ def constraint_int8_activations(exprs, wide: bool = False):
     16-bit cell state)."""
     allowed = ("int8", "int16") if wide else ("int8",)
     bad = [dtype_of(e) for e in exprs if dtype_of(e) not in allowed]
-    return f"dtype {bad[0]}" + ("" if wide or bad[0] != "int16" else " (int16 only in elementwise ops)") \
-        if bad else None
+    return (
+        f"dtype {bad[0]}" + ("" if wide or bad[0] != "int16" else " (int16 only in elementwise ops)") if bad else None
+    )
 
 
 def constraint_per_tensor(qcalls):
@@ -146,8 +148,7 @@ def constraint_pool(call):
         return f"dilation {dilation}"
     if bool(a.ceil_mode):
         return "ceil_mode"
-    if call.op.name == "relax.nn.avg_pool2d" and any(int(p) for p in a.padding) \
-            and not bool(a.count_include_pad):
+    if call.op.name == "relax.nn.avg_pool2d" and any(int(p) for p in a.padding) and not bool(a.count_include_pad):
         return "padded average pool that excludes the padding from the divisor"
     return None
 
@@ -157,13 +158,18 @@ def constraint_pool_window_fits(call, elem: int, cfg: NPUConfig):
     the output row, must fit in SRAM (a global pool's window is the whole map). A larger map pools on the
     CPU; a configuration with more SRAM keeps it on the NPU."""
     layout = "NCHW" if call.op.name == "relax.mean" else str(call.attrs.layout)
-    (c, h, w), out_w = ([static_shape(call.args[0])[layout.index(d)] for d in "CHW"],
-                        static_shape(call)[layout.index("W")])
+    (c, h, w), out_w = (
+        [static_shape(call.args[0])[layout.index(d)] for d in "CHW"],
+        static_shape(call)[layout.index("W")],
+    )
     rows = h if call.op.name == "relax.mean" else min(h, int(call.attrs.pool_size[0]))
     line = lambda n: -(-n * c * elem // cfg.alignment) * cfg.alignment  # noqa: E731 (an SRAM row of n pixels)
     need = 2 * rows * line(w) + 2 * line(out_w)
-    return f"a window of {rows} rows of {w} x {c}: {need} bytes double-buffered > {cfg.sram_bytes}" \
-        if need > cfg.sram_bytes else None
+    return (
+        f"a window of {rows} rows of {w} x {c}: {need} bytes double-buffered > {cfg.sram_bytes}"
+        if need > cfg.sram_bytes
+        else None
+    )
 
 
 def constraint_width(widths, cfg: NPUConfig):
@@ -312,8 +318,7 @@ def broadcast_mode(call, lhs, rhs) -> tuple:
         if mode is not None:
             return mode, swapped
     kinds = ["constant" if constant_value(e) is not None else "tensor" for e in (lhs, rhs)]
-    return None, (f"{kinds[0]} {list(static_shape(lhs))} and {kinds[1]} {list(static_shape(rhs))} "
-                  f"-> {list(out)}")
+    return None, (f"{kinds[0]} {list(static_shape(lhs))} and {kinds[1]} {list(static_shape(rhs))} -> {list(out)}")
 
 
 def constraint_broadcast(call, lhs, rhs):
@@ -331,7 +336,7 @@ def constraint_eltwise_scales(dq_a, dq_b, q, multiply: bool):
     multiply) must be below 2^30, so its integer multiplier keeps a shift of at least 1."""
     s = [float(constant_value(x.args[1]).reshape(-1)[0]) for x in (dq_a, dq_b, q)]
     ratios = [s[0] * s[1] / s[2]] if multiply else [s[0] / s[2], s[1] / s[2]]
-    return f"scale ratio {max(ratios):.3g}" if max(ratios) >= 2.0 ** 30 else None
+    return f"scale ratio {max(ratios):.3g}" if max(ratios) >= 2.0**30 else None
 
 
 def reason_code(constraint) -> str:
@@ -355,8 +360,11 @@ def constraint_model_output(result, io: ModelIO | None):
     """NPU_E_QUANT_IO: the NPU dequantizes only a model output (returned by main and read by nothing
     else): the runtime converts it to float32 as it stages the output (format 1.3). Other dequantizes run
     inside the int8 op that reads them, or on the CPU."""
-    return None if io is not None and result is not None and result in io.outputs else \
-        "its result is not only a model output"
+    return (
+        None
+        if io is not None and result is not None and result in io.outputs
+        else "its result is not only a model output"
+    )
 
 
 def constraint_staged_reshape(reshape, quantized):
@@ -381,12 +389,31 @@ def constraint_softmax_axis(call):
 
 
 # Every constraint, for the generated supported-ops table.
-ALL_CONSTRAINTS = [constraint_float32, constraint_static_shape, constraint_rank, constraint_conv_layout,
-                   constraint_stride, constraint_groups, constraint_width, constraint_bias_per_channel,
-                   constraint_clip_bounds, constraint_weight_2d, constraint_int8_activations,
-                   constraint_per_tensor, constraint_symmetric_weights, constraint_same_shape,
-                   constraint_pool, constraint_pool_window_fits, constraint_reshape_keeps_rows,
-                   constraint_same_quantization,
-                   constraint_concat, constraint_slice_rows, constraint_broadcast, constraint_eltwise_scales,
-                   constraint_softmax_axis, constraint_model_input, constraint_model_output,
-                   constraint_staged_reshape]
+ALL_CONSTRAINTS = [
+    constraint_float32,
+    constraint_static_shape,
+    constraint_rank,
+    constraint_conv_layout,
+    constraint_stride,
+    constraint_groups,
+    constraint_width,
+    constraint_bias_per_channel,
+    constraint_clip_bounds,
+    constraint_weight_2d,
+    constraint_int8_activations,
+    constraint_per_tensor,
+    constraint_symmetric_weights,
+    constraint_same_shape,
+    constraint_pool,
+    constraint_pool_window_fits,
+    constraint_reshape_keeps_rows,
+    constraint_same_quantization,
+    constraint_concat,
+    constraint_slice_rows,
+    constraint_broadcast,
+    constraint_eltwise_scales,
+    constraint_softmax_axis,
+    constraint_model_input,
+    constraint_model_output,
+    constraint_staged_reshape,
+]

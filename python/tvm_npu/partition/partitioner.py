@@ -12,10 +12,10 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
-from . import patterns, regions
-from ..ir import graph as relax_graph
 from .. import rewrite
 from ..contract.config import NPUConfig, get_config
+from ..ir import graph as relax_graph
+from . import patterns, regions
 from .checks import PartitionRun
 from .constraints import ModelIO
 
@@ -29,8 +29,7 @@ def duplicate_dequantize(mod: tvm.IRModule) -> tvm.IRModule:
     the int8 op that reads it.
     """
     g = relax_graph.Graph(mod["main"])
-    shared = {v for v, e in g.bindings
-              if relax_graph.op_name(e) == "relax.dequantize" and len(g.uses.get(v, [])) > 1}
+    shared = {v for v, e in g.bindings if relax_graph.op_name(e) == "relax.dequantize" and len(g.uses.get(v, [])) > 1}
     if not shared:
         return mod
 
@@ -70,8 +69,7 @@ def model_io(func: relax.Function) -> ModelIO | None:
 
     def only_output(v) -> bool:
         uses = g.uses.get(v, [])
-        return bool(uses) and all(u is None or isinstance(g.value[u], relax.Tuple) and only_output(u)
-                                  for u in uses)
+        return bool(uses) and all(u is None or isinstance(g.value[u], relax.Tuple) and only_output(u) for u in uses)
 
     inputs = {p for p in g.params if len(g.uses.get(p, [])) == 1 and g.uses[p][0] is not None}
     outputs = {v for v, _ in g.bindings if only_output(v)}
@@ -98,8 +96,9 @@ def prepare(mod: tvm.IRModule) -> tvm.IRModule:
         return mod
 
 
-def partition_for_npu(mod: tvm.IRModule, config: NPUConfig | str | None = None,
-                      rejections: list | None = None) -> tvm.IRModule:
+def partition_for_npu(
+    mod: tvm.IRModule, config: NPUConfig | str | None = None, rejections: list | None = None
+) -> tvm.IRModule:
     """Partition `mod` for the NPU.
 
     Parameters
@@ -124,8 +123,7 @@ def partition_for_npu(mod: tvm.IRModule, config: NPUConfig | str | None = None,
     # frontend emits for a shape computed at run time (Expand to a Shape, Reshape with allowzero):
     # there each composite becomes an NPU function of its own, unmerged.
     merge = not _has_match_cast(mod["main"])
-    mod = relax.transform.FuseOpsByPattern(patterns.bind(run), bind_constants=True,
-                                           annotate_codegen=not merge)(mod)
+    mod = relax.transform.FuseOpsByPattern(patterns.bind(run), bind_constants=True, annotate_codegen=not merge)(mod)
     if merge:
         mod = relax.transform.MergeCompositeFunctions()(mod)
     return regions.apply(mod, cfg, log)  # task limits: minimum size, max_tensors
@@ -134,4 +132,5 @@ def partition_for_npu(mod: tvm.IRModule, config: NPUConfig | str | None = None,
 def _has_match_cast(func: relax.Function) -> bool:
     body = func.body
     return isinstance(body, relax.SeqExpr) and any(
-        isinstance(b, relax.MatchCast) for block in body.blocks for b in block.bindings)
+        isinstance(b, relax.MatchCast) for block in body.blocks for b in block.bindings
+    )

@@ -51,9 +51,11 @@ def _whole(check, run: checks.PartitionRun):
     dense's output before its fused relu, read by a softmax too): FuseOpsByPattern would make that
     composite return both values, but an NPU command writes only its final one. A smaller entry then
     takes the op, and the fused part runs on its own."""
+
     @functools.wraps(check)
     def checked(ctx) -> bool:
         return not has_leaking_intermediate_variables(ctx) and check(run, ctx)
+
     return checked
 
 
@@ -88,8 +90,14 @@ def conv2d_patterns(quantized: bool):
     weight = _dq(is_const()) if quantized else _const_expr()
     conv = is_op("relax.nn.conv2d")(data, weight)
     name = "qconv2d" if quantized else "conv2d"
-    return _with_bias_and_act(name, conv, {"data": data, "weight": weight, "op": conv},
-                              checks.check_conv2d, quantized, _qbias if quantized else _const_expr)
+    return _with_bias_and_act(
+        name,
+        conv,
+        {"data": data, "weight": weight, "op": conv},
+        checks.check_conv2d,
+        quantized,
+        _qbias if quantized else _const_expr,
+    )
 
 
 def dense_patterns(quantized: bool):
@@ -101,8 +109,14 @@ def dense_patterns(quantized: bool):
         weight = _const_expr()
     mm = is_op("relax.matmul")(data, weight)
     name = "qdense" if quantized else "dense"
-    return _with_bias_and_act(name, mm, {"data": data, "weight": weight, "op": mm},
-                              checks.check_dense, quantized, _qbias if quantized else _const_expr)
+    return _with_bias_and_act(
+        name,
+        mm,
+        {"data": data, "weight": weight, "op": mm},
+        checks.check_dense,
+        quantized,
+        _qbias if quantized else _const_expr,
+    )
 
 
 def _binary(op: str, name: str, quantized: bool, check):
@@ -132,12 +146,17 @@ ELTWISE_OPS = ("add", "subtract", "multiply", "maximum", "minimum")
 def eltwise_patterns(quantized: bool):
     """Binary ops with a broadcast second operand (ELTWISE); the same-shape tensor add keeps its own
     entry ("npu.add", opcode ADD), registered after these so it wins."""
-    return [e for name in ELTWISE_OPS
-            for e in _binary(f"relax.{name}", f"eltwise_{name}", quantized, checks.check_eltwise)]
+    return [
+        e for name in ELTWISE_OPS for e in _binary(f"relax.{name}", f"eltwise_{name}", quantized, checks.check_eltwise)
+    ]
 
 
-UNARY_OPS = {"sigmoid": "relax.sigmoid", "tanh": "relax.tanh", "gelu": "relax.nn.gelu",
-             "leaky_relu": "relax.nn.leakyrelu"}
+UNARY_OPS = {
+    "sigmoid": "relax.sigmoid",
+    "tanh": "relax.tanh",
+    "gelu": "relax.nn.gelu",
+    "leaky_relu": "relax.nn.leakyrelu",
+}
 
 
 def unary_patterns(quantized: bool):
@@ -194,11 +213,14 @@ def io_patterns() -> tuple[list, list]:
     q_r = is_op("relax.quantize")(r_in, is_const(), is_const())
     dq2 = is_op("relax.dequantize")(~is_const(), is_const(), is_const())
     r_out = is_op("relax.reshape")(dq2, wildcard())
-    plain = [_io_entry("qinput", q, {"quantize": q}, checks.check_quantize_input),
-             _io_entry("qoutput", dq, {"dequantize": dq}, checks.check_dequantize_output)]
-    reshaped = [_io_entry("qinput_reshape", q_r, {"quantize": q_r, "reshape": r_in}, checks.check_quantize_input),
-                _io_entry("qoutput_reshape", r_out, {"dequantize": dq2, "reshape": r_out},
-                          checks.check_dequantize_output)]
+    plain = [
+        _io_entry("qinput", q, {"quantize": q}, checks.check_quantize_input),
+        _io_entry("qoutput", dq, {"dequantize": dq}, checks.check_dequantize_output),
+    ]
+    reshaped = [
+        _io_entry("qinput_reshape", q_r, {"quantize": q_r, "reshape": r_in}, checks.check_quantize_input),
+        _io_entry("qoutput_reshape", r_out, {"dequantize": dq2, "reshape": r_out}, checks.check_dequantize_output),
+    ]
     return plain, reshaped
 
 
@@ -212,8 +234,11 @@ def softmax_patterns():
 
 def pool_patterns(quantized: bool):
     out = []
-    for op, name in (("relax.nn.max_pool2d", "max_pool2d"), ("relax.nn.avg_pool2d", "avg_pool2d"),
-                     ("relax.mean", "global_avg_pool")):
+    for op, name in (
+        ("relax.nn.max_pool2d", "max_pool2d"),
+        ("relax.nn.avg_pool2d", "avg_pool2d"),
+        ("relax.mean", "global_avg_pool"),
+    ):
         data = _dq(wildcard()) if quantized else wildcard()
         pool = is_op(op)(data)
         pat, ann = pool, {"op": pool, "data": data}

@@ -17,11 +17,11 @@ import math
 import tvm
 from tvm import relax
 
-from ..ir import graph as relax_graph
 from ..contract.config import NPUConfig
-from .constraints import Rejection, reason_code, reason_text
-from ..ir.values import static_shape
 from ..contract.errors import NPUError
+from ..ir import graph as relax_graph
+from ..ir.values import static_shape
+from .constraints import Rejection, reason_code, reason_text
 from .patterns import IO_COMPOSITES, QUANTIZE_INPUTS
 
 
@@ -54,8 +54,11 @@ def _staging_only(func: relax.Function) -> bool:
 
 
 def _npu_functions(mod: tvm.IRModule) -> dict:
-    return {gv: f for gv, f in mod.functions.items()
-            if isinstance(f, relax.Function) and f.attrs is not None and f.attrs.get("Codegen") == "npu"}
+    return {
+        gv: f
+        for gv, f in mod.functions.items()
+        if isinstance(f, relax.Function) and f.attrs is not None and f.attrs.get("Codegen") == "npu"
+    }
 
 
 def _calls(func: relax.Function) -> tuple[list, dict]:
@@ -71,8 +74,14 @@ def _calls(func: relax.Function) -> tuple[list, dict]:
 
 
 # Ops of a composite that move no data on the NPU (views, in-place joins, the QDQ around an int8 op).
-NO_DATA = ("relax.reshape", "relax.strided_slice", "relax.concat", "relax.permute_dims", "relax.quantize",
-           "relax.dequantize")
+NO_DATA = (
+    "relax.reshape",
+    "relax.strided_slice",
+    "relax.concat",
+    "relax.permute_dims",
+    "relax.quantize",
+    "relax.dequantize",
+)
 
 
 def _elems(expr) -> int:
@@ -131,8 +140,10 @@ def boundary_cycles(cfg: NPUConfig, func: relax.Function) -> int:
     body = func.body.body
     outs = list(body.fields) if isinstance(body, relax.Tuple) else [body]
     device = _device_tensors(func)
-    return sum(cfg.dma_latency + math.ceil(_device_bytes(device.get(v, v)) / cfg.ddr_bytes_per_cycle)
-               for v in list(func.params) + outs)
+    return sum(
+        cfg.dma_latency + math.ceil(_device_bytes(device.get(v, v)) / cfg.ddr_bytes_per_cycle)
+        for v in list(func.params) + outs
+    )
 
 
 def _inline(bb, func, args, fresh, rejections, detail, constraint=constraint_region_size):
@@ -144,14 +155,23 @@ def _inline(bb, func, args, fresh, rejections, detail, constraint=constraint_reg
         inner = dict(zip(comp.params, [relax_graph.subst(a, m) for a in cargs]))
         for b in comp.body.blocks[0].bindings:
             inner[b.var] = bb.emit(relax_graph.subst(b.value, inner), name_hint=fresh(var.name))
-            rejections.append(Rejection(inner[b.var].name, relax_graph.op_name(b.value), "region",
-                                        reason_code(constraint), reason_text(constraint), detail))
+            rejections.append(
+                Rejection(
+                    inner[b.var].name,
+                    relax_graph.op_name(b.value),
+                    "region",
+                    reason_code(constraint),
+                    reason_text(constraint),
+                    detail,
+                )
+            )
         m[var] = inner[comp.body.body]
     return relax_graph.subst(func.body.body, m)
 
 
-def _chunks(calls: list, result_vars: set, limit: int, symbol: str, staged_in: set = frozenset(),
-            staged_out: set = frozenset()) -> list:
+def _chunks(
+    calls: list, result_vars: set, limit: int, symbol: str, staged_in: set = frozenset(), staged_out: set = frozenset()
+) -> list:
     """Cut the calls into runs [s, e) in order, each with at most `limit` inputs plus outputs. A model
     input's quantize stays with the calls after it and a model output's dequantize with those before it
     (`staged_in`, `staged_out`: their vars): staging converts a task's own input or output only."""
@@ -162,18 +182,23 @@ def _chunks(calls: list, result_vars: set, limit: int, symbol: str, staged_in: s
             users.setdefault(a, set()).add(i)
 
     def tensors(s, e):
-        ins = {a for _, _, args in calls[s:e] for a in relax_graph.free_vars(relax.Tuple(args))
-               if not s <= where.get(a, -1) < e}
-        outs = [v for v, _, _ in calls[s:e]
-                if v in result_vars or any(not s <= u < e for u in users.get(v, ()))]
+        ins = {
+            a
+            for _, _, args in calls[s:e]
+            for a in relax_graph.free_vars(relax.Tuple(args))
+            if not s <= where.get(a, -1) < e
+        }
+        outs = [v for v, _, _ in calls[s:e] if v in result_vars or any(not s <= u < e for u in users.get(v, ()))]
         return len(ins) + len(outs)
 
     cuts, s = [], 0
     while s < len(calls):
         if tensors(s, s + 1) > limit:
-            raise NPUError("ERR_TASK_TOO_COMPLEX",
-                           f"{relax_graph.brief(symbol)}: op {calls[s][0].name} alone needs {tensors(s, s + 1)} tensors; the "
-                           f"NPU takes {limit} per task")
+            raise NPUError(
+                "ERR_TASK_TOO_COMPLEX",
+                f"{relax_graph.brief(symbol)}: op {calls[s][0].name} alone needs {tensors(s, s + 1)} tensors; the "
+                f"NPU takes {limit} per task",
+            )
         e = s + 1
         while e < len(calls) and tensors(s, e + 1) <= limit:  # greedy: the longest run that fits
             e += 1
@@ -221,20 +246,26 @@ def _split(gv, func, limit: int) -> list:
     for k, (s, e) in enumerate(_chunks(calls, set(result), limit, gv.name_hint, staged_in, staged_out)):
         run = calls[s:e]
         defined = {v for v, _, _ in run}
-        ins = list(dict.fromkeys(a for _, _, args in run for a in relax_graph.free_vars(relax.Tuple(args))
-                                 if a not in defined))
+        ins = list(
+            dict.fromkeys(a for _, _, args in run for a in relax_graph.free_vars(relax.Tuple(args)) if a not in defined)
+        )
         later = {a for _, _, args in calls[e:] for a in relax_graph.free_vars(relax.Tuple(args))}
         outs = [v for v, _, _ in run if v in later or v in result]
         params = [relax.Var(f"{v.name}_in", v.ty) for v in ins]
         m = dict(zip(ins, params))
         bindings = []
         for var, comp_var, args in run:
-            bindings += [defs[comp_var], relax.VarBinding(var, relax.Call(comp_var, [relax_graph.subst(a, m)
-                                                                                      for a in args]))]
+            bindings += [
+                defs[comp_var],
+                relax.VarBinding(var, relax.Call(comp_var, [relax_graph.subst(a, m) for a in args])),
+            ]
         out = outs[0] if len(outs) == 1 else relax.Tuple(outs)
-        new = relax.Function(params, relax.SeqExpr([relax.BindingBlock(bindings)], out),
-                             out.ty if len(outs) == 1 else relax.TupleType([o.ty for o in outs]),
-                             attrs=func.attrs)
+        new = relax.Function(
+            params,
+            relax.SeqExpr([relax.BindingBlock(bindings)], out),
+            out.ty if len(outs) == 1 else relax.TupleType([o.ty for o in outs]),
+            attrs=func.attrs,
+        )
         name = f"{gv.name_hint}_part{k}"
         new = relax.BlockBuilder().normalize(new.with_attr("global_symbol", name))
         part = relax.GlobalVar(name)
@@ -249,7 +280,7 @@ def apply(mod: tvm.IRModule, cfg: NPUConfig, rejections: list) -> tvm.IRModule:
     try:
         main = relax_graph.Graph(mod["main"])
     except ValueError:  # main is not plain dataflow (partition.prepare left it as it is): plan() still
-        return mod      # refuses an oversized region with ERR_TASK_TOO_COMPLEX
+        return mod  # refuses an oversized region with ERR_TASK_TOO_COMPLEX
     # Nothing on the CPU to fold a small region into: every op is a region call, or a quantize /
     # dequantize of a model input, a constant or a model output (an int8 model's boundary, not CPU work).
     params = set(mod["main"].params)
@@ -259,8 +290,14 @@ def apply(mod: tvm.IRModule, cfg: NPUConfig, rejections: list) -> tvm.IRModule:
     def boundary(var, e) -> bool:
         name = relax_graph.op_name(e)
         qdq = name in ("relax.quantize", "relax.dequantize")
-        return (name == "" or isinstance(e, relax.Call) and e.op in regions
-                or qdq and (e.args[0] in params or isinstance(e.args[0], tvm.ir.Constant) or var in outputs))
+        return (
+            name == ""
+            or isinstance(e, relax.Call)
+            and e.op in regions
+            or qdq
+            and (e.args[0] in params or isinstance(e.args[0], tvm.ir.Constant) or var in outputs)
+        )
+
     whole_model = all(boundary(v, e) for v, e in main.bindings)
     # Quantized staging with nothing to stage for: back to the CPU, whole model or not.
     small = {gv: constraint_io_only(True) for gv, f in regions.items() if _staging_only(f)}
@@ -272,12 +309,17 @@ def apply(mod: tvm.IRModule, cfg: NPUConfig, rejections: list) -> tvm.IRModule:
             detail = None if cycles is None else constraint_region_size(cycles, boundary_cycles(cfg, f))
             if detail is not None:
                 small[gv] = detail
-    too_big = {gv: f for gv, f in regions.items() if gv not in small and
-               len(f.params) + len(getattr(f.body.body, "fields", [f.body.body])) > cfg.max_tensors}
+    too_big = {
+        gv: f
+        for gv, f in regions.items()
+        if gv not in small and len(f.params) + len(getattr(f.body.body, "fields", [f.body.body])) > cfg.max_tensors
+    }
     if not small and not too_big:
         return mod
-    new_mod = tvm.IRModule({g: f for g, f in mod.functions.items() if g not in small and g not in too_big
-                            and g.name_hint != "main"}, attrs=mod.attrs)
+    new_mod = tvm.IRModule(
+        {g: f for g, f in mod.functions.items() if g not in small and g not in too_big and g.name_hint != "main"},
+        attrs=mod.attrs,
+    )
     parts = {}
     for gv, f in too_big.items():
         parts[gv] = _split(gv, f, cfg.max_tensors)
@@ -285,15 +327,23 @@ def apply(mod: tvm.IRModule, cfg: NPUConfig, rejections: list) -> tvm.IRModule:
             new_mod[pgv] = pf
 
     def rewrite(bb, var, value, m, fresh):
-        if not (isinstance(value, relax.Call) and value.op in small or
-                isinstance(value, relax.Call) and value.op in too_big):
+        if not (
+            isinstance(value, relax.Call) and value.op in small or isinstance(value, relax.Call) and value.op in too_big
+        ):
             return None
         func = mod[value.op]
         args = [relax_graph.subst(a, m) for a in value.args]
         if value.op in small:
             staging = _staging_only(func)
-            return _inline(bb, func, args, fresh, rejections, small[value.op],
-                           constraint_io_only if staging else constraint_region_size)
+            return _inline(
+                bb,
+                func,
+                args,
+                fresh,
+                rejections,
+                small[value.op],
+                constraint_io_only if staging else constraint_region_size,
+            )
         env = dict(zip(func.params, args))
         for pgv, _, ins, outs in parts[value.op]:
             res = bb.emit(relax.Call(pgv, [env[v] for v in ins]), name_hint=fresh(f"{var.name}_part"))

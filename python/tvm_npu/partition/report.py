@@ -20,9 +20,9 @@ import tvm
 from tvm import relax
 from tvm.ir.prim.expr import IntImm
 
+from ..ir.graph import free_vars
 from .checks import weight_constant
 from .patterns import IO_COMPOSITES
-from ..ir.graph import free_vars
 
 
 @dataclass
@@ -97,13 +97,13 @@ class BuildReport:
         CPU ops between NPU regions, bytes crossing the NPU/CPU boundaries and layout transposes."""
         names = self._region_names()
         components = _components(self.boundaries)
-        return {"regions": len(names),
-                "extra_regions": len(names) - len(set(components.values())) if names else 0,
-                "islands": [p.var for p in self.placements if p.island],
-                "boundary_bytes": sum(b["input_bytes"] + b["output_bytes"]
-                                      for b in self.boundaries.values()),
-                "boundary_transposes": sum(int(r.get("boundary_transposes", 0))
-                                           for r in self.regions.values())}
+        return {
+            "regions": len(names),
+            "extra_regions": len(names) - len(set(components.values())) if names else 0,
+            "islands": [p.var for p in self.placements if p.island],
+            "boundary_bytes": sum(b["input_bytes"] + b["output_bytes"] for b in self.boundaries.values()),
+            "boundary_transposes": sum(int(r.get("boundary_transposes", 0)) for r in self.regions.values()),
+        }
 
     def _region_names(self) -> list:
         return list(dict.fromkeys(list(self.boundaries) + list(self.regions)))
@@ -128,27 +128,32 @@ class BuildReport:
             if p.device == "npu" and p.code:  # ran, but not in the precision the model asked for
                 where += f" fp16 because {p.code}: {p.reason}"
             if p.device == "cpu" and p.boundary_bytes:
-                where += (f" [{'island between NPU regions, ' if p.island else ''}"
-                          f"{p.boundary_bytes} B across the NPU boundary]")
-            rows.append((p.op, p.var, f"{p.device}/{p.precision}", "?" if p.macs is None else str(p.macs),
-                         where))
+                where += (
+                    f" [{'island between NPU regions, ' if p.island else ''}"
+                    f"{p.boundary_bytes} B across the NPU boundary]"
+                )
+            rows.append((p.op, p.var, f"{p.device}/{p.precision}", "?" if p.macs is None else str(p.macs), where))
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
-        lines = ["  ".join(r[i].rjust(widths[i]) if i == 3 else r[i].ljust(widths[i]) for i in range(4))
-                 + "  " + r[4] for r in rows]
+        lines = [
+            "  ".join(r[i].rjust(widths[i]) if i == 3 else r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4]
+            for r in rows
+        ]
         cost = self.fallback_cost()
-        lines.append(f"NPU regions: {cost['regions']} ({cost['extra_regions']} extra, split off by "
-                     f"{len(cost['islands'])} CPU op(s) between regions); boundary bytes (host form): "
-                     f"{cost['boundary_bytes']}; layout transposes at the boundaries: "
-                     f"{cost['boundary_transposes']}")
+        lines.append(
+            f"NPU regions: {cost['regions']} ({cost['extra_regions']} extra, split off by "
+            f"{len(cost['islands'])} CPU op(s) between regions); boundary bytes (host form): "
+            f"{cost['boundary_bytes']}; layout transposes at the boundaries: "
+            f"{cost['boundary_transposes']}"
+        )
         for symbol in self._region_names():
-            b = self.boundaries.get(symbol, {"inputs": [], "outputs": [], "input_bytes": 0,
-                                             "output_bytes": 0})
+            b = self.boundaries.get(symbol, {"inputs": [], "outputs": [], "input_bytes": 0, "output_bytes": 0})
             ins = ", ".join(f"{t['var']} {t['bytes']} B from {t['source']}" for t in b["inputs"])
-            outs = ", ".join(f"{t['var']} {t['bytes']} B to {', '.join(t['consumers']) or '-'}"
-                             for t in b["outputs"])
-            lines.append(f"  {alias[symbol]}: in {b['input_bytes']} B ({ins or '-'}); "
-                         f"out {b['output_bytes']} B ({outs or '-'}); "
-                         f"{self.regions.get(symbol, {}).get('boundary_transposes', 0)} layout transposes")
+            outs = ", ".join(f"{t['var']} {t['bytes']} B to {', '.join(t['consumers']) or '-'}" for t in b["outputs"])
+            lines.append(
+                f"  {alias[symbol]}: in {b['input_bytes']} B ({ins or '-'}); "
+                f"out {b['output_bytes']} B ({outs or '-'}); "
+                f"{self.regions.get(symbol, {}).get('boundary_transposes', 0)} layout transposes"
+            )
         m = self.macs()
         lines.append(self.summary())
         if m["unknown_ops"]:
@@ -157,10 +162,17 @@ class BuildReport:
         return "\n".join(lines + legend)
 
     def to_dict(self) -> dict:
-        return {"config": self.config, "placements": [asdict(p) for p in self.placements],
-                "regions": self.regions, "boundaries": self.boundaries,
-                "aliases": self.aliases(), "macs": self.macs(), "mac_percent": self.mac_percent(),
-                "fallback": self.fallback_cost(), "summary": self.summary()}
+        return {
+            "config": self.config,
+            "placements": [asdict(p) for p in self.placements],
+            "regions": self.regions,
+            "boundaries": self.boundaries,
+            "aliases": self.aliases(),
+            "macs": self.macs(),
+            "mac_percent": self.mac_percent(),
+            "fallback": self.fallback_cost(),
+            "summary": self.summary(),
+        }
 
     def write(self, path_stem) -> tuple:
         """Write `<path_stem>.json` (to_dict) and `<path_stem>.txt` (the table); returns both paths."""
@@ -312,18 +324,27 @@ def boundaries(mod: tvm.IRModule) -> tuple[dict, dict]:
                 inputs.append(_io(arg, ", ".join(kinds)))
             out = _io(var, "")
             del out["source"]
-            out["consumers"] = sorted("model output" if r == "output" else
-                                      ("CPU " + r[1] if r[0] == "cpu" else r[1])
-                                      for r in readers.get(node, set()))
+            out["consumers"] = sorted(
+                "model output" if r == "output" else ("CPU " + r[1] if r[0] == "cpu" else r[1])
+                for r in readers.get(node, set())
+            )
             joined = {p[1] for p in preds[node] if p[0] == "npu"} | {
-                r[1] for r in readers.get(node, set()) if r != "output" and r[0] == "npu"}
-            regions[node[1]] = {"inputs": inputs, "outputs": [out],
-                                "input_bytes": sum(t["bytes"] or 0 for t in inputs),
-                                "output_bytes": out["bytes"] or 0, "joined_with": sorted(joined)}
+                r[1] for r in readers.get(node, set()) if r != "output" and r[0] == "npu"
+            }
+            regions[node[1]] = {
+                "inputs": inputs,
+                "outputs": [out],
+                "input_bytes": sum(t["bytes"] or 0 for t in inputs),
+                "output_bytes": out["bytes"] or 0,
+                "joined_with": sorted(joined),
+            }
         else:
             island = bool(up[node]) and bool(down[node])
-            nbytes = sum(tensor_bytes(v.ty) or 0 for v in dict.fromkeys(free_vars(value))
-                         if any(s[0] == "npu" for s in sources.get(v, set())))
+            nbytes = sum(
+                tensor_bytes(v.ty) or 0
+                for v in dict.fromkeys(free_vars(value))
+                if any(s[0] == "npu" for s in sources.get(v, set()))
+            )
             if any(r != "output" and r[0] == "npu" for r in readers.get(node, set())):
                 nbytes += tensor_bytes(var.ty) or 0
             cpu_costs[node[1]] = (nbytes, island)
@@ -339,9 +360,13 @@ def boundaries(mod: tvm.IRModule) -> tuple[dict, dict]:
 def _io(var, source: str) -> dict:
     ty = var.ty
     shape = _static(ty)
-    return {"var": var.name if isinstance(var, relax.Var) else "tuple",
-            "shape": shape, "dtype": str(getattr(ty, "dtype", "")), "bytes": tensor_bytes(ty),
-            "source": source}
+    return {
+        "var": var.name if isinstance(var, relax.Var) else "tuple",
+        "shape": shape,
+        "dtype": str(getattr(ty, "dtype", "")),
+        "bytes": tensor_bytes(ty),
+        "source": source,
+    }
 
 
 def _device_bytes(info, alignment: int) -> int:
@@ -366,19 +391,35 @@ def region_layers(config, graph, planned) -> dict:
             continue  # a reshape or concat that aliases its inputs: no command, nothing to profile
         out = graph.tensors[layer.out].view
         elems = int(np.prod(out))
-        steps = {"conv": 0, "add": elems, "eltwise": elems, "unary": elems, "softmax": 3 * elems,
-                 "pool": elems * layer.window[0] * layer.window[1]}[layer.kind]
-        layers.append({"name": layer.name, "composite": layer.composite, "kind": layer.kind,
-                       "dtype": layer.dtype, "macs": int(layer.macs), "vector_steps": int(steps),
-                       "weight_bytes": planned.info.get("layer_weight_bytes", {}).get(layer.name, 0),
-                       "input_bytes": [tensor_bytes[t] for t in layer.inputs],
-                       "output_bytes": tensor_bytes[layer.out],
-                       "region_io_bytes": sum(tensor_bytes[t] for t in set(layer.inputs) & io)
-                       + (tensor_bytes[layer.out] if layer.out in io else 0)})
-    return {"layers": layers,
-            "input_bytes": [tensor_bytes[t] for t in graph.inputs],
-            "output_bytes": [tensor_bytes[t] for t in graph.outputs],
-            "command_layers": [c.note for c in planned.commands]}
+        steps = {
+            "conv": 0,
+            "add": elems,
+            "eltwise": elems,
+            "unary": elems,
+            "softmax": 3 * elems,
+            "pool": elems * layer.window[0] * layer.window[1],
+        }[layer.kind]
+        layers.append(
+            {
+                "name": layer.name,
+                "composite": layer.composite,
+                "kind": layer.kind,
+                "dtype": layer.dtype,
+                "macs": int(layer.macs),
+                "vector_steps": int(steps),
+                "weight_bytes": planned.info.get("layer_weight_bytes", {}).get(layer.name, 0),
+                "input_bytes": [tensor_bytes[t] for t in layer.inputs],
+                "output_bytes": tensor_bytes[layer.out],
+                "region_io_bytes": sum(tensor_bytes[t] for t in set(layer.inputs) & io)
+                + (tensor_bytes[layer.out] if layer.out in io else 0),
+            }
+        )
+    return {
+        "layers": layers,
+        "input_bytes": [tensor_bytes[t] for t in graph.inputs],
+        "output_bytes": [tensor_bytes[t] for t in graph.outputs],
+        "command_layers": [c.note for c in planned.commands],
+    }
 
 
 def _composite_ops(func: relax.Function):
@@ -404,8 +445,10 @@ def _composite_ops(func: relax.Function):
                     data.add(cb.var)
                     # The QDQ around an int8 op is part of it; a model input's quantize or output's
                     # dequantize (quantized staging) is an op of its own.
-                    if call.op.name not in ("relax.quantize", "relax.dequantize") or \
-                            str(comp.attrs["Composite"]) in IO_COMPOSITES:
+                    if (
+                        call.op.name not in ("relax.quantize", "relax.dequantize")
+                        or str(comp.attrs["Composite"]) in IO_COMPOSITES
+                    ):
                         yield str(comp.attrs["Composite"]), call.op.name, cb.var.name, call, env
 
 
@@ -427,8 +470,15 @@ def placements(mod: tvm.IRModule, rejections: list) -> list[Placement]:
                 if func.attrs is not None and func.attrs.get("Codegen") == "npu":
                     for composite, op, var, inner, env in _composite_ops(func):
                         int8 = composite.startswith("npu.q")
-                        row = Placement(var, op, "npu", call.op.name_hint, composite,
-                                        precision="int8" if int8 else "fp16", macs=op_macs(inner))
+                        row = Placement(
+                            var,
+                            op,
+                            "npu",
+                            call.op.name_hint,
+                            composite,
+                            precision="int8" if int8 else "fp16",
+                            macs=op_macs(inner),
+                        )
                         r = refused.get(var) or by_weight.get(weight_constant(inner, env))
                         if r is not None and not int8 and r.pattern.startswith("q"):
                             row.code, row.reason = r.code, f"{r.reason} ({r.detail})"
@@ -439,9 +489,27 @@ def placements(mod: tvm.IRModule, rejections: list) -> list[Placement]:
             macs = op_macs(call)
             r = refused.get(b.var.name)
             if r is not None:
-                rows.append(Placement(b.var.name, op, "cpu", code=r.code,
-                                      reason=f"{r.reason} ({r.detail})", precision=precision, macs=macs))
+                rows.append(
+                    Placement(
+                        b.var.name,
+                        op,
+                        "cpu",
+                        code=r.code,
+                        reason=f"{r.reason} ({r.detail})",
+                        precision=precision,
+                        macs=macs,
+                    )
+                )
             else:
-                rows.append(Placement(b.var.name, op, "cpu", code="NPU_E_UNSUPPORTED_OP",
-                                      reason=f"no NPU pattern for {op}", precision=precision, macs=macs))
+                rows.append(
+                    Placement(
+                        b.var.name,
+                        op,
+                        "cpu",
+                        code="NPU_E_UNSUPPORTED_OP",
+                        reason=f"no NPU pattern for {op}",
+                        precision=precision,
+                        macs=macs,
+                    )
+                )
     return rows

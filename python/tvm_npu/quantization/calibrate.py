@@ -85,8 +85,8 @@ class _HistogramObserver(MinMaxObserver):
         b = self.bins
         pos, neg = self.hist[b:], self.hist[:b][::-1]  # neg[k] holds [-(k+1)w, -kw)
         newpos, newneg = np.zeros(b, np.int64), np.zeros(b, np.int64)
-        newpos[:b // 2] = pos.reshape(-1, 2).sum(1)
-        newneg[:b // 2] = neg.reshape(-1, 2).sum(1)
+        newpos[: b // 2] = pos.reshape(-1, 2).sum(1)
+        newneg[: b // 2] = neg.reshape(-1, 2).sum(1)
         self.hist = np.concatenate([newneg[::-1], newpos])
         self.width *= 2
 

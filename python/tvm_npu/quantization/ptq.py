@@ -35,9 +35,11 @@ import tvm
 from tqdm.auto import tqdm
 from tvm import relax
 
-from . import calibrate as cal
 from .. import rewrite
-from ..ir.graph import Graph, is_f32_tensor as _f32, op_name as _op, rebuild, run_probe, with_main
+from ..ir.graph import Graph, rebuild, run_probe, with_main
+from ..ir.graph import is_f32_tensor as _f32
+from ..ir.graph import op_name as _op
+from . import calibrate as cal
 
 WEIGHTED = ("relax.nn.conv2d", "relax.matmul")
 ACTS = ("relax.nn.relu", "relax.clip", "relax.nn.relu6")
@@ -57,19 +59,21 @@ INT32_MAX = 2**31 - 1
 @dataclass
 class QuantTensor:
     """A tensor given a QDQ pair: its var in the float module and the dequantized var in the QDQ one."""
+
     name: str
     qdq_name: str
-    op: str          # the op that produced it ("input" for a model input)
-    lo: float        # the calibrated range (before widening to include 0)
+    op: str  # the op that produced it ("input" for a model input)
+    lo: float  # the calibrated range (before widening to include 0)
     hi: float
     scale: float
     zero_point: int
-    bits: int = 8    # 16: an LSTM cell state (symmetric int16)
+    bits: int = 8  # 16: an LSTM cell state (symmetric int16)
 
 
 @dataclass
 class SkippedOp:
     """An op that could have been quantized but stays float, and why."""
+
     name: str
     op: str
     reason: str
@@ -79,6 +83,7 @@ class SkippedOp:
 class QuantReport:
     """What `quantize` did: `tensors` (QuantTensor, in model order), `ops` ((name, op) of each quantized
     op, named by its first var) and `skipped` (SkippedOp, each with its reason)."""
+
     method: str
     batches: int = 0
     tensors: list = field(default_factory=list)
@@ -87,10 +92,15 @@ class QuantReport:
 
     def summary(self) -> str:
         """A human-readable summary: one line per quantized tensor and per skipped op."""
-        lines = [f"quantized {len(self.ops)} ops, {len(self.tensors)} tensors "
-                 f"({self.method}, {self.batches} batches); {len(self.skipped)} ops stay float"]
-        lines += [f"  {t.name:<16} {t.op:<16} [{t.lo:.4g}, {t.hi:.4g}] scale={t.scale:.4g} "
-                  f"zp={t.zero_point}" + (" int16" if t.bits == 16 else "") for t in self.tensors]
+        lines = [
+            f"quantized {len(self.ops)} ops, {len(self.tensors)} tensors "
+            f"({self.method}, {self.batches} batches); {len(self.skipped)} ops stay float"
+        ]
+        lines += [
+            f"  {t.name:<16} {t.op:<16} [{t.lo:.4g}, {t.hi:.4g}] scale={t.scale:.4g} "
+            f"zp={t.zero_point}" + (" int16" if t.bits == 16 else "")
+            for t in self.tensors
+        ]
         lines += [f"  float: {s.name} ({s.op}): {s.reason}" for s in self.skipped]
         return "\n".join(lines)
 
@@ -99,16 +109,16 @@ class QuantReport:
 class _Unit:
     name: str
     op: str
-    members: list           # bound vars of the unit, anchor first
-    inputs: list            # activation vars read
-    out: object = None      # the var whose value gets the output QDQ pair
+    members: list  # bound vars of the unit, anchor first
+    inputs: list  # activation vars read
+    out: object = None  # the var whose value gets the output QDQ pair
     reason: str | None = None
     weight: np.ndarray | None = None
-    w_axis: int = 0         # per-channel axis of `weight` as stored
-    w_perm: object = None   # permute_dims var (Gemm transB form), or None
+    w_axis: int = 0  # per-channel axis of `weight` as stored
+    w_perm: object = None  # permute_dims var (Gemm transB form), or None
     w_perm_call: relax.Call | None = None  # the permute_dims call itself
     bias: tuple | None = None  # (add var, constant, shape)
-    w_q: np.ndarray | None = None       # set by _quantize_weights
+    w_q: np.ndarray | None = None  # set by _quantize_weights
     w_scales: np.ndarray | None = None
     b_q: np.ndarray | None = None
     b_scales: np.ndarray | None = None
@@ -159,8 +169,11 @@ def _weighted(g: Graph, v, e) -> _Unit:
         c = b if a.same_as(v) else a
         rank = v.ty.ndim
         want = (1, channels, 1, 1) if conv else (1,) * (rank - 1) + (channels,)
-        if isinstance(c, tvm.ir.Constant) and c.value.numpy().size == channels and (
-                (1,) * (rank - c.value.numpy().ndim) + c.value.numpy().shape == want):
+        if (
+            isinstance(c, tvm.ir.Constant)
+            and c.value.numpy().size == channels
+            and ((1,) * (rank - c.value.numpy().ndim) + c.value.numpy().shape == want)
+        ):
             u.bias = (add, c, c.value.numpy().shape)
             u.members.append(add)
     _absorb_activation(g, u)
@@ -175,10 +188,14 @@ def _absorb_activation(g: Graph, u: _Unit) -> None:
 
 
 def _plain(g: Graph, v, e, op: str) -> _Unit:
-    args = list(e.args[0].fields) if op == "relax.concat" and isinstance(e.args[0], relax.Tuple) \
-        else [e.args[0]] if op in POOLS + UNARY + PASSTHROUGH else list(e.args)
-    u = _Unit(v.name, op[6:], [v], [a for a in args if isinstance(a, relax.Var)], out=v,
-              passthrough=op in PASSTHROUGH)
+    args = (
+        list(e.args[0].fields)
+        if op == "relax.concat" and isinstance(e.args[0], relax.Tuple)
+        else [e.args[0]]
+        if op in POOLS + UNARY + PASSTHROUGH
+        else list(e.args)
+    )
+    u = _Unit(v.name, op[6:], [v], [a for a in args if isinstance(a, relax.Var)], out=v, passthrough=op in PASSTHROUGH)
     if op == "relax.concat" and not isinstance(e.args[0], relax.Tuple):
         u.reason = "operands are not a tuple of tensors"
     elif len(u.inputs) != len(args):
@@ -207,8 +224,9 @@ def _source(g: Graph, v) -> tuple:
 @dataclass
 class _CellStates:
     """The LSTM cell states among a model's units (see the module docstring)."""
-    wide: set = field(default_factory=set)    # vars to quantize to 16 bits
-    views: set = field(default_factory=set)   # view vars between a model input and a 16-bit state
+
+    wide: set = field(default_factory=set)  # vars to quantize to 16 bits
+    views: set = field(default_factory=set)  # view vars between a model input and a 16-bit state
     states: set = field(default_factory=set)  # the states c (each step's sum)
     carried_in: set = field(default_factory=set)  # c_prev read from a model input, and f * c_prev
 
@@ -233,8 +251,13 @@ def _cell_states(g: Graph, units: list) -> _CellStates:
         products = [by_out.get(t) for t in u.inputs]
         if not all(p is not None and p.op == "multiply" for p in products):
             continue
-        carried = [(t, chain) for p in products for t in p.inputs
-                   for src, chain in [_source(g, t)] if src in states or src in g.params]
+        carried = [
+            (t, chain)
+            for p in products
+            for t in p.inputs
+            for src, chain in [_source(g, t)]
+            if src in states or src in g.params
+        ]
         if carried:
             states.add(u.out)
             wide.update([u.out, *u.inputs, *(t for t, _ in carried)])
@@ -283,7 +306,7 @@ def _share_step_ranges(live: list, ranges: dict) -> dict:
         for vars_ in ([u.inputs[0] for u in units], [u.out for u in units]):
             lo = min(ranges[v][0] for v in vars_)
             hi = max(ranges[v][1] for v in vars_)
-            ranges.update({v: (lo, hi) for v in vars_})
+            ranges.update(dict.fromkeys(vars_, (lo, hi)))
     return ranges
 
 
@@ -317,8 +340,12 @@ def _rewriter(units):
 
 def _emit_weighted(bb, u: _Unit, e, m, name: str):
     zeros = np.zeros(u.weight.shape[u.w_axis], np.int8)
-    w = bb.emit(relax.op.dequantize(relax.const(u.w_q), relax.const(u.w_scales), relax.const(zeros),
-                                    axis=u.w_axis, out_dtype="float32"), name)
+    w = bb.emit(
+        relax.op.dequantize(
+            relax.const(u.w_q), relax.const(u.w_scales), relax.const(zeros), axis=u.w_axis, out_dtype="float32"
+        ),
+        name,
+    )
     if u.w_perm is not None:
         p = u.w_perm_call  # the float model's permute_dims: the same axes, on the dequantized weight
         w = bb.emit(relax.Call(p.op, [w], p.attrs, p.ty_args), name + "T")
@@ -327,8 +354,12 @@ def _emit_weighted(bb, u: _Unit, e, m, name: str):
 
 def _emit_bias(bb, u: _Unit, e, m, name: str):
     n = u.b_q.size
-    b = bb.emit(relax.op.dequantize(relax.const(u.b_q), relax.const(u.b_scales),
-                                    relax.const(np.zeros(n, np.int32)), axis=0, out_dtype="float32"), name)
+    b = bb.emit(
+        relax.op.dequantize(
+            relax.const(u.b_q), relax.const(u.b_scales), relax.const(np.zeros(n, np.int32)), axis=0, out_dtype="float32"
+        ),
+        name,
+    )
     if tuple(u.bias[2]) != (n,):
         b = bb.emit(relax.op.reshape(b, u.bias[2]), name + "r")
     # always add(y, bias), whatever the float model's order: the frontend's form, which the patterns match
@@ -348,8 +379,15 @@ def _quantize_weights(u: _Unit, s_x: float) -> None:
     u.w_q = cal.quantize_weight(u.weight, u.w_scales, u.w_axis)
 
 
-def quantize(mod: tvm.IRModule, calibration_data, method: str = "minmax", percentile: float = 99.99,
-             skip=(), progress: bool = True, state_bits: int = 16):
+def quantize(
+    mod: tvm.IRModule,
+    calibration_data,
+    method: str = "minmax",
+    percentile: float = 99.99,
+    skip=(),
+    progress: bool = True,
+    state_bits: int = 16,
+):
     """Post-training int8 quantization of a float32 Relax module into QDQ form.
 
     Parameters
@@ -399,8 +437,9 @@ def quantize(mod: tvm.IRModule, calibration_data, method: str = "minmax", percen
     _drop_lone_passthroughs(units)
     live = [u for u in units if u.reason is None]
     needed = g.ordered(t for u in live for t in u.inputs + [u.out])
-    ranges = cells.share_ranges(_share_step_ranges(
-        live, _calibrate(mod, g, needed, calibration_data, method, percentile, progress, report)))
+    ranges = cells.share_ranges(
+        _share_step_ranges(live, _calibrate(mod, g, needed, calibration_data, method, percentile, progress, report))
+    )
     qp = {v: (cal.wide_qparams if v in wide else cal.activation_qparams)(*ranges[v]) for v in needed}
     for u in live:
         bad = [t for t in u.inputs + [u.out] if qp[t] is None]
@@ -446,4 +485,3 @@ def _calibrate(mod, g, needed, data, method, percentile, progress, report) -> di
     if report.batches == 0:
         raise ValueError("quantize: calibration_data gave no batches")
     return {v: o.range() for v, o in zip(needed, observers)}
-

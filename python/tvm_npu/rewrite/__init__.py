@@ -19,8 +19,14 @@ from .uint8_as_int8 import uint8_as_int8
 from .views import views_as_reshape
 
 #: The rewrites of a plain-dataflow `main`, in the order `run` applies them, each `mod -> mod`.
-PASSES = (uint8_as_int8, fold_constant_compute, split_dense_columns, views_as_reshape, fuse_pad_into_conv,
-          fold_batch_norm)
+PASSES = (
+    uint8_as_int8,
+    fold_constant_compute,
+    split_dense_columns,
+    views_as_reshape,
+    fuse_pad_into_conv,
+    fold_batch_norm,
+)
 
 
 def run(mod: tvm.IRModule) -> tvm.IRModule:

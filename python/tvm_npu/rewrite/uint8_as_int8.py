@@ -51,8 +51,7 @@ def _plan(g: rg.Graph) -> tuple[dict, set]:
             zp = _int8_zero_point(g, e.args[2])
             if zp is not None:
                 dqs[var] = zp
-        elif name == QUANTIZE and str(e.attrs.out_dtype) == "uint8" \
-                and _int8_zero_point(g, e.args[2]) is not None:
+        elif name == QUANTIZE and str(e.attrs.out_dtype) == "uint8" and _int8_zero_point(g, e.args[2]) is not None:
             qs.add(var)
     return dqs, qs
 
@@ -100,8 +99,9 @@ def uint8_as_int8(mod: tvm.IRModule) -> tvm.IRModule:
         if var in dqs:
             x = e.args[0]
             codes = m[x] if x in qs and x not in signed else int8_codes(bb, x, m, fresh)
-            return relax.op.dequantize(codes, rg.subst(e.args[1], m), dqs[var], axis=e.attrs.axis,
-                                       out_dtype=e.attrs.out_dtype)
+            return relax.op.dequantize(
+                codes, rg.subst(e.args[1], m), dqs[var], axis=e.attrs.axis, out_dtype=e.attrs.out_dtype
+            )
         return None
 
     return rg.with_main(mod, rg.rebuild(g, rewrite=rewrite)[0])

@@ -3,6 +3,19 @@ command streams in runtime modules of kind "npu", loading exported artifacts, ke
 threads, per-module profiles.
 """
 
-from .library import (best_kernel_level, constant_weight_commands, create_module, kernel_level, library_path,
-                      load_library, load_module, npu_modules, profile_of, resident_loads, set_kernel_level,
-                      set_threads, threads, validate_stream)
+from .library import (
+    best_kernel_level,
+    constant_weight_commands,
+    create_module,
+    kernel_level,
+    library_path,
+    load_library,
+    load_module,
+    npu_modules,
+    profile_of,
+    resident_loads,
+    set_kernel_level,
+    set_threads,
+    threads,
+    validate_stream,
+)

@@ -33,8 +33,9 @@ def load_library() -> ctypes.CDLL:
     if _LIB is None:
         path = library_path()
         if not path.exists():
-            raise NPUError("ERR_BAD_STREAM",
-                           f"the tvm_npu runtime library is missing at {path}; reinstall with `pip install .`")
+            raise NPUError(
+                "ERR_BAD_STREAM", f"the tvm_npu runtime library is missing at {path}; reinstall with `pip install .`"
+            )
         _LIB = ctypes.CDLL(str(path), ctypes.RTLD_GLOBAL)
     return _LIB
 
@@ -131,8 +132,10 @@ def load_module(path: str | os.PathLike):
         raise NPUError("ERR_BAD_STREAM", f"no artifact at {path}")
     problem = _elf_problem(path.read_bytes())
     if problem:
-        raise NPUError("ERR_BAD_STREAM", f"{path} is not a complete shared library ({problem}); "
-                       "export the model again with ex.export_library")
+        raise NPUError(
+            "ERR_BAD_STREAM",
+            f"{path} is not a complete shared library ({problem}); export the model again with ex.export_library",
+        )
     load_library()  # the loader of the "npu" modules inside the artifact
     import tvm  # pylint: disable=import-outside-toplevel  (tvm imports this package at start-up)
 

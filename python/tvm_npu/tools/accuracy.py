@@ -17,7 +17,6 @@ import math
 
 import numpy as np
 import tvm
-
 from tvm import relax
 
 from ..ir.graph import Graph, probe_module, run_probe

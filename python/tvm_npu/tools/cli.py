@@ -17,8 +17,9 @@ from ..contract.errors import NPUError
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tvm-npu", description="tvm_npu: TVM's NPU backend")
     parser.add_argument("--verbose", "-v", action="store_true", help="log every compiler stage")
-    parser.add_argument("--traceback", action="store_true",
-                        help="on an unexpected error, print Python's traceback instead of one line")
+    parser.add_argument(
+        "--traceback", action="store_true", help="on an unexpected error, print Python's traceback instead of one line"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def config(p):
@@ -32,18 +33,23 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("model", help="the ONNX model file")
     comp.add_argument("-o", "--output", required=True, help="the library to write, e.g. model.so")
     config(comp)
-    comp.add_argument("--report", help="path stem of the partition report "
-                                       "(default: <output>.report.json / .txt next to the library)")
+    comp.add_argument(
+        "--report", help="path stem of the partition report (default: <output>.report.json / .txt next to the library)"
+    )
 
-    quant = sub.add_parser("quantize", help="calibrate on a folder of .npy inputs, quantize to int8, "
-                                            "build for the NPU, export a library")
+    quant = sub.add_parser(
+        "quantize", help="calibrate on a folder of .npy inputs, quantize to int8, build for the NPU, export a library"
+    )
     quant.add_argument("model", help="the float ONNX model file")
-    quant.add_argument("--calib", required=True,
-                       help="folder of calibration batches: .npy files (one input array each) or .npz files "
-                            "(the inputs by name)")
+    quant.add_argument(
+        "--calib",
+        required=True,
+        help="folder of calibration batches: .npy files (one input array each) or .npz files (the inputs by name)",
+    )
     quant.add_argument("-o", "--output", required=True, help="the library to write, e.g. model_int8.so")
-    quant.add_argument("--method", default="minmax", choices=["minmax", "percentile", "entropy"],
-                       help="activation range calibration")
+    quant.add_argument(
+        "--method", default="minmax", choices=["minmax", "percentile", "entropy"], help="activation range calibration"
+    )
     quant.add_argument("--sqnr", action="store_true", help="print each quantized tensor's SQNR vs float")
     config(quant)
 
@@ -54,9 +60,11 @@ def _parser() -> argparse.ArgumentParser:
 
     prof = sub.add_parser("profile", help="build, run once, print cycles / MACs / DDR bytes per layer")
     prof.add_argument("model", help="the ONNX model file")
-    prof.add_argument("--input", action="append",
-                      help=".npy input (repeat per input, in order) or one .npz of all inputs by name "
-                           "(default: seeded random)")
+    prof.add_argument(
+        "--input",
+        action="append",
+        help=".npy input (repeat per input, in order) or one .npz of all inputs by name (default: seeded random)",
+    )
     config(prof)
     prof.add_argument("--csv", help="write one row per layer to this CSV file")
     prof.add_argument("--json", help="write the whole profile to this JSON file")
@@ -67,14 +75,22 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("model", help="the ONNX model file")
     config(rep)
 
-    sw = sub.add_parser("sweep", help="estimate a model on a grid of MAC arrays, SRAM sizes and DDR "
-                                      "bandwidths (cost model, nothing runs); table, plots, Pareto front")
+    sw = sub.add_parser(
+        "sweep",
+        help="estimate a model on a grid of MAC arrays, SRAM sizes and DDR "
+        "bandwidths (cost model, nothing runs); table, plots, Pareto front",
+    )
     sw.add_argument("model", help="the ONNX model file")
-    sw.add_argument("--mac", default="16x16,32x32,64x64", help="MAC arrays, ROWSxCOLS, comma-separated (default: %(default)s)")
-    sw.add_argument("--sram", default="512KiB,1MiB,2MiB,4MiB", help="SRAM sizes: B, KiB, MiB, GiB (default: %(default)s)")
+    sw.add_argument(
+        "--mac", default="16x16,32x32,64x64", help="MAC arrays, ROWSxCOLS, comma-separated (default: %(default)s)"
+    )
+    sw.add_argument(
+        "--sram", default="512KiB,1MiB,2MiB,4MiB", help="SRAM sizes: B, KiB, MiB, GiB (default: %(default)s)"
+    )
     sw.add_argument("--ddr-bw", default="8,16,32", help="DDR bandwidths in bytes per cycle (default: %(default)s)")
-    sw.add_argument("--base", default="npu-ref", choices=sorted(PRESETS),
-                    help="configuration whose other fields every point keeps")
+    sw.add_argument(
+        "--base", default="npu-ref", choices=sorted(PRESETS), help="configuration whose other fields every point keeps"
+    )
     sw.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: all cores)")
     sw.add_argument("--out", default="npu_sweep", help="folder for results.jsonl (resumable), CSV, plots")
     sw.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -87,8 +103,7 @@ def _one_line(err: Exception) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
     from .commands import COMMANDS, CLIError
 
     try:
@@ -103,8 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001  (a bug of ours or TVM's: still one line, the trace on request)
         if args.traceback:
             raise
-        print(f"tvm-npu: error: {type(err).__name__}: {_one_line(err)} (an unexpected error: run with "
-              f"--traceback for the trace, and please report it)", file=sys.stderr)
+        print(
+            f"tvm-npu: error: {type(err).__name__}: {_one_line(err)} (an unexpected error: run with "
+            f"--traceback for the trace, and please report it)",
+            file=sys.stderr,
+        )
         return 3
 
 

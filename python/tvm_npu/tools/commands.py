@@ -110,13 +110,31 @@ def cmd_run(args) -> int:
 def layer_table(prof: dict) -> str:
     """Per-layer table of a profile (name, kind, dtype, cycles, MACs, utilization, DDR bytes) + totals."""
     head = ("layer", "pattern", "kind", "dtype", "cycles", "MACs", "util", "DDR bytes")
-    rows = [(lay["name"].replace(lay["symbol"], lay["region"]), lay["composite"], lay["kind"], lay["dtype"],
-             str(lay["cycles"]["total"]),
-             str(lay["macs"]), f"{100 * lay['mac_utilization']:.1f}%",
-             str(lay["ddr_read_bytes"] + lay["ddr_write_bytes"])) for lay in prof["layers"]]
-    rows.append(("total", f"{len(prof['layers'])} layers", "", "", str(prof["total_cycles"]),
-                 str(sum(lay["macs"] for lay in prof["layers"])), f"{100 * prof['mac_utilization']:.1f}%",
-                 str(prof["ddr_bytes"])))
+    rows = [
+        (
+            lay["name"].replace(lay["symbol"], lay["region"]),
+            lay["composite"],
+            lay["kind"],
+            lay["dtype"],
+            str(lay["cycles"]["total"]),
+            str(lay["macs"]),
+            f"{100 * lay['mac_utilization']:.1f}%",
+            str(lay["ddr_read_bytes"] + lay["ddr_write_bytes"]),
+        )
+        for lay in prof["layers"]
+    ]
+    rows.append(
+        (
+            "total",
+            f"{len(prof['layers'])} layers",
+            "",
+            "",
+            str(prof["total_cycles"]),
+            str(sum(lay["macs"] for lay in prof["layers"])),
+            f"{100 * prof['mac_utilization']:.1f}%",
+            str(prof["ddr_bytes"]),
+        )
+    )
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
 
     def fmt(r):
@@ -125,8 +143,10 @@ def layer_table(prof: dict) -> str:
     lines = [fmt(head), "  ".join("-" * w for w in widths)]
     lines += [fmt(r) for r in rows[:-1]] + ["  ".join("-" * w for w in widths), fmt(rows[-1])]
     conf = prof["config"]
-    lines.append(f"compulsory DDR bytes {prof['compulsory_ddr_bytes']}, SRAM peak {prof['sram_peak_bytes']} B, "
-                 f"{prof['total_cycles'] / conf['clock_mhz']:.1f} us at {conf['clock_mhz']} MHz")
+    lines.append(
+        f"compulsory DDR bytes {prof['compulsory_ddr_bytes']}, SRAM peak {prof['sram_peak_bytes']} B, "
+        f"{prof['total_cycles'] / conf['clock_mhz']:.1f} us at {conf['clock_mhz']} MHz"
+    )
     if not prof["layers"]:
         lines.append("nothing ran on the NPU: every op stayed on the CPU (`tvm-npu report` says why)")
     return "\n".join(lines)
@@ -134,23 +154,26 @@ def layer_table(prof: dict) -> str:
 
 def cmd_profile(args) -> int:
     """Build, run once on the reference NPU and print / write the per-layer profile."""
+    from ..partition.report import BuildReport
     from .html_report import write_html
     from .profiler import profile, to_csv
-    from ..partition.report import BuildReport
     from .trace import write_chrome_trace
 
     mod = _import(args.model)
     inputs = None
     if args.input:
-        inputs = model_inputs.as_arguments(args.input[0] if len(args.input) == 1 else args.input,
-                                           model_inputs.signature(mod))
+        inputs = model_inputs.as_arguments(
+            args.input[0] if len(args.input) == 1 else args.input, model_inputs.signature(mod)
+        )
     report = BuildReport()
     prof = profile(mod, inputs=inputs, config=args.config, report=report)
     print(layer_table(prof))
-    for path, write in ((args.csv, lambda p: to_csv(prof, p)),
-                        (args.json, lambda p: Path(p).write_text(json.dumps(prof, indent=2) + "\n")),
-                        (args.trace, lambda p: write_chrome_trace(prof, p)),
-                        (args.html, lambda p: write_html(prof, report, p))):
+    for path, write in (
+        (args.csv, lambda p: to_csv(prof, p)),
+        (args.json, lambda p: Path(p).write_text(json.dumps(prof, indent=2) + "\n")),
+        (args.trace, lambda p: write_chrome_trace(prof, p)),
+        (args.html, lambda p: write_html(prof, report, p)),
+    ):
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             write(path)
@@ -168,15 +191,17 @@ def cmd_report(args) -> int:
 def cmd_quantize(args) -> int:
     """Calibrate a float ONNX model on a folder of .npy inputs, quantize it to int8, build it for the
     NPU and export the library; print what was quantized and, per tensor, the SQNR against float."""
-    from .accuracy import format_sqnr_table, layer_sqnr
     from ..quantization.ptq import quantize
+    from .accuracy import format_sqnr_table, layer_sqnr
 
     mod = _import(args.model)
     folder = Path(args.calib)
     files = sorted([*folder.glob("*.npy"), *folder.glob("*.npz")]) if folder.is_dir() else []
     if not files:
-        raise CLIError(f"calibration folder {str(folder)!r} has no .npy / .npz files (one batch each: an "
-                       f"array, or the model's inputs by name)")
+        raise CLIError(
+            f"calibration folder {str(folder)!r} has no .npy / .npz files (one batch each: an "
+            f"array, or the model's inputs by name)"
+        )
     params = model_inputs.signature(mod)
     batches = [model_inputs.as_arguments(f, params) for f in files]
     batches = [b[0] if len(b) == 1 else b for b in batches]  # quantize's calibration batch forms
@@ -194,15 +219,31 @@ def cmd_sweep(args) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise CLIError(f"--jobs {args.jobs}: give at least one worker process")
-    res = sweep(str(_existing(args.model, "model file")), mac=args.mac, sram=args.sram, ddr_bw=args.ddr_bw,
-                out=args.out, base=args.base, jobs=args.jobs, plots=not args.no_plots)
+    res = sweep(
+        str(_existing(args.model, "model file")),
+        mac=args.mac,
+        sram=args.sram,
+        ddr_bw=args.ddr_bw,
+        out=args.out,
+        base=args.base,
+        jobs=args.jobs,
+        plots=not args.no_plots,
+    )
     print(res.table())
     feasible = sum(bool(r.get("feasible")) for r in res.rows)
-    print(f"{len(res.rows)} configurations ({feasible} feasible, {len(res.pareto)} on the Pareto front, "
-          f"* above), {res.estimated} estimated now, in {res.seconds:.1f} s wall")
+    print(
+        f"{len(res.rows)} configurations ({feasible} feasible, {len(res.pareto)} on the Pareto front, "
+        f"* above), {res.estimated} estimated now, in {res.seconds:.1f} s wall"
+    )
     print("wrote " + ", ".join(str(f) for f in res.files))
     return 0
 
 
-COMMANDS = {"compile": cmd_compile, "quantize": cmd_quantize, "run": cmd_run, "profile": cmd_profile,
-            "report": cmd_report, "sweep": cmd_sweep}
+COMMANDS = {
+    "compile": cmd_compile,
+    "quantize": cmd_quantize,
+    "run": cmd_run,
+    "profile": cmd_profile,
+    "report": cmd_report,
+    "sweep": cmd_sweep,
+}

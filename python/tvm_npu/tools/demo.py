@@ -39,8 +39,10 @@ def run_demo(config: str = "npu-ref", out_dir: str | None = None, seed: int = 0)
     max_err = float(np.abs(npu_out - cpu_out).max())
     rel_err = float(np.linalg.norm(npu_out - cpu_out) / np.linalg.norm(cpu_out))
 
-    print(f"tvm_npu demo: MobileNetV2 (ONNX, 1x3x{SIZE}x{SIZE}, seeded weights) on {cfg.name} "
-          f"({cfg.mac_rows}x{cfg.mac_cols} MACs, {cfg.sram_bytes // 1024} KiB SRAM), fp16 datapath\n")
+    print(
+        f"tvm_npu demo: MobileNetV2 (ONNX, 1x3x{SIZE}x{SIZE}, seeded weights) on {cfg.name} "
+        f"({cfg.mac_rows}x{cfg.mac_cols} MACs, {cfg.sram_bytes // 1024} KiB SRAM), fp16 datapath\n"
+    )
     print(f"Where each op ran: {report.summary()}")
     cpu_ops = [p for p in report.placements if p.device == "cpu"]
     for p in cpu_ops:
@@ -58,25 +60,37 @@ def run_demo(config: str = "npu-ref", out_dir: str | None = None, seed: int = 0)
         last = prof["last"]
         total_cycles += last["total_cycles"]
         region = report.regions[symbol]
-        print(f"  {alias.get(symbol, symbol)}: {last['total_cycles']} cycles (compiler estimate "
-              f"{region['estimated_cycles']}), {last['macs']} MACs, DDR read {last['ddr_read_bytes']} B / "
-              f"write {last['ddr_write_bytes']} B, SRAM peak {region['sram_bytes_used']} B, "
-              f"{region['boundary_transposes']} layout transposes at the boundary")
+        print(
+            f"  {alias.get(symbol, symbol)}: {last['total_cycles']} cycles (compiler estimate "
+            f"{region['estimated_cycles']}), {last['macs']} MACs, DDR read {last['ddr_read_bytes']} B / "
+            f"write {last['ddr_write_bytes']} B, SRAM peak {region['sram_bytes_used']} B, "
+            f"{region['boundary_transposes']} layout transposes at the boundary"
+        )
     print(f"  total: {total_cycles} NPU cycles = {total_cycles / cfg.clock_mhz:.1f} us at {cfg.clock_mhz} MHz")
     from .profiler import collect
 
     prof = collect(report, list(profiles.values()))
-    print(f"  MAC utilization {prof['mac_utilization']:.1%} (fp16 MACs fill {cfg.fp16_rate_div} int8 slots); "
-          f"DDR {prof['ddr_bytes']} B = {prof['ddr_bytes'] / max(1, prof['compulsory_ddr_bytes']):.2f}x "
-          f"compulsory; SRAM peak {prof['sram_peak_bytes']} B")
+    print(
+        f"  MAC utilization {prof['mac_utilization']:.1%} (fp16 MACs fill {cfg.fp16_rate_div} int8 slots); "
+        f"DDR {prof['ddr_bytes']} B = {prof['ddr_bytes'] / max(1, prof['compulsory_ddr_bytes']):.2f}x "
+        f"compulsory; SRAM peak {prof['sram_peak_bytes']} B"
+    )
     top_npu, top_cpu = np.argsort(-npu_out[0])[:3], np.argsort(-cpu_out[0])[:3]
-    print(f"\nNPU (fp16) vs TVM CPU (fp32): relative difference {rel_err:.2e} (max abs {max_err:.2e}); "
-          f"top-3 classes NPU {top_npu.tolist()} / CPU {top_cpu.tolist()}")
+    print(
+        f"\nNPU (fp16) vs TVM CPU (fp32): relative difference {rel_err:.2e} (max abs {max_err:.2e}); "
+        f"top-3 classes NPU {top_npu.tolist()} / CPU {top_cpu.tolist()}"
+    )
     ok = rel_err < 1e-2 and top_npu[0] == top_cpu[0]
     print("PASS" if ok else "MISMATCH")
-    result = {"config": cfg.name, "max_abs_err": max_err, "rel_err": rel_err, "npu_cycles": total_cycles,
-              "ok": bool(ok),
-              "report": report.to_dict(), "profiles": profiles}
+    result = {
+        "config": cfg.name,
+        "max_abs_err": max_err,
+        "rel_err": rel_err,
+        "npu_cycles": total_cycles,
+        "ok": bool(ok),
+        "report": report.to_dict(),
+        "profiles": profiles,
+    }
     if out_dir:
         path = Path(out_dir)
         path.mkdir(parents=True, exist_ok=True)
@@ -85,6 +99,5 @@ def run_demo(config: str = "npu-ref", out_dir: str | None = None, seed: int = 0)
         from .html_report import write_html
 
         page, *_ = write_html(prof, report, path / "report.html")
-        print(f"report written to {path / 'report.json'} (partition: {js.name}, {txt.name}; "
-              f"figures: {page.name})")
+        print(f"report written to {path / 'report.json'} (partition: {js.name}, {txt.name}; figures: {page.name})")
     return result

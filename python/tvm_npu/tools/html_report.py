@@ -19,9 +19,11 @@ from pathlib import Path
 from ..partition.report import BuildReport
 
 COLORS = {"compute": "#4C72B0", "dma": "#DD8452", "stall": "#C44E52", "util": "#2CA02C"}
-CSS = ("body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse}"
-       "td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}th{background:#eee}"
-       "td.num{text-align:right}tr.cpu{background:#fff3f0}img{max-width:100%;border:1px solid #ddd}")
+CSS = (
+    "body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse}"
+    "td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}th{background:#eee}"
+    "td.num{text-align:right}tr.cpu{background:#fff3f0}img{max-width:100%;border:1px solid #ddd}"
+)
 
 
 def _short(lay: dict) -> str:
@@ -41,15 +43,17 @@ def _cycles_figure(plt, prof: dict, path: Path) -> None:
     ax.set_ylabel("cycles (DMA runs alongside compute)")
     ax.set_xticks(list(x), names, rotation=60, ha="right", fontsize=8)
     ax2 = ax.twinx()
-    ax2.plot(list(x), [100 * lay["mac_utilization"] for lay in layers], "o-", color=COLORS["util"],
-             label="MAC utilization")
+    ax2.plot(
+        list(x), [100 * lay["mac_utilization"] for lay in layers], "o-", color=COLORS["util"], label="MAC utilization"
+    )
     ax2.set_ylabel("MAC utilization (%)")
     ax2.set_ylim(0, 105)
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
     ax.legend(h1 + h2, l1 + l2, loc="upper right", fontsize=8)
-    ax.set_title(f"Cycles per layer ({prof['total_cycles']} total, "
-                 f"{100 * prof['mac_utilization']:.1f}% MAC utilization)")
+    ax.set_title(
+        f"Cycles per layer ({prof['total_cycles']} total, {100 * prof['mac_utilization']:.1f}% MAC utilization)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -66,17 +70,38 @@ def _roofline_figure(plt, prof: dict, path: Path) -> None:
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     for dtype in sorted({lay["dtype"] for lay in pts} or {"int8"}):
         peak = slots / (conf["fp16_rate_div"] if dtype == "float16" else 1)
-        ax.plot(xs, [min(peak, bw * v) for v in xs], "-", lw=2,
-                color="#333" if dtype != "float16" else "#888", label=f"roof {dtype}: {peak:g} MACs/cycle")
+        ax.plot(
+            xs,
+            [min(peak, bw * v) for v in xs],
+            "-",
+            lw=2,
+            color="#333" if dtype != "float16" else "#888",
+            label=f"roof {dtype}: {peak:g} MACs/cycle",
+        )
     ax.axvline(hi, color="#bbb", ls=":")
-    ax.text(hi, 0.98, "no DDR traffic ", rotation=90, va="top", ha="right", fontsize=8, color="#666",
-            transform=ax.get_xaxis_transform())
+    ax.text(
+        hi,
+        0.98,
+        "no DDR traffic ",
+        rotation=90,
+        va="top",
+        ha="right",
+        fontsize=8,
+        color="#666",
+        transform=ax.get_xaxis_transform(),
+    )
     marks = {"compute": "o", "memory": "s"}
     for lay in pts:
         x = hi if lay["intensity"] is None else lay["intensity"]
         y = lay["macs"] / (lay["cycles"]["compute"] + lay["cycles"]["stall"])
-        ax.plot([x], [y], marks[lay["roofline_bound"]], ms=7, alpha=0.8,
-                color="#4C72B0" if lay["dtype"] != "float16" else "#DD8452")
+        ax.plot(
+            [x],
+            [y],
+            marks[lay["roofline_bound"]],
+            ms=7,
+            alpha=0.8,
+            color="#4C72B0" if lay["dtype"] != "float16" else "#DD8452",
+        )
         ax.annotate(_short(lay).split("_")[-1], (x, y), fontsize=7, xytext=(4, 3), textcoords="offset points")
     ax.plot([], [], "o", color="#777", label="compute-bound layer")
     ax.plot([], [], "s", color="#777", label="memory-bound layer")
@@ -149,25 +174,32 @@ def _sram_figure(plt, prof: dict, spans: list, path: Path) -> None:
 
 def headline(prof: dict) -> dict:
     """The numbers at the top of the page, as they are printed there."""
-    return {"total_cycles": str(prof["total_cycles"]),
-            "mac_utilization": f"{100 * prof['mac_utilization']:.1f}%",
-            "ddr_bytes": str(prof["ddr_bytes"]), "compulsory_ddr_bytes": str(prof["compulsory_ddr_bytes"]),
-            "sram_peak_bytes": str(prof["sram_peak_bytes"])}
+    return {
+        "total_cycles": str(prof["total_cycles"]),
+        "mac_utilization": f"{100 * prof['mac_utilization']:.1f}%",
+        "ddr_bytes": str(prof["ddr_bytes"]),
+        "compulsory_ddr_bytes": str(prof["compulsory_ddr_bytes"]),
+        "sram_peak_bytes": str(prof["sram_peak_bytes"]),
+    }
 
 
 def _placement_table(report: BuildReport) -> str:
     alias = report.aliases()
     rows = []
     for i, p in enumerate(report.placements):
-        where = (f"{alias.get(p.region, p.region)} ({p.composite})" if p.device == "npu" else "")
+        where = f"{alias.get(p.region, p.region)} ({p.composite})" if p.device == "npu" else ""
         why = f"{p.code}: {p.reason}" if p.code else ""
         cells = [str(i), p.var, p.op, p.device, p.precision, where, why, "" if p.macs is None else str(p.macs)]
-        rows.append(f'<tr class="{html.escape(p.device)}">'
-                    + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
-    head = "".join(f"<th>{h}</th>" for h in ("#", "var", "op", "device", "precision", "region (pattern)",
-                                              "reason code", "MACs"))
-    return (f"<h2>Partition</h2><p>{html.escape(report.summary())}</p>"
-            f'<table id="placements"><tr>{head}</tr>{"".join(rows)}</table>')
+        rows.append(
+            f'<tr class="{html.escape(p.device)}">' + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>"
+        )
+    head = "".join(
+        f"<th>{h}</th>" for h in ("#", "var", "op", "device", "precision", "region (pattern)", "reason code", "MACs")
+    )
+    return (
+        f"<h2>Partition</h2><p>{html.escape(report.summary())}</p>"
+        f'<table id="placements"><tr>{head}</tr>{"".join(rows)}</table>'
+    )
 
 
 def write_html(prof: dict, report: BuildReport | None, path) -> list[Path]:
@@ -195,12 +227,16 @@ def write_html(prof: dict, report: BuildReport | None, path) -> list[Path]:
 
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    figs = {"cycles": "Cycles and MAC utilization per layer",
-            "roofline": "Roofline: arithmetic intensity against achieved MACs per cycle"}
+    figs = {
+        "cycles": "Cycles and MAC utilization per layer",
+        "roofline": "Roofline: arithmetic intensity against achieved MACs per cycle",
+    }
     spans = sram_spans(prof, report) if report is not None else []
     if spans:
-        figs["sram"] = ("SRAM occupancy over time (each layer's buffers over its span; grey: residents; "
-                       "hatched: weight blocks from the start of their load to their layer's end)")
+        figs["sram"] = (
+            "SRAM occupancy over time (each layer's buffers over its span; grey: residents; "
+            "hatched: weight blocks from the start of their load to their layer's end)"
+        )
     pngs = {k: out.with_name(f"{out.stem}_{k}.png") for k in figs}
     _cycles_figure(plt, prof, pngs["cycles"])
     _roofline_figure(plt, prof, pngs["roofline"])
@@ -208,23 +244,30 @@ def write_html(prof: dict, report: BuildReport | None, path) -> list[Path]:
         _sram_figure(plt, prof, spans, pngs["sram"])
 
     conf = prof["config"]
-    labels = {"total_cycles": "total cycles", "mac_utilization": "MAC utilization",
-              "ddr_bytes": "DDR bytes", "compulsory_ddr_bytes": "compulsory DDR bytes",
-              "sram_peak_bytes": "SRAM peak bytes"}
-    heads = "".join(f'<tr><th>{labels[k]}</th><td class="num" id="{k}">{html.escape(v)}</td></tr>'
-                    for k, v in headline(prof).items())
+    labels = {
+        "total_cycles": "total cycles",
+        "mac_utilization": "MAC utilization",
+        "ddr_bytes": "DDR bytes",
+        "compulsory_ddr_bytes": "compulsory DDR bytes",
+        "sram_peak_bytes": "SRAM peak bytes",
+    }
+    heads = "".join(
+        f'<tr><th>{labels[k]}</th><td class="num" id="{k}">{html.escape(v)}</td></tr>'
+        for k, v in headline(prof).items()
+    )
     us = prof["total_cycles"] / conf["clock_mhz"]
-    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>tvm_npu report: "
-             f"{html.escape(out.stem)}</title><style>{CSS}</style></head><body>",
-             f"<h1>tvm_npu profile: {html.escape(out.stem)}</h1>",
-             f"<p>{len(prof['layers'])} NPU layers in {len(prof['regions'])} region(s); "
-             f"{us:.1f} us at {conf['clock_mhz']} MHz; DDR {prof['ddr_bytes']} B against "
-             f"{prof['compulsory_ddr_bytes']} B compulsory "
-             f"({prof['ddr_bytes'] / max(1, prof['compulsory_ddr_bytes']):.2f}x)</p>",
-             f'<table id="headline">{heads}</table>']
+    parts = [
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>tvm_npu report: "
+        f"{html.escape(out.stem)}</title><style>{CSS}</style></head><body>",
+        f"<h1>tvm_npu profile: {html.escape(out.stem)}</h1>",
+        f"<p>{len(prof['layers'])} NPU layers in {len(prof['regions'])} region(s); "
+        f"{us:.1f} us at {conf['clock_mhz']} MHz; DDR {prof['ddr_bytes']} B against "
+        f"{prof['compulsory_ddr_bytes']} B compulsory "
+        f"({prof['ddr_bytes'] / max(1, prof['compulsory_ddr_bytes']):.2f}x)</p>",
+        f'<table id="headline">{heads}</table>',
+    ]
     for k, title in figs.items():
-        parts.append(f'<h2>{html.escape(title)}</h2><img src="{html.escape(pngs[k].name)}" '
-                     f'alt="{html.escape(title)}">')
+        parts.append(f'<h2>{html.escape(title)}</h2><img src="{html.escape(pngs[k].name)}" alt="{html.escape(title)}">')
     if report is not None:
         parts.append(_placement_table(report))
     parts.append("</body></html>\n")

@@ -54,8 +54,10 @@ def _array(value, name: str) -> np.ndarray:
             value = next(iter(value.values()))
     array = np.asarray(value)
     if array.dtype.kind not in "biuf":
-        _fail(f"input {name}: expected a numeric array, got dtype {array.dtype} (load files with np.load, "
-              "or pass their paths)")
+        _fail(
+            f"input {name}: expected a numeric array, got dtype {array.dtype} (load files with np.load, "
+            "or pass their paths)"
+        )
     return np.ascontiguousarray(array)
 
 

@@ -21,16 +21,32 @@ import tvm
 from tvm import relax
 
 from .. import runtime
-from . import inputs as inputs_mod
 from ..build import build
 from ..contract.config import get_config
 from ..contract.errors import NPUError
 from ..partition.report import BuildReport
+from . import inputs as inputs_mod
 
 COMPUTE_ENGINES = ("mac", "vector")
-CSV_COLUMNS = ("region", "name", "composite", "kind", "dtype", "compute_cycles", "dma_cycles",
-               "stall_cycles", "overlap_cycles", "total_cycles", "macs", "mac_utilization", "ddr_read_bytes",
-               "ddr_write_bytes", "compulsory_ddr_bytes", "intensity", "roofline_bound")
+CSV_COLUMNS = (
+    "region",
+    "name",
+    "composite",
+    "kind",
+    "dtype",
+    "compute_cycles",
+    "dma_cycles",
+    "stall_cycles",
+    "overlap_cycles",
+    "total_cycles",
+    "macs",
+    "mac_utilization",
+    "ddr_read_bytes",
+    "ddr_write_bytes",
+    "compulsory_ddr_bytes",
+    "intensity",
+    "roofline_bound",
+)
 
 
 def random_inputs(mod: tvm.IRModule, seed: int = 0) -> list:
@@ -52,9 +68,12 @@ def random_inputs(mod: tvm.IRModule, seed: int = 0) -> list:
     arrays = []
     for name, dims, dtype in inputs_mod.signature(mod):
         if dims is None or None in dims:
-            raise NPUError("ERR_SHAPE_MISMATCH", f"input {name} has a symbolic shape "
-                           f"{tuple('?' if d is None else d for d in dims or ())}: no random input can stand "
-                           "for it; give the inputs (inputs=, or --input x.npy)")
+            raise NPUError(
+                "ERR_SHAPE_MISMATCH",
+                f"input {name} has a symbolic shape "
+                f"{tuple('?' if d is None else d for d in dims or ())}: no random input can stand "
+                "for it; give the inputs (inputs=, or --input x.npy)",
+            )
         if np.issubdtype(np.dtype(dtype), np.integer):
             info = np.iinfo(dtype)
             arrays.append(rng.integers(max(info.min, -128), min(info.max, 127) + 1, dims).astype(dtype))
@@ -63,8 +82,7 @@ def random_inputs(mod: tvm.IRModule, seed: int = 0) -> list:
     return arrays
 
 
-def profile(mod: tvm.IRModule, inputs: list | None = None, config=None,
-            report: BuildReport | None = None) -> dict:
+def profile(mod: tvm.IRModule, inputs: list | None = None, config=None, report: BuildReport | None = None) -> dict:
     """Build `mod` for the NPU, run it once, and profile every NPU call, layer by layer.
 
     Parameters
@@ -123,31 +141,50 @@ def collect(report: BuildReport, module_profiles: list) -> dict:
     aliases = report.aliases()
     for sym in report.regions:
         aliases.setdefault(sym, f"npu{len(aliases)}")
-    ran = sorted((p for p in module_profiles if p["calls"]),
-                 key=lambda p: p["last"].get("host_start_ns", 0))
+    ran = sorted((p for p in module_profiles if p["calls"]), key=lambda p: p["last"].get("host_start_ns", 0))
     regions, layers = {}, []
     for p in ran:
         sym, last = p["symbol"], p["last"]
         info = report.regions[sym]
         notes = info["command_layers"]
         if len(notes) != len(last["records"]):
-            raise ValueError(f"{sym}: the report has {len(notes)} commands, the runtime ran "
-                             f"{len(last['records'])}; profile the executable of this build")
+            raise ValueError(
+                f"{sym}: the report has {len(notes)} commands, the runtime ran "
+                f"{len(last['records'])}; profile the executable of this build"
+            )
         records = [dict(r, layer=notes[r["index"]]) for r in last["records"]]
         busy_all = _union([r for r in records if r["engine"] in COMPUTE_ENGINES])
-        rows = [_layer(conf, sym, aliases[sym], layer, [r for r in records if r["layer"] == layer["name"]],
-                       busy_all) for layer in info["layers"]]
+        rows = [
+            _layer(conf, sym, aliases[sym], layer, [r for r in records if r["layer"] == layer["name"]], busy_all)
+            for layer in info["layers"]
+        ]
         layers += rows
-        compulsory = (sum(lay["weight_bytes"] for lay in info["layers"]) + sum(info["input_bytes"])
-                      + sum(info["output_bytes"]))
+        compulsory = (
+            sum(lay["weight_bytes"] for lay in info["layers"]) + sum(info["input_bytes"]) + sum(info["output_bytes"])
+        )
         regions[sym] = {
-            "alias": aliases[sym], "calls": p["calls"], "records": records,
-            "compulsory_ddr_bytes": compulsory, "sram_bytes_used": info["sram_bytes_used"],
-            "estimated_cycles": info["estimated_cycles"], "call_cycles": last["total_cycles"],
+            "alias": aliases[sym],
+            "calls": p["calls"],
+            "records": records,
+            "compulsory_ddr_bytes": compulsory,
+            "sram_bytes_used": info["sram_bytes_used"],
+            "estimated_cycles": info["estimated_cycles"],
+            "call_cycles": last["total_cycles"],
             "slot_macs": sum(r["macs"] * _rate(conf, r["dtype"]) for r in rows),
-            **{k: p["total"][k] for k in ("total_cycles", "mac_cycles", "vector_cycles", "dma_cycles",
-                                          "ddr_read_bytes", "ddr_write_bytes", "macs")},
-            **{k: last.get(k, 0) for k in ("host_start_ns", "host_end_ns")}}
+            **{
+                k: p["total"][k]
+                for k in (
+                    "total_cycles",
+                    "mac_cycles",
+                    "vector_cycles",
+                    "dma_cycles",
+                    "ddr_read_bytes",
+                    "ddr_write_bytes",
+                    "macs",
+                )
+            },
+            **{k: last.get(k, 0) for k in ("host_start_ns", "host_end_ns")},
+        }
     total = sum(r["total_cycles"] for r in regions.values())
     slots = total * conf["mac_rows"] * conf["mac_cols"]
     return {
@@ -156,7 +193,10 @@ def collect(report: BuildReport, module_profiles: list) -> dict:
         "compulsory_ddr_bytes": sum(r["compulsory_ddr_bytes"] for r in regions.values()),
         "mac_utilization": sum(r["slot_macs"] for r in regions.values()) / slots if slots else 0.0,
         "sram_peak_bytes": max((r["sram_bytes_used"] for r in report.regions.values()), default=0),
-        "layers": layers, "config": conf, "regions": regions}
+        "layers": layers,
+        "config": conf,
+        "regions": regions,
+    }
 
 
 def _rate(conf: dict, dtype: str) -> int:
@@ -212,17 +252,26 @@ def _layer(conf: dict, symbol: str, alias: str, layer: dict, records: list, busy
     memory = (rd + wr) / conf["ddr_bytes_per_cycle"]
     slots = (busy + stall) * conf["mac_rows"] * conf["mac_cols"]
     return {
-        "name": layer["name"], "region": alias, "symbol": symbol, "composite": layer["composite"],
-        "kind": layer["kind"], "dtype": layer["dtype"],
-        "cycles": {"compute": busy, "dma": _busy(dma), "stall": stall, "overlap": span - busy - stall,
-                   "total": span},
-        "start": start, "end": end, "macs": macs,
+        "name": layer["name"],
+        "region": alias,
+        "symbol": symbol,
+        "composite": layer["composite"],
+        "kind": layer["kind"],
+        "dtype": layer["dtype"],
+        "cycles": {"compute": busy, "dma": _busy(dma), "stall": stall, "overlap": span - busy - stall, "total": span},
+        "start": start,
+        "end": end,
+        "macs": macs,
         "mac_utilization": macs * rate / slots if slots else 0.0,
-        "ddr_read_bytes": rd, "ddr_write_bytes": wr,
+        "ddr_read_bytes": rd,
+        "ddr_write_bytes": wr,
         "compulsory_ddr_bytes": layer["weight_bytes"] + layer["region_io_bytes"],
-        "weight_bytes": layer["weight_bytes"], "ideal_compute_cycles": ideal,
+        "weight_bytes": layer["weight_bytes"],
+        "ideal_compute_cycles": ideal,
         "roofline_bound": "compute" if ideal >= memory else "memory",
-        "intensity": macs / (rd + wr) if rd + wr else None, "commands": len(records)}
+        "intensity": macs / (rd + wr) if rd + wr else None,
+        "commands": len(records),
+    }
 
 
 def to_csv(prof: dict, path) -> None:
@@ -240,9 +289,24 @@ def to_csv(prof: dict, path) -> None:
         w.writerow(CSV_COLUMNS)
         for lay in prof["layers"]:
             c = lay["cycles"]
-            w.writerow([lay["region"], lay["name"], lay["composite"], lay["kind"], lay["dtype"],
-                        c["compute"], c["dma"], c["stall"], c["overlap"], c["total"], lay["macs"],
-                        f"{lay['mac_utilization']:.4f}", lay["ddr_read_bytes"], lay["ddr_write_bytes"],
-                        lay["compulsory_ddr_bytes"],
-                        "" if lay["intensity"] is None else f"{lay['intensity']:.3f}",
-                        lay["roofline_bound"]])
+            w.writerow(
+                [
+                    lay["region"],
+                    lay["name"],
+                    lay["composite"],
+                    lay["kind"],
+                    lay["dtype"],
+                    c["compute"],
+                    c["dma"],
+                    c["stall"],
+                    c["overlap"],
+                    c["total"],
+                    lay["macs"],
+                    f"{lay['mac_utilization']:.4f}",
+                    lay["ddr_read_bytes"],
+                    lay["ddr_write_bytes"],
+                    lay["compulsory_ddr_bytes"],
+                    "" if lay["intensity"] is None else f"{lay['intensity']:.3f}",
+                    lay["roofline_bound"],
+                ]
+            )

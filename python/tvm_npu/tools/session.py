@@ -36,8 +36,11 @@ class StreamingSession:
         in order; `state`: {state input name: output name}."""
         unknown = [k for k in state if k not in inputs] + [v for v in state.values() if v not in outputs]
         if unknown:
-            raise NPUError("ERR_SHAPE_MISMATCH", f"state names {unknown} are not inputs / outputs of the "
-                                                 f"model (inputs {list(inputs)}, outputs {outputs})")
+            raise NPUError(
+                "ERR_SHAPE_MISMATCH",
+                f"state names {unknown} are not inputs / outputs of the "
+                f"model (inputs {list(inputs)}, outputs {outputs})",
+            )
         self.vm = relax.VirtualMachine(ex, tvm.cpu())
         self.inputs, self.outputs, self.state_map = inputs, outputs, state
         self.reset()
@@ -49,8 +52,7 @@ class StreamingSession:
         from ..frontend.onnx import from_onnx
 
         ex = build(from_onnx(model), config=config)
-        return cls(ex, {i.name: _shape(i) for i in model.graph.input}, [o.name for o in model.graph.output],
-                   state)
+        return cls(ex, {i.name: _shape(i) for i in model.graph.input}, [o.name for o in model.graph.output], state)
 
     def reset(self):
         """Zero state: the next call starts a new sequence."""
@@ -60,11 +62,16 @@ class StreamingSession:
         """Run one chunk; `feeds` are the non-state inputs by name. Returns {output name: numpy array}."""
         want = [n for n in self.inputs if n not in self.state_map]
         if sorted(feeds) != sorted(want):
-            raise NPUError("ERR_SHAPE_MISMATCH", f"feed {want} (the state inputs "
-                                                 f"{list(self.state_map)} come from the previous call); got "
-                                                 f"{sorted(feeds)}")
-        args = [self.state[n] if n in self.state else tvm.runtime.tensor(np.ascontiguousarray(feeds[n], np.float32))
-                for n in self.inputs]
+            raise NPUError(
+                "ERR_SHAPE_MISMATCH",
+                f"feed {want} (the state inputs "
+                f"{list(self.state_map)} come from the previous call); got "
+                f"{sorted(feeds)}",
+            )
+        args = [
+            self.state[n] if n in self.state else tvm.runtime.tensor(np.ascontiguousarray(feeds[n], np.float32))
+            for n in self.inputs
+        ]
         result = self.vm["main"](*args)
         outs = list(result) if len(self.outputs) > 1 else [result]
         named = dict(zip(self.outputs, outs))
@@ -93,9 +100,8 @@ class AsyncModel:
         self.entry = entry
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tvm_npu")
 
-    def start(self, *inputs) -> "Pending":
-        args = [a if isinstance(a, tvm.runtime.Tensor) else tvm.runtime.tensor(np.ascontiguousarray(a))
-                for a in inputs]
+    def start(self, *inputs) -> Pending:
+        args = [a if isinstance(a, tvm.runtime.Tensor) else tvm.runtime.tensor(np.ascontiguousarray(a)) for a in inputs]
         return Pending(self._worker.submit(self.vm[self.entry], *args))
 
 
@@ -116,6 +122,7 @@ class Pending:
         try:
             out = self._future.result(timeout=timeout)
         except FutureTimeout:
-            raise NPUError("ERR_TIMEOUT", f"the call did not finish within {timeout} s; wait again, or "
-                                          "allow more time") from None
+            raise NPUError(
+                "ERR_TIMEOUT", f"the call did not finish within {timeout} s; wait again, or allow more time"
+            ) from None
         return out.numpy() if hasattr(out, "numpy") else [o.numpy() for o in out]

@@ -56,11 +56,17 @@ def families() -> list[dict]:
         if not hasattr(check, "constraints"):
             raise TypeError(f"{check.__name__} (pattern {name}) has no checks.applies(...) list")
         key = (check.__name__, int8)
-        g = groups.setdefault(key, {"family": check.__name__.removeprefix("check_"),
-                                    "datapath": "int8" if int8 else "fp16", "composites": [],
-                                    "anchor_ops": [], "ops": [],
-                                    "constraints": check.constraints + (check.int8_constraints if int8
-                                                                       else [])})
+        g = groups.setdefault(
+            key,
+            {
+                "family": check.__name__.removeprefix("check_"),
+                "datapath": "int8" if int8 else "fp16",
+                "composites": [],
+                "anchor_ops": [],
+                "ops": [],
+                "constraints": check.constraints + (check.int8_constraints if int8 else []),
+            },
+        )
         g["composites"].append(name)
         for op in pattern_ops(ann["op"].op):
             if op not in g["anchor_ops"]:
@@ -105,15 +111,23 @@ def render() -> str:
     ]
     for g in fams:
         fused = [op for op in g["ops"] if op not in g["anchor_ops"]]
-        lines.append(f"| {g['family']} | {g['datapath']} | {_code_list(g['anchor_ops'])} | "
-                     f"{_code_list(fused)} | {len(g['composites'])} |")
+        lines.append(
+            f"| {g['family']} | {g['datapath']} | {_code_list(g['anchor_ops'])} | "
+            f"{_code_list(fused)} | {len(g['composites'])} |"
+        )
     for g in fams:
         fused = [op for op in g["ops"] if op not in g["anchor_ops"]]
-        lines += ["", f"## {g['family']} ({g['datapath']})", "",
-                  f"Relax ops: {_code_list(g['anchor_ops'])}" + (f"; fused: {_code_list(fused)}" if fused
-                                                                 else ""), "",
-                  f"Composites: {_code_list(list(dict.fromkeys(g['composites'])))}", "",
-                  "| # | reason code | constraint |", "|---|---|---|"]
+        lines += [
+            "",
+            f"## {g['family']} ({g['datapath']})",
+            "",
+            f"Relax ops: {_code_list(g['anchor_ops'])}" + (f"; fused: {_code_list(fused)}" if fused else ""),
+            "",
+            f"Composites: {_code_list(list(dict.fromkeys(g['composites'])))}",
+            "",
+            "| # | reason code | constraint |",
+            "|---|---|---|",
+        ]
         for i, c in enumerate(g["constraints"], 1):
             lines.append(f"| {i} | `{C.reason_code(c)}` | {_text(c)} |")
     lines += ["", "## Reason codes", "", "| reason code | constraint | families |", "|---|---|---|"]

@@ -13,8 +13,7 @@ from __future__ import annotations
 import json
 
 CPU_PID = 0
-THREADS = {"dma0": (0, "DMA ch0"), "dma1": (1, "DMA ch1"), "mac": (2, "MAC array"),
-           "vector": (3, "vector unit")}
+THREADS = {"dma0": (0, "DMA ch0"), "dma1": (1, "DMA ch1"), "mac": (2, "MAC array"), "vector": (3, "vector unit")}
 LAYERS_TID = 100  # lanes 100, 101, ... (DMA channels past 1 are 10 + channel)
 
 
@@ -32,8 +31,16 @@ def _thread(engine: str) -> tuple[int, str]:
 def _span(name: str, cat: str, t0: float, start: float, end: float, pid: int, tid: int, args: dict) -> dict:
     """An "X" event; times rounded to whole nanoseconds so back-to-back spans never overlap."""
     ts = round(t0 + start, 3)
-    return {"name": name, "cat": cat, "ph": "X", "ts": ts, "dur": max(0.0, round(t0 + end - ts, 3)),
-            "pid": pid, "tid": tid, "args": args}
+    return {
+        "name": name,
+        "cat": cat,
+        "ph": "X",
+        "ts": ts,
+        "dur": max(0.0, round(t0 + end - ts, 3)),
+        "pid": pid,
+        "tid": tid,
+        "args": args,
+    }
 
 
 def _layer_spans(layers: list, t0: float, mhz: float, pid: int) -> tuple[list, int]:
@@ -43,11 +50,33 @@ def _layer_spans(layers: list, t0: float, mhz: float, pid: int) -> tuple[list, i
     events = []
     for lay in sorted(layers, key=lambda x: x["start"]):
         lane = next((i for i, end in enumerate(lanes) if end <= lay["start"]), len(lanes))
-        lanes[lane:lane + 1] = [lay["end"]]
-        args = {k: lay[k] for k in ("name", "kind", "dtype", "macs", "cycles", "mac_utilization",
-                                    "ddr_read_bytes", "ddr_write_bytes", "roofline_bound")}
-        events.append(_span(f"{lay['region']}.{lay['name'].rsplit('.', 1)[-1]} {lay['composite']}", "layer",
-                            t0, lay["start"] / mhz, lay["end"] / mhz, pid, LAYERS_TID + lane, args))
+        lanes[lane : lane + 1] = [lay["end"]]
+        args = {
+            k: lay[k]
+            for k in (
+                "name",
+                "kind",
+                "dtype",
+                "macs",
+                "cycles",
+                "mac_utilization",
+                "ddr_read_bytes",
+                "ddr_write_bytes",
+                "roofline_bound",
+            )
+        }
+        events.append(
+            _span(
+                f"{lay['region']}.{lay['name'].rsplit('.', 1)[-1]} {lay['composite']}",
+                "layer",
+                t0,
+                lay["start"] / mhz,
+                lay["end"] / mhz,
+                pid,
+                LAYERS_TID + lane,
+                args,
+            )
+        )
     return events, len(lanes)
 
 
@@ -70,25 +99,45 @@ def trace_events(prof: dict) -> list:
     t, prev_end, prev = 0.0, None, None
     for pid, (symbol, region) in enumerate(calls, start=1):
         events.append(_meta("process_name", pid, f"NPU {region['alias']} ({symbol})"))
-        events.append({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0,
-                       "args": {"sort_index": pid}})
+        events.append({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
         for engine in sorted({r["engine"] for r in region["records"] if r["engine"]}):
             events.append(_meta("thread_name", pid, _thread(engine)[1], _thread(engine)[0]))
         start_ns = region.get("host_start_ns", 0)
         if prev_end and start_ns > prev_end:  # host time between two NPU calls: CPU ops, VM work
             gap = start_ns - prev_end
-            events.append(_span("cpu fallback", "cpu", t, 0.0, gap / 1e3, CPU_PID, 0,
-                                {"host_ns": gap, "after": prev, "before": region["alias"]}))
+            events.append(
+                _span(
+                    "cpu fallback",
+                    "cpu",
+                    t,
+                    0.0,
+                    gap / 1e3,
+                    CPU_PID,
+                    0,
+                    {"host_ns": gap, "after": prev, "before": region["alias"]},
+                )
+            )
             t = events[-1]["ts"] + events[-1]["dur"]
         for r in region["records"]:
             if r["engine"]:
                 args = {k: r[k] for k in ("layer", "index", "issue", "start", "end", "bus_bytes", "macs")}
-                events.append(_span(r["opcode"], r["layer"] or "npu", t, r["start"] / mhz, r["end"] / mhz,
-                                    pid, _thread(r["engine"])[0], args))
+                events.append(
+                    _span(
+                        r["opcode"],
+                        r["layer"] or "npu",
+                        t,
+                        r["start"] / mhz,
+                        r["end"] / mhz,
+                        pid,
+                        _thread(r["engine"])[0],
+                        args,
+                    )
+                )
         spans, lanes = _layer_spans([x for x in prof["layers"] if x["symbol"] == symbol], t, mhz, pid)
         events += spans
-        events += [_meta("thread_name", pid, "layers" + (f" ({i + 1})" if i else ""), LAYERS_TID + i)
-                   for i in range(lanes)]
+        events += [
+            _meta("thread_name", pid, "layers" + (f" ({i + 1})" if i else ""), LAYERS_TID + i) for i in range(lanes)
+        ]
         t = round(t + region["call_cycles"] / mhz, 3)
         prev_end, prev = region.get("host_end_ns"), region["alias"]
     return events
@@ -104,7 +153,10 @@ def write_chrome_trace(prof: dict, path) -> None:
     path : str or os.PathLike
         The .json file to write.
     """
-    doc = {"traceEvents": trace_events(prof), "displayTimeUnit": "ns",
-           "otherData": {"npu_time": "cycle model at clock_mhz", "cpu_time": "host wall clock"}}
+    doc = {
+        "traceEvents": trace_events(prof),
+        "displayTimeUnit": "ns",
+        "otherData": {"npu_time": "cycle model at clock_mhz", "cpu_time": "host wall clock"},
+    }
     with open(path, "w") as f:
         json.dump(doc, f)

@@ -11,7 +11,6 @@
 
 #include <cstddef>
 
-
 namespace tvm_npu {
 namespace fast {
 
@@ -21,7 +20,7 @@ namespace fast {
 // or inf; clamping it to +-1024 first keeps z_y + r within int32 and changes no result, because
 // z_y, lo and hi are int8.
 NPU_TARGET_AVX512_VNNI inline __m512i Requant16(__m512i acc, __m512 scale, __m512i zp, __m512i lo,
-                                    __m512i hi) {
+                                                __m512i hi) {
   __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), scale);
   f = _mm512_roundscale_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   f = _mm512_min_ps(_mm512_max_ps(f, _mm512_set1_ps(-1024.0f)), _mm512_set1_ps(1024.0f));

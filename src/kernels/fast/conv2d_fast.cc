@@ -16,8 +16,8 @@ namespace tvm_npu {
 namespace fast {
 
 void Conv2D(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
-            const uint8_t* bias, uint8_t* out, uint32_t alignment, Level level,
-            WeightCache* cache, size_t key) {
+            const uint8_t* bias, uint8_t* out, uint32_t alignment, Level level, WeightCache* cache,
+            size_t key) {
   if (level == kLevelRef) return Conv2DRef(op, in, w, bias, out, alignment);
   if (op.dtype != stream::kInt8) return Conv2DFp16(op, in, w, bias, out, level, cache, key);
   const uint64_t row = stream::RequantRowStride(op.oc, alignment);
@@ -27,7 +27,9 @@ void Conv2D(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* 
   b.resize(op.oc);
   s.resize(op.oc);
   // The reference refuses a bad scale before writing anything, with its own message.
-  auto load_block = [&] { return ref::LoadRequantBlock(bias, op.oc, row, b.data(), s.data()) == op.oc; };
+  auto load_block = [&] {
+    return ref::LoadRequantBlock(bias, op.oc, row, b.data(), s.data()) == op.oc;
+  };
   if (stream::IsDepthwise(op)) {
     if (!load_block()) return Conv2DRef(op, in, w, bias, out, alignment);
     return Conv2DInt8Depthwise(op, in, w, b.data(), s.data(), out, level);

@@ -37,18 +37,17 @@ void Conv2D(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* 
 /*! \brief The dense int8 GEMM's bias (the block's, adjusted for the input zero point and the
  *         weights' row sums) and scales, both padded to whole channel blocks. */
 void DenseRequant(const stream::Conv2DOperands& op, const PackedWeights& w, const int32_t* bias,
-                  const float* scale, std::vector<int32_t>* bias_adj, std::vector<float>* scale_pad);
+                  const float* scale, std::vector<int32_t>* bias_adj,
+                  std::vector<float>* scale_pad);
 
 /*! \brief The int8 halves (conv2d_int8_fast.cc, dwconv_int8_fast.cc) and fp16 (conv2d_fp16_fast.cc). */
-void Conv2DInt8Dense(const stream::Conv2DOperands& op, const uint8_t* in,
-                     const PackedWeights& w, const int32_t* bias_adj, const float* scale_pad,
-                     uint8_t* out);
+void Conv2DInt8Dense(const stream::Conv2DOperands& op, const uint8_t* in, const PackedWeights& w,
+                     const int32_t* bias_adj, const float* scale_pad, uint8_t* out);
 void Conv2DInt8Depthwise(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
                          const int32_t* bias, const float* scale, uint8_t* out, Level level);
 #if TVM_NPU_X86_64
-void Conv2DInt8DepthwiseVnni(const stream::Conv2DOperands& op, const uint8_t* in,
-                             const uint8_t* w, const int32_t* bias, const float* scale,
-                             uint8_t* out);
+void Conv2DInt8DepthwiseVnni(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
+                             const int32_t* bias, const float* scale, uint8_t* out);
 #endif
 void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
                 const uint8_t* bias, uint8_t* out, Level level, WeightCache* cache, size_t key);

@@ -51,8 +51,8 @@ inline void StoreScalar(const float* v, size_t n, uint8_t* out) {
 // [oc_pad / 16][k][16] halves: the 16 channels' weights of one reduction element are one vector,
 // widened to fp32 as it is read (exact). Halves rather than fp32: an LSTM gate's 64 x 64 weights
 // are 8 KB, so the four gates of a step stay in L1 from one step to the next.
-std::shared_ptr<const PackedWeights> PackFp16(int tag, const uint8_t* w, size_t w_stride,
-                                              size_t k, size_t oc) {
+std::shared_ptr<const PackedWeights> PackFp16(int tag, const uint8_t* w, size_t w_stride, size_t k,
+                                              size_t oc) {
   std::shared_ptr<PackedWeights> e = NewEntry(tag, w, w_stride, k * 2, oc);
   e->k = e->kp = k;
   const size_t oc_pad = (oc + kLanes - 1) / kLanes * kLanes;
@@ -65,7 +65,6 @@ std::shared_ptr<const PackedWeights> PackFp16(int tag, const uint8_t* w, size_t 
   }
   return e;
 }
-
 
 // Depthwise: [taps][oc_pad] halves, so one tap's 16 channels are one vector.
 std::shared_ptr<const PackedWeights> PackFp16Depthwise(int tag, const uint8_t* w, size_t w_stride,
@@ -124,7 +123,7 @@ NPU_TARGET_AVX512_F16C void BlockAvx512(const Fp16Args& a, size_t n, uint8_t* ou
   const stream::Conv2DOperands& op = *a.op;
   __m512 acc[NB];
   SumProducts<Avx512F16>(a, n, acc);
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int b = 0; b < NB; ++b) {
     const size_t c0 = n + b * kLanes;
     if (c0 >= op.oc) break;
@@ -183,7 +182,8 @@ void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8
   const size_t k = uint64_t{op.kh} * op.kw * (depthwise ? 1 : op.in_c);
   const int tag = level + kFp16Tag;
   auto pack = [&] {
-    return depthwise ? PackFp16Depthwise(tag, w, op.w_stride, k, op.oc) : PackFp16(tag, w, op.w_stride, k, op.oc);
+    return depthwise ? PackFp16Depthwise(tag, w, op.w_stride, k, op.oc)
+                     : PackFp16(tag, w, op.w_stride, k, op.oc);
   };
   const std::shared_ptr<const PackedWeights> packed =
       cache != nullptr ? cache->Get(key, tag, w, op.w_stride, k * 2, op.oc, pack) : pack();
@@ -193,12 +193,19 @@ void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8
     bias_pad.assign((op.oc + kLanes - 1) / kLanes * kLanes, 0.0f);
     std::memcpy(bias_pad.data(), bias, uint64_t{op.oc} * 4);
   }
-  const Fp16Args args{&op, in, reinterpret_cast<const uint16_t*>(packed->packed.data()),
+  const Fp16Args args{&op,
+                      in,
+                      reinterpret_cast<const uint16_t*>(packed->packed.data()),
                       depthwise ? packed->kp : k,
                       bias != nullptr ? bias_pad.data() : nullptr,
-                      ref::BitsToFloat(op.clip_lo), ref::BitsToFloat(op.clip_hi), nullptr, nullptr, 0};
-  void (*pixel)(const Fp16Args&, uint8_t*) =
-      depthwise ? DwPixelAvx512 : level == kLevelAvx512Vnni ? PixelAvx512 : Conv2DFp16PixelAvx2;
+                      ref::BitsToFloat(op.clip_lo),
+                      ref::BitsToFloat(op.clip_hi),
+                      nullptr,
+                      nullptr,
+                      0};
+  void (*pixel)(const Fp16Args&, uint8_t*) = depthwise                   ? DwPixelAvx512
+                                             : level == kLevelAvx512Vnni ? PixelAvx512
+                                                                         : Conv2DFp16PixelAvx2;
   // One task per output row: rows are independent and each is at least one pixel of work.
   const bool split = uint64_t{op.out_h} * op.out_w * op.oc * k >= (1u << 16);
   ParallelFor(split ? op.out_h : 1, [&](size_t task) {

@@ -35,7 +35,7 @@ template <typename Isa, int NB, typename Vec>
 NPU_TILE_TARGET inline void SumProducts(const Fp16Args& a, size_t n, Vec (&acc)[NB]) {
   constexpr size_t kVecLanes = sizeof(Vec) / sizeof(float), kParts = kFp16Lanes / kVecLanes;
   const stream::Conv2DOperands& op = *a.op;
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int b = 0; b < NB; ++b) acc[b] = Isa::Set1(0.0f);  // +0.0, as the reference
   const uint16_t* wn = a.w + (n / kFp16Lanes) * a.k * kFp16Lanes;
   for (size_t t = 0; t < a.n_taps; ++t) {
@@ -45,7 +45,7 @@ NPU_TILE_TARGET inline void SumProducts(const Fp16Args& a, size_t n, Vec (&acc)[
       uint16_t h;
       std::memcpy(&h, px + c * 2, 2);
       const Vec xv = Isa::Set1(_cvtsh_ss(h));  // half -> fp32 is exact
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int b = 0; b < NB; ++b) {
         const uint16_t* w = wk + (b / kParts) * a.k * kFp16Lanes + c * kFp16Lanes;
         acc[b] = Isa::MulAdd(xv, Isa::LoadHalves(w + (b % kParts) * kVecLanes), acc[b]);

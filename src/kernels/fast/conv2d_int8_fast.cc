@@ -102,7 +102,8 @@ void DenseTask(const stream::Conv2DOperands& op, const InteriorWindow& window, c
 }  // namespace
 
 void DenseRequant(const stream::Conv2DOperands& op, const PackedWeights& w, const int32_t* bias,
-                  const float* scale, std::vector<int32_t>* bias_adj, std::vector<float>* scale_pad) {
+                  const float* scale, std::vector<int32_t>* bias_adj,
+                  std::vector<float>* scale_pad) {
   const size_t oc = op.oc, oc_pad = RoundUp(oc, GemmBlockN(w.level));
   // bias - (z_x + 128) * sum_k w in wrapping uint32: with A = x - z_x + (z_x + 128) the GEMM's
   // sum then equals bias + sum (x - z_x) * w mod 2^32, the reference's accumulator.
@@ -115,9 +116,8 @@ void DenseRequant(const stream::Conv2DOperands& op, const PackedWeights& w, cons
   }
 }
 
-void Conv2DInt8Dense(const stream::Conv2DOperands& op, const uint8_t* in,
-                     const PackedWeights& w, const int32_t* bias_adj, const float* scale_pad,
-                     uint8_t* out) {
+void Conv2DInt8Dense(const stream::Conv2DOperands& op, const uint8_t* in, const PackedWeights& w,
+                     const int32_t* bias_adj, const float* scale_pad, uint8_t* out) {
   const Level level = static_cast<Level>(w.level);
   const size_t k = w.k, kp = w.kp, oc = op.oc;
   const size_t block = GemmBlockN(level), oc_pad = RoundUp(oc, block);
@@ -136,7 +136,8 @@ void Conv2DInt8Dense(const stream::Conv2DOperands& op, const uint8_t* in,
   const size_t threads = static_cast<size_t>(NumThreads());
   const size_t macs = std::max<size_t>(1, m * oc * k);
   const size_t want = std::max<size_t>(1, std::min(threads * 4, macs / kMinTaskMacs));
-  size_t n_chunks = std::min(oc_pad / block, std::max<size_t>(1, want / std::max<size_t>(1, m / (8 * tile))));
+  size_t n_chunks =
+      std::min(oc_pad / block, std::max<size_t>(1, want / std::max<size_t>(1, m / (8 * tile))));
   const size_t n_step = RoundUp(oc_pad / n_chunks, block);
   n_chunks = (oc_pad + n_step - 1) / n_step;
   const size_t m_chunks = std::max<size_t>(1, std::min((m + tile - 1) / tile, want / n_chunks));

@@ -22,8 +22,8 @@ namespace fast {
  *        then kw): px[i] points at the tap's input pixel, tap[i] = kh * KW + kw. Returns how many;
  *        px and tap hold KH * KW entries.
  */
-inline size_t ValidTaps(const stream::Conv2DOperands& op, const uint8_t* in, uint64_t r,
-                        uint64_t q, const uint8_t** px, uint32_t* tap) {
+inline size_t ValidTaps(const stream::Conv2DOperands& op, const uint8_t* in, uint64_t r, uint64_t q,
+                        const uint8_t** px, uint32_t* tap) {
   size_t n = 0;
   for (uint64_t i = 0; i < op.kh; ++i) {
     uint64_t y;

@@ -107,9 +107,8 @@ NPU_TARGET_AVX512_VNNI void Pixel(const DwVnniArgs& a, const uint8_t* const* x, 
 
 }  // namespace
 
-void Conv2DInt8DepthwiseVnni(const stream::Conv2DOperands& op, const uint8_t* in,
-                             const uint8_t* w, const int32_t* bias, const float* scale,
-                             uint8_t* out) {
+void Conv2DInt8DepthwiseVnni(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
+                             const int32_t* bias, const float* scale, uint8_t* out) {
   const size_t c = op.oc, taps = uint64_t{op.kh} * op.kw, taps_pad = (taps + 3) / 4 * 4;
   const size_t blocks = (c + kBlock - 1) / kBlock;
   std::vector<int8_t> wp(blocks * taps_pad * kBlock, 0);

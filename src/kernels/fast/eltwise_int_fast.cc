@@ -16,7 +16,6 @@
 #include <tvm_npu/operand_rules.h>
 
 #include "kernels/fast/eltwise_fast.h"
-
 #include "kernels/fast/eltwise_rows.h"
 #include "kernels/fast/x86_intrinsics.h"
 #include "kernels/ref/eltwise_ref.h"
@@ -48,7 +47,8 @@ void Combine(const int64_t* da, const int64_t* db, uint64_t n, const IntParams& 
 template <bool kWide>
 void Requantize(const int64_t* t, uint64_t n, const IntParams& p, uint8_t* row, uint64_t e) {
   for (uint64_t i = 0; i < n; ++i) {
-    ref::StoreInt(row, e + i, kWide, ref::ClampInt(ref::RoundShift(t[i], p.shift), p.zy, p.lo, p.hi));
+    ref::StoreInt(row, e + i, kWide,
+                  ref::ClampInt(ref::RoundShift(t[i], p.shift), p.zy, p.lo, p.hi));
   }
 }
 
@@ -77,8 +77,12 @@ void EltwiseIntPortable(const stream::EltwiseOperands& op, const uint8_t* a, con
   const DifferencesFn diff_b = b16 ? Differences<true> : Differences<false>;
   const CombineFn combine = CombineFor(op.kind);
   const RequantizeFn requantize = Wide(op.out_dtype, op) ? Requantize<true> : Requantize<false>;
-  const IntParams p{op.a_mult, op.b_mult, ref::WrapI32(op.out_zp), ref::WrapI32(op.clip_lo),
-                    ref::WrapI32(op.clip_hi), op.shift};
+  const IntParams p{op.a_mult,
+                    op.b_mult,
+                    ref::WrapI32(op.out_zp),
+                    ref::WrapI32(op.clip_lo),
+                    ref::WrapI32(op.clip_hi),
+                    op.shift};
   const int64_t za = ref::WrapI32(op.a_zp), zb = ref::WrapI32(op.b_zp);
   int64_t da[kChunk], db[kChunk], t[kChunk];
   if (op.b_mode == stream::kBScalar) {
@@ -154,8 +158,8 @@ NPU_TARGET_AVX512 inline __m512i Requantize8(__m512i t, const Int8Lanes& k) {
 // n elements of a row; b advances with them, or is `fixed` for every block of 8. The kind is a
 // template argument: a switch per 8 lanes cost a large int8 ADD 6%.
 template <uint32_t kKind, bool kA16, bool kB16, bool kO16>
-NPU_TARGET_AVX512 void Span8(const uint8_t* a, const uint8_t* b, const __m512i* fixed,
-                             uint8_t* out, uint64_t n, const Int8Lanes& k) {
+NPU_TARGET_AVX512 void Span8(const uint8_t* a, const uint8_t* b, const __m512i* fixed, uint8_t* out,
+                             uint64_t n, const Int8Lanes& k) {
   for (uint64_t e = 0; e < n; e += 8) {
     const __mmask8 mask = Lanes8(n - e);
     const __m512i da = Differences8<kA16>(a + e * (kA16 ? 2 : 1), mask, k.za);
@@ -175,8 +179,10 @@ NPU_TARGET_AVX512 void EltwiseIntAvx512(const stream::EltwiseOperands& op, const
                                         const uint8_t* b, uint8_t* out) {
   const uint64_t shift = op.shift;
   const int64_t zb = ref::WrapI32(op.b_zp);
-  const Int8Lanes k{_mm512_set1_epi64(ref::WrapI32(op.a_zp)), _mm512_set1_epi64(zb),
-                    _mm512_set1_epi64(op.a_mult), _mm512_set1_epi64(op.b_mult),
+  const Int8Lanes k{_mm512_set1_epi64(ref::WrapI32(op.a_zp)),
+                    _mm512_set1_epi64(zb),
+                    _mm512_set1_epi64(op.a_mult),
+                    _mm512_set1_epi64(op.b_mult),
                     _mm512_set1_epi64(ref::WrapI32(op.out_zp)),
                     _mm512_set1_epi64(ref::WrapI32(op.clip_lo)),
                     _mm512_set1_epi64(ref::WrapI32(op.clip_hi)),
@@ -193,7 +199,8 @@ NPU_TARGET_AVX512 void EltwiseIntAvx512(const stream::EltwiseOperands& op, const
               });
 }
 
-using EltwiseFn = void (*)(const stream::EltwiseOperands&, const uint8_t*, const uint8_t*, uint8_t*);
+using EltwiseFn = void (*)(const stream::EltwiseOperands&, const uint8_t*, const uint8_t*,
+                           uint8_t*);
 
 // The instantiation for the kind and the operands' dtypes (a16 * 4 + b16 * 2 + out16).
 template <uint32_t kKind>

@@ -35,7 +35,8 @@ struct Activation16 {
   __m512 lo, hi;
 };
 
-NPU_TARGET_AVX512_F16C inline Activation16 MakeActivation16(uint32_t act, uint32_t lo, uint32_t hi) {
+NPU_TARGET_AVX512_F16C inline Activation16 MakeActivation16(uint32_t act, uint32_t lo,
+                                                            uint32_t hi) {
   return {act, _mm512_set1_ps(ref::BitsToFloat(lo)), _mm512_set1_ps(ref::BitsToFloat(hi))};
 }
 
@@ -55,7 +56,8 @@ NPU_TARGET_AVX512_F16C inline __m512 Activate16(__m512 v, const Activation16& a)
 // One rounding to fp16 by vcvtps2ph (round to nearest even by its immediate, as FloatToHalfBits),
 // except lanes holding NaN: stored by the reference's scalar conversion, which keeps the payload
 // bits vcvtps2ph would not.
-NPU_TARGET_AVX512_F16C inline void StoreHalves16(uint8_t* p, __m512 v, __mmask16 mask, uint64_t left) {
+NPU_TARGET_AVX512_F16C inline void StoreHalves16(uint8_t* p, __m512 v, __mmask16 mask,
+                                                 uint64_t left) {
   if (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & mask) {
     alignas(64) float lanes[16];
     _mm512_store_ps(lanes, v);

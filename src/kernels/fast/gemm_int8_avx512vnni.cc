@@ -25,7 +25,9 @@ namespace {
 struct Vnni {
   NPU_TARGET_AVX512_VNNI static __m512i Set1(int32_t v) { return _mm512_set1_epi32(v); }
   template <typename T>
-  NPU_TARGET_AVX512_VNNI static __m512i Load(const T* p) { return _mm512_loadu_si512(p); }
+  NPU_TARGET_AVX512_VNNI static __m512i Load(const T* p) {
+    return _mm512_loadu_si512(p);
+  }
   NPU_TARGET_AVX512_VNNI static __m512i Dot(__m512i acc, __m512i a, __m512i b) {
     return _mm512_dpbusd_epi32(acc, a, b);
   }
@@ -41,8 +43,8 @@ struct Vnni {
     return {mask, _mm512_maskz_loadu_epi32(mask, bias),
             _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), mask, scale)};
   }
-  NPU_TARGET_AVX512_VNNI static void Store(int8_t* out, __m512i acc, const Channels& ch,
-                                           __m512i zp, __m512i lo, __m512i hi) {
+  NPU_TARGET_AVX512_VNNI static void Store(int8_t* out, __m512i acc, const Channels& ch, __m512i zp,
+                                           __m512i lo, __m512i hi) {
     const __m512i q = Requant16(_mm512_add_epi32(acc, ch.bias), ch.scale, zp, lo, hi);
     _mm512_mask_cvtepi32_storeu_epi8(out, ch.mask, q);
   }

@@ -42,34 +42,34 @@ constexpr size_t kLanes = sizeof(Vec<Isa>) / sizeof(int32_t);
 template <typename Isa, int MR, int NB, typename A, typename B>
 NPU_TILE_TARGET void Tile(const GemmInt8Task& t, const A* a, const B* b, size_t m, size_t n) {
   constexpr size_t kStepK = sizeof(int32_t) / sizeof(A);  // per Dot
-  b += (n / kLanes<Isa>) * t.kp * kLanes<Isa>;
+  b += (n / kLanes<Isa>)*t.kp * kLanes<Isa>;
   Vec<Isa> acc[MR][NB];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int j = 0; j < NB; ++j) acc[r][j] = Isa::Set1(0);
   }
   for (size_t k = 0; k < t.kp; k += kStepK) {
     Vec<Isa> bv[NB];
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int j = 0; j < NB; ++j) bv[j] = Isa::Load(b + j * t.kp * kLanes<Isa> + k * kLanes<Isa>);
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       int32_t group;  // row r's kStepK elements from k, for every lane
       std::memcpy(&group, a + r * t.kp + k, sizeof(group));
       const Vec<Isa> av = Isa::Set1(group);
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int j = 0; j < NB; ++j) acc[r][j] = Isa::Dot(acc[r][j], av, bv[j]);
     }
   }
   const Vec<Isa> zp = Isa::Set1(t.zp), lo = Isa::Set1(t.lo), hi = Isa::Set1(t.hi);
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int j = 0; j < NB; ++j) {
     const size_t c = n + j * kLanes<Isa>;
     if (c >= t.n1) break;
     const typename Isa::Channels channels =
         Isa::LoadChannels(t.bias_adj + c, t.scale + c, t.n1 - c);
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       if (static_cast<size_t>(r) >= m) break;
       Isa::Store(t.out_rows[r] + c, acc[r][j], channels, zp, lo, hi);

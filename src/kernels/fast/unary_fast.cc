@@ -42,7 +42,8 @@ const uint16_t* Fp16Table(uint32_t func) {
   return tables[func].data();
 }
 
-void LookUp(const stream::UnaryOperands& op, const uint16_t* table, const uint8_t* in, uint8_t* out) {
+void LookUp(const stream::UnaryOperands& op, const uint16_t* table, const uint8_t* in,
+            uint8_t* out) {
   const uint64_t n = op.row_elems;  // a local: the stores below could alias `op` for the compiler
   for (uint64_t r = 0; r < op.rows; ++r) {
     const uint8_t* ir = in + r * op.in_stride;
@@ -108,7 +109,8 @@ bool HasVbmi() {
 void Unary(const stream::UnaryOperands& op, const uint8_t* in, const uint8_t* table, uint8_t* out,
            Level level) {
   if (level != kLevelRef && op.dtype == stream::kFP16) {
-    if (op.func < kTableFuncs && DefaultFpEnvironment()) return LookUp(op, Fp16Table(op.func), in, out);
+    if (op.func < kTableFuncs && DefaultFpEnvironment())
+      return LookUp(op, Fp16Table(op.func), in, out);
 #if TVM_NPU_X86_64
     if (op.func == stream::kUnaryLeakyRelu && level == kLevelAvx512Vnni && NoFlushToZero()) {
       return LeakyReluAvx512(op, in, out);

@@ -43,9 +43,8 @@ class WeightCache {
    *         packed for `level` (int8: PackWeights; fp16: `level + kFp16Tag`); `pack` builds a
    *         new one on a miss. `key` names the command (entries of different keys never mix). */
   template <typename Pack>
-  std::shared_ptr<const PackedWeights> Get(size_t key, int level, const uint8_t* w,
-                                           size_t w_stride, size_t row_bytes, size_t oc,
-                                           Pack&& pack) {
+  std::shared_ptr<const PackedWeights> Get(size_t key, int level, const uint8_t* w, size_t w_stride,
+                                           size_t row_bytes, size_t oc, Pack&& pack) {
     std::shared_ptr<const PackedWeights> hit = Find(key);
     if (hit && Matches(*hit, level, w, w_stride, row_bytes, oc, !IsConstant(key))) return hit;
     hit = pack();

@@ -35,7 +35,8 @@ void Conv2DInt8Ref(const stream::Conv2DOperands& op, const uint8_t* in, const ui
   const int8_t* w8 = reinterpret_cast<const int8_t*>(w);
   for (uint64_t r = 0; r < op.out_h; ++r) {
     for (uint64_t q = 0; q < op.out_w; ++q) {
-      int8_t* out_px = reinterpret_cast<int8_t*>(out + r * op.out_stride + q * stream::OutPixelStride(op));
+      int8_t* out_px =
+          reinterpret_cast<int8_t*>(out + r * op.out_stride + q * stream::OutPixelStride(op));
       for (uint64_t o = 0; o < op.oc; ++o) {
         const int8_t* w_row = w8 + o * op.w_stride;
         const uint64_t c_first = depthwise ? o : 0;

@@ -40,7 +40,8 @@ void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8
           for (uint64_t j = 0; j < op.kw; ++j) {
             uint64_t x;
             if (!InputCoord(q, op.stride_w, j, op.dil_w, op.pad_left, op.in_w, &x)) continue;
-            const uint8_t* in_px = in + y * op.in_stride + x * stream::InPixelStride(op) + c_first * 2;
+            const uint8_t* in_px =
+                in + y * op.in_stride + x * stream::InPixelStride(op) + c_first * 2;
             const uint8_t* w_px = w_row + (i * op.kw + j) * w_tap * 2;
             for (uint64_t c = 0; c < w_tap; ++c) {
               // The product of two halves is exact in fp32; only the add rounds.

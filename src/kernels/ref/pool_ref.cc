@@ -68,7 +68,8 @@ void PoolInt8(const stream::PoolOperands& op, const uint8_t* in, uint8_t* out) {
   const bool is_max = op.kind == stream::kPoolMax;
   for (uint64_t r = 0; r < op.out_h; ++r) {
     for (uint64_t q = 0; q < op.out_w; ++q) {
-      int8_t* out_px = reinterpret_cast<int8_t*>(out + r * op.out_stride + q * stream::OutPixelStride(op));
+      int8_t* out_px =
+          reinterpret_cast<int8_t*>(out + r * op.out_stride + q * stream::OutPixelStride(op));
       for (uint64_t ch = 0; ch < op.c; ++ch) {
         uint32_t sum = 0;  // uint32: the int32 wrap-around of the accumulator, defined in C++
         int32_t max = 0;

@@ -97,7 +97,6 @@ class Graph:
         return brief(self.symbol)
 
 
-
 # --- device views (docs/npu.md section 3) -----------------------------------------------------------
 
 

@@ -26,16 +26,16 @@ def pool_scale(s_x: float, s_y: float, taps: int) -> np.float32:
     return f32(f32(f32(s_x) / f32(taps)) / f32(s_y))
 
 
-def common_shift(ms: list[float], bound: int = 2 ** 31) -> tuple[list[int], int]:
+def common_shift(ms: list[float], bound: int = 2**31) -> tuple[list[int], int]:
     """Multipliers for several inputs sharing one shift n (elementwise add): the largest n <= 62
     keeping every round(m * 2^n) below `bound` (2^31; less for a 16-bit multiply, docs section 2)."""
     top = max(float(m) for m in ms)
     n = MAX_SHIFT
-    while n >= 1 and int(round(top * 2.0 ** n)) >= bound:
+    while n >= 1 and int(round(top * 2.0**n)) >= bound:
         n -= 1
     if n < 1:
         raise ValueError(f"add multipliers {ms} are too large for the NPU")
-    return [int(round(float(m) * 2.0 ** n)) for m in ms], n
+    return [int(round(float(m) * 2.0**n)) for m in ms], n
 
 
 def clamp_bounds(act: str, clip: tuple, scale: float, zp: int, dtype: str = "int8") -> tuple[int, int]:

@@ -50,8 +50,7 @@ class Region:
             if info.view != rows_view(host_shape):
                 raise NPUError(
                     "ERR_OP_NOT_SUPPORTED",
-                    f"{self.graph.label}: {info.name} is stored as "
-                    f"{info.view}, not as rows of host shape {host_shape}",
+                    f"{self.graph.label}: {info.name} is stored as {info.view}, not as rows of host shape {host_shape}",
                 )
             form.host_shape, form.host_layout = tuple(host_shape), "ROWS"
         return form

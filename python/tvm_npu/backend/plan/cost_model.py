@@ -11,7 +11,8 @@ import math
 from dataclasses import dataclass, field
 
 from ...contract.config import NPUConfig
-from ...contract.stream import DTYPE_NAMES, DTYPES as DTYPES_BY_NAME, ENGINES, Command, two_byte_lanes
+from ...contract.stream import DTYPE_NAMES, ENGINES, Command, two_byte_lanes
+from ...contract.stream import DTYPES as DTYPES_BY_NAME
 
 
 def conv_passes(cfg: NPUConfig, a: dict) -> int:
@@ -19,8 +20,7 @@ def conv_passes(cfg: NPUConfig, a: dict) -> int:
     pixels = a["out_h"] * a["out_w"]
     if a.get("groups", 1) > 1:  # depthwise: channels on the columns, kernel taps on the rows
         return pixels * math.ceil(a["oc"] / cfg.mac_cols) * math.ceil(a["kh"] * a["kw"] / cfg.mac_rows)
-    return (pixels * a["kh"] * a["kw"] * math.ceil(a["in_c"] / cfg.mac_rows)
-            * math.ceil(a["oc"] / cfg.mac_cols))
+    return pixels * a["kh"] * a["kw"] * math.ceil(a["in_c"] / cfg.mac_rows) * math.ceil(a["oc"] / cfg.mac_cols)
 
 
 def conv_macs(a: dict) -> int:
@@ -72,16 +72,21 @@ def ideal_cycles(cfg: NPUConfig, layer) -> int:
         oc, kh, kw, icg = layer.weight.shape
         in_c = icg * layer.groups
         pixels = layer.macs // (oc * kh * kw * icg)
-        return conv_cycles(cfg, dict(dtype=dtype, out_h=pixels, out_w=1, kh=kh, kw=kw, in_c=in_c, oc=oc,
-                                     groups=layer.groups))
+        return conv_cycles(
+            cfg, dict(dtype=dtype, out_h=pixels, out_w=1, kh=kh, kw=kw, in_c=in_c, oc=oc, groups=layer.groups)
+        )
     if layer.kind == "softmax":
         return vector_cycles(cfg, "SOFTMAX", dict(dtype=dtype, rows=1, row_elems=layer.out_elems))
     if layer.kind in ("add", "eltwise", "unary"):
         widths = dict(zip(("a_dtype", "b_dtype", "out_dtype"), (DTYPES_BY_NAME[d] for d in layer.dtypes)))
-        return vector_cycles(cfg, "ELTWISE" if layer.kind == "eltwise" else "ADD",
-                             dict(dtype=dtype, rows=1, row_elems=layer.out_elems, **widths))
-    return vector_cycles(cfg, "POOL", dict(dtype=dtype, out_h=1, out_w=1, c=layer.out_elems,
-                                           kh=layer.window[0], kw=layer.window[1]))
+        return vector_cycles(
+            cfg,
+            "ELTWISE" if layer.kind == "eltwise" else "ADD",
+            dict(dtype=dtype, rows=1, row_elems=layer.out_elems, **widths),
+        )
+    return vector_cycles(
+        cfg, "POOL", dict(dtype=dtype, out_h=1, out_w=1, c=layer.out_elems, kh=layer.window[0], kw=layer.window[1])
+    )
 
 
 @dataclass
@@ -101,7 +106,7 @@ def estimate(cfg: NPUConfig, commands: list[Command]) -> Estimate:
     """Time a command list with the issue rule and engine formulas of docs/npu.md section 5."""
     est = Estimate()
     ends = {e: [] for e in ENGINES}  # end cycle of each command issued to an engine, in order
-    busy = {e: 0 for e in ENGINES}
+    busy = dict.fromkeys(ENGINES, 0)
     ddr_busy = 0
     prev_issue = -1
     for cmd in commands:

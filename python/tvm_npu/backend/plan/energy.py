@@ -52,12 +52,13 @@ class EnergyModel:
         bank = c["sram_bytes"] / c["sram_banks"]
         return self.pj_per_sram_byte_8kib * math.sqrt(bank / (8 * KiB))
 
-    def energy_uj(self, cfg: NPUConfig | dict, macs_int8: int, macs_fp16: int, ddr_bytes: int,
-                  sram_bytes: int) -> dict:
+    def energy_uj(self, cfg: NPUConfig | dict, macs_int8: int, macs_fp16: int, ddr_bytes: int, sram_bytes: int) -> dict:
         """Microjoules per inference: MACs, DDR and SRAM parts, and their total."""
-        parts = {"energy_mac_uj": (macs_int8 * self.pj_per_mac_int8 + macs_fp16 * self.pj_per_mac_fp16) * 1e-6,
-                 "energy_ddr_uj": ddr_bytes * self.pj_per_ddr_byte * 1e-6,
-                 "energy_sram_uj": sram_bytes * self.pj_per_sram_byte(cfg) * 1e-6}
+        parts = {
+            "energy_mac_uj": (macs_int8 * self.pj_per_mac_int8 + macs_fp16 * self.pj_per_mac_fp16) * 1e-6,
+            "energy_ddr_uj": ddr_bytes * self.pj_per_ddr_byte * 1e-6,
+            "energy_sram_uj": sram_bytes * self.pj_per_sram_byte(cfg) * 1e-6,
+        }
         parts["energy_uj"] = sum(parts.values())
         return parts
 
@@ -80,9 +81,9 @@ DEFAULT_AREA = AreaModel()
 def command_counts(cfg: NPUConfig, commands: list) -> dict:
     """What the energy estimate counts in a command list: MACs by datapath, and bytes moved in and out
     of SRAM (DMA payloads plus compute operand tiles)."""
+    from ...contract.stream import DTYPES
     from .cost_model import conv_macs
     from .planner import _footprint  # the planner's own (reads, writes) ranges of a compute command
-    from ...contract.stream import DTYPES
 
     counts = {"macs_int8": 0, "macs_fp16": 0, "sram_access_bytes": 0}
     for cmd in commands:

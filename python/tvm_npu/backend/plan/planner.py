@@ -22,13 +22,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import cost_model, recurrence, slices
 from ...contract.config import NPUConfig
 from ...contract.errors import NPUError
+from ...contract.stream import (
+    ACTIVATIONS,
+    DTYPE_BYTES,
+    DTYPES,
+    NO_BIAS,
+    POOL_KINDS,
+    SLICE_ALIGNMENT,
+    Command,
+    Stream,
+    TensorDesc,
+    f32_bits,
+)
 from ..lower.graph import Graph, Layer
+from . import cost_model, recurrence, slices
 from .schedule import Scoreboard, emit_constant_load, emit_dma
 from .sram import Arena, align, live_ranges, place_residents, resident_top
-from ...contract.stream import ACTIVATIONS, DTYPE_BYTES, DTYPES, NO_BIAS, POOL_KINDS, SLICE_ALIGNMENT, Command, Stream, TensorDesc, f32_bits
 from .tiling import oc_blocks, row_tiles, tile_heights
 from .vector_commands import VECTOR_OPS, vector_command, vector_footprint
 from .weights import WeightStreamer, place_weight_slots
@@ -136,8 +147,11 @@ def _block_size(cfg: NPUConfig, layer: Layer, dst: Placed, in_bytes: int, small_
             sizes.append(b)
             b = (b // 2) // step * step
         row = layer.weight[0].nbytes
-        small = [n for n in sizes if n * row <= cfg.sram_bytes // 8] \
-            if small_first and _weight_heavy(layer, in_bytes) else []
+        small = (
+            [n for n in sizes if n * row <= cfg.sram_bytes // 8]
+            if small_first and _weight_heavy(layer, in_bytes)
+            else []
+        )
         sizes = small + [n for n in sizes if n not in small]
     return sizes
 
@@ -160,12 +174,16 @@ def _layout(cfg, layer, srcs, dst, blocks, base, tile_oh) -> LayerPlan | None:
     arena = Arena(cfg, base)
     tiles = row_tiles(layer, srcs[0].view, dst.view, tile_oh)
     in_rows = max(t.in_rows for t in tiles)
-    in_bufs = [None if s.space == "sram" else [arena.take(_src_rows(layer, k, in_rows) * s.row_stride)
-                                               for _ in (0, 1)]
-               for k, s in enumerate(srcs)]
+    in_bufs = [
+        None if s.space == "sram" else [arena.take(_src_rows(layer, k, in_rows) * s.row_stride) for _ in (0, 1)]
+        for k, s in enumerate(srcs)
+    ]
     out_rows = max(t.out_rows for t in tiles)  # the last tile may have grown (tiling.row_tiles)
-    out_bytes = out_rows * align(dst.view[2] * max(b.oc1 - b.oc0 for b in blocks) * dst.elem, cfg.alignment) \
-        if blocks and len(blocks) > 1 else out_rows * dst.row_stride
+    out_bytes = (
+        out_rows * align(dst.view[2] * max(b.oc1 - b.oc0 for b in blocks) * dst.elem, cfg.alignment)
+        if blocks and len(blocks) > 1
+        else out_rows * dst.row_stride
+    )
     out_bufs = None if dst.space == "sram" else [arena.take(out_bytes) for _ in (0, 1)]
     top = arena.top
     # Until weights.place_weight_slots finds it an earlier home, the weight slot sits right above.
@@ -175,30 +193,57 @@ def _layout(cfg, layer, srcs, dst, blocks, base, tile_oh) -> LayerPlan | None:
     return LayerPlan(tile_oh, blocks, w_slot, in_bufs, out_bufs, base, top)
 
 
-def _compute(cfg, layer: Layer, t, ins: list, srcs: list, dst: Placed, out_addr: int, out_stride: int,
-             blk: Block | None, w_slot) -> Command:
+def _compute(
+    cfg, layer: Layer, t, ins: list, srcs: list, dst: Placed, out_addr: int, out_stride: int, blk: Block | None, w_slot
+) -> Command:
     """The CONV2D / ADD / POOL command of one tile (and one output-channel block)."""
     int8 = layer.dtype == "int8"
     lo, hi = layer.clamp if int8 else (f32_bits(layer.clip[0]), f32_bits(layer.clip[1]))
-    common = dict(dtype=DTYPES[layer.dtype], act=0 if int8 else ACTIVATIONS[layer.act], clip_lo=lo,
-                  clip_hi=hi)
+    common = dict(dtype=DTYPES[layer.dtype], act=0 if int8 else ACTIVATIONS[layer.act], clip_lo=lo, clip_hi=hi)
     if layer.kind in ("eltwise", "unary", "softmax"):
         return vector_command(cfg, layer, t, ins, srcs, dst, out_addr, out_stride, w_slot, common)
     if layer.kind == "add":
-        a = dict(common, a_addr=ins[0], a_stride=srcs[0].row_stride, b_addr=ins[1],
-                 b_stride=srcs[1].row_stride, out_addr=out_addr, out_stride=out_stride,
-                 rows=t.out_rows, row_elems=dst.view[2] * dst.view[3])
+        a = dict(
+            common,
+            a_addr=ins[0],
+            a_stride=srcs[0].row_stride,
+            b_addr=ins[1],
+            b_stride=srcs[1].row_stride,
+            out_addr=out_addr,
+            out_stride=out_stride,
+            rows=t.out_rows,
+            row_elems=dst.view[2] * dst.view[3],
+        )
         if int8:
-            a.update(a_zp=layer.in_zps[0], b_zp=layer.in_zps[1], out_zp=layer.out_zp,
-                     a_mult=int(layer.mult[0]), b_mult=int(layer.mult[1]), shift=layer.shift)
+            a.update(
+                a_zp=layer.in_zps[0],
+                b_zp=layer.in_zps[1],
+                out_zp=layer.out_zp,
+                a_mult=int(layer.mult[0]),
+                b_mult=int(layer.mult[1]),
+                shift=layer.shift,
+            )
         return Command("ADD", a, {}, layer.name)
     s = srcs[0]
     # A slice keeps its pixel stride in SRAM: resident, or loaded row by row into a tile buffer. An
     # output tile bound for DDR is packed (slices are resident, so that never meets a pstride).
-    a = dict(common, in_addr=ins[0], in_h=t.in_rows, in_w=s.view[2], in_stride=s.row_stride,
-             out_addr=out_addr, out_h=t.out_rows, out_w=dst.view[2], out_stride=out_stride,
-             stride_h=layer.stride[0], stride_w=layer.stride[1], pad_top=t.pad_top,
-             pad_left=layer.padding[1], in_pstride=s.pstride, out_pstride=0)
+    a = dict(
+        common,
+        in_addr=ins[0],
+        in_h=t.in_rows,
+        in_w=s.view[2],
+        in_stride=s.row_stride,
+        out_addr=out_addr,
+        out_h=t.out_rows,
+        out_w=dst.view[2],
+        out_stride=out_stride,
+        stride_h=layer.stride[0],
+        stride_w=layer.stride[1],
+        pad_top=t.pad_top,
+        pad_left=layer.padding[1],
+        in_pstride=s.pstride,
+        out_pstride=0,
+    )
     if dst.space == "sram":  # a slice, or one channel block of the resident tensor: its pixel stride
         partial = blk is not None and blk.oc1 - blk.oc0 != dst.view[3]
         a["out_pstride"] = dst.pstride or (dst.view[3] * dst.elem if partial and dst.view[2] > 1 else 0)
@@ -209,9 +254,18 @@ def _compute(cfg, layer: Layer, t, ins: list, srcs: list, dst: Placed, out_addr:
         return Command("POOL", a, {}, layer.name)
     _, kh, kw, _ = layer.weight.shape
     has_bias = int8 or layer.bias is not None
-    a.update(in_c=s.view[3], w_addr=w_slot, w_stride=blk.w_stride, kh=kh, kw=kw, oc=blk.oc1 - blk.oc0,
-             bias_addr=w_slot + blk.w_bytes if has_bias else NO_BIAS, dil_h=layer.dilation[0],
-             dil_w=layer.dilation[1], groups=layer.groups)
+    a.update(
+        in_c=s.view[3],
+        w_addr=w_slot,
+        w_stride=blk.w_stride,
+        kh=kh,
+        kw=kw,
+        oc=blk.oc1 - blk.oc0,
+        bias_addr=w_slot + blk.w_bytes if has_bias else NO_BIAS,
+        dil_h=layer.dilation[0],
+        dil_w=layer.dilation[1],
+        groups=layer.groups,
+    )
     if int8:
         a.update(in_zp=layer.in_zps[0], out_zp=layer.out_zp)
     return Command("CONV2D", a, {}, layer.name)
@@ -223,9 +277,13 @@ def _footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
     if cmd.op in VECTOR_OPS:
         return vector_footprint(cfg, cmd)
     if cmd.op == "ADD":
-        return ([("sram", a["a_addr"], a["a_addr"] + a["rows"] * a["a_stride"]),
-                 ("sram", a["b_addr"], a["b_addr"] + a["rows"] * a["b_stride"])],
-                [("sram", a["out_addr"], a["out_addr"] + a["rows"] * a["out_stride"])])
+        return (
+            [
+                ("sram", a["a_addr"], a["a_addr"] + a["rows"] * a["a_stride"]),
+                ("sram", a["b_addr"], a["b_addr"] + a["rows"] * a["b_stride"]),
+            ],
+            [("sram", a["out_addr"], a["out_addr"] + a["rows"] * a["out_stride"])],
+        )
     reads = [("sram", a["in_addr"], a["in_addr"] + a["in_h"] * a["in_stride"])]
     if cmd.op == "CONV2D":
         reads.append(("sram", a["w_addr"], a["w_addr"] + a["oc"] * a["w_stride"]))
@@ -235,8 +293,7 @@ def _footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
     return reads, [("sram", a["out_addr"], a["out_addr"] + a["out_h"] * a["out_stride"])]
 
 
-def emit_layer(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst: Placed, lp: LayerPlan,
-               after_compute=None):
+def emit_layer(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst: Placed, lp: LayerPlan, after_compute=None):
     """Commands of one layer into `sb`: per output-channel block, per row tile: load, compute, store.
     `after_compute(cmd)` runs after each tile's commands (the weight streamer paces itself on it)."""
     tiles = row_tiles(layer, srcs[0].view, dst.view, lp.tile_oh)
@@ -256,8 +313,18 @@ def emit_layer(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst: Placed, lp: L
                     addrs.append(s.row_addr(n, r0))
                     continue
                 buf = lp.in_bufs[k][i % 2]
-                emit_dma(sb, "DMA_LOAD", 0, s.row_addr(n, r0), buf, _src_rows(layer, k, t.in_rows),
-                         s.row_bytes, s.row_stride, s.row_stride, layer.name)
+                emit_dma(
+                    sb,
+                    "DMA_LOAD",
+                    0,
+                    s.row_addr(n, r0),
+                    buf,
+                    _src_rows(layer, k, t.in_rows),
+                    s.row_bytes,
+                    s.row_stride,
+                    s.row_stride,
+                    layer.name,
+                )
                 addrs.append(buf)
             return addrs
 
@@ -267,24 +334,52 @@ def emit_layer(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst: Placed, lp: L
                 out_addr, out_stride = dst.row_addr(t.n, t.out_r0) + oc0 * dst.elem, dst.row_stride
             else:
                 out_addr = lp.out_bufs[i % 2]
-                out_stride = dst.row_stride if len(blocks) == 1 else \
-                    align(dst.view[2] * ocb * dst.elem, cfg.alignment)
-            cmd = _compute(cfg, layer, t, pending, srcs, dst, out_addr, out_stride, blk,
-                           lp.w_slots[bi] if blk is not None else None)
+                out_stride = dst.row_stride if len(blocks) == 1 else align(dst.view[2] * ocb * dst.elem, cfg.alignment)
+            cmd = _compute(
+                cfg,
+                layer,
+                t,
+                pending,
+                srcs,
+                dst,
+                out_addr,
+                out_stride,
+                blk,
+                lp.w_slots[bi] if blk is not None else None,
+            )
             reads, writes = _footprint(cfg, cmd)
             sb.emit(cmd, reads, writes)
             if i + 1 < len(tiles):
                 pending = inputs_of(i + 1, tiles[i + 1])
             if dst.space != "sram" and (len(blocks) == 1 or dst.view[2] == 1):
                 row_bytes = dst.row_bytes if len(blocks) == 1 else ocb * dst.elem
-                emit_dma(sb, "DMA_STORE", 1, dst.row_addr(t.n, t.out_r0) + oc0 * dst.elem, out_addr, t.out_rows,
-                         row_bytes, dst.row_stride, out_stride, layer.name)
+                emit_dma(
+                    sb,
+                    "DMA_STORE",
+                    1,
+                    dst.row_addr(t.n, t.out_r0) + oc0 * dst.elem,
+                    out_addr,
+                    t.out_rows,
+                    row_bytes,
+                    dst.row_stride,
+                    out_stride,
+                    layer.name,
+                )
             elif dst.space != "sram":  # a channel block of a feature map: scatter each row's pixels
                 px = dst.view[3] * dst.elem
                 for r in range(t.out_rows):
-                    emit_dma(sb, "DMA_STORE", 1, dst.row_addr(t.n, t.out_r0 + r) + oc0 * dst.elem,
-                             out_addr + r * out_stride, dst.view[2], ocb * dst.elem, px, ocb * dst.elem,
-                             layer.name)
+                    emit_dma(
+                        sb,
+                        "DMA_STORE",
+                        1,
+                        dst.row_addr(t.n, t.out_r0 + r) + oc0 * dst.elem,
+                        out_addr + r * out_stride,
+                        dst.view[2],
+                        ocb * dst.elem,
+                        px,
+                        ocb * dst.elem,
+                        layer.name,
+                    )
             if after_compute is not None:
                 after_compute(cmd)
 
@@ -340,8 +435,13 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set,
     # A dense layer, or a convolution with large weights, may write its output in channel blocks; a
     # block's footprint (rows x stride from the block's first byte, docs/npu.md section 6) reaches up
     # to one row past the tensor: reserve it. So does a channel slice's past its concatenation.
-    blockable = {layer.out for layer in compute_layers(graph) if layer.kind == "conv" and layer.groups == 1
-                 and (graph.tensors[layer.out].view[2] == 1 or layer.weight.nbytes > cfg.sram_bytes // 8)}
+    blockable = {
+        layer.out
+        for layer in compute_layers(graph)
+        if layer.kind == "conv"
+        and layer.groups == 1
+        and (graph.tensors[layer.out].view[2] == 1 or layer.weight.nbytes > cfg.sram_bytes // 8)
+    }
     for name in blockable:
         info = graph.tensors[name]
         sizes[name] += align(info.view[2] * info.view[3] * elems[name], cfg.alignment)
@@ -350,17 +450,18 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set,
         sizes[name] += align(info.view[2] * info.view[3] * elems[name], cfg.alignment)
     boundary = set(graph.inputs) | set(graph.outputs) | set(roots) | set(roots.values())
     ranges = live_ranges(compute_layers(graph), boundary, {t: s.root for t, s in slices.items()})
-    residents = place_residents(cfg, ranges, sizes, budget, joined | pinned) if budget or joined or pinned \
-        else {}
+    residents = place_residents(cfg, ranges, sizes, budget, joined | pinned) if budget or joined or pinned else {}
     lost = sorted((pinned & set(ranges)) - set(residents))
     if lost:  # the same for every budget: required residents are placed first, over all of SRAM
         alive = sum(sizes[n] for n in pinned & set(ranges))
-        raise NPUError("ERR_SRAM_OVERFLOW",
-                       f"{graph.label}: recurrent state {lost[0]} ({sizes[lost[0]]} bytes) must stay in SRAM "
-                       f"from the step that writes it to the step that reads it, and it does not fit the "
-                       f"{cfg.sram_bytes} bytes of SRAM of {cfg.name} beside the other state and "
-                       f"concatenations alive with it (all state: {alive} bytes); use a configuration with "
-                       f"more SRAM, or a smaller hidden size or batch")
+        raise NPUError(
+            "ERR_SRAM_OVERFLOW",
+            f"{graph.label}: recurrent state {lost[0]} ({sizes[lost[0]]} bytes) must stay in SRAM "
+            f"from the step that writes it to the step that reads it, and it does not fit the "
+            f"{cfg.sram_bytes} bytes of SRAM of {cfg.name} beside the other state and "
+            f"concatenations alive with it (all state: {alive} bytes); use a configuration with "
+            f"more SRAM, or a smaller hidden size or batch",
+        )
     if joined - set(residents):
         return None
     blocks, data = {}, {}
@@ -375,10 +476,18 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set,
             continue
         oc = layer.weight.shape[0]
         options = []
-        dst = Placed("sram" if layer.out in residents or layer.out in slices else "ddr", 0,
-                     graph.tensors[layer.out].view, 0, elems[layer.out])
-        for size in (_block_size(cfg, layer, dst, sizes[layer.inputs[0]], small_first) if layer.out in blockable or
-                     dst.space == "ddr" else [layer.weight.shape[0]]):
+        dst = Placed(
+            "sram" if layer.out in residents or layer.out in slices else "ddr",
+            0,
+            graph.tensors[layer.out].view,
+            0,
+            elems[layer.out],
+        )
+        for size in (
+            _block_size(cfg, layer, dst, sizes[layer.inputs[0]], small_first)
+            if layer.out in blockable or dst.space == "ddr"
+            else [layer.weight.shape[0]]
+        ):
             opt = []
             for oc0, oc1 in oc_blocks(oc, size):
                 raw, w_stride, w_bytes = constant_bytes(cfg, layer, oc0, oc1)
@@ -400,16 +509,24 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set,
             top += align(sizes[name], cfg.alignment)
     for name, root in roots.items():  # same bytes and rows, the alias's own [N, H, W, C] view
         r = placed[root]
-        placed[name] = Placed(r.space, r.addr + view_rows[name] * r.row_stride, graph.tensors[name].view,
-                              r.row_stride, r.elem)
+        placed[name] = Placed(
+            r.space, r.addr + view_rows[name] * r.row_stride, graph.tensors[name].view, r.row_stride, r.elem
+        )
     for name, s in slices.items():
         r = placed[s.root]
         if s.rows:  # rows [offset, offset + H) of the stacked tensor, wherever it lives
-            placed[name] = Placed(r.space, r.addr + s.offset * r.row_stride, graph.tensors[name].view,
-                                  r.row_stride, r.elem)
+            placed[name] = Placed(
+                r.space, r.addr + s.offset * r.row_stride, graph.tensors[name].view, r.row_stride, r.elem
+            )
         else:  # channels [offset, offset + C) of the resident concatenation
-            placed[name] = Placed("sram", r.addr + s.offset * r.elem, graph.tensors[name].view, r.row_stride,
-                                  r.elem, pstride=r.view[3] * r.elem)
+            placed[name] = Placed(
+                "sram",
+                r.addr + s.offset * r.elem,
+                graph.tensors[name].view,
+                r.row_stride,
+                r.elem,
+                pstride=r.view[3] * r.elem,
+            )
     # A DMA footprint is rows x stride from its first byte; a channel block's rows start mid-row, so
     # the last tensor's last block reaches up to one row past it.
     top += max((p.row_stride for p in placed.values()), default=0)
@@ -436,8 +553,9 @@ def _finish_ddr(cfg, graph, plans, data, placed, rel_top):
     return bytes(weights), base + rel_top, per_layer
 
 
-def _plan_region(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set, pinned: set,
-                 small_first: bool = True):
+def _plan_region(
+    cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set, pinned: set, small_first: bool = True
+):
     placement = _place(cfg, graph, budget, slices, joined, pinned, small_first)
     if placement is None:
         layer = next(lay for lay in graph.layers if lay.kind == "concat" and lay.out in joined)
@@ -467,23 +585,39 @@ def _plan_region(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined
     ideal = 0
     for i, (layer, lp) in enumerate(zip(layers, plans)):
         streamer.flush(i)  # whatever of this layer's first block has not streamed in yet
-        emit_layer(sb, cfg, layer, [placed[t] for t in layer.inputs], placed[layer.out], lp,
-                   after_compute=lambda cmd, i=i: streamer.after_compute(i, cmd))
+        emit_layer(
+            sb,
+            cfg,
+            layer,
+            [placed[t] for t in layer.inputs],
+            placed[layer.out],
+            lp,
+            after_compute=lambda cmd, i=i: streamer.after_compute(i, cmd),
+        )
         ideal += cost_model.ideal_cycles(cfg, layer)
     commands = sb.finish()
     # Without liveness reuse every resident, every layer's buffers and every weight slot would need
     # bytes of their own.
-    info = {"residents": sorted(residents), "ideal_cycles": ideal, "layer_weight_bytes": layer_weight_bytes,
-            # Recurrent state pinned in SRAM (recurrence.py): [address, bytes, first layer, last layer]
-            # (the layer that writes it and the last that reads it); no DMA moves it in between.
-            "pinned_state": {n: [r.addr, r.size, layers[r.first].name, layers[r.last].name]
-                             for n, r in sorted(residents.items()) if n in pinned},
-            "sram_bytes_no_reuse": sum(sizes[r] for r in residents) + sum(
-                p.top - p.base + sum(align(b.nbytes, cfg.alignment) for b in p.blocks) for p in plans),
-            "layer_sram": {layer.name: [lp.base, lp.top] for layer, lp in zip(layers, plans)},
-            "weight_slots": {layer.name: [[k, slot, b.nbytes] for k, slot, b in
-                                          zip(lp.load_after, lp.w_slots, lp.blocks)]
-                             for layer, lp in zip(layers, plans) if lp.blocks}}
+    info = {
+        "residents": sorted(residents),
+        "ideal_cycles": ideal,
+        "layer_weight_bytes": layer_weight_bytes,
+        # Recurrent state pinned in SRAM (recurrence.py): [address, bytes, first layer, last layer]
+        # (the layer that writes it and the last that reads it); no DMA moves it in between.
+        "pinned_state": {
+            n: [r.addr, r.size, layers[r.first].name, layers[r.last].name]
+            for n, r in sorted(residents.items())
+            if n in pinned
+        },
+        "sram_bytes_no_reuse": sum(sizes[r] for r in residents)
+        + sum(p.top - p.base + sum(align(b.nbytes, cfg.alignment) for b in p.blocks) for p in plans),
+        "layer_sram": {layer.name: [lp.base, lp.top] for layer, lp in zip(layers, plans)},
+        "weight_slots": {
+            layer.name: [[k, slot, b.nbytes] for k, slot, b in zip(lp.load_after, lp.w_slots, lp.blocks)]
+            for layer, lp in zip(layers, plans)
+            if lp.blocks
+        },
+    }
     return (commands, weights, placed, ddr_top, sram_top, info), None, 0
 
 
@@ -499,8 +633,9 @@ def plan(cfg: NPUConfig, graph: Graph) -> Stream:
     slices_of, joined = slices.resolve(graph, pinned)
 
     def attempt(share, small_first):  # ((cycles, DDR bytes) or None, share, plan or (layer, need))
-        planned, bad_layer, bad_need = _plan_region(cfg, graph, int(cfg.sram_bytes * share), slices_of, joined,
-                                                    pinned, small_first)
+        planned, bad_layer, bad_need = _plan_region(
+            cfg, graph, int(cfg.sram_bytes * share), slices_of, joined, pinned, small_first
+        )
         if planned is None:
             return None, share, (bad_layer, bad_need)
         est = cost_model.estimate(cfg, planned[0])
@@ -516,26 +651,42 @@ def plan(cfg: NPUConfig, graph: Graph) -> Stream:
     layer = failed[0][0] if failed else None
     need = max((n for _, n in failed), default=0)
     if result is None:
-        raise NPUError("ERR_SRAM_OVERFLOW",
-                       f"layer {layer.name.rsplit('.', 1)[-1]} ({layer.composite}) of {graph.label} does not fit "
-                       f"{cfg.sram_bytes} bytes of SRAM "
-                       f"even with one output row per tile and its weights split into blocks (its largest "
-                       f"tensor or smallest weight block is {need} bytes); use a configuration with more SRAM, "
-                       f"or split the layer")
+        raise NPUError(
+            "ERR_SRAM_OVERFLOW",
+            f"layer {layer.name.rsplit('.', 1)[-1]} ({layer.composite}) of {graph.label} does not fit "
+            f"{cfg.sram_bytes} bytes of SRAM "
+            f"even with one output row per tile and its weights split into blocks (its largest "
+            f"tensor or smallest weight block is {need} bytes); use a configuration with more SRAM, "
+            f"or split the layer",
+        )
     commands, weights, placed, ddr_top, sram_used, info = result
     tensors = []
     for role, names in (("input", graph.inputs), ("output", graph.outputs)):
         for i, name in enumerate(names):
             info_t, p = graph.staged.get((role, i), graph.tensors[name]), placed[name]
             scale, zp = info_t.qparams or (0.0, 0)  # quantized staging (format 1.3)
-            tensors.append(TensorDesc(role, i, info_t.dtype, info_t.host_dtype, info_t.host_layout,
-                                      info_t.host_shape, info_t.view, p.addr, p.row_stride, scale, zp))
+            tensors.append(
+                TensorDesc(
+                    role,
+                    i,
+                    info_t.dtype,
+                    info_t.host_dtype,
+                    info_t.host_layout,
+                    info_t.host_shape,
+                    info_t.view,
+                    p.addr,
+                    p.row_stride,
+                    scale,
+                    zp,
+                )
+            )
     # The task's tensor table holds its inputs and outputs (weights live inside the stream's weight
     # region, intermediates are the planner's own), so the limit is on the region's boundary.
     if len(tensors) > cfg.max_tensors:
-        raise NPUError("ERR_TASK_TOO_COMPLEX",
-                       f"{graph.label} has {len(tensors)} inputs and outputs; the NPU takes "
-                       f"{cfg.max_tensors} per task")
+        raise NPUError(
+            "ERR_TASK_TOO_COMPLEX",
+            f"{graph.label} has {len(tensors)} inputs and outputs; the NPU takes {cfg.max_tensors} per task",
+        )
     # What any schedule must move: the constants once, the region's inputs in and outputs out.
     info["compulsory_ddr_bytes"] = len(weights) + sum(placed[n].nbytes for n in graph.inputs + graph.outputs)
     stream = Stream(cfg, tensors, commands, weights, ddr_top, sram_used)

@@ -29,7 +29,7 @@ class Scoreboard:
     """Per-space access history and per-engine command counts of the stream being emitted."""
 
     def __init__(self):
-        self.count = {e: 0 for e in ENGINES}
+        self.count = dict.fromkeys(ENGINES, 0)
         self.history = {"sram": [], "ddr": []}
         self.commands: list[Command] = []
 
@@ -101,7 +101,7 @@ class Scoreboard:
 
     def finish(self) -> list[Command]:
         """Close the stream with END, which waits for every engine to drain."""
-        self.commands.append(Command("END", {}, {e: 0 for e in ENGINES}))
+        self.commands.append(Command("END", {}, dict.fromkeys(ENGINES, 0)))
         return self.commands
 
 
@@ -117,9 +117,23 @@ def emit_dma(sb: Scoreboard, op, channel, ddr, sram, rows, row_bytes, ddr_stride
     span_ddr = ("ddr", ddr, ddr + (rows - 1) * ddr_stride + row_bytes)
     span_sram = ("sram", sram, sram + (rows - 1) * sram_stride + row_bytes)
     if op == "DMA_LOAD":
-        args = dict(channel=channel, ddr_addr=ddr, sram_addr=sram, rows=rows, row_bytes=row_bytes,
-                    ddr_stride=ddr_stride, sram_stride=sram_stride)
+        args = dict(
+            channel=channel,
+            ddr_addr=ddr,
+            sram_addr=sram,
+            rows=rows,
+            row_bytes=row_bytes,
+            ddr_stride=ddr_stride,
+            sram_stride=sram_stride,
+        )
         return sb.emit(Command(op, args, {}, note), reads=[span_ddr], writes=[span_sram])
-    args = dict(channel=channel, sram_addr=sram, ddr_addr=ddr, rows=rows, row_bytes=row_bytes,
-                sram_stride=sram_stride, ddr_stride=ddr_stride)
+    args = dict(
+        channel=channel,
+        sram_addr=sram,
+        ddr_addr=ddr,
+        rows=rows,
+        row_bytes=row_bytes,
+        sram_stride=sram_stride,
+        ddr_stride=ddr_stride,
+    )
     return sb.emit(Command(op, args, {}, note), reads=[span_sram], writes=[span_ddr])

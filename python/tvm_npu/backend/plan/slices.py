@@ -42,10 +42,18 @@ def _copy(graph: Graph, concat: Layer, src: str, tag: str, k: int | None = None)
     the requantization of concat input `k` (None: the output's own, the identity)."""
     info = graph.tensors[src]
     dst = f"{src}>{concat.name}.{tag}"  # one tensor may be copied into several concatenations
-    graph.tensors[dst] = TensorInfo(dst, info.host_shape, info.host_layout, info.view, info.dtype,
-                                    info.host_dtype)
-    layer = Layer(f"{concat.name}.{tag}", concat.composite, "pool", concat.dtype, inputs=[src], out=dst,
-                  window=(1, 1), pool_kind="max", out_elems=int(np.prod(info.view)))
+    graph.tensors[dst] = TensorInfo(dst, info.host_shape, info.host_layout, info.view, info.dtype, info.host_dtype)
+    layer = Layer(
+        f"{concat.name}.{tag}",
+        concat.composite,
+        "pool",
+        concat.dtype,
+        inputs=[src],
+        out=dst,
+        window=(1, 1),
+        pool_kind="max",
+        out_elems=int(np.prod(info.view)),
+    )
     if concat.dtype == "int8":
         layer.in_zps = (concat.in_zps[k] if k is not None else concat.out_zp,)
         layer.out_zp = concat.out_zp
@@ -53,8 +61,7 @@ def _copy(graph: Graph, concat: Layer, src: str, tag: str, k: int | None = None)
     return layer, dst
 
 
-def _stack_rows(graph: Graph, layer: Layer, producer: dict, external: set, slices: dict, out: list,
-                pinned: set):
+def _stack_rows(graph: Graph, layer: Layer, producer: dict, external: set, slices: dict, out: list, pinned: set):
     """A concat along rows: each input produced in the region is written at its row offset — except
     recurrent state (`pinned`), which stays in SRAM and is copied into the stack."""
     inputs = []
@@ -98,8 +105,15 @@ def resolve(graph: Graph, pinned: set = frozenset()) -> tuple[dict, set]:
         for k, src in enumerate(layer.inputs):
             p = producer.get(src)
             same_q = layer.dtype != "int8" or (layer.in_zps[k] == layer.out_zp and layer.scale[k] == 1.0)
-            in_place = (p is not None and p.kind in WRITES_SLICES and consumers[src] == 1 and same_q
-                        and src not in external and src not in slices and graph.tensors[src].view[2] > 1)
+            in_place = (
+                p is not None
+                and p.kind in WRITES_SLICES
+                and consumers[src] == 1
+                and same_q
+                and src not in external
+                and src not in slices
+                and graph.tensors[src].view[2] > 1
+            )
             if not in_place:
                 copy, src = _copy(graph, layer, src, f"copy{k}", k)
                 out.append(copy)

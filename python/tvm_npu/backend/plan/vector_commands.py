@@ -7,14 +7,25 @@ is a constant block loaded into the layer's weight slot.
 from __future__ import annotations
 
 from ...contract.config import NPUConfig
+from ...contract.stream import (
+    B_MODES,
+    DTYPE_BYTES,
+    DTYPES,
+    ELTWISE_KINDS,
+    NO_TABLE,
+    UNARY_FUNCS,
+    UNARY_TABLE_BYTES,
+    Command,
+    f32_bits,
+)
 from .sram import align
-from ...contract.stream import B_MODES, DTYPE_BYTES, DTYPES, ELTWISE_KINDS, NO_TABLE, UNARY_FUNCS, UNARY_TABLE_BYTES, Command, f32_bits
 
 VECTOR_OPS = ("ELTWISE", "UNARY", "SOFTMAX")
 
 
-def vector_command(cfg: NPUConfig, layer, t, ins: list, srcs: list, dst, out_addr: int, out_stride: int,
-                   w_slot, common: dict) -> Command:
+def vector_command(
+    cfg: NPUConfig, layer, t, ins: list, srcs: list, dst, out_addr: int, out_stride: int, w_slot, common: dict
+) -> Command:
     """The ELTWISE, UNARY or SOFTMAX command of one row tile; a constant b / int8 table sits in the weight
     slot."""
     int8 = layer.dtype == "int8"
@@ -23,9 +34,15 @@ def vector_command(cfg: NPUConfig, layer, t, ins: list, srcs: list, dst, out_add
         a = dict(rows, dtype=common["dtype"], in_addr=ins[0], in_stride=srcs[0].row_stride)
         return Command("SOFTMAX", a, {}, layer.name)
     if layer.kind == "unary":
-        a = dict(rows, dtype=common["dtype"], func=UNARY_FUNCS[layer.func], in_addr=ins[0],
-                 in_stride=srcs[0].row_stride, table_addr=w_slot if int8 else NO_TABLE,
-                 alpha=0 if int8 else f32_bits(layer.alpha))
+        a = dict(
+            rows,
+            dtype=common["dtype"],
+            func=UNARY_FUNCS[layer.func],
+            in_addr=ins[0],
+            in_stride=srcs[0].row_stride,
+            table_addr=w_slot if int8 else NO_TABLE,
+            alpha=0 if int8 else f32_bits(layer.alpha),
+        )
         return Command("UNARY", a, {}, layer.name)
     b_dtype = layer.dtypes[1] if layer.dtypes else layer.dtype
     elem = DTYPE_BYTES[b_dtype]
@@ -33,12 +50,26 @@ def vector_command(cfg: NPUConfig, layer, t, ins: list, srcs: list, dst, out_add
         b_addr, b_stride = w_slot, align(layer.const.size * elem, cfg.alignment)
     else:
         b_addr, b_stride = ins[1], srcs[1].row_stride
-    a = dict(common, **rows, kind=ELTWISE_KINDS[layer.func], b_mode=B_MODES[layer.b_mode], a_addr=ins[0],
-             a_stride=srcs[0].row_stride, b_addr=b_addr, b_stride=b_stride,
-             channels=dst.view[3] if layer.b_mode == "channel" else 0)
+    a = dict(
+        common,
+        **rows,
+        kind=ELTWISE_KINDS[layer.func],
+        b_mode=B_MODES[layer.b_mode],
+        a_addr=ins[0],
+        a_stride=srcs[0].row_stride,
+        b_addr=b_addr,
+        b_stride=b_stride,
+        channels=dst.view[3] if layer.b_mode == "channel" else 0,
+    )
     if int8:
-        a.update(a_zp=layer.in_zps[0], b_zp=layer.in_zps[1], out_zp=layer.out_zp,
-                 a_mult=int(layer.mult[0]), b_mult=int(layer.mult[1]), shift=layer.shift)
+        a.update(
+            a_zp=layer.in_zps[0],
+            b_zp=layer.in_zps[1],
+            out_zp=layer.out_zp,
+            a_mult=int(layer.mult[0]),
+            b_mult=int(layer.mult[1]),
+            shift=layer.shift,
+        )
         # Format 1.2: an operand's own dtype where it is not the command's (0 keeps 1.1's meaning).
         for which, d in zip(("a", "b", "out"), layer.dtypes):
             a[f"{which}_dtype"] = 0 if d == layer.dtype else DTYPES[d]

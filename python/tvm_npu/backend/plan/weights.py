@@ -20,8 +20,8 @@ channel, and in front of the next input tiles on the shared DDR bus.
 
 from __future__ import annotations
 
-from . import cost_model
 from ...contract.config import NPUConfig
+from . import cost_model
 from .schedule import Scoreboard, emit_constant_load
 from .sram import align
 
