@@ -308,19 +308,18 @@ OPCODES: list[dict[str, Any]] = [
 # ---------------------------------------------------------------------------------------------------
 
 ERRORS: list[dict[str, Any]] = [
-    {"name": "NPU_OK", "value": 0, "c": "kOk", "doc": "success"},
-    {"name": "ERR_INVALID_ADDR", "value": 1, "c": "kInvalidAddr",
-     "doc": "an address or range outside its space, or misaligned"},
-    {"name": "ERR_OP_NOT_SUPPORTED", "value": 2, "c": "kOpNotSupported",
-     "doc": "an operation or parameter the NPU cannot execute"},
-    {"name": "ERR_TASK_TOO_COMPLEX", "value": 3, "c": "kTaskTooComplex",
-     "doc": "a task needs more than `max_tensors` tensors"},
-    {"name": "ERR_SRAM_OVERFLOW", "value": 4, "c": "kSramOverflow",
-     "doc": "a working set does not fit SRAM; the message gives bytes and budget"},
-    {"name": "ERR_BAD_STREAM", "value": 5, "c": "kBadStream",
-     "doc": "a command stream that is damaged, truncated or of another version"},
-    {"name": "ERR_SHAPE_MISMATCH", "value": 6, "c": "kShapeMismatch",
-     "doc": "a run-time argument whose shape or dtype differs from the compiled one"},
-    {"name": "ERR_TIMEOUT", "value": 7, "c": "kTimeout", "doc": "a run that exceeded its time budget"},
+    dict(zip(("name", "value", "c", "doc"), e))
+    for e in [
+        ("NPU_OK", 0, "kOk", "success"),
+        ("ERR_INVALID_ADDR", 1, "kInvalidAddr", "an address or range outside its space, or misaligned"),
+        ("ERR_OP_NOT_SUPPORTED", 2, "kOpNotSupported", "an operation or parameter the NPU cannot execute"),
+        ("ERR_TASK_TOO_COMPLEX", 3, "kTaskTooComplex", "a task needs more than `max_tensors` tensors"),
+        ("ERR_SRAM_OVERFLOW", 4, "kSramOverflow",
+         "a working set does not fit SRAM; the message gives bytes and budget"),
+        ("ERR_BAD_STREAM", 5, "kBadStream", "a command stream that is damaged, truncated or of another version"),
+        ("ERR_SHAPE_MISMATCH", 6, "kShapeMismatch",
+         "a run-time argument whose shape or dtype differs from the compiled one"),
+        ("ERR_TIMEOUT", 7, "kTimeout", "a run that exceeded its time budget"),
+    ]
 ]
 # fmt: on

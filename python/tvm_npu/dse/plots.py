@@ -38,15 +38,7 @@ def _lines(ax, rows, x_key, group_keys, label):
             linestyle=("-", "--", ":", "-.")[seconds.index(key[1]) % 4],
         )
         front = [r for r in rs if r["pareto"]]
-        ax.scatter(
-            [r[x_key] for r in front],
-            [r["latency_us"] for r in front],
-            marker="*",
-            s=140,
-            facecolors="none",
-            edgecolors="black",
-            zorder=3,
-        )
+        _stars(ax, front, x_key, "latency_us", zorder=3)
 
 
 def write_plots(rows: list[dict], folder: Path, title: str) -> list[Path]:
@@ -97,15 +89,7 @@ def write_plots(rows: list[dict], folder: Path, title: str) -> list[Path]:
             color=dots.get_facecolor()[0],
             label=f"DDR {bw} B/cycle: front",
         )
-        ax.scatter(
-            [r["area_mm2"] for r in front],
-            [r["latency_us"] for r in front],
-            marker="*",
-            s=140,
-            facecolors="none",
-            edgecolors="black",
-            zorder=3,
-        )
+        _stars(ax, front, "area_mm2", "latency_us", zorder=3)
     ax.set(
         xlabel="area of MAC array + SRAM (mm^2, 45 nm, docs/dse.md)",
         ylabel="latency (us, NPU regions)",
@@ -123,15 +107,7 @@ def write_plots(rows: list[dict], folder: Path, title: str) -> list[Path]:
         alpha=0.8,
     )
     front = [r for r in ok if r["pareto"]]
-    ax.scatter(
-        [r["latency_us"] for r in front],
-        [r["energy_uj"] for r in front],
-        marker="*",
-        s=140,
-        facecolors="none",
-        edgecolors="black",
-        label="Pareto front (latency and area, per DDR bandwidth)",
-    )
+    _stars(ax, front, "latency_us", "energy_uj", label="Pareto front (latency and area, per DDR bandwidth)")
     fig.colorbar(sc, ax=ax, label="SRAM (MiB)")
     ax.set(
         xlabel="latency (us)",
@@ -140,6 +116,12 @@ def write_plots(rows: list[dict], folder: Path, title: str) -> list[Path]:
     )
     paths.append(_save(fig, ax, folder / "energy_vs_latency.png"))
     return paths
+
+
+def _stars(ax, rows, x_key: str, y_key: str, **kwargs) -> None:
+    """Ring the Pareto-optimal `rows` with hollow stars."""
+    xs, ys = [r[x_key] for r in rows], [r[y_key] for r in rows]
+    ax.scatter(xs, ys, marker="*", s=140, facecolors="none", edgecolors="black", **kwargs)
 
 
 def _save(fig, ax, path: Path) -> Path:

@@ -157,6 +157,24 @@ def applies(*constraints, int8=()):
     return mark
 
 
+# What every NPU op's tensors must be (_check_tensors): float32 or QDQ, static shapes, a rank the NPU takes.
+TENSOR_CONSTRAINTS = (constraint_float32, constraint_static_shape, constraint_rank)
+
+
+def _check_tensors(run: PartitionRun, tensors: list) -> list:
+    """The TENSOR_CONSTRAINTS checks of `tensors`, in that order (the first refusal is the reason)."""
+    return [
+        (constraint_float32, (tensors,)),
+        (constraint_static_shape, (tensors,)),
+        (constraint_rank, (tensors, run.config)),
+    ]
+
+
+# A conv2d's own attributes, and the bias and activation a conv2d or dense fuses.
+CONV_ATTRS = (constraint_conv_layout, constraint_stride, constraint_groups)
+EPILOGUE = (constraint_bias_per_channel, constraint_clip_bounds)
+
+
 # What _quant_checks adds to an int8 match; with a weight, the weight must also be symmetric.
 QUANT_CONSTRAINTS = [constraint_int8_activations, constraint_per_tensor]
 
@@ -187,30 +205,16 @@ def _quant_checks(ctx, wide: bool = False) -> list:
     return checks
 
 
-@applies(
-    constraint_float32,
-    constraint_static_shape,
-    constraint_rank,
-    constraint_conv_layout,
-    constraint_stride,
-    constraint_groups,
-    constraint_width,
-    constraint_bias_per_channel,
-    constraint_clip_bounds,
-    int8=QUANT_WEIGHT_CONSTRAINTS,
-)
+@applies(*TENSOR_CONSTRAINTS, *CONV_ATTRS, constraint_width, *EPILOGUE, int8=QUANT_WEIGHT_CONSTRAINTS)
 def check_conv2d(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     data, weight = call.args[0], call.args[1]
     tensors = [data, weight, call]
-    checks = [
-        (constraint_float32, (tensors,)),
-        (constraint_static_shape, (tensors,)),
-        (constraint_rank, (tensors, run.config)),
-        (constraint_conv_layout, (call,)),
-        (constraint_stride, (call,)),
-        (constraint_groups, (call,)),
-    ] + _quant_checks(ctx)
+    checks = (
+        _check_tensors(run, tensors)
+        + [(constraint_conv_layout, (call,)), (constraint_stride, (call,)), (constraint_groups, (call,))]
+        + _quant_checks(ctx)
+    )
     if not _run(run, ctx, "conv2d", checks):
         return False
     layout = call.attrs.data_layout
@@ -224,25 +228,12 @@ def check_conv2d(run: PartitionRun, ctx) -> bool:
     return _run(run, ctx, "conv2d", checks)
 
 
-@applies(
-    constraint_float32,
-    constraint_static_shape,
-    constraint_rank,
-    constraint_width,
-    constraint_weight_2d,
-    constraint_bias_per_channel,
-    constraint_clip_bounds,
-    int8=QUANT_WEIGHT_CONSTRAINTS,
-)
+@applies(*TENSOR_CONSTRAINTS, constraint_width, constraint_weight_2d, *EPILOGUE, int8=QUANT_WEIGHT_CONSTRAINTS)
 def check_dense(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     data, weight = call.args[0], call.args[1]
     tensors = [data, weight, call]
-    checks = [
-        (constraint_float32, (tensors,)),
-        (constraint_static_shape, (tensors,)),
-        (constraint_rank, (tensors, run.config)),
-    ] + _quant_checks(ctx)
+    checks = _check_tensors(run, tensors) + _quant_checks(ctx)
     if not _run(run, ctx, "dense", checks):
         return False
     out_shape = static_shape(call)
@@ -261,27 +252,14 @@ def check_dense(run: PartitionRun, ctx) -> bool:
     return _run(run, ctx, "dense", checks)
 
 
-@applies(
-    constraint_float32,
-    constraint_static_shape,
-    constraint_rank,
-    constraint_same_shape,
-    constraint_width,
-    constraint_clip_bounds,
-    int8=QUANT_CONSTRAINTS,
-)
+@applies(*TENSOR_CONSTRAINTS, constraint_same_shape, constraint_width, constraint_clip_bounds, int8=QUANT_CONSTRAINTS)
 def check_add(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     lhs, rhs = call.args[0], call.args[1]
     tensors = [lhs, rhs, call]
     # An int8 operand is dequantize(codes): a constant there is as much a constant as a float one.
     operands = [_undequantized(ctx, e) for e in (lhs, rhs)]
-    checks = [
-        (constraint_float32, (tensors,)),
-        (constraint_static_shape, (tensors,)),
-        (constraint_rank, (tensors, run.config)),
-        (constraint_same_shape, tuple(operands)),
-    ] + _quant_checks(ctx)
+    checks = _check_tensors(run, tensors) + [(constraint_same_shape, tuple(operands))] + _quant_checks(ctx)
     if not _run(run, ctx, "add", checks):
         return False
     shape = static_shape(call)
@@ -295,12 +273,7 @@ def _check_view(run: PartitionRun, ctx, pattern: str, keeps_rows) -> bool:
     kind) accepts it; in int8 it must also keep its scale and zero point."""
     call = ctx.annotated_expr["op"]
     tensors = [call.args[0], call]
-    checks = [
-        (constraint_float32, (tensors,)),
-        (constraint_static_shape, (tensors,)),
-        (constraint_rank, (tensors, run.config)),
-        (keeps_rows, (call,)),
-    ] + _quant_checks(ctx)
+    checks = _check_tensors(run, tensors) + [(keeps_rows, (call,))] + _quant_checks(ctx)
     if "quantize" in ctx.annotated_expr:
         checks.append(
             (constraint_same_quantization, (_resolve(ctx, ctx.annotated_expr["data"]), ctx.annotated_expr["quantize"]))
@@ -308,46 +281,21 @@ def _check_view(run: PartitionRun, ctx, pattern: str, keeps_rows) -> bool:
     return _run(run, ctx, pattern, checks)
 
 
-@applies(
-    constraint_float32,
-    constraint_static_shape,
-    constraint_rank,
-    constraint_reshape_keeps_rows,
-    int8=QUANT_CONSTRAINTS + [constraint_same_quantization],
-)
+@applies(*TENSOR_CONSTRAINTS, constraint_reshape_keeps_rows, int8=QUANT_CONSTRAINTS + [constraint_same_quantization])
 def check_reshape(run: PartitionRun, ctx) -> bool:
     return _check_view(run, ctx, "reshape", constraint_reshape_keeps_rows)
 
 
-@applies(
-    constraint_float32,
-    constraint_static_shape,
-    constraint_rank,
-    constraint_slice_rows,
-    int8=QUANT_CONSTRAINTS + [constraint_same_quantization],
-)
+@applies(*TENSOR_CONSTRAINTS, constraint_slice_rows, int8=QUANT_CONSTRAINTS + [constraint_same_quantization])
 def check_slice(run: PartitionRun, ctx) -> bool:
     return _check_view(run, ctx, "slice", constraint_slice_rows)
 
 
-@applies(
-    constraint_float32,
-    constraint_static_shape,
-    constraint_rank,
-    constraint_pool,
-    constraint_width,
-    constraint_pool_window_fits,
-    int8=QUANT_CONSTRAINTS,
-)
+@applies(*TENSOR_CONSTRAINTS, constraint_pool, constraint_width, constraint_pool_window_fits, int8=QUANT_CONSTRAINTS)
 def check_pool(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     tensors = [call.args[0], call]
-    checks = [
-        (constraint_float32, (tensors,)),
-        (constraint_static_shape, (tensors,)),
-        (constraint_rank, (tensors, run.config)),
-        (constraint_pool, (call,)),
-    ] + _quant_checks(ctx)
+    checks = _check_tensors(run, tensors) + [(constraint_pool, (call,))] + _quant_checks(ctx)
     if not _run(run, ctx, "pool", checks):
         return False
     layout = "NCHW" if call.op.name == "relax.mean" else str(call.attrs.layout)
@@ -361,14 +309,7 @@ def check_pool(run: PartitionRun, ctx) -> bool:
     )
 
 
-@applies(
-    constraint_float32,
-    constraint_static_shape,
-    constraint_rank,
-    constraint_concat,
-    constraint_width,
-    int8=QUANT_CONSTRAINTS,
-)
+@applies(*TENSOR_CONSTRAINTS, constraint_concat, constraint_width, int8=QUANT_CONSTRAINTS)
 def check_concat(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     fields = list(_resolve(ctx, call.args[0]).fields)
@@ -376,11 +317,7 @@ def check_concat(run: PartitionRun, ctx) -> bool:
     dqs = [_resolve(ctx, f) for f in fields] if quantized else []
     inputs = [dq.args[0] for dq in dqs] if quantized else fields
     tensors = (dqs or fields) + [call]
-    checks = [
-        (constraint_float32, (tensors,)),
-        (constraint_static_shape, (tensors,)),
-        (constraint_rank, (tensors, run.config)),
-    ] + _quant_checks(ctx)
+    checks = _check_tensors(run, tensors) + _quant_checks(ctx)
     if not _run(run, ctx, "concat", checks):
         return False
     elem = 1 if quantized else 2
@@ -405,9 +342,7 @@ def _operands(ctx, call) -> tuple:
 
 
 @applies(
-    constraint_float32,
-    constraint_static_shape,
-    constraint_rank,
+    *TENSOR_CONSTRAINTS,
     constraint_broadcast,
     constraint_width,
     constraint_clip_bounds,
@@ -468,21 +403,21 @@ def is_hardswish(ann) -> bool:
     return same and _scalar(add.args[1], 3.0) and _scalar(div.args[1], 6.0) and bounds == [0, 6]
 
 
-@applies(constraint_float32, constraint_static_shape, constraint_rank, constraint_width, int8=QUANT_CONSTRAINTS)
+@applies(*TENSOR_CONSTRAINTS, constraint_width, int8=QUANT_CONSTRAINTS)
 def check_unary(run: PartitionRun, ctx) -> bool:
     ann = ctx.annotated_expr
     call = ann["op"]
     if "hs_add" in ann and not is_hardswish(ann):
         return False
     tensors = [call.args[0], call]
-    checks = [
-        (constraint_float32, (tensors,)),
-        (constraint_static_shape, (tensors,)),
-        (constraint_rank, (tensors, run.config)),
-    ] + _quant_checks(ctx)
+    checks = _check_tensors(run, tensors) + _quant_checks(ctx)
     if not _run(run, ctx, "unary", checks):
         return False
     return _run(run, ctx, "unary", [(constraint_width, ([static_shape(call)[-1]], run.config))])
+
+
+# A staged model input or output (quantized staging, format 1.3), after its model-input / output check.
+STAGED_CONSTRAINTS = (constraint_static_shape, constraint_rank, constraint_staged_reshape, constraint_width)
 
 
 def _staged_io(ctx, quantize_input: bool):
@@ -494,14 +429,7 @@ def _staged_io(ctx, quantize_input: bool):
     return ctx.value_to_bound_var.get(ann.get("reshape", ann["op"]))
 
 
-@applies(
-    constraint_model_input,
-    constraint_static_shape,
-    constraint_rank,
-    constraint_staged_reshape,
-    constraint_width,
-    int8=QUANT_CONSTRAINTS,
-)
+@applies(constraint_model_input, *STAGED_CONSTRAINTS, int8=QUANT_CONSTRAINTS)
 def check_quantize_input(run: PartitionRun, ctx) -> bool:
     """quantize(x) of a model input x, or quantize(reshape(x)): the region's input, quantized by the runtime
     as it stages it. With a reshape, a quantize not of a model input is left to the plain entry (it gives
@@ -520,14 +448,7 @@ def check_quantize_input(run: PartitionRun, ctx) -> bool:
     return _run(run, ctx, "input", checks + [(constraint_width, ([static_shape(q)[-1]], run.config))])
 
 
-@applies(
-    constraint_model_output,
-    constraint_static_shape,
-    constraint_rank,
-    constraint_staged_reshape,
-    constraint_width,
-    int8=QUANT_CONSTRAINTS,
-)
+@applies(constraint_model_output, *STAGED_CONSTRAINTS, int8=QUANT_CONSTRAINTS)
 def check_dequantize_output(run: PartitionRun, ctx) -> bool:
     """dequantize(q) returned by the model, or reshape(dequantize(q)): the region's output, dequantized by
     the runtime as it stages it. With a reshape, a result that is not a model output is left alone."""
@@ -546,24 +467,13 @@ def check_dequantize_output(run: PartitionRun, ctx) -> bool:
     return _run(run, ctx, "qoutput", checks + [(constraint_width, ([static_shape(dq)[-1]], run.config))])
 
 
-@applies(
-    constraint_float32,
-    constraint_static_shape,
-    constraint_rank,
-    constraint_softmax_axis,
-    constraint_width,
-    int8=QUANT_CONSTRAINTS,
-)
+@applies(*TENSOR_CONSTRAINTS, constraint_softmax_axis, constraint_width, int8=QUANT_CONSTRAINTS)
 def check_softmax(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     tensors = [call.args[0], call]
     # No int8 softmax pattern exists (SOFTMAX is fp16): _quant_checks adds nothing today, and keeps the
     # shape every check has for when one does.
-    checks = [
-        (constraint_float32, (tensors,)),
-        (constraint_static_shape, (tensors,)),
-        (constraint_rank, (tensors, run.config)),
-    ] + _quant_checks(ctx)
+    checks = _check_tensors(run, tensors) + _quant_checks(ctx)
     if not _run(run, ctx, "softmax", checks):
         return False
     return _run(

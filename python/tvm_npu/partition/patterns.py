@@ -85,19 +85,17 @@ def _qbias():
     return b | is_op("relax.reshape")(b, wildcard())
 
 
+def _weighted(name: str, op, data, weight, check, quantized: bool):
+    """The patterns of an op with a constant weight (conv2d, dense), with its fused bias and activation."""
+    annotations = {"data": data, "weight": weight, "op": op}
+    return _with_bias_and_act(name, op, annotations, check, quantized, _qbias if quantized else _const_expr)
+
+
 def conv2d_patterns(quantized: bool):
     data = _dq(wildcard()) if quantized else wildcard()
     weight = _dq(is_const()) if quantized else _const_expr()
     conv = is_op("relax.nn.conv2d")(data, weight)
-    name = "qconv2d" if quantized else "conv2d"
-    return _with_bias_and_act(
-        name,
-        conv,
-        {"data": data, "weight": weight, "op": conv},
-        checks.check_conv2d,
-        quantized,
-        _qbias if quantized else _const_expr,
-    )
+    return _weighted("qconv2d" if quantized else "conv2d", conv, data, weight, checks.check_conv2d, quantized)
 
 
 def dense_patterns(quantized: bool):
@@ -108,15 +106,7 @@ def dense_patterns(quantized: bool):
     else:
         weight = _const_expr()
     mm = is_op("relax.matmul")(data, weight)
-    name = "qdense" if quantized else "dense"
-    return _with_bias_and_act(
-        name,
-        mm,
-        {"data": data, "weight": weight, "op": mm},
-        checks.check_dense,
-        quantized,
-        _qbias if quantized else _const_expr,
-    )
+    return _weighted("qdense" if quantized else "dense", mm, data, weight, checks.check_dense, quantized)
 
 
 def _binary(op: str, name: str, quantized: bool, check):

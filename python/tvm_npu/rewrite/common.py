@@ -28,18 +28,9 @@ def const_value(g: rg.Graph, expr, what: str):
 def copy_conv2d(call, data, weight, padding=None):
     """A copy of conv2d `call` on new operands (and padding), every other attribute kept."""
     a = call.attrs
-    return relax.op.nn.conv2d(
-        data,
-        weight,
-        strides=a.strides,
-        padding=a.padding if padding is None else padding,
-        dilation=a.dilation,
-        groups=a.groups,
-        data_layout=a.data_layout,
-        kernel_layout=a.kernel_layout,
-        out_layout=a.out_layout,
-        out_dtype=a.out_dtype,
-    )
+    kept = ("strides", "dilation", "groups", "data_layout", "kernel_layout", "out_layout", "out_dtype")
+    padding = a.padding if padding is None else padding
+    return relax.op.nn.conv2d(data, weight, padding=padding, **{k: getattr(a, k) for k in kept})
 
 
 def rebuild_main(mod: tvm.IRModule, g: rg.Graph, plan: dict) -> tvm.IRModule:

@@ -219,16 +219,9 @@ def cmd_sweep(args) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise CLIError(f"--jobs {args.jobs}: give at least one worker process")
-    res = sweep(
-        str(_existing(args.model, "model file")),
-        mac=args.mac,
-        sram=args.sram,
-        ddr_bw=args.ddr_bw,
-        out=args.out,
-        base=args.base,
-        jobs=args.jobs,
-        plots=not args.no_plots,
-    )
+    grid = {"mac": args.mac, "sram": args.sram, "ddr_bw": args.ddr_bw}
+    model = str(_existing(args.model, "model file"))
+    res = sweep(model, **grid, out=args.out, base=args.base, jobs=args.jobs, plots=not args.no_plots)
     print(res.table())
     feasible = sum(bool(r.get("feasible")) for r in res.rows)
     print(

@@ -41,7 +41,7 @@ from . import cost_model, recurrence, slices
 from .schedule import Scoreboard, emit_constant_load, emit_dma
 from .sram import Arena, align, live_ranges, place_residents, resident_top
 from .tiling import oc_blocks, row_tiles, tile_heights
-from .vector_commands import VECTOR_OPS, vector_command, vector_footprint
+from .vector_commands import VECTOR_OPS, binary_requant, vector_command, vector_footprint
 from .weights import WeightStreamer, place_weight_slots
 
 # Fractions of SRAM offered to resident intermediates (0: everything streams through DDR).
@@ -215,14 +215,7 @@ def _compute(
             row_elems=dst.view[2] * dst.view[3],
         )
         if int8:
-            a.update(
-                a_zp=layer.in_zps[0],
-                b_zp=layer.in_zps[1],
-                out_zp=layer.out_zp,
-                a_mult=int(layer.mult[0]),
-                b_mult=int(layer.mult[1]),
-                shift=layer.shift,
-            )
+            a.update(binary_requant(layer))
         return Command("ADD", a, {}, layer.name)
     s = srcs[0]
     # A slice keeps its pixel stride in SRAM: resident, or loaded row by row into a tile buffer. An

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...contract.stream import ENGINES, NO_WAIT, Command
+from ...contract.stream import ENGINES, NO_WAIT, OPERANDS, Command
 
 # Wait fields are 4 bits and 15 means "no wait": the deepest wait we can express is 14 outstanding.
 MAX_OUTSTANDING = NO_WAIT - 1
@@ -116,24 +116,8 @@ def emit_dma(sb: Scoreboard, op, channel, ddr, sram, rows, row_bytes, ddr_stride
     """Emit a DMA_LOAD (DDR -> SRAM) or DMA_STORE (SRAM -> DDR) of `rows` rows with its footprints."""
     span_ddr = ("ddr", ddr, ddr + (rows - 1) * ddr_stride + row_bytes)
     span_sram = ("sram", sram, sram + (rows - 1) * sram_stride + row_bytes)
-    if op == "DMA_LOAD":
-        args = dict(
-            channel=channel,
-            ddr_addr=ddr,
-            sram_addr=sram,
-            rows=rows,
-            row_bytes=row_bytes,
-            ddr_stride=ddr_stride,
-            sram_stride=sram_stride,
-        )
-        return sb.emit(Command(op, args, {}, note), reads=[span_ddr], writes=[span_sram])
-    args = dict(
-        channel=channel,
-        sram_addr=sram,
-        ddr_addr=ddr,
-        rows=rows,
-        row_bytes=row_bytes,
-        sram_stride=sram_stride,
-        ddr_stride=ddr_stride,
-    )
-    return sb.emit(Command(op, args, {}, note), reads=[span_sram], writes=[span_ddr])
+    values = {"channel": channel, "ddr_addr": ddr, "sram_addr": sram, "rows": rows, "row_bytes": row_bytes}
+    values.update(ddr_stride=ddr_stride, sram_stride=sram_stride)
+    args = {name: values[name] for name in OPERANDS[op]}  # in the contract's word order
+    src, dst = (span_ddr, span_sram) if op == "DMA_LOAD" else (span_sram, span_ddr)
+    return sb.emit(Command(op, args, {}, note), reads=[src], writes=[dst])

@@ -23,6 +23,20 @@ from .sram import align
 VECTOR_OPS = ("ELTWISE", "UNARY", "SOFTMAX")
 
 
+def binary_requant(layer) -> dict:
+    """The int8 operands of a two-input command (ADD, ELTWISE): zero points, integer multipliers of both
+    inputs and their shift (docs/npu.md section 2)."""
+    a_mult, b_mult = (int(m) for m in layer.mult[:2])
+    return {
+        "a_zp": layer.in_zps[0],
+        "b_zp": layer.in_zps[1],
+        "out_zp": layer.out_zp,
+        "a_mult": a_mult,
+        "b_mult": b_mult,
+        "shift": layer.shift,
+    }
+
+
 def vector_command(
     cfg: NPUConfig, layer, t, ins: list, srcs: list, dst, out_addr: int, out_stride: int, w_slot, common: dict
 ) -> Command:
@@ -62,14 +76,7 @@ def vector_command(
         channels=dst.view[3] if layer.b_mode == "channel" else 0,
     )
     if int8:
-        a.update(
-            a_zp=layer.in_zps[0],
-            b_zp=layer.in_zps[1],
-            out_zp=layer.out_zp,
-            a_mult=int(layer.mult[0]),
-            b_mult=int(layer.mult[1]),
-            shift=layer.shift,
-        )
+        a.update(binary_requant(layer))
         # Format 1.2: an operand's own dtype where it is not the command's (0 keeps 1.1's meaning).
         for which, d in zip(("a", "b", "out"), layer.dtypes):
             a[f"{which}_dtype"] = 0 if d == layer.dtype else DTYPES[d]
