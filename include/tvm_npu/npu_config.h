@@ -55,6 +55,8 @@ enum class NPUStatus : uint32_t {
   kBadStream = 5,
   kShapeMismatch = 6,
   kTimeout = 7,
+  kInvalidModel = 8,
+  kInvalidConfig = 9,
 };
 
 /*! \brief The code's name as written in docs/npu.md, e.g. "ERR_BAD_STREAM". */
@@ -68,6 +70,8 @@ inline const char* StatusName(NPUStatus status) {
     case NPUStatus::kBadStream: return "ERR_BAD_STREAM";
     case NPUStatus::kShapeMismatch: return "ERR_SHAPE_MISMATCH";
     case NPUStatus::kTimeout: return "ERR_TIMEOUT";
+    case NPUStatus::kInvalidModel: return "ERR_INVALID_MODEL";
+    case NPUStatus::kInvalidConfig: return "ERR_INVALID_CONFIG";
   }
   return "ERR_UNKNOWN";
 }

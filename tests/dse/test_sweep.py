@@ -32,7 +32,7 @@ def test_grid_values_parse_and_name_their_points():
     ]
     assert points[1].config.ddr_bytes_per_cycle == 16 and points[1].config.vector_lanes == 64  # base kept
     # 1000 bytes is not a multiple of alignment x banks: a point the contract forbids, not a mistake.
-    assert points[2].config is None and points[2].error.code == "ERR_OP_NOT_SUPPORTED"
+    assert points[2].config is None and points[2].error.code == "ERR_INVALID_CONFIG"
     # The issue's grid (the defaults): 36 configurations the contract allows, 64x64 and 4 MiB included.
     issue = grid(tvm_npu.NPU_REF, "16x16,32x32,64x64", "512KiB,1MiB,2MiB,4MiB", "8,16,32")
     assert len(issue) == 36 and all(p.config is not None for p in issue)
@@ -57,7 +57,7 @@ def test_bad_grid_values_are_coded_errors_that_say_what_to_write(option, spec, h
     values = {"mac": "16x16", "sram": "1MiB", "ddr_bw": "8", option: spec}
     with pytest.raises(tvm_npu.NPUError) as info:
         grid(tvm_npu.NPU_REF, **values)
-    assert info.value.code == "ERR_OP_NOT_SUPPORTED" and hint in str(info.value)
+    assert info.value.code == "ERR_INVALID_CONFIG" and hint in str(info.value)
 
 
 @pytest.mark.parametrize(
@@ -127,7 +127,7 @@ def test_sweep_on_threads_matches_direct_estimates_and_resumes(model_file, tmp_p
     assert by["mac8x8-sram16KiB-ddr8"]["error_code"] == "ERR_SRAM_OVERFLOW"  # the model does not fit
     assert by["mac8x8-sram16KiB-ddr8"]["reason"].startswith("layer ")  # the code is apart, in error_code
     assert "does not fit 16384 bytes" in by["mac8x8-sram16KiB-ddr8"]["reason"]
-    assert by["mac16x16-sram1000B-ddr8"]["error_code"] == "ERR_OP_NOT_SUPPORTED"  # the contract forbids it
+    assert by["mac16x16-sram1000B-ddr8"]["error_code"] == "ERR_INVALID_CONFIG"  # the contract forbids it
     mod = tvm_npu.from_onnx(str(model_file))
     for name in ("mac8x8-sram32KiB-ddr8", "mac16x16-sram64KiB-ddr8"):
         r = by[name]
@@ -182,7 +182,7 @@ def test_cli_sweep_on_a_process_pool(model_file, tmp_path, capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "8 configurations (4 feasible" in out and "8 estimated now" in out
-    assert "ERR_SRAM_OVERFLOW: layer" in out and "ERR_OP_NOT_SUPPORTED: NPUConfig.sram_bytes" in out
+    assert "ERR_SRAM_OVERFLOW: layer" in out and "ERR_INVALID_CONFIG: NPUConfig.sram_bytes" in out
     with cf.ThreadPoolExecutor(2) as pool:
         ref = tvm_npu.sweep(
             model_file, **GRID, out=tmp_path / "t", base="npu-small", executor=pool, progress=False, plots=False
@@ -195,8 +195,8 @@ def test_cli_sweep_on_a_process_pool(model_file, tmp_path, capsys):
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--sram", "2MB"], "ERR_OP_NOT_SUPPORTED: --sram '2MB'"),
-        (["--mac", ""], "ERR_OP_NOT_SUPPORTED: --mac ''"),
+        (["--sram", "2MB"], "ERR_INVALID_CONFIG: --sram '2MB'"),
+        (["--mac", ""], "ERR_INVALID_CONFIG: --mac ''"),
         (["--jobs", "0"], "--jobs 0"),
     ],
 )

@@ -198,18 +198,18 @@ def test_initializers_listed_as_inputs_are_constants_on_the_npu():
 
 
 @pytest.mark.parametrize("cut", ["garbage", "half", "header"])
-def test_malformed_onnx_bytes_are_not_supported(cut):
+def test_malformed_onnx_bytes_are_an_invalid_model(cut):
     data = small_cnn(0).SerializeToString()
     data = {"garbage": b"\xff\x00not an onnx model", "half": data[: len(data) // 2], "header": data[:40]}[cut]
     with pytest.raises(tvm_npu.NPUError) as info:
         tvm_npu.from_onnx(data)
-    assert info.value.code == "ERR_OP_NOT_SUPPORTED"
+    assert info.value.code == "ERR_INVALID_MODEL"
 
 
-def test_truncated_onnx_file_is_not_supported(tmp_path):
+def test_truncated_onnx_file_is_an_invalid_model(tmp_path):
     data = small_cnn(0).SerializeToString()
     path = tmp_path / "model.onnx"
     path.write_bytes(data[: len(data) - 100])
     with pytest.raises(tvm_npu.NPUError) as info:
         tvm_npu.from_onnx(str(path))
-    assert info.value.code == "ERR_OP_NOT_SUPPORTED"
+    assert info.value.code == "ERR_INVALID_MODEL"

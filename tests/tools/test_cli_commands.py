@@ -98,7 +98,7 @@ def test_corrupt_onnx_is_a_one_line_coded_error(tmp_path, capsys):
     bad.write_bytes(b"this is not an onnx model")
     assert main(["profile", str(bad)]) != 0
     err = _error_line(capsys)
-    assert "ERR_OP_NOT_SUPPORTED" in err and "bad.onnx" in err
+    assert "ERR_INVALID_MODEL" in err and "bad.onnx" in err
 
 
 def test_run_with_wrong_inputs_is_a_one_line_error(files, tmp_path, capsys):

@@ -148,3 +148,18 @@ def test_an_unexpected_error_is_one_line_unless_traceback_is_asked_for(files, mo
     assert "KeyError" in err and "--traceback" in err
     with pytest.raises(KeyError):
         cli.main(["--traceback", "report", str(d / "conv.onnx")])
+
+
+def test_error_codes_name_the_real_cause(files, tmp_path, capsys):
+    """An unreadable model is ERR_INVALID_MODEL and an unknown configuration ERR_INVALID_CONFIG; both were
+    ERR_OP_NOT_SUPPORTED, which says the NPU cannot run an op."""
+    d, _ = files
+    (tmp_path / "notes.onnx").write_text("not a model")
+    assert cli.main(["report", str(tmp_path / "notes.onnx")]) == 2
+    assert _one_line(capsys).startswith("tvm-npu: error: ERR_INVALID_MODEL: ")
+    with pytest.raises(tvm_npu.NPUError) as info:
+        tvm_npu.build(tvm_npu.from_onnx(str(d / "conv.onnx")), config="npu-huge")
+    assert info.value.code == "ERR_INVALID_CONFIG" and "npu-ref" in str(info.value)
+    with pytest.raises(tvm_npu.NPUError) as info:
+        tvm_npu.NPUConfig(sram_bytes=1000)
+    assert info.value.code == "ERR_INVALID_CONFIG" and "sram_bytes" in str(info.value)

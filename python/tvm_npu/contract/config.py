@@ -52,11 +52,11 @@ class NPUConfig:
         for field in self.BLOCK_FIELDS:
             value = getattr(self, field)
             if not isinstance(value, int) or value <= 0:
-                raise NPUError("ERR_OP_NOT_SUPPORTED", f"NPUConfig.{field} must be a positive integer, got {value!r}")
+                raise NPUError("ERR_INVALID_CONFIG", f"NPUConfig.{field} must be a positive integer, got {value!r}")
         if self.alignment & (self.alignment - 1) or self.burst_bytes % self.alignment:
-            raise NPUError("ERR_OP_NOT_SUPPORTED", "NPUConfig.alignment must be a power of two dividing burst_bytes")
+            raise NPUError("ERR_INVALID_CONFIG", "NPUConfig.alignment must be a power of two dividing burst_bytes")
         if self.sram_bytes % (self.alignment * self.sram_banks):
-            raise NPUError("ERR_OP_NOT_SUPPORTED", "NPUConfig.sram_bytes must be a multiple of alignment * sram_banks")
+            raise NPUError("ERR_INVALID_CONFIG", "NPUConfig.sram_bytes must be a multiple of alignment * sram_banks")
 
     @property
     def int8_macs_per_cycle(self) -> int:
@@ -93,5 +93,5 @@ def get_config(config: NPUConfig | str | None = None) -> NPUConfig:
     if isinstance(config, str) and config in PRESETS:
         return PRESETS[config]
     raise NPUError(
-        "ERR_OP_NOT_SUPPORTED", f"unknown NPU configuration {config!r}; use one of {sorted(PRESETS)} or an NPUConfig"
+        "ERR_INVALID_CONFIG", f"unknown NPU configuration {config!r}; use one of {sorted(PRESETS)} or an NPUConfig"
     )

@@ -320,6 +320,10 @@ ERRORS: list[dict[str, Any]] = [
         ("ERR_SHAPE_MISMATCH", 6, "kShapeMismatch",
          "a run-time argument whose shape or dtype differs from the compiled one"),
         ("ERR_TIMEOUT", 7, "kTimeout", "a run that exceeded its time budget"),
+        ("ERR_INVALID_MODEL", 8, "kInvalidModel",
+         "a model that cannot be read: no such file, not ONNX, truncated, or failing the ONNX checker"),
+        ("ERR_INVALID_CONFIG", 9, "kInvalidConfig",
+         "an NPU configuration that is unknown or inconsistent, or a swept value that does not parse"),
     ]
 ]
 # fmt: on

@@ -2,7 +2,7 @@
 
 Values are written as on the command line: MAC arrays "16x16" (rows x columns; "32" is 32x32), SRAM
 sizes "512KiB", "2MiB", "1GiB" or bytes ("524288"), DDR bandwidths in bytes per cycle ("16"). A value
-that does not parse is the user's mistake: NPUError ERR_OP_NOT_SUPPORTED saying what to write. A value
+that does not parse is the user's mistake: NPUError ERR_INVALID_CONFIG saying what to write. A value
 that parses but makes a configuration the contract forbids (NPUConfig's checks, e.g. SRAM that is not a
 multiple of alignment x banks) is a result, not a mistake: that point's row is infeasible, with the
 reason, and the other points still run.
@@ -35,7 +35,7 @@ def _items(option: str, spec) -> list[str]:
     items = [s.strip() for s in items]
     if not items or any(not s for s in items):
         raise NPUError(
-            "ERR_OP_NOT_SUPPORTED", f"{option} {spec!r}: give one value or a comma-separated list without empty items"
+            "ERR_INVALID_CONFIG", f"{option} {spec!r}: give one value or a comma-separated list without empty items"
         )
     return list(dict.fromkeys(items))  # a repeated value would only repeat a row
 
@@ -47,7 +47,7 @@ def parse_mac(spec) -> list[tuple[int, int]]:
         m = re.fullmatch(r"(\d+)(?:\s*[xX*]\s*(\d+))?", s)
         if not m or int(m.group(1)) <= 0 or (m.group(2) and int(m.group(2)) <= 0):
             raise NPUError(
-                "ERR_OP_NOT_SUPPORTED",
+                "ERR_INVALID_CONFIG",
                 f"--mac {s!r}: write the MAC array as ROWSxCOLS with positive integers, e.g. 32x32",
             )
         out.append((int(m.group(1)), int(m.group(2) or m.group(1))))
@@ -61,12 +61,12 @@ def parse_size(s: str) -> int:
     if unit not in _UNITS:
         hint = " (KB / MB are ambiguous: use KiB / MiB)" if unit in ("k", "kb", "m", "mb", "g", "gb") else ""
         raise NPUError(
-            "ERR_OP_NOT_SUPPORTED",
+            "ERR_INVALID_CONFIG",
             f"--sram {s!r}: write a size as a number with B, KiB, MiB or GiB, e.g. 512KiB or 2MiB{hint}",
         )
     size = float(m.group(1)) * _UNITS[unit]
     if size != int(size) or size <= 0:
-        raise NPUError("ERR_OP_NOT_SUPPORTED", f"--sram {s!r}: the size must be a positive whole number of bytes")
+        raise NPUError("ERR_INVALID_CONFIG", f"--sram {s!r}: the size must be a positive whole number of bytes")
     return int(size)
 
 
@@ -79,7 +79,7 @@ def parse_ddr(spec) -> list[int]:
     for s in _items("--ddr-bw", spec):
         if not re.fullmatch(r"\d+", s) or int(s) <= 0:
             raise NPUError(
-                "ERR_OP_NOT_SUPPORTED", f"--ddr-bw {s!r}: write DDR bandwidth as whole bytes per cycle, e.g. 8,16,32"
+                "ERR_INVALID_CONFIG", f"--ddr-bw {s!r}: write DDR bandwidth as whole bytes per cycle, e.g. 8,16,32"
             )
         out.append(int(s))
     return out

@@ -108,7 +108,7 @@ def _model_file(model, folder: Path) -> str:
         path = Path(model)
         if not path.is_file():
             raise NPUError(
-                "ERR_OP_NOT_SUPPORTED", f"model file {str(path)!r} does not exist; give the path of an ONNX model"
+                "ERR_INVALID_MODEL", f"model file {str(path)!r} does not exist; give the path of an ONNX model"
             )
         return str(path.resolve())
     import onnx
@@ -118,5 +118,5 @@ def _model_file(model, folder: Path) -> str:
         onnx.save(model, str(path))
         return str(path.resolve())
     raise NPUError(
-        "ERR_OP_NOT_SUPPORTED", f"sweep takes an ONNX file path or an onnx.ModelProto, not {type(model).__name__}"
+        "ERR_INVALID_MODEL", f"sweep takes an ONNX file path or an onnx.ModelProto, not {type(model).__name__}"
     )

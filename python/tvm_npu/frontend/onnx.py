@@ -141,7 +141,7 @@ def initializers_as_constants(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _load(model) -> onnx.ModelProto:
-    """A ModelProto from a path or serialized bytes; NPUError(ERR_OP_NOT_SUPPORTED) when unreadable."""
+    """A ModelProto from a path or serialized bytes; NPUError(ERR_INVALID_MODEL) when unreadable."""
     if isinstance(model, (bytes, bytearray, memoryview)):
         what = f"ONNX model ({len(model)} bytes)"
         load = lambda: onnx.load_model_from_string(bytes(model))  # noqa: E731
@@ -151,9 +151,9 @@ def _load(model) -> onnx.ModelProto:
     try:
         loaded = load()
     except Exception as err:  # onnx raises DecodeError, OSError, ...
-        raise NPUError("ERR_OP_NOT_SUPPORTED", f"cannot read {what}: {err}") from None
+        raise NPUError("ERR_INVALID_MODEL", f"cannot read {what}: {err}") from None
     if not loaded.graph.node and not loaded.graph.output:
-        raise NPUError("ERR_OP_NOT_SUPPORTED", f"cannot read {what}: no graph (truncated?)")
+        raise NPUError("ERR_INVALID_MODEL", f"cannot read {what}: no graph (truncated?)")
     return loaded
 
 
@@ -161,7 +161,7 @@ def from_onnx(model: onnx.ModelProto | str | bytes, shape_dict: dict | None = No
     """Import an ONNX model (a ModelProto, a path or the serialized bytes); weights become constants of
     `main`, also when an older exporter listed them as graph inputs too.
 
-    Raises NPUError(ERR_OP_NOT_SUPPORTED) for a file or bytes that are not a valid ONNX model
+    Raises NPUError(ERR_INVALID_MODEL) for a file or bytes that are not a valid ONNX model
     (malformed, truncated or failing the ONNX checker).
     """
     if isinstance(model, (str, bytes, bytearray, memoryview)) or hasattr(model, "__fspath__"):
@@ -169,7 +169,7 @@ def from_onnx(model: onnx.ModelProto | str | bytes, shape_dict: dict | None = No
     try:
         onnx.checker.check_model(model)
     except (onnx.checker.ValidationError, ValueError) as err:
-        raise NPUError("ERR_OP_NOT_SUPPORTED", f"invalid ONNX model: {err}") from None
+        raise NPUError("ERR_INVALID_MODEL", f"invalid ONNX model: {err}") from None
     model = qoperator_to_qdq(initializers_as_constants(model))
     # TVM's importer builds main in a BlockBuilder function scope; under the same lock no other import
     # sees the converter map patched or restored half-way.
