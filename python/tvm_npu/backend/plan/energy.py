@@ -83,7 +83,7 @@ def command_counts(cfg: NPUConfig, commands: list) -> dict:
     of SRAM (DMA payloads plus compute operand tiles)."""
     from ...contract.stream import DTYPES
     from .cost_model import conv_macs
-    from .planner import _footprint  # the planner's own (reads, writes) ranges of a compute command
+    from .emit import footprint  # the planner's own (reads, writes) ranges of a compute command
 
     counts = {"macs_int8": 0, "macs_fp16": 0, "sram_access_bytes": 0}
     for cmd in commands:
@@ -95,6 +95,6 @@ def command_counts(cfg: NPUConfig, commands: list) -> dict:
         if cmd.op == "CONV2D":
             key = "macs_int8" if cmd.args["dtype"] == DTYPES["int8"] else "macs_fp16"
             counts[key] += conv_macs(cmd.args)
-        reads, writes = _footprint(cfg, cmd)
+        reads, writes = footprint(cfg, cmd)
         counts["sram_access_bytes"] += sum(hi - lo for _, lo, hi in reads + writes)
     return counts

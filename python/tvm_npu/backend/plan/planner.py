@@ -13,96 +13,28 @@
                 paced by the compute they hide behind; waits derived from data dependencies (schedule.py)
 
 If residency leaves a layer too little working SRAM, the region is planned again without residents.
+emit.py turns each planned layer into its commands, tile by tile.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from ...contract.config import NPUConfig
 from ...contract.errors import NPUError
-from ...contract.stream import (
-    ACTIVATIONS,
-    DTYPE_BYTES,
-    DTYPES,
-    NO_BIAS,
-    POOL_KINDS,
-    SLICE_ALIGNMENT,
-    Command,
-    Stream,
-    TensorDesc,
-    f32_bits,
-)
+from ...contract.stream import DTYPE_BYTES, SLICE_ALIGNMENT, Stream, TensorDesc
 from ..lower.graph import Graph, Layer
 from . import cost_model, recurrence, slices
-from .schedule import Scoreboard, emit_constant_load, emit_dma
+from .emit import Block, LayerPlan, Placed, emit_layer, src_rows
+from .schedule import Scoreboard
 from .sram import Arena, align, live_ranges, place_residents, resident_top
 from .tiling import oc_blocks, row_tiles, tile_heights
-from .vector_commands import VECTOR_OPS, binary_requant, vector_command, vector_footprint
 from .weights import WeightStreamer, place_weight_slots
 
 # Fractions of SRAM offered to resident intermediates (0: everything streams through DDR).
 RESIDENT_SHARES = (0.0, 0.5, 0.7, 0.85)
-
-
-@dataclass
-class Placed:
-    """Where a region tensor lives: in DDR, or resident in SRAM; its [N, H, W, C] view and row stride."""
-
-    space: str  # "ddr" or "sram"
-    addr: int
-    view: tuple
-    row_stride: int
-    elem: int
-    pstride: int = 0  # bytes between pixels when the tensor is a channel slice (slices.py); 0: packed
-
-    @property
-    def row_bytes(self) -> int:
-        px = self.view[3] * self.elem
-        return (self.view[2] - 1) * self.pstride + px if self.pstride else self.view[2] * px
-
-    def row_addr(self, n: int, r: int) -> int:
-        return self.addr + (n * self.view[1] + r) * self.row_stride
-
-    @property
-    def nbytes(self) -> int:
-        return self.view[0] * self.view[1] * self.row_stride
-
-
-@dataclass
-class Block:
-    """The constants of one output-channel block of a conv layer, as stored in DDR."""
-
-    oc0: int
-    oc1: int
-    ddr_addr: int
-    nbytes: int
-    w_stride: int
-    w_bytes: int
-
-
-@dataclass
-class LayerPlan:
-    tile_oh: int
-    blocks: list
-    w_slot: int | None
-    in_bufs: list  # per input: [ping, pong] SRAM addresses, or None when the input is resident
-    out_bufs: list | None  # [ping, pong], or None when the output is resident
-    base: int  # first SRAM byte of the layer's activation buffers
-    top: int  # first SRAM byte above them (the weight slot is placed separately, weights.py)
-    cycles: int = 0
-    # Per constant block: its SRAM slot, and the index of the layer during which the weight streamer
-    # may start loading it (None: loaded by the layer itself, after the previous block's computes,
-    # into the slot the previous block used). Set by weights.place_weight_slots.
-    w_slots: list | None = None
-    load_after: list | None = None
-
-    def __post_init__(self):
-        self.w_slots = self.w_slots or [self.w_slot] * len(self.blocks)
-        self.load_after = self.load_after or [None] * len(self.blocks)
 
 
 def constant_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[bytes, int, int]:
@@ -161,21 +93,12 @@ def _weight_heavy(layer: Layer, in_bytes: int) -> bool:
     return in_bytes * 64 <= layer.weight.nbytes
 
 
-def _broadcast(layer: Layer, k: int) -> bool:
-    """Input `k` is a per-channel ELTWISE b: the one row (0, 0) of its tensor serves every tile."""
-    return layer.kind == "eltwise" and k == 1 and layer.b_mode != "same"
-
-
-def _src_rows(layer: Layer, k: int, rows: int) -> int:
-    return 1 if _broadcast(layer, k) else rows
-
-
 def _layout(cfg, layer, srcs, dst, blocks, base, tile_oh) -> LayerPlan | None:
     arena = Arena(cfg, base)
     tiles = row_tiles(layer, srcs[0].view, dst.view, tile_oh)
     in_rows = max(t.in_rows for t in tiles)
     in_bufs = [
-        None if s.space == "sram" else [arena.take(_src_rows(layer, k, in_rows) * s.row_stride) for _ in (0, 1)]
+        None if s.space == "sram" else [arena.take(src_rows(layer, k, in_rows) * s.row_stride) for _ in (0, 1)]
         for k, s in enumerate(srcs)
     ]
     out_rows = max(t.out_rows for t in tiles)  # the last tile may have grown (tiling.row_tiles)
@@ -191,190 +114,6 @@ def _layout(cfg, layer, srcs, dst, blocks, base, tile_oh) -> LayerPlan | None:
     if arena.top > cfg.sram_bytes:
         return None
     return LayerPlan(tile_oh, blocks, w_slot, in_bufs, out_bufs, base, top)
-
-
-def _compute(
-    cfg, layer: Layer, t, ins: list, srcs: list, dst: Placed, out_addr: int, out_stride: int, blk: Block | None, w_slot
-) -> Command:
-    """The CONV2D / ADD / POOL command of one tile (and one output-channel block)."""
-    int8 = layer.dtype == "int8"
-    lo, hi = layer.clamp if int8 else (f32_bits(layer.clip[0]), f32_bits(layer.clip[1]))
-    common = dict(dtype=DTYPES[layer.dtype], act=0 if int8 else ACTIVATIONS[layer.act], clip_lo=lo, clip_hi=hi)
-    if layer.kind in ("eltwise", "unary", "softmax"):
-        return vector_command(cfg, layer, t, ins, srcs, dst, out_addr, out_stride, w_slot, common)
-    if layer.kind == "add":
-        a = dict(
-            common,
-            a_addr=ins[0],
-            a_stride=srcs[0].row_stride,
-            b_addr=ins[1],
-            b_stride=srcs[1].row_stride,
-            out_addr=out_addr,
-            out_stride=out_stride,
-            rows=t.out_rows,
-            row_elems=dst.view[2] * dst.view[3],
-        )
-        if int8:
-            a.update(binary_requant(layer))
-        return Command("ADD", a, {}, layer.name)
-    s = srcs[0]
-    # A slice keeps its pixel stride in SRAM: resident, or loaded row by row into a tile buffer. An
-    # output tile bound for DDR is packed (slices are resident, so that never meets a pstride).
-    a = dict(
-        common,
-        in_addr=ins[0],
-        in_h=t.in_rows,
-        in_w=s.view[2],
-        in_stride=s.row_stride,
-        out_addr=out_addr,
-        out_h=t.out_rows,
-        out_w=dst.view[2],
-        out_stride=out_stride,
-        stride_h=layer.stride[0],
-        stride_w=layer.stride[1],
-        pad_top=t.pad_top,
-        pad_left=layer.padding[1],
-        in_pstride=s.pstride,
-        out_pstride=0,
-    )
-    if dst.space == "sram":  # a slice, or one channel block of the resident tensor: its pixel stride
-        partial = blk is not None and blk.oc1 - blk.oc0 != dst.view[3]
-        a["out_pstride"] = dst.pstride or (dst.view[3] * dst.elem if partial and dst.view[2] > 1 else 0)
-    if layer.kind == "pool":
-        a.update(kind=POOL_KINDS[layer.pool_kind], c=s.view[3], kh=layer.window[0], kw=layer.window[1])
-        if int8:
-            a.update(in_zp=layer.in_zps[0], out_zp=layer.out_zp, scale=f32_bits(float(layer.scale[0])))
-        return Command("POOL", a, {}, layer.name)
-    _, kh, kw, _ = layer.weight.shape
-    has_bias = int8 or layer.bias is not None
-    a.update(
-        in_c=s.view[3],
-        w_addr=w_slot,
-        w_stride=blk.w_stride,
-        kh=kh,
-        kw=kw,
-        oc=blk.oc1 - blk.oc0,
-        bias_addr=w_slot + blk.w_bytes if has_bias else NO_BIAS,
-        dil_h=layer.dilation[0],
-        dil_w=layer.dilation[1],
-        groups=layer.groups,
-    )
-    if int8:
-        a.update(in_zp=layer.in_zps[0], out_zp=layer.out_zp)
-    return Command("CONV2D", a, {}, layer.name)
-
-
-def _footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
-    """(reads, writes) of a compute command in SRAM, as (space, lo, hi) ranges."""
-    a = cmd.args
-    if cmd.op in VECTOR_OPS:
-        return vector_footprint(cfg, cmd)
-    if cmd.op == "ADD":
-        return (
-            [
-                ("sram", a["a_addr"], a["a_addr"] + a["rows"] * a["a_stride"]),
-                ("sram", a["b_addr"], a["b_addr"] + a["rows"] * a["b_stride"]),
-            ],
-            [("sram", a["out_addr"], a["out_addr"] + a["rows"] * a["out_stride"])],
-        )
-    reads = [("sram", a["in_addr"], a["in_addr"] + a["in_h"] * a["in_stride"])]
-    if cmd.op == "CONV2D":
-        reads.append(("sram", a["w_addr"], a["w_addr"] + a["oc"] * a["w_stride"]))
-        if a["bias_addr"] != NO_BIAS:
-            rows = 2 if a["dtype"] == DTYPES["int8"] else 1
-            reads.append(("sram", a["bias_addr"], a["bias_addr"] + rows * align(a["oc"] * 4, cfg.alignment)))
-    return reads, [("sram", a["out_addr"], a["out_addr"] + a["out_h"] * a["out_stride"])]
-
-
-def emit_layer(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst: Placed, lp: LayerPlan, after_compute=None):
-    """Commands of one layer into `sb`: per output-channel block, per row tile: load, compute, store.
-    `after_compute(cmd)` runs after each tile's commands (the weight streamer paces itself on it)."""
-    tiles = row_tiles(layer, srcs[0].view, dst.view, lp.tile_oh)
-    blocks = lp.blocks or [None]
-    for bi, blk in enumerate(blocks):
-        if blk is not None and lp.load_after[bi] is None:  # not streamed in, nor resident (weights.py)
-            emit_constant_load(sb, blk.ddr_addr, lp.w_slots[bi], blk.nbytes, cfg.alignment, layer.name)
-        oc0 = blk.oc0 if blk is not None else 0
-        ocb = (blk.oc1 - blk.oc0) if blk is not None else dst.view[3]
-
-        def inputs_of(i, t):
-            addrs = []
-            for k, s in enumerate(srcs):
-                # A broadcast b is the one row (0, 0) of its tensor for every tile.
-                n, r0 = (0, 0) if _broadcast(layer, k) else (t.n, t.in_r0)
-                if lp.in_bufs[k] is None:
-                    addrs.append(s.row_addr(n, r0))
-                    continue
-                buf = lp.in_bufs[k][i % 2]
-                emit_dma(
-                    sb,
-                    "DMA_LOAD",
-                    0,
-                    s.row_addr(n, r0),
-                    buf,
-                    _src_rows(layer, k, t.in_rows),
-                    s.row_bytes,
-                    s.row_stride,
-                    s.row_stride,
-                    layer.name,
-                )
-                addrs.append(buf)
-            return addrs
-
-        pending = inputs_of(0, tiles[0])
-        for i, t in enumerate(tiles):
-            if dst.space == "sram":
-                out_addr, out_stride = dst.row_addr(t.n, t.out_r0) + oc0 * dst.elem, dst.row_stride
-            else:
-                out_addr = lp.out_bufs[i % 2]
-                out_stride = dst.row_stride if len(blocks) == 1 else align(dst.view[2] * ocb * dst.elem, cfg.alignment)
-            cmd = _compute(
-                cfg,
-                layer,
-                t,
-                pending,
-                srcs,
-                dst,
-                out_addr,
-                out_stride,
-                blk,
-                lp.w_slots[bi] if blk is not None else None,
-            )
-            reads, writes = _footprint(cfg, cmd)
-            sb.emit(cmd, reads, writes)
-            if i + 1 < len(tiles):
-                pending = inputs_of(i + 1, tiles[i + 1])
-            if dst.space != "sram" and (len(blocks) == 1 or dst.view[2] == 1):
-                row_bytes = dst.row_bytes if len(blocks) == 1 else ocb * dst.elem
-                emit_dma(
-                    sb,
-                    "DMA_STORE",
-                    1,
-                    dst.row_addr(t.n, t.out_r0) + oc0 * dst.elem,
-                    out_addr,
-                    t.out_rows,
-                    row_bytes,
-                    dst.row_stride,
-                    out_stride,
-                    layer.name,
-                )
-            elif dst.space != "sram":  # a channel block of a feature map: scatter each row's pixels
-                px = dst.view[3] * dst.elem
-                for r in range(t.out_rows):
-                    emit_dma(
-                        sb,
-                        "DMA_STORE",
-                        1,
-                        dst.row_addr(t.n, t.out_r0 + r) + oc0 * dst.elem,
-                        out_addr + r * out_stride,
-                        dst.view[2],
-                        ocb * dst.elem,
-                        px,
-                        ocb * dst.elem,
-                        layer.name,
-                    )
-            if after_compute is not None:
-                after_compute(cmd)
 
 
 def _choose(cfg, layer, srcs, dst, blocks_options, base) -> LayerPlan | None:
