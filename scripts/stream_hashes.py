@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import math
 import sys
 from pathlib import Path
 
@@ -28,17 +27,13 @@ from tvm_npu.models.zoo import resnet50_shaped, shufflenet_v2, squeezenet1_1
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tutorials"))
 import lstm_wake_word as kws
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import compiler_core
 
-def _gemm(m=1024, k=2048, n=2048, seed=0):
-    rng = np.random.default_rng(seed)
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((m, k), "float32"))
-    w = (rng.standard_normal((n, k)) / math.sqrt(k)).astype(np.float32)
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            out = bb.emit_output(bb.emit(relax.op.matmul(x, relax.op.permute_dims(relax.const(w)))))
-        bb.emit_func_output(out)
-    return bb.get(), [rng.standard_normal((m, k)).astype(np.float32)]
+
+def _gemm():
+    mod, x = compiler_core.gemm()  # the compiler-core benchmark's 1024x2048x2048 GEMM
+    return mod, [x]
 
 
 def _onnx(model, shape, seed=1, quantize=False, config="npu-ref"):
