@@ -17,9 +17,9 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/fast/avx512_requant.h"
 #include "kernels/fast/conv2d_fast.h"
 #include "kernels/fast/conv_window.h"
+#include "kernels/fast/requant_x86.h"
 #include "kernels/fast/thread_pool.h"
 
 namespace tvm_npu {
@@ -100,7 +100,7 @@ NPU_TARGET_AVX512_VNNI void Pixel(const DwVnniArgs& a, const uint8_t* const* x, 
 #pragma GCC unroll 4
     for (int l = 0; l < 4; ++l) {
       if (left <= static_cast<size_t>(l) * 16) break;
-      _mm_mask_storeu_epi8(out + c0 + l * 16, TailMask(left - l * 16), r[l]);
+      _mm_mask_storeu_epi8(out + c0 + l * 16, Lanes16(left - l * 16), r[l]);
     }
   }
 }

@@ -19,10 +19,6 @@
 namespace tvm_npu {
 namespace fast {
 
-NPU_TARGET_AVX512_F16C inline __mmask16 Lanes16(uint64_t left) {
-  return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
-}
-
 // Halves convert to fp32 exactly (vcvtph2ps quiets a signalling NaN, which any arithmetic on it
 // would do anyway).
 NPU_TARGET_AVX512_F16C inline __m512 LoadHalves16(const uint8_t* p, __mmask16 mask) {

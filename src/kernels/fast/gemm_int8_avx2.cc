@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kernels/fast/gemm_int8.h"
+#include "kernels/fast/requant_x86.h"
 // The shared GEMM tile, compiled for AVX2.
 #define NPU_TILE_TARGET NPU_TARGET_AVX2
 #include "kernels/fast/gemm_int8_tile.h"
@@ -18,17 +19,6 @@
 namespace tvm_npu {
 namespace fast {
 namespace {
-
-// As Requant16 in gemm_int8_avx512vnni.cc, 8 lanes: _mm256_round_ps with an explicit
-// round-to-nearest-even, the clamp to +-1024 keeping z_y + r in int32.
-NPU_TARGET_AVX2 inline __m256i Requant8(__m256i acc, __m256 scale, __m256i zp, __m256i lo,
-                                        __m256i hi) {
-  __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(acc), scale);
-  f = _mm256_round_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  f = _mm256_min_ps(_mm256_max_ps(f, _mm256_set1_ps(-1024.0f)), _mm256_set1_ps(1024.0f));
-  const __m256i q = _mm256_add_epi32(_mm256_cvttps_epi32(f), zp);
-  return _mm256_min_epi32(_mm256_max_epi32(q, lo), hi);
-}
 
 NPU_TARGET_AVX2 inline void Store8(int8_t* out, __m256i q, size_t n) {
   alignas(32) int32_t lanes[8];

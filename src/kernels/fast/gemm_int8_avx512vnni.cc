@@ -9,8 +9,8 @@
 #include "kernels/fast/cpu_level.h"
 #if TVM_NPU_X86_64
 
-#include "kernels/fast/avx512_requant.h"
 #include "kernels/fast/gemm_int8.h"
+#include "kernels/fast/requant_x86.h"
 // The shared GEMM tile, compiled for AVX-512 VNNI.
 #define NPU_TILE_TARGET NPU_TARGET_AVX512_VNNI
 #include "kernels/fast/gemm_int8_tile.h"
@@ -39,7 +39,7 @@ struct Vnni {
   };
   NPU_TARGET_AVX512_VNNI static Channels LoadChannels(const int32_t* bias, const float* scale,
                                                       size_t left) {
-    const __mmask16 mask = TailMask(left);
+    const __mmask16 mask = Lanes16(left);
     return {mask, _mm512_maskz_loadu_epi32(mask, bias),
             _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), mask, scale)};
   }

@@ -22,6 +22,14 @@
 #define NPU_TARGET_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 #define NPU_TARGET_AVX512_VBMI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi")))
 
+#include <cstdint>
+
+// The lanes of the first min(left, 16) elements of a 16-lane vector. Integer code without a
+// target attribute, so any level's function can inline it.
+inline __mmask16 Lanes16(uint64_t left) {
+  return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+}
+
 // Loops that several levels share (gemm_int8_tile.h, conv2d_fp16_tile.h) are templates over a
 // struct of the level's instructions. GCC takes a function's target from its definition, never
 // from a template argument, and a function without a level's target cannot inline that level's
