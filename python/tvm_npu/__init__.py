@@ -23,7 +23,7 @@ def _autoload() -> None:
 
 
 # contract first: it registers the NPUError kind with tvm-ffi before anything can raise it.
-from .contract import CODES, NPU_REF, NPU_SMALL, PRESETS, NPUConfig, NPUError, get_config
+from .contract import CODES, NPU_REF, NPU_SMALL, PRESETS, NPUConfig, NPUError, NPUFallbackWarning, get_config
 from .frontend import from_onnx
 from .quantization import QuantReport, quantize
 from .partition import BuildReport, partition_for_npu
@@ -55,6 +55,7 @@ __all__ = [
     "EnergyModel",
     "NPUConfig",
     "NPUError",
+    "NPUFallbackWarning",
     "QuantReport",
     "StreamingSession",
     "SweepResult",

@@ -1,7 +1,8 @@
 """The driver: every stage of the NPU flow, in order, as data (`STAGES`) that one loop walks.
 
     bind_params -> partition (patterns, constraints, region limits) -> codegen (lower, plan, verify,
-    encode: one runtime module per NPU region) -> cpu_lowering (TVM's pipeline for the rest)
+    encode: one runtime module per NPU region; a region that fails unexpectedly back to the CPU) ->
+    cpu_lowering (TVM's pipeline for the rest)
 
 A build is one `BuildContext` (its NPUConfig, report, params and what its stages collect) that every
 stage takes as its argument; no stage keeps state in a module, so builds in several threads never see
@@ -21,7 +22,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from .backend import codegen
+from .backend import codegen, fallback
 from .contract.config import NPUConfig, get_config
 from .contract.errors import NPUError
 from .partition import partitioner as partition
@@ -61,7 +62,13 @@ def _partition(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:
 
 
 def _codegen(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:
-    mod = codegen.run_codegen(mod, ctx.config, ctx.streams, ctx.layers)
+    # Each region compiled on its own first: one that fails unexpectedly runs on the CPU (NPU_E_INTERNAL).
+    compiled: dict = {}
+    partitioned = mod
+    mod = fallback.compile_regions(mod, ctx.config, ctx.rejections, compiled)
+    if ctx.report is not None and mod is not partitioned:  # placements of the ops that fell back
+        ctx.report.record_partition(mod, ctx.rejections)
+    mod = codegen.run_codegen(mod, ctx.config, ctx.streams, ctx.layers, compiled)
     if ctx.report is not None:
         ctx.report.regions = {s: _region_summary(ctx.config, st, ctx.layers.get(s)) for s, st in ctx.streams.items()}
     return mod

@@ -37,10 +37,15 @@ class CodegenRun:
     config: NPUConfig
     streams: dict | None = None  # symbol -> the planned Stream
     layers: dict | None = None  # symbol -> report.region_layers(...): the layers, command -> layer map
+    compiled: dict | None = None  # symbol -> compile_region(...) done already (fallback.compile_regions)
 
 
 def run_codegen(
-    mod: tvm.IRModule, config: NPUConfig, streams: dict | None = None, layers: dict | None = None
+    mod: tvm.IRModule,
+    config: NPUConfig,
+    streams: dict | None = None,
+    layers: dict | None = None,
+    compiled: dict | None = None,
 ) -> tvm.IRModule:
     """RunCodegen for `config`: every NPU region becomes a runtime module.
 
@@ -52,6 +57,8 @@ def run_codegen(
         The NPU to compile for.
     streams, layers : dict, optional
         When given, receive symbol -> planned Stream and symbol -> report.region_layers(...).
+    compiled : dict, optional
+        symbol -> compile_region's result for regions compiled already (not compiled again).
 
     Returns
     -------
@@ -60,7 +67,7 @@ def run_codegen(
     """
     # tvm-ffi passes a Python object through a Map as it is (an opaque object), so the hook gets the
     # CodegenRun itself: no registry of live builds is needed to find it.
-    options = {"npu": {OPTION: CodegenRun(config, streams, layers)}}
+    options = {"npu": {OPTION: CodegenRun(config, streams, layers, compiled)}}
     return relax.transform.RunCodegen(options)(mod)
 
 
@@ -89,7 +96,8 @@ def _relax_ext_npu(functions, options, constant_names):  # noqa: ARG001 - signat
         run = CodegenRun(get_config())
     modules = []
     for func in functions:
-        graph, planned, blob = compile_region(func, run.config)
+        done = (run.compiled or {}).get(str(func.attrs["global_symbol"]))
+        graph, planned, blob = done if done is not None else compile_region(func, run.config)
         symbol = graph.symbol
         if run.streams is not None:
             run.streams[symbol] = planned

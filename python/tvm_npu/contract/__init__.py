@@ -8,4 +8,4 @@ The lowest layer: every other stage may import it; it imports nothing of the pac
 """
 
 from .config import NPU_REF, NPU_SMALL, PRESETS, NPUConfig, get_config
-from .errors import CODES, NPUError
+from .errors import CODES, NPUError, NPUFallbackWarning

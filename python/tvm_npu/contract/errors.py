@@ -35,3 +35,10 @@ class NPUError(RuntimeError):
     @property
     def value(self) -> int:
         return CODES[self.code]
+
+
+class NPUFallbackWarning(UserWarning):
+    """Part of a model runs on the CPU although the NPU could have taken it: the compiler failed on an
+    NPU region unexpectedly (reason NPU_E_INTERNAL in the build report, with the error). The build
+    still gives the right answer; the warning asks for a bug report. Turn it into an error with
+    ``warnings.simplefilter("error", tvm_npu.NPUFallbackWarning)``."""

@@ -146,8 +146,9 @@ def boundary_cycles(cfg: NPUConfig, func: relax.Function) -> int:
     )
 
 
-def _inline(bb, func, args, fresh, rejections, detail, constraint=constraint_region_size):
-    """Emit the ops of `func`'s composites into `bb`; returns the region's result (var or tuple)."""
+def inline_region(bb, func, args, fresh, rejections, detail, constraint=constraint_region_size):
+    """Emit the ops of `func`'s composites into `bb` (each recorded as a Rejection with `constraint`'s
+    reason and `detail`), as they were before the patterns matched; returns the region's result."""
     m = dict(zip(func.params, args))
     calls, defs = _calls(func)
     for var, comp_var, cargs in calls:
@@ -335,7 +336,7 @@ def apply(mod: tvm.IRModule, cfg: NPUConfig, rejections: list) -> tvm.IRModule:
         args = [relax_graph.subst(a, m) for a in value.args]
         if value.op in small:
             staging = _staging_only(func)
-            return _inline(
+            return inline_region(
                 bb,
                 func,
                 args,

@@ -14,7 +14,7 @@ import tvm
 from tvm.relax import dpl
 
 from ..partition import constraints as C
-from ..partition import patterns, regions
+from ..partition import patterns, regions, unpartition
 
 UNSUPPORTED = ("NPU_E_UNSUPPORTED_OP", "no NPU pattern covers the op (the report names the op).")
 
@@ -140,7 +140,8 @@ def render() -> str:
     for c in sorted(used, key=lambda c: (C.reason_code(c), c.__name__)):
         lines.append(f"| `{C.reason_code(c)}` | {_text(c)} | {', '.join(used[c])} |")
     lines.append(f"| `{UNSUPPORTED[0]}` | {UNSUPPORTED[1]} | - |")
-    for c in regions.REGION_CONSTRAINTS:  # whole NPU regions, after merging (regions.py)
+    # Whole NPU regions: after merging (regions.py), and after a failed compile (unpartition.py).
+    for c in regions.REGION_CONSTRAINTS + [unpartition.constraint_internal_error]:
         lines.append(f"| `{C.reason_code(c)}` | {_text(c)} | (region) |")
     return "\n".join(lines) + "\n"
 

@@ -1,0 +1,65 @@
+"""Per-region fallback (backend/fallback.py): a region the compiler fails on unexpectedly runs on the CPU
+with reason NPU_E_INTERNAL and an NPUFallbackWarning, the other regions stay on the NPU, and the answer
+is TVM's own; a documented compile-time refusal (ERR_SRAM_OVERFLOW) still fails the build."""
+
+import numpy as np
+import pytest
+
+import tvm_npu
+from builders import chain, conv_layer, dense_layer
+from conftest import npu_modules, run_cpu, run_vm
+from tvm_npu.backend.lower import registry
+
+
+def two_regions(rng):
+    """conv (NPU) -> sin (CPU) -> flatten (CPU: it crosses NCHW rows) -> dense (NPU)."""
+    layers = [
+        conv_layer(rng, 3, 8, 3),
+        {"op": "cpu", "fn": "sin"},
+        {"op": "cpu", "fn": "reshape", "shape": (1, 8 * 6 * 6)},
+        dense_layer(rng, 8 * 6 * 6, 10),
+    ]
+    return chain((1, 3, 6, 6), layers)
+
+
+def fail_dense(monkeypatch, error):
+    def boom(comp):
+        raise error
+
+    monkeypatch.setitem(registry._LOWERINGS, "dense", boom)
+
+
+def test_a_region_that_fails_to_lower_runs_on_the_cpu(rng, monkeypatch):
+    mod = two_regions(rng)
+    fail_dense(monkeypatch, RuntimeError("injected failure\nsecond line"))
+    report = tvm_npu.BuildReport()
+    with pytest.warns(tvm_npu.NPUFallbackWarning, match="NPU_E_INTERNAL.*RuntimeError: injected failure"):
+        ex = tvm_npu.build(mod, report=report)
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(run_vm(ex, x), run_cpu(mod, x), rtol=2e-2, atol=2e-2)
+    assert len(npu_modules(ex)) == 1  # the conv's region
+    assert [p.op for p in report.placements if p.device == "npu"] == ["relax.nn.conv2d", "relax.add", "relax.nn.relu"]
+    internal = [p for p in report.placements if p.code == "NPU_E_INTERNAL"]
+    assert {p.op for p in internal} >= {"relax.matmul"} and all(p.device == "cpu" for p in internal)
+    assert "RuntimeError: injected failure" in internal[0].reason and "second line" not in internal[0].reason
+    assert "NPU_E_INTERNAL" in report.table()
+    assert len(report.regions) == 1
+
+
+def test_a_coded_lowering_refusal_falls_back_too(rng, monkeypatch):
+    """ERR_OP_NOT_SUPPORTED from a lowering means a pattern accepted what its lowering cannot take: a
+    compiler bug as far as the user is concerned, so the region runs on the CPU."""
+    mod = two_regions(rng)
+    fail_dense(monkeypatch, tvm_npu.NPUError("ERR_OP_NOT_SUPPORTED", "unexpected binding"))
+    with pytest.warns(tvm_npu.NPUFallbackWarning, match="NPUError: ERR_OP_NOT_SUPPORTED"):
+        ex = tvm_npu.build(mod)
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(run_vm(ex, x), run_cpu(mod, x), rtol=2e-2, atol=2e-2)
+    assert len(npu_modules(ex)) == 1
+
+
+def test_a_documented_compile_time_refusal_still_fails_the_build(rng, monkeypatch):
+    mod = two_regions(rng)
+    fail_dense(monkeypatch, tvm_npu.NPUError("ERR_SRAM_OVERFLOW", "does not fit"))
+    with pytest.raises(tvm_npu.NPUError, match="ERR_SRAM_OVERFLOW"):
+        tvm_npu.build(mod)
