@@ -63,3 +63,40 @@ def test_a_documented_compile_time_refusal_still_fails_the_build(rng, monkeypatc
     fail_dense(monkeypatch, tvm_npu.NPUError("ERR_SRAM_OVERFLOW", "does not fit"))
     with pytest.raises(tvm_npu.NPUError, match="ERR_SRAM_OVERFLOW"):
         tvm_npu.build(mod)
+
+
+def test_fallback_in_a_main_with_match_cast(monkeypatch):
+    """An Expand to a shape given at run time imports with match_cast, which leaves every composite a
+    region of its own and main not plain dataflow: the failing region is still inlined where it is
+    called."""
+    import graph_fuzz
+
+    conv = {"cout": 4, "k": 3, "stride": 1, "dil": 1, "pads": [1] * 4, "group": 1, "bias": True, "act": "Relu"}
+    spec = {
+        "dtype": "fp16",
+        "config": "npu-ref",
+        "seed": 5,
+        "input": [1, 4, 8, 8],
+        "inputs": [["s0", [4], [1, 4, 8, 8]]],
+        "nodes": [["conv", [0], conv], ["conv", [1], conv], ["expand_input", [2], {"name": "s0"}]],
+        "outputs": [3],
+    }
+    mod = tvm_npu.from_onnx(graph_fuzz.build_onnx(spec))
+    assert "match_cast" in str(mod)
+    real = registry._LOWERINGS["conv2d"]
+    calls = []
+
+    def second_fails(comp):
+        calls.append(comp)
+        if len(calls) == 2:
+            raise ValueError("injected")
+        return real(comp)
+
+    monkeypatch.setitem(registry._LOWERINGS, "conv2d", second_fails)
+    report = tvm_npu.BuildReport()
+    with pytest.warns(tvm_npu.NPUFallbackWarning, match="ValueError: injected"):
+        ex = tvm_npu.build(mod, report=report)
+    (x,) = graph_fuzz.inputs_for(spec)
+    np.testing.assert_allclose(run_vm(ex, *x), run_cpu(mod, *x), rtol=2e-2, atol=2e-2)
+    rows = [(p.op, p.device, p.code) for p in report.placements if p.op == "relax.nn.conv2d"]
+    assert sorted(rows) == [("relax.nn.conv2d", "cpu", "NPU_E_INTERNAL"), ("relax.nn.conv2d", "npu", "")]

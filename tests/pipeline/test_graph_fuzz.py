@@ -3,14 +3,18 @@ oracles; benchmarks/fuzz_graphs.py runs long campaigns, docs/reliability.md reco
 
 Random ONNX DAGs of supported ops (with transposes and sines that stay on the CPU, strides of 3 that
 fall back, tensors and weights larger than npu-small's SRAM) are compiled for the NPU and compared with
-TVM's llvm build (fp16, norm-relative bound) or the numpy int8 reference (bit for bit). A coded NPUError
-is an accepted answer; a wrong result or an uncoded exception fails. derandomize=True: CI runs the same
+TVM's llvm build (fp16, norm-relative bound) or the numpy int8 reference (bit for bit). The families
+of tests/graph_fuzz_families.py add shape computations, constants in every operand position, symbolic
+dimensions and edge-case ops. A documented compile-time refusal (ERR_SRAM_OVERFLOW,
+ERR_TASK_TOO_COMPLEX) is an accepted answer; a wrong result, any other error, or a region that fell
+back with NPU_E_INTERNAL fails. derandomize=True: CI runs the same
 graphs every time. Every bug the fuzzer found is a spec in REGRESSIONS."""
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 import graph_fuzz
+import graph_fuzz_families
 
 PROFILE = settings(
     deadline=None,
@@ -135,6 +139,26 @@ def test_random_graphs_larger_than_sram_match(spec):
     _assert_ok(spec)
 
 
+# The families of graph_fuzz_families.py and how many graphs of each CI runs (about 20 s of CPU).
+FAMILY_EXAMPLES = {"shape": 6, "constants": 6, "dynamic": 5, "ops": 8}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_EXAMPLES))
+def test_graph_families_match_tvm_llvm(family):
+    """shape: Shape -> Slice -> Concat -> Reshape, Expand (also to a shape given at run time:
+    match_cast), ConstantOfShape, Reshape allowzero. constants: a constant in every operand position.
+    dynamic: a dim_param input (its ops on the CPU), a static part beside it on the NPU. ops: dilated
+    MaxPool, BatchNormalization in training mode, Softmax of large logits, Clip with min > max,
+    MatMulInteger / ConvInteger, LSTM with weights as graph inputs or peepholes."""
+
+    @settings(PROFILE, max_examples=FAMILY_EXAMPLES[family])
+    @given(graph_fuzz_families.family_specs(family=family))
+    def run(spec):
+        _assert_ok(spec)
+
+    run()
+
+
 @pytest.mark.parametrize("name", sorted(REGRESSIONS))
 def test_regression(name):
     assert _assert_ok(REGRESSIONS[name]).kind == "pass"
@@ -183,3 +207,26 @@ def _npu(ex):
     import tvm_npu
 
     return tvm_npu.runtime.npu_modules(ex)
+
+
+def test_a_fallback_that_hides_a_compiler_bug_is_a_bug(monkeypatch):
+    """A region that falls back with NPU_E_INTERNAL gives the right answer, but the fuzzer still counts
+    the compiler failure behind it (outcome "internal"), and an uncoded error before the fallback
+    existed."""
+    from tvm_npu.backend.lower import registry
+
+    spec = {
+        "dtype": "fp16",
+        "config": "npu-ref",
+        "seed": 4,
+        "input": [6, 16],
+        "nodes": [["gemm", [0], {"n": 8, "bias": True, "transB": True, "act": None}]],
+        "outputs": [1],
+    }
+
+    def boom(comp):
+        raise KeyError("injected")
+
+    monkeypatch.setitem(registry._LOWERINGS, "dense", boom)
+    outcome = graph_fuzz.check(spec)
+    assert outcome.kind == "internal" and "KeyError" in outcome.detail and outcome.bug, outcome

@@ -38,9 +38,9 @@ def compile_regions(mod: tvm.IRModule, config: NPUConfig, rejections: list, comp
     Parameters
     ----------
     mod : tvm.IRModule
-        The partitioned module (partition.partition_for_npu).
+        What partition.partition_for_npu made: `main` calling the NPU regions.
     config : NPUConfig
-        The NPU to compile for.
+        The NPU whose streams the regions compile to.
     rejections : list
         Receives an NPU_E_INTERNAL Rejection for every op of a region that fell back.
     compiled : dict

@@ -101,6 +101,19 @@ class Graph:
         return out
 
 
+def fresh_names(taken: set):
+    """A function base -> a name not in `taken` (base, base1, base2, ...), which it then takes."""
+
+    def fresh(base):
+        name, i = base, 1
+        while name in taken:
+            name, i = f"{base}{i}", i + 1
+        taken.add(name)
+        return name
+
+    return fresh
+
+
 def rebuild(g: Graph, qparams=None, rewrite=None, probes=None, narrow=None):
     """Re-emit `g`'s function with a QDQ pair after each var of `qparams` ({var: (scale, zp)}, or
     (scale, zp, "int16") for a 16-bit tensor).
@@ -115,14 +128,7 @@ def rebuild(g: Graph, qparams=None, rewrite=None, probes=None, narrow=None):
     """
     qparams, narrow = qparams or {}, narrow or {}
     narrowed = {}  # reader binding -> {var: its int8 dequantized var}
-    taken = {v.name for v in g.params} | {v.name for v, _ in g.bindings}
-
-    def fresh(base):
-        name, i = base, 1
-        while name in taken:
-            name, i = f"{base}{i}", i + 1
-        taken.add(name)
-        return name
+    fresh = fresh_names({v.name for v in g.params} | {v.name for v, _ in g.bindings})
 
     outs = set() if probes is not None else set(g.outputs)
     bb, dq_names = relax.BlockBuilder(), {}

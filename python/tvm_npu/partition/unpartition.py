@@ -14,6 +14,7 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from ..ir.graph import fresh_names
 from .regions import inline_region
 
 
@@ -42,14 +43,7 @@ def unpartition(mod: tvm.IRModule, failed: dict, rejections: list) -> tvm.IRModu
     tvm.IRModule
         The module without those region functions; `main` computes their ops on the CPU.
     """
-    taken = {v.name for v in _all_vars(mod["main"])}
-
-    def fresh(base):
-        name, i = base, 1
-        while name in taken:
-            name, i = f"{base}{i}", i + 1
-        taken.add(name)
-        return name
+    fresh = fresh_names({v.name for v in _all_vars(mod["main"])})
 
     @mutator
     class Inline(PyExprMutator):
