@@ -3,6 +3,7 @@
 import inspect
 from pathlib import Path
 
+from tvm_npu.partition import attributes as A
 from tvm_npu.partition import checks as checks_module
 from tvm_npu.partition import constraints as C
 from tvm_npu.partition import patterns
@@ -26,8 +27,13 @@ def _names(fn) -> set:
     return names
 
 
-def _called_constraints(fn) -> set:
-    return {getattr(C, n) for n in _names(fn) if n.startswith("constraint_")}
+def _called_constraints(fn, anchor_ops=()) -> set:
+    """The constraints `fn`'s code names, with the attribute table's for `anchor_ops` when it runs
+    `attribute_checks` (the table names them, not the code)."""
+    called = {getattr(C, n) for n in _names(fn) if n.startswith("constraint_")}
+    if "attribute_checks" in _names(fn):
+        called |= {c for op in anchor_ops for c in A.attribute_constraints(op)}
+    return called
 
 
 def test_declared_constraints_are_the_ones_each_check_runs():
@@ -40,7 +46,8 @@ def test_declared_constraints_are_the_ones_each_check_runs():
     assert quant == set(checks_module.QUANT_WEIGHT_CONSTRAINTS)
     for check in checks:
         declared, int8 = set(check.constraints), set(check.int8_constraints)
-        body = _called_constraints(check)
+        anchors = {op for f in supported_ops.families() if f["family"] == check.__name__[6:] for op in f["anchor_ops"]}
+        body = _called_constraints(check, anchors)
         assert "_quant_checks" in _names(check)
         assert declared | (int8 - quant) == body, check.__name__
         assert int8 & quant in (set(checks_module.QUANT_CONSTRAINTS), set(checks_module.QUANT_WEIGHT_CONSTRAINTS)), (

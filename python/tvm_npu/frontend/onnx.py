@@ -24,6 +24,7 @@ from ..contract.errors import NPUError
 from ..ir.graph import BLOCK_BUILDER_LOCK
 from ..ir.values import constant_value
 from .lstm import LSTM
+from .onnx_attributes import check_model
 from .qlinear import qoperator_to_qdq
 
 
@@ -76,6 +77,37 @@ class Pad(onnx_frontend.Pad):
         return super()._lower_pad(bb, inputs, attr, params, allowed_modes)
 
 
+class _SamePadPool:
+    """SAME_UPPER / SAME_LOWER auto_pad as the explicit pads ONNX defines: output = ceil(input / stride),
+    the odd pixel of padding after (UPPER) or before (LOWER) — TVM 0.27 gives a SAME_LOWER MaxPool
+    floor(input / stride) outputs, and ignores an AveragePool's dilations there."""
+
+    @classmethod
+    def _impl_v1(cls, bb, inputs, attr, params):
+        mode = attr.get("auto_pad", b"NOTSET").decode("utf-8")
+        dims = inputs[0].ty.shape.values[2:] if inputs[0].ty.shape is not None else []
+        if mode in ("SAME_UPPER", "SAME_LOWER") and all(isinstance(d, tvm.tirx.IntImm) for d in dims):
+            kernel = list(attr["kernel_shape"])
+            strides = list(attr.get("strides", [1] * len(kernel)))
+            dilations = list(attr.get("dilations", [1] * len(kernel)))
+            before, after = [], []
+            for n, k, s, d in zip((int(d) for d in dims), kernel, strides, dilations):
+                total = max((-(-n // s) - 1) * s + (k - 1) * d + 1 - n, 0)
+                small, big = total // 2, total - total // 2
+                before.append(big if mode == "SAME_LOWER" else small)
+                after.append(small if mode == "SAME_LOWER" else big)
+            attr = dict(attr, auto_pad=b"NOTSET", pads=before + after)
+        return super()._impl_v1(bb, inputs, attr, params)
+
+
+class MaxPool(_SamePadPool, onnx_frontend.MaxPool):
+    pass
+
+
+class AveragePool(_SamePadPool, onnx_frontend.AveragePool):
+    pass
+
+
 class ConvInteger(onnx_frontend.OnnxOpConverter):
     """ConvInteger (which TVM 0.27's frontend lacks) in int32: conv(x - x_zero_point, w - w_zero_point),
     each operand widened to int32 first, so every product and sum is exact (|x - z| <= 255). Padding
@@ -103,7 +135,14 @@ class ConvInteger(onnx_frontend.OnnxOpConverter):
         return onnx_frontend.Conv._impl_v11(bb, [data, weight, None], attr, params)
 
 
-CONVERTERS = {"Clip": Clip, "Pad": Pad, "LSTM": LSTM, "ConvInteger": ConvInteger}
+CONVERTERS = {
+    "Clip": Clip,
+    "Pad": Pad,
+    "LSTM": LSTM,
+    "ConvInteger": ConvInteger,
+    "MaxPool": MaxPool,
+    "AveragePool": AveragePool,
+}
 
 
 @contextlib.contextmanager
@@ -171,6 +210,7 @@ def from_onnx(model: onnx.ModelProto | str | bytes, shape_dict: dict | None = No
     except (onnx.checker.ValidationError, ValueError) as err:
         raise NPUError("ERR_INVALID_MODEL", f"invalid ONNX model: {err}") from None
     model = qoperator_to_qdq(initializers_as_constants(model))
+    check_model(model)  # attribute values the importer cannot give the meaning of: a coded error
     # TVM's importer builds main in a BlockBuilder function scope; under the same lock no other import
     # sees the converter map patched or restored half-way.
     with BLOCK_BUILDER_LOCK, _npu_converters():

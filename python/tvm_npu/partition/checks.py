@@ -17,6 +17,7 @@ from tvm.ir.prim.expr import FloatImm, IntImm
 
 from ..contract.config import NPUConfig
 from ..ir.values import constant_value, static_shape
+from .attributes import attribute_checks, attribute_constraints
 from .constraints import (
     ModelIO,
     Rejection,
@@ -24,25 +25,20 @@ from .constraints import (
     constraint_broadcast,
     constraint_clip_bounds,
     constraint_concat,
-    constraint_conv_layout,
     constraint_eltwise_scales,
     constraint_float32,
-    constraint_groups,
     constraint_int8_activations,
     constraint_model_input,
     constraint_model_output,
     constraint_per_tensor,
-    constraint_pool,
     constraint_pool_window_fits,
     constraint_rank,
     constraint_reshape_keeps_rows,
     constraint_same_quantization,
     constraint_same_shape,
     constraint_slice_rows,
-    constraint_softmax_axis,
     constraint_staged_reshape,
     constraint_static_shape,
-    constraint_stride,
     constraint_symmetric_weights,
     constraint_weight_2d,
     constraint_width,
@@ -170,8 +166,9 @@ def _check_tensors(run: PartitionRun, tensors: list) -> list:
     ]
 
 
-# A conv2d's own attributes, and the bias and activation a conv2d or dense fuses.
-CONV_ATTRS = (constraint_conv_layout, constraint_stride, constraint_groups)
+# A conv2d's own attributes (from the attribute table), and the bias and activation a conv2d or dense fuses.
+CONV_ATTRS = tuple(attribute_constraints("relax.nn.conv2d"))
+POOL_ATTRS = tuple(attribute_constraints("relax.nn.max_pool2d"))
 EPILOGUE = (constraint_bias_per_channel, constraint_clip_bounds)
 
 
@@ -199,10 +196,23 @@ def _quant_checks(ctx, wide: bool = False) -> list:
     ]
     if "weight" in ann:
         w = _resolve(ctx, ann["weight"])
+        call = ann["op"]
+        # The weight axis of the output channels: O of a conv2d's kernel layout, N of a matmul's [K, N]
+        # (axis 0 under a transpose of the [N, K] codes).
+        out_axis = str(call.attrs.kernel_layout).index("O") if call.op.name == "relax.nn.conv2d" else 1
         if w.op.name == "relax.permute_dims":
+            out_axis = _permuted_axis(w, out_axis)
             w = _resolve(ctx, w.args[0])
-        checks.append((constraint_symmetric_weights, (w,)))
+        checks.append((constraint_symmetric_weights, (w, out_axis)))
     return checks
+
+
+def _permuted_axis(permute, axis: int) -> int:
+    """The axis of permute_dims' input that becomes its output's `axis`."""
+    rank = len(static_shape(permute))
+    axes = permute.attrs.axes
+    order = [int(a) for a in axes] if axes is not None else list(range(rank))[::-1]
+    return order[axis] % rank
 
 
 @applies(*TENSOR_CONSTRAINTS, *CONV_ATTRS, constraint_width, *EPILOGUE, int8=QUANT_WEIGHT_CONSTRAINTS)
@@ -210,11 +220,7 @@ def check_conv2d(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     data, weight = call.args[0], call.args[1]
     tensors = [data, weight, call]
-    checks = (
-        _check_tensors(run, tensors)
-        + [(constraint_conv_layout, (call,)), (constraint_stride, (call,)), (constraint_groups, (call,))]
-        + _quant_checks(ctx)
-    )
+    checks = _check_tensors(run, tensors) + attribute_checks(call) + _quant_checks(ctx)
     if not _run(run, ctx, "conv2d", checks):
         return False
     layout = call.attrs.data_layout
@@ -291,11 +297,11 @@ def check_slice(run: PartitionRun, ctx) -> bool:
     return _check_view(run, ctx, "slice", constraint_slice_rows)
 
 
-@applies(*TENSOR_CONSTRAINTS, constraint_pool, constraint_width, constraint_pool_window_fits, int8=QUANT_CONSTRAINTS)
+@applies(*TENSOR_CONSTRAINTS, *POOL_ATTRS, constraint_width, constraint_pool_window_fits, int8=QUANT_CONSTRAINTS)
 def check_pool(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     tensors = [call.args[0], call]
-    checks = _check_tensors(run, tensors) + [(constraint_pool, (call,))] + _quant_checks(ctx)
+    checks = _check_tensors(run, tensors) + attribute_checks(call) + _quant_checks(ctx)
     if not _run(run, ctx, "pool", checks):
         return False
     layout = "NCHW" if call.op.name == "relax.mean" else str(call.attrs.layout)
@@ -467,7 +473,7 @@ def check_dequantize_output(run: PartitionRun, ctx) -> bool:
     return _run(run, ctx, "qoutput", checks + [(constraint_width, ([static_shape(dq)[-1]], run.config))])
 
 
-@applies(*TENSOR_CONSTRAINTS, constraint_softmax_axis, constraint_width, int8=QUANT_CONSTRAINTS)
+@applies(*TENSOR_CONSTRAINTS, *attribute_constraints("relax.nn.softmax"), constraint_width, int8=QUANT_CONSTRAINTS)
 def check_softmax(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     tensors = [call.args[0], call]
@@ -477,10 +483,7 @@ def check_softmax(run: PartitionRun, ctx) -> bool:
     if not _run(run, ctx, "softmax", checks):
         return False
     return _run(
-        run,
-        ctx,
-        "softmax",
-        [(constraint_softmax_axis, (call,)), (constraint_width, ([static_shape(call)[-1]], run.config))],
+        run, ctx, "softmax", attribute_checks(call) + [(constraint_width, ([static_shape(call)[-1]], run.config))]
     )
 
 

@@ -110,13 +110,20 @@ def constraint_per_tensor(qcalls):
     return None
 
 
-def constraint_symmetric_weights(dq):
+def constraint_symmetric_weights(dq, out_axis: int):
     """NPU_E_QUANT_WEIGHT: int8 weights must be symmetric (zero point 0; uint8 weights: zero point 128,
-    as quantize_static's per-channel ones), per-tensor or per-channel."""
+    as quantize_static's per-channel ones), per-tensor or per-channel along the output channels."""
     codes, zps = constant_value(dq.args[0]), constant_value(dq.args[2])
     if codes is None or codes.dtype != "int8":
         return f"weight dtype {None if codes is None else codes.dtype}"
-    return None if not zps.any() else "non-zero weight zero point"
+    if zps.any():
+        return "non-zero weight zero point"
+    scales = constant_value(dq.args[1])
+    axis = int(dq.attrs.axis) % codes.ndim
+    if scales is not None and scales.size > 1 and axis != out_axis:
+        # The requantization applies one scale per output channel (docs/npu.md section 2).
+        return f"per-channel weight scales along axis {axis}, not the output channels (axis {out_axis})"
+    return None
 
 
 def constraint_same_shape(lhs, rhs):

@@ -13,6 +13,8 @@ from __future__ import annotations
 import tvm
 from tvm.relax import dpl
 
+from ..frontend import onnx_attributes as OA
+from ..partition import attributes as A
 from ..partition import constraints as C
 from ..partition import patterns, regions, unpartition
 
@@ -130,6 +132,11 @@ def render() -> str:
         ]
         for i, c in enumerate(g["constraints"], 1):
             lines.append(f"| {i} | `{C.reason_code(c)}` | {_text(c)} |")
+        # The anchor ops' attributes, and those of the fused ops with attribute values that matter.
+        shown = ["relax.clip", "relax.permute_dims"] + (
+            ["relax.quantize", "relax.dequantize"] if g["datapath"] == "int8" else []
+        )
+        lines += _attribute_rows(g["anchor_ops"] + [op for op in g["ops"] if op in shown and op not in g["anchor_ops"]])
     lines += ["", "## Reason codes", "", "| reason code | constraint | families |", "|---|---|---|"]
     used = {}
     for g in fams:
@@ -143,7 +150,58 @@ def render() -> str:
     # Whole NPU regions: after merging (regions.py), and after a failed compile (unpartition.py).
     for c in regions.REGION_CONSTRAINTS + [unpartition.constraint_internal_error]:
         lines.append(f"| `{C.reason_code(c)}` | {_text(c)} | (region) |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _onnx_section()) + "\n"
+
+
+def _refusal(attr: A.Attr) -> str:
+    """Who refuses the values an attribute entry does not run: its constraints' reason codes."""
+    codes = list(dict.fromkeys(C.reason_code(c) for c in attr.constraints))
+    return _code_list(codes) if codes else "- (every value runs)"
+
+
+def _attribute_rows(ops) -> list:
+    """The attribute table (partition/attributes.py) of a family's anchor ops."""
+    rows = [
+        (op, name, attr)
+        for op in ops
+        for table in (A.RELAX_ATTRS, A.RELAX_INPUTS)
+        for name, attr in table.get(op, {}).items()
+    ]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "| Relax op | attribute or argument | runs on the NPU | other values: CPU, reason |",
+        "|---|---|---|---|",
+    ]
+    return lines + [f"| `{op}` | {name} | {attr.npu} | {_refusal(attr)} |" for op, name, attr in rows]
+
+
+def _handling(h: OA.Handling) -> str:
+    if h.becomes:
+        return f"becomes `{h.becomes[0]}` {h.becomes[1]}" + (f": {h.how}" if h.how else "")
+    return f"refused at import (`ERR_OP_NOT_SUPPORTED`): {h.how}" if h.refuse else f"handled at import: {h.how}"
+
+
+def _onnx_section() -> list:
+    """Per claimed ONNX op: what each attribute, optional input and optional output becomes
+    (frontend/onnx_attributes.py)."""
+    lines = [
+        "",
+        "## ONNX attributes",
+        "",
+        "What the import does with each attribute, optional input and optional output of every version of",
+        "the ONNX ops whose import the table claims; an attribute that becomes a Relax attribute runs on the",
+        "NPU with the values listed in its family above.",
+    ]
+    for name, op in OA.ONNX_OPS.items():
+        lines += ["", f"### {name}", "", f"Imports to: {_code_list(op.relax)}"]
+        entries = [(k, "attribute", h) for k, h in op.attrs.items()]
+        entries += [(k, "input", h) for k, h in op.inputs.items()] + [(k, "output", h) for k, h in op.outputs.items()]
+        if entries:
+            lines += ["", "| name | kind | handling |", "|---|---|---|"]
+            lines += [f"| {k} | {kind} | {_handling(h)} |" for k, kind, h in entries]
+    return lines
 
 
 def main() -> int:

@@ -51,18 +51,20 @@ def lower_conv(comp: Composite) -> Layer:
 def _weight(comp: Composite, wexpr, kernel_layout: str) -> tuple:
     """(the weight in [OC, KH, KW, IC] order: fp16 values or the int8 codes (symmetric), the int8
     weight scales or None)."""
-    transposed, w_scale = False, None
+    perms, w_scale = [], None
     wexpr = comp.resolve(wexpr)
     while isinstance(wexpr, relax.Call) and wexpr.op.name == "relax.permute_dims":
-        transposed = not transposed  # 2-D weights: any permutation is the transpose
+        perms.append(wexpr.attrs.axes)
         wexpr = comp.resolve(wexpr.args[0])
     if comp.int8:  # dequantize(codes, scales, zero points): keep the codes
         value = constant_value(wexpr.args[0])
         w_scale = np.asarray(constant_value(wexpr.args[1]), np.float64).reshape(-1)
     else:
         value = eval_const(wexpr, comp.region.graph.label, "weight", comp.env)
+    for axes in reversed(perms):  # innermost first, each as permute_dims defines it (None: reversed)
+        value = value.transpose(None if axes is None else [int(a) for a in axes])
     if kernel_layout == "IO":  # matmul: x [M, K] @ w [K, N]; the NPU wants [N, 1, 1, K]
-        value = value if transposed else value.T
+        value = value.T
         return np.ascontiguousarray(value[:, None, None, :].astype(value.dtype if comp.int8 else np.float16)), w_scale
     value = value.transpose([kernel_layout.index(d) for d in "OHWI"])
     return np.ascontiguousarray(value.astype(np.int8 if comp.int8 else np.float16)), w_scale

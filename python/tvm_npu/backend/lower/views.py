@@ -38,6 +38,7 @@ def lower_slice_rows(comp: Composite) -> Layer:
     in_shape, out_shape = static_shape(call.args[0]), static_shape(call)
     begin = int(call.args[2].fields[0].value)
     begin += in_shape[0] if begin < 0 else 0
+    begin = min(max(begin, 0), in_shape[0])  # clamped into the axis, as strided_slice does
     layer.offsets = (begin * int(np.prod(in_shape[1:-1])),)  # rows of the [1, rows, 1, K] view
     layer.inputs = [comp.tensor(data, rows_view(in_shape), "ROWS")]
     layer.out = comp.tensor(comp.out_var, rows_view(out_shape), "ROWS", out_shape)

@@ -1,0 +1,250 @@
+"""The ONNX side of the attribute table: for every ONNX op whose import the NPU's pattern table claims,
+what happens to each attribute, optional input and optional output of every version of its schema.
+
+Each entry is one of three kinds:
+- becomes: it is carried into the Relax op (attribute or argument) named, whose entry in
+  partition/attributes.py says which values run on the NPU and which constraint refuses the others;
+- import: the importer consumes it, exactly (auto_pad becomes explicit padding, epsilon is folded),
+  and `how` says how;
+- refused: the importer (TVM's, or tvm_npu's own) cannot give its meaning for some values; a node with
+  such a value stops the import with ERR_OP_NOT_SUPPORTED (`refuse(value)` says which values).
+
+`check_model` applies the refusals before TVM's importer runs; tests/partition/test_attribute_completeness.py
+fails when a schema has an attribute or optional input that no entry names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import onnx
+from onnx import helper
+
+from ..contract.errors import NPUError
+
+
+@dataclass(frozen=True)
+class Handling:
+    how: str
+    becomes: tuple = ()  # (relax op, attribute or argument name) it is carried into
+    refuse: Callable | None = None  # value -> True when the import refuses it
+
+
+def becomes(op: str, name: str, how: str = "") -> Handling:
+    return Handling(how or f"`{op}` {name}", becomes=(op, name))
+
+
+def imported(how: str) -> Handling:
+    return Handling(how)
+
+
+def refused(how: str, when: Callable = lambda value: True) -> Handling:
+    return Handling(how, refuse=when)
+
+
+@dataclass(frozen=True)
+class OnnxOp:
+    relax: tuple  # the claimed Relax ops it imports to
+    attrs: dict = field(default_factory=dict)
+    inputs: dict = field(default_factory=dict)  # optional inputs
+    outputs: dict = field(default_factory=dict)  # optional outputs
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+# Attributes of opsets before 7 (ONNX Runtime's oldest): no effect on the values, or a broadcast
+# convention TVM's converters do not implement.
+LEGACY_HINT = imported("ignored: a memory-reuse hint of opset 1 with no effect on the values")
+LEGACY_BROADCAST = refused("opset < 7 broadcasting: refused (TVM broadcasts the numpy way)")
+_ELEMENTWISE = {"consumed_inputs": LEGACY_HINT, "axis": LEGACY_BROADCAST, "broadcast": LEGACY_BROADCAST}
+_HINT = {"consumed_inputs": LEGACY_HINT}
+
+_SAME_PADS = (
+    "import: NOTSET and VALID as given; SAME_UPPER / SAME_LOWER become explicit padding computed as ONNX "
+    "defines it (output = ceil(input / stride); the odd pixel after, resp. before)"
+)
+_CONV = "relax.nn.conv2d"
+_POOLS = ("relax.nn.max_pool2d", "relax.nn.avg_pool2d")
+
+
+def _pool(op: str, avg: bool) -> OnnxOp:
+    attrs = {
+        "auto_pad": imported(_SAME_PADS),
+        "ceil_mode": becomes(op, "ceil_mode"),
+        "dilations": becomes(op, "dilation"),
+        "kernel_shape": becomes(op, "pool_size"),
+        "pads": becomes(op, "padding"),
+        "strides": becomes(op, "strides"),
+    }
+    outputs = {}
+    if avg:
+        attrs["count_include_pad"] = becomes(op, "count_include_pad")
+    else:
+        attrs["storage_order"] = imported("no effect on Y: it orders only the Indices output, which is refused")
+        outputs["Indices"] = refused("refused: TVM's importer gives MaxPool one output")
+    return OnnxOp((op,), attrs, outputs=outputs)
+
+
+_QUANT_DTYPE = "the zero point's dtype; int8 (or uint8) runs on the NPU, other dtypes on the CPU"
+
+ONNX_OPS: dict[str, OnnxOp] = {
+    "Conv": OnnxOp(
+        (_CONV,),
+        {
+            "auto_pad": imported(_SAME_PADS + " (a SAME pad runs before the convolution, on the CPU)"),
+            "dilations": becomes(_CONV, "dilation"),
+            "group": becomes(_CONV, "groups"),
+            "kernel_shape": imported("must equal W's spatial shape (else ERR_INVALID_MODEL); the kernel is W's"),
+            "pads": becomes(_CONV, "padding"),
+            "strides": becomes(_CONV, "strides"),
+        },
+        {"B": becomes("relax.add", "bias", "a fused per-channel bias (NPU_E_BIAS)")},
+    ),
+    "Gemm": OnnxOp(
+        ("relax.matmul",),
+        {
+            "alpha": imported("alpha != 1 multiplies A first (an elementwise multiply by a scalar)"),
+            "beta": imported("beta != 1 multiplies C first (folded: C is constant)"),
+            "transA": imported("a transpose of A before the matmul (on the CPU)"),
+            "transB": becomes("relax.permute_dims", "axes", "a transpose of the weight, applied at compile time"),
+            "broadcast": imported("opset < 7: no effect on a valid model (C broadcasts the numpy way)"),
+        },
+        {"C": becomes("relax.add", "bias", "a fused bias when per-output-column, else an elementwise add")},
+    ),
+    "MatMul": OnnxOp(("relax.matmul",)),
+    "Add": OnnxOp(("relax.add",), _ELEMENTWISE),
+    "Sub": OnnxOp(("relax.subtract",), _ELEMENTWISE),
+    "Mul": OnnxOp(("relax.multiply",), _ELEMENTWISE),
+    "Max": OnnxOp(("relax.maximum",), _HINT),
+    "Min": OnnxOp(("relax.minimum",), _HINT),
+    "Relu": OnnxOp(("relax.nn.relu",), _HINT),
+    "Clip": OnnxOp(
+        ("relax.clip",),
+        {
+            "consumed_inputs": LEGACY_HINT,
+            "min": imported("opset < 11: a maximum on the CPU (not fused)"),
+            "max": imported("opset < 11: a minimum on the CPU (not fused)"),
+        },
+        {
+            "min": becomes("relax.clip", "min", "`relax.clip` min; absent: the float32 minimum"),
+            "max": becomes("relax.clip", "max", "`relax.clip` max; absent: the float32 maximum"),
+        },
+    ),
+    "Sigmoid": OnnxOp(("relax.sigmoid",), _HINT),
+    "Tanh": OnnxOp(("relax.tanh",), _HINT),
+    "Gelu": OnnxOp(
+        ("relax.nn.gelu",), {"approximate": imported("none: `relax.nn.gelu` (NPU); tanh: `relax.nn.gelu_tanh` (CPU)")}
+    ),
+    "LeakyRelu": OnnxOp(("relax.nn.leakyrelu",), {"alpha": becomes("relax.nn.leakyrelu", "alpha"), **_HINT}),
+    "HardSwish": OnnxOp(("relax.multiply", "relax.divide", "relax.clip")),
+    "HardSigmoid": OnnxOp(
+        ("relax.multiply", "relax.add", "relax.clip"),
+        {
+            "alpha": imported("clip(alpha * x + beta, 0, 1): a scalar multiply"),
+            "beta": imported("clip(alpha * x + beta, 0, 1): a scalar add"),
+            **_HINT,
+        },
+    ),
+    "Softmax": OnnxOp(
+        ("relax.nn.softmax",),
+        {"axis": becomes("relax.nn.softmax", "axis", "opset < 13: a softmax over the last axis of the 2-D view")},
+    ),
+    "MaxPool": _pool("relax.nn.max_pool2d", avg=False),
+    "AveragePool": _pool("relax.nn.avg_pool2d", avg=True),
+    "GlobalAveragePool": OnnxOp(("relax.mean",)),
+    "ReduceMean": OnnxOp(
+        ("relax.mean",),
+        {
+            "axes": becomes("relax.mean", "axis", "opset < 18: `relax.mean` axis"),
+            "keepdims": becomes("relax.mean", "keepdims"),
+            "noop_with_empty_axes": imported("1 with no axes: no op (the input itself)"),
+        },
+        {"axes": becomes("relax.mean", "axis", "`relax.mean` axis; absent: every axis")},
+    ),
+    "Reshape": OnnxOp(
+        ("relax.reshape",),
+        {
+            "allowzero": imported("0: a 0 copies the input's dimension; 1: a 0 is an empty dimension"),
+            "shape": refused("opset 1's shape attribute: refused (TVM reads the shape input)"),
+            **_HINT,
+        },
+    ),
+    "Flatten": OnnxOp(("relax.reshape",), {"axis": becomes("relax.reshape", "shape", "the 2-D shape it gives")}),
+    "Squeeze": OnnxOp(
+        ("relax.reshape",),
+        {"axes": becomes("relax.reshape", "shape", "opset < 13: the shape it gives")},
+        {"axes": becomes("relax.reshape", "shape", "the shape it gives")},
+    ),
+    "Unsqueeze": OnnxOp(
+        ("relax.reshape",), {"axes": becomes("relax.reshape", "shape", "opset < 13: the shape it gives")}
+    ),
+    "Concat": OnnxOp(("relax.concat",), {"axis": becomes("relax.concat", "axis")}),
+    "Slice": OnnxOp(
+        ("relax.strided_slice",),
+        {
+            "starts": refused("opset < 10 attributes: refused (TVM reads inputs)"),
+            "ends": refused("opset < 10 attributes: refused (TVM reads inputs)"),
+            "axes": refused("opset < 10 attributes: refused (TVM reads inputs)"),
+        },
+        {"axes": becomes("relax.strided_slice", "axes"), "steps": becomes("relax.strided_slice", "strides")},
+    ),
+    "Transpose": OnnxOp(("relax.permute_dims",), {"perm": becomes("relax.permute_dims", "axes")}),
+    "QuantizeLinear": OnnxOp(
+        ("relax.quantize",),
+        {
+            "axis": becomes("relax.quantize", "axis"),
+            "block_size": refused("blocked quantization: refused", lambda v: v != 0),
+            "output_dtype": becomes("relax.quantize", "out_dtype", _QUANT_DTYPE),
+            "precision": refused("a non-default precision: refused", lambda v: v != 0),
+            "saturate": imported("float8 outputs only (which run on the CPU); saturate=0 is refused by TVM"),
+        },
+        {"y_zero_point": becomes("relax.quantize", "zero_point", "`relax.quantize` zero_point; absent: 0, uint8")},
+    ),
+    "DequantizeLinear": OnnxOp(
+        ("relax.dequantize",),
+        {
+            "axis": becomes("relax.dequantize", "axis"),
+            "block_size": refused("blocked quantization: refused", lambda v: v != 0),
+            "output_dtype": becomes(
+                "relax.dequantize", "out_dtype", "`relax.dequantize` out_dtype (float32 on the NPU)"
+            ),
+        },
+        {"x_zero_point": becomes("relax.dequantize", "zero_point", "`relax.dequantize` zero_point; absent: 0")},
+    ),
+}
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def check_model(model: onnx.ModelProto) -> None:
+    """Refuse, before TVM's importer runs, a node of a claimed op with an attribute value or optional
+    output the table refuses, and a Conv whose kernel_shape is not its weight's: an NPUError naming the
+    node, the attribute and what to change, where TVM would compute something else or fail uncoded."""
+    weights = {init.name: list(init.dims) for init in model.graph.initializer}
+    for node in model.graph.node:
+        op = ONNX_OPS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        if op is None:
+            continue
+        where = f"{node.op_type} node {node.name or node.output[0]!r} (opset {_opset(model)})"
+        for attr in node.attribute:
+            entry = op.attrs.get(attr.name)
+            if entry is not None and entry.refuse is not None and entry.refuse(helper.get_attribute_value(attr)):
+                value = _text(helper.get_attribute_value(attr))
+                raise NPUError("ERR_OP_NOT_SUPPORTED", f"{where}: {attr.name}={value}: {entry.how}")
+        for i, name in enumerate(node.output[1:], 1):
+            entry = op.outputs.get(list(op.outputs)[i - 1]) if len(op.outputs) >= i else None
+            if name and entry is not None and entry.refuse is not None:
+                raise NPUError("ERR_OP_NOT_SUPPORTED", f"{where}: output {i} ({name}): {entry.how}")
+        if node.op_type == "Conv" and len(node.input) > 1 and node.input[1] in weights:
+            kernel = next((list(a.ints) for a in node.attribute if a.name == "kernel_shape"), None)
+            if kernel is not None and kernel != weights[node.input[1]][2:]:
+                raise NPUError(
+                    "ERR_INVALID_MODEL",
+                    f"{where}: kernel_shape {kernel} differs from the weight's {weights[node.input[1]][2:]}; "
+                    "drop kernel_shape or make it the weight's spatial shape",
+                )

@@ -1,0 +1,181 @@
+"""The attribute table: for every Relax op the pattern table claims, each field of its attrs node and
+each non-tensor argument, with the values the NPU runs exactly and the constraint that refuses the
+others.
+
+One source: the checks run the attribute constraints named here (`attribute_checks`), SUPPORTED_OPS.md
+prints the table (tools/supported_ops.py), and tests/partition/test_attribute_completeness.py fails when
+TVM gives a claimed op an attribute the table does not name, or when an entry's constraint is not one
+its family runs. frontend/onnx_attributes.py says which of these each ONNX attribute becomes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .constraints import (
+    constraint_bias_per_channel,
+    constraint_clip_bounds,
+    constraint_concat,
+    constraint_conv_layout,
+    constraint_float32,
+    constraint_groups,
+    constraint_int8_activations,
+    constraint_per_tensor,
+    constraint_pool,
+    constraint_reshape_keeps_rows,
+    constraint_slice_rows,
+    constraint_softmax_axis,
+    constraint_staged_reshape,
+    constraint_stride,
+    constraint_symmetric_weights,
+)
+
+
+@dataclass(frozen=True)
+class Attr:
+    """What the NPU does with one attribute (or argument) of a Relax op.
+
+    `npu` is the values that run on the NPU, as SUPPORTED_OPS.md shows them. `check` is the constraint,
+    called with the op's call alone, that refuses every other value (the family's check runs it through
+    `attribute_checks`); `via` are constraints the family runs on more than the call (the output dtype,
+    the operands) that refuse them instead. Neither: every value runs exactly (the lowering reads it)."""
+
+    npu: str
+    check: Callable | None = None
+    via: tuple = ()
+
+    @property
+    def constraints(self) -> tuple:
+        return ((self.check,) if self.check else ()) + self.via
+
+
+def exact(npu: str) -> Attr:
+    return Attr(npu)
+
+
+def checked(npu: str, constraint) -> Attr:
+    return Attr(npu, check=constraint)
+
+
+def through(npu: str, *constraints) -> Attr:
+    return Attr(npu, via=constraints)
+
+
+_OUT_FLOAT32 = through("unset or float32 (the output tensor must be float32)", constraint_float32)
+
+_POOL = {
+    "pool_size": exact("any window that fits in SRAM (NPU_E_SRAM)"),
+    "strides": checked("1 or 2", constraint_pool),
+    "dilation": checked("1 (POOL has no dilation operand)", constraint_pool),
+    "padding": exact("any: top and left as virtual padding, bottom and right read past the tile"),
+    "ceil_mode": checked("False", constraint_pool),
+    "count_include_pad": checked(
+        "True, or False with no padding (the NPU divides by the whole window); max pool: either", constraint_pool
+    ),
+    "layout": checked("NCHW or NHWC", constraint_pool),
+    "out_layout": checked("the input layout", constraint_pool),
+}
+
+# The attrs fields of each claimed Relax op (an op without an attrs node maps to {}).
+RELAX_ATTRS: dict[str, dict[str, Attr]] = {
+    "relax.nn.conv2d": {
+        "strides": checked("1 or 2", constraint_stride),
+        "padding": exact("any: top and left as virtual padding, bottom and right read past the tile"),
+        "dilation": exact("any (CONV2D's dil_h, dil_w)"),
+        "groups": checked("1, or depthwise (groups = input channels = output channels)", constraint_groups),
+        "data_layout": checked("NCHW or NHWC", constraint_conv_layout),
+        "kernel_layout": checked("OIHW, OHWI or HWIO", constraint_conv_layout),
+        "out_layout": checked("the data layout", constraint_conv_layout),
+        "out_dtype": _OUT_FLOAT32,
+    },
+    "relax.matmul": {"out_dtype": _OUT_FLOAT32},
+    "relax.nn.max_pool2d": _POOL,
+    "relax.nn.avg_pool2d": _POOL,
+    "relax.mean": {
+        "axis": checked("[2, 3] (H and W) of a 4-D NCHW map", constraint_pool),
+        "keepdims": checked("True", constraint_pool),
+    },
+    "relax.nn.softmax": {"axis": checked("the last axis of a tensor of rank 1 to 3", constraint_softmax_axis)},
+    "relax.nn.leakyrelu": {"alpha": exact("any (UNARY's alpha; int8: folded into the table)")},
+    "relax.concat": {
+        "axis": through(
+            "0 of a rank-2 or rank-3 tensor, or 1 (channels) of a 4-D map; negative counts back", constraint_concat
+        )
+    },
+    "relax.strided_slice": {"assume_inbound": exact("either (the view starts at the clamped begin)")},
+    "relax.permute_dims": {"axes": exact("any: only of a constant weight, applied at compile time")},
+    "relax.quantize": {
+        "out_dtype": through(
+            "int8 (uint8 with a constant zero point; int16 in elementwise ops, requantizations and staging)",
+            constraint_int8_activations,
+        ),
+        "axis": through("any, with a per-tensor scale and zero point (the axis is then unused)", constraint_per_tensor),
+    },
+    "relax.dequantize": {
+        "out_dtype": through("float32", constraint_float32),
+        "axis": through(
+            "activations: any, with a per-tensor scale (the axis is then unused); weights: per-tensor, or "
+            "per-channel along the output channels",
+            constraint_per_tensor,
+            constraint_symmetric_weights,
+        ),
+    },
+    "relax.add": {},
+    "relax.subtract": {},
+    "relax.multiply": {},
+    "relax.divide": {},
+    "relax.maximum": {},
+    "relax.minimum": {},
+    "relax.nn.relu": {},
+    "relax.clip": {},
+    "relax.sigmoid": {},
+    "relax.tanh": {},
+    "relax.nn.gelu": {},
+    "relax.reshape": {},
+}
+
+# The arguments of a claimed Relax op that are not the tensors it computes on (attributes in ONNX).
+RELAX_INPUTS: dict[str, dict[str, Attr]] = {
+    "relax.clip": {
+        "min": through("a constant at most max (a fused activation; hardswish's clip: 0)", constraint_clip_bounds),
+        "max": through("a constant at least min (a fused activation; hardswish's clip: 6)", constraint_clip_bounds),
+    },
+    "relax.reshape": {
+        "shape": through(
+            "one that keeps the stored rows; a weight's or bias's: any (folded at compile time); at a staged "
+            "model input or output: one that keeps the last dimension",
+            constraint_reshape_keeps_rows,
+            constraint_staged_reshape,
+            constraint_bias_per_channel,
+        )
+    },
+    "relax.strided_slice": {
+        "axes": through("[0] of a rank-2 or rank-3 tensor", constraint_slice_rows),
+        "begin": exact("any constant (clamped into the axis, as TVM does)"),
+        "end": exact("any constant (the output shape says where the view ends)"),
+        "strides": through("[1]", constraint_slice_rows),
+    },
+    "relax.quantize": {
+        "scale": through("a per-tensor constant", constraint_per_tensor),
+        "zero_point": through("a per-tensor constant", constraint_per_tensor),
+    },
+    "relax.dequantize": {
+        "scale": through("a per-tensor constant; a weight's also per output channel", constraint_per_tensor),
+        "zero_point": through("a constant; a weight's 0", constraint_per_tensor, constraint_symmetric_weights),
+    },
+}
+
+
+def claimed_ops() -> list[str]:
+    return list(RELAX_ATTRS)
+
+
+def attribute_constraints(op: str) -> list:
+    """The call-only constraints (`Attr.check`) of `op`'s attributes, in table order, each once."""
+    return list(dict.fromkeys(a.check for a in RELAX_ATTRS[op].values() if a.check is not None))
+
+
+def attribute_checks(call) -> list:
+    """The (constraint, args) pairs a check function runs on `call`'s attributes."""
+    return [(c, (call,)) for c in attribute_constraints(call.op.name)]
