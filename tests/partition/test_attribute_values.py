@@ -18,10 +18,11 @@ from tvm_npu.contract.errors import NPUError
 X = (1, 8, 9, 9)  # odd spatial size: SAME padding is uneven at stride 2
 
 
-def model(op, attrs=None, inits=None, shape=X, opset=17, inputs=None, n_out=1, nodes=()):
-    """One `op` node on input x (plus named initializers), outputs typed by ONNX shape inference."""
+def model(op, attrs=None, inits=None, shape=X, opset=17, inputs=None, n_out=1, nodes=(), data="x"):
+    """One `op` node on `data` (model input x, or the output of `nodes` before it) and `inputs` (default:
+    the named initializers), outputs typed by ONNX shape inference."""
     inits = dict(inits or {})
-    node = helper.make_node(op, ["x"] + list(inputs or inits), [f"y{i}" for i in range(n_out)], **(attrs or {}))
+    node = helper.make_node(op, [data] + list(inputs or inits), [f"y{i}" for i in range(n_out)], **(attrs or {}))
     graph = helper.make_graph(
         list(nodes) + [node],
         "g",
@@ -187,6 +188,21 @@ CASES = {
         "npu",
         "",
     ),
+    # Clip with only its min input (relu-like, max the float32 maximum), fused into the conv
+    "clip_min_only": (
+        model(
+            "Clip",
+            {},
+            {"wc": w((8, 8, 3, 3)), "lo": np.float32(0.5)},
+            opset=13,
+            inputs=["lo"],
+            data="c",
+            nodes=[helper.make_node("Conv", ["x", "wc"], ["c"], pads=[1, 1, 1, 1])],
+        ),
+        "relax.clip",
+        "npu",
+        "",
+    ),
     # Concat with a negative axis: channels of an NCHW map
     "concat_negative_axis": (
         model(
@@ -221,6 +237,11 @@ def test_attribute_value(case):
     "case, m, code",
     [
         ("maxpool_indices", model("MaxPool", {"kernel_shape": [2, 2]}, n_out=2), "ERR_OP_NOT_SUPPORTED"),
+        (
+            "add_legacy_broadcast",
+            model("Add", {"broadcast": 1, "axis": 1}, {"b": np.ones(8, np.float32)}, opset=6),
+            "ERR_OP_NOT_SUPPORTED",
+        ),
         ("conv_kernel_shape", model("Conv", {"kernel_shape": [3, 3]}, {"w": w((8, 8, 2, 2))}), "ERR_INVALID_MODEL"),
         (
             "dequantize_block_size",

@@ -58,8 +58,11 @@ def _text(value) -> str:
 # Attributes of opsets before 7 (ONNX Runtime's oldest): no effect on the values, or a broadcast
 # convention TVM's converters do not implement.
 LEGACY_HINT = imported("ignored: a memory-reuse hint of opset 1 with no effect on the values")
-LEGACY_BROADCAST = refused("opset < 7 broadcasting: refused (TVM broadcasts the numpy way)")
-_ELEMENTWISE = {"consumed_inputs": LEGACY_HINT, "axis": LEGACY_BROADCAST, "broadcast": LEGACY_BROADCAST}
+_ELEMENTWISE = {
+    "consumed_inputs": LEGACY_HINT,
+    "axis": imported("opset < 7: meaningful only with broadcast=1, which is refused"),
+    "broadcast": refused("opset < 7 broadcast=1: refused (TVM broadcasts the numpy way)", lambda v: v != 0),
+}
 _HINT = {"consumed_inputs": LEGACY_HINT}
 
 _SAME_PADS = (
