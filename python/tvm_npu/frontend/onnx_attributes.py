@@ -32,7 +32,7 @@ class Handling:
 
 
 def becomes(op: str, name: str, how: str = "") -> Handling:
-    return Handling(how or f"`{op}` {name}", becomes=(op, name))
+    return Handling(how, becomes=(op, name))
 
 
 def imported(how: str) -> Handling:
@@ -66,7 +66,7 @@ _ELEMENTWISE = {
 _HINT = {"consumed_inputs": LEGACY_HINT}
 
 _SAME_PADS = (
-    "import: NOTSET and VALID as given; SAME_UPPER / SAME_LOWER become explicit padding computed as ONNX "
+    "NOTSET and VALID as given; SAME_UPPER / SAME_LOWER become explicit padding computed as ONNX "
     "defines it (output = ceil(input / stride); the odd pixel after, resp. before)"
 )
 _CONV = "relax.nn.conv2d"

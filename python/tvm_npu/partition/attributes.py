@@ -23,6 +23,7 @@ from .constraints import (
     constraint_int8_activations,
     constraint_per_tensor,
     constraint_pool,
+    constraint_pool_window_fits,
     constraint_reshape_keeps_rows,
     constraint_slice_rows,
     constraint_softmax_axis,
@@ -65,7 +66,7 @@ def through(npu: str, *constraints) -> Attr:
 _OUT_FLOAT32 = through("unset or float32 (the output tensor must be float32)", constraint_float32)
 
 _POOL = {
-    "pool_size": exact("any window that fits in SRAM (NPU_E_SRAM)"),
+    "pool_size": through("any window that fits in SRAM", constraint_pool_window_fits),
     "strides": checked("1 or 2", constraint_pool),
     "dilation": checked("1 (POOL has no dilation operand)", constraint_pool),
     "padding": exact("any: top and left as virtual padding, bottom and right read past the tile"),
