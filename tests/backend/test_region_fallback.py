@@ -100,3 +100,24 @@ def test_fallback_in_a_main_with_match_cast(monkeypatch):
     np.testing.assert_allclose(run_vm(ex, *x), run_cpu(mod, *x), rtol=2e-2, atol=2e-2)
     rows = [(p.op, p.device, p.code) for p in report.placements if p.op == "relax.nn.conv2d"]
     assert sorted(rows) == [("relax.nn.conv2d", "cpu", "NPU_E_INTERNAL"), ("relax.nn.conv2d", "npu", "")]
+
+
+def test_a_pattern_check_that_raises_leaves_the_op_on_the_cpu(rng, monkeypatch):
+    """A check that meets a graph it did not foresee and raises refuses its match (NPU_E_INTERNAL) instead
+    of ending the build inside TVM's FuseOpsByPattern; the other ops keep their NPU placement."""
+    from tvm_npu.partition import checks
+
+    def boom(*args):
+        raise ValueError("unforeseen operand\nsecond line")
+
+    mod = two_regions(rng)
+    monkeypatch.setattr(checks, "constraint_weight_2d", boom)  # only the dense's check calls it
+    report = tvm_npu.BuildReport()
+    with pytest.warns(tvm_npu.NPUFallbackWarning, match="NPU_E_INTERNAL, ValueError: unforeseen operand"):
+        ex = tvm_npu.build(mod, report=report)
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(run_vm(ex, x), run_cpu(mod, x), rtol=2e-2, atol=2e-2)
+    assert len(npu_modules(ex)) == 1  # the conv's region
+    internal = [p for p in report.placements if p.code == "NPU_E_INTERNAL"]
+    assert [p.op for p in internal] == ["relax.matmul"] and internal[0].device == "cpu"
+    assert "ValueError: unforeseen operand" in internal[0].reason

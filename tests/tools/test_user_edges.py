@@ -31,12 +31,28 @@ def _det_model():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
 
 
+def _shape_gather_model():
+    """Shape -> Gather -> Concat -> Reshape: TVM 0.27's importer raises a TypeError on the computed shape."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 12])
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "i"], ["g"], axis=0),
+        helper.make_node("Concat", ["g", "m"], ["ns"], axis=0),
+        helper.make_node("Reshape", ["x", "ns"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(np.array([v], np.int64), n) for n, v in (("i", 0), ("m", -1))]
+    g = helper.make_graph(nodes, "gather_shape", [x], [y], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("edges")
     onnx.save(_conv_model(), str(d / "conv.onnx"))
     onnx.save(_conv_model("N"), str(d / "dyn.onnx"))
     onnx.save(_det_model(), str(d / "det.onnx"))
+    onnx.save(_shape_gather_model(), str(d / "gather_shape.onnx"))
     x = np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)
     np.save(d / "x.npy", x)
     np.savez(d / "x.npz", x=x)
@@ -106,6 +122,14 @@ def test_an_op_tvm_cannot_import_is_one_coded_line(files, capsys):
     assert "ERR_OP_NOT_SUPPORTED" in err and "Det" in err
     with pytest.raises(tvm_npu.NPUError, match="ERR_OP_NOT_SUPPORTED.*Det"):
         tvm_npu.from_onnx(str(d / "det.onnx"))
+
+
+def test_any_importer_failure_is_one_coded_line(files, capsys):
+    """TVM's converters raise plain TypeErrors and ValueErrors too: coded, with what to change."""
+    d, _ = files
+    assert cli.main(["report", str(d / "gather_shape.onnx")]) == 2
+    err = _one_line(capsys)
+    assert "ERR_OP_NOT_SUPPORTED" in err and "TypeError: Reshape requires" in err and "fold shape" in err
 
 
 def test_symbolic_shapes_are_never_reported_as_running_on_the_npu(files, tmp_path, capsys):

@@ -222,3 +222,13 @@ def from_onnx(model: onnx.ModelProto | str | bytes, shape_dict: dict | None = No
                 f"TVM's ONNX importer cannot import this model: "
                 f"{' '.join(str(err).split())}; replace the op or export the model without it",
             ) from None
+        except NPUError:
+            raise
+        except Exception as err:  # TVM's converters raise TypeError, ValueError, ... on what they can't read
+            first = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
+            raise NPUError(
+                "ERR_OP_NOT_SUPPORTED",
+                f"TVM's ONNX importer cannot import this model ({type(err).__name__}: {first}); the graph "
+                "needs a form TVM's importer reads: fold shape arithmetic into constants (e.g. onnxruntime's "
+                "basic graph optimizations, or onnx-simplifier) or replace the op",
+            ) from None

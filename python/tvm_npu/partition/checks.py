@@ -10,12 +10,15 @@ match's QDQ parts.
 
 from __future__ import annotations
 
+import logging
+import warnings
 from dataclasses import dataclass
 
 import tvm
 from tvm.ir.prim.expr import FloatImm, IntImm
 
 from ..contract.config import NPUConfig
+from ..contract.errors import NPUFallbackWarning
 from ..ir.values import constant_value, static_shape
 from .attributes import attribute_checks, attribute_constraints
 from .constraints import (
@@ -28,6 +31,7 @@ from .constraints import (
     constraint_eltwise_scales,
     constraint_float32,
     constraint_int8_activations,
+    constraint_internal_error,
     constraint_model_input,
     constraint_model_output,
     constraint_per_tensor,
@@ -46,6 +50,8 @@ from .constraints import (
     reason_text,
 )
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class PartitionRun:
@@ -63,28 +69,49 @@ class PartitionRun:
 def _run(run: PartitionRun, ctx, pattern: str, checks) -> bool:
     """Apply (constraint, args) pairs in order; the first failure is logged to `run.log` and rejects the
     match."""
-    if "quantize" in ctx.annotated_expr:
-        pattern = "q" + pattern  # the int8 form: its rejection explains an fp16 or CPU fallback
     for constraint, args in checks:
         detail = constraint(*args)
         if detail is not None:
-            if run.log is not None:
-                var = _fused_part(ctx, constraint)
-                if var is None:
-                    var = ctx.value_to_bound_var.get(ctx.annotated_expr["op"])
-                run.log.append(
-                    Rejection(
-                        var.name if var is not None else "?",
-                        ctx.annotated_expr["op"].op.name,
-                        pattern,
-                        reason_code(constraint),
-                        reason_text(constraint),
-                        detail,
-                        weight_constant(ctx.annotated_expr["op"], ctx.matched_bindings),
-                    )
-                )
+            _log(run, ctx, pattern, constraint, detail)
             return False
     return True
+
+
+def refuse_on_error(run: PartitionRun, ctx, pattern: str, err: Exception) -> bool:
+    """A check that raised (a bug in tvm_npu, met on a graph it did not foresee): the match is refused
+    with NPU_E_INTERNAL and the error, and the build warns; the op runs on the CPU, the build goes on."""
+    detail = constraint_internal_error(err)
+    log.warning("npu pattern %s: its check failed, the op stays on the CPU: %s", pattern, detail, exc_info=True)
+    warnings.warn(
+        f"the check of NPU pattern {pattern} failed (NPU_E_INTERNAL, {detail}); the op runs on the CPU; "
+        "please report this",
+        NPUFallbackWarning,
+        stacklevel=2,
+    )
+    _log(run, ctx, pattern, constraint_internal_error, detail)
+    return False
+
+
+def _log(run: PartitionRun, ctx, pattern: str, constraint, detail: str) -> None:
+    """Record in `run.log` why `constraint` refused the match (the op's var, its reason and detail)."""
+    if run.log is None:
+        return
+    if "quantize" in ctx.annotated_expr:
+        pattern = "q" + pattern  # the int8 form: its rejection explains an fp16 or CPU fallback
+    var = _fused_part(ctx, constraint)
+    if var is None:
+        var = ctx.value_to_bound_var.get(ctx.annotated_expr["op"])
+    run.log.append(
+        Rejection(
+            var.name if var is not None else "?",
+            ctx.annotated_expr["op"].op.name,
+            pattern,
+            reason_code(constraint),
+            reason_text(constraint),
+            detail,
+            weight_constant(ctx.annotated_expr["op"], ctx.matched_bindings),
+        )
+    )
 
 
 def weight_constant(call, bindings: dict):

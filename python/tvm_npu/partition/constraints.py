@@ -346,6 +346,14 @@ def constraint_eltwise_scales(dq_a, dq_b, q, multiply: bool):
     return f"scale ratio {max(ratios):.3g}" if max(ratios) >= 2.0**30 else None
 
 
+def constraint_internal_error(err: BaseException):
+    """NPU_E_INTERNAL: the compiler failed unexpectedly on this NPU region (a bug in tvm_npu; please report
+    it with the detail): the region runs on the CPU instead, and the build warns with
+    tvm_npu.NPUFallbackWarning."""
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0][:200] if lines else ''}".rstrip(": ")
+
+
 def reason_code(constraint) -> str:
     return constraint.__doc__.split(":", 1)[0]
 

@@ -46,15 +46,19 @@ def _entry(name, pattern, annotations, check):
     return (f"{PREFIX}.{name}", pattern, annotations, check)
 
 
-def _whole(check, run: checks.PartitionRun):
+def _whole(name: str, check, run: checks.PartitionRun):
     """`check` bound to `run`, refusing first a match whose intermediate value is also read outside it (a
     dense's output before its fused relu, read by a softmax too): FuseOpsByPattern would make that
     composite return both values, but an NPU command writes only its final one. A smaller entry then
-    takes the op, and the fused part runs on its own."""
+    takes the op, and the fused part runs on its own. A check that raises refuses its match
+    (NPU_E_INTERNAL): an unforeseen graph costs an op its NPU placement, never the build."""
 
     @functools.wraps(check)
     def checked(ctx) -> bool:
-        return not has_leaking_intermediate_variables(ctx) and check(run, ctx)
+        try:
+            return not has_leaking_intermediate_variables(ctx) and check(run, ctx)
+        except Exception as err:  # pylint: disable=broad-except  # any bug: the op stays on the CPU
+            return checks.refuse_on_error(run, ctx, name, err)
 
     return checked
 
@@ -316,7 +320,7 @@ def bind(run: checks.PartitionRun) -> list:
     list
         (name, pattern, annotations, check) entries for `relax.transform.FuseOpsByPattern`.
     """
-    return [(name, pat, ann, _whole(check, run)) for name, pat, ann, check in reversed(_table())]
+    return [(name, pat, ann, _whole(name, check, run)) for name, pat, ann, check in reversed(_table())]
 
 
 # Process-wide by nature, like the TVM registry it guards: set once, at import (tvm_npu.pipeline).

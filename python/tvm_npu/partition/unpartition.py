@@ -15,15 +15,8 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from ..ir.graph import fresh_names
+from .constraints import constraint_internal_error
 from .regions import inline_region
-
-
-def constraint_internal_error(err: BaseException):
-    """NPU_E_INTERNAL: the compiler failed unexpectedly on this NPU region (a bug in tvm_npu; please report
-    it with the detail): the region runs on the CPU instead, and the build warns with
-    tvm_npu.NPUFallbackWarning."""
-    lines = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {lines[0][:200] if lines else ''}".rstrip(": ")
 
 
 def unpartition(mod: tvm.IRModule, failed: dict, rejections: list) -> tvm.IRModule:
