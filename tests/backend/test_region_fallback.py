@@ -29,15 +29,22 @@ def fail_dense(monkeypatch, error):
     monkeypatch.setitem(registry._LOWERINGS, "dense", boom)
 
 
-def test_a_region_that_fails_to_lower_runs_on_the_cpu(rng, monkeypatch):
-    mod = two_regions(rng)
-    fail_dense(monkeypatch, RuntimeError("injected failure\nsecond line"))
+def build_with_one_failure(rng, mod, match):
+    """Build `mod`, expecting the NPUFallbackWarning `match`; the answer must be TVM's and only the conv's
+    region left on the NPU. Returns the report."""
     report = tvm_npu.BuildReport()
-    with pytest.warns(tvm_npu.NPUFallbackWarning, match="NPU_E_INTERNAL.*RuntimeError: injected failure"):
+    with pytest.warns(tvm_npu.NPUFallbackWarning, match=match):
         ex = tvm_npu.build(mod, report=report)
     x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
     np.testing.assert_allclose(run_vm(ex, x), run_cpu(mod, x), rtol=2e-2, atol=2e-2)
     assert len(npu_modules(ex)) == 1  # the conv's region
+    return report
+
+
+def test_a_region_that_fails_to_lower_runs_on_the_cpu(rng, monkeypatch):
+    mod = two_regions(rng)
+    fail_dense(monkeypatch, RuntimeError("injected failure\nsecond line"))
+    report = build_with_one_failure(rng, mod, "NPU_E_INTERNAL.*RuntimeError: injected failure")
     assert [p.op for p in report.placements if p.device == "npu"] == ["relax.nn.conv2d", "relax.add", "relax.nn.relu"]
     internal = [p for p in report.placements if p.code == "NPU_E_INTERNAL"]
     assert {p.op for p in internal} >= {"relax.matmul"} and all(p.device == "cpu" for p in internal)
@@ -112,12 +119,7 @@ def test_a_pattern_check_that_raises_leaves_the_op_on_the_cpu(rng, monkeypatch):
 
     mod = two_regions(rng)
     monkeypatch.setattr(checks, "constraint_weight_2d", boom)  # only the dense's check calls it
-    report = tvm_npu.BuildReport()
-    with pytest.warns(tvm_npu.NPUFallbackWarning, match="NPU_E_INTERNAL, ValueError: unforeseen operand"):
-        ex = tvm_npu.build(mod, report=report)
-    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
-    np.testing.assert_allclose(run_vm(ex, x), run_cpu(mod, x), rtol=2e-2, atol=2e-2)
-    assert len(npu_modules(ex)) == 1  # the conv's region
+    report = build_with_one_failure(rng, mod, "NPU_E_INTERNAL, ValueError: unforeseen operand")
     internal = [p for p in report.placements if p.code == "NPU_E_INTERNAL"]
     assert [p.op for p in internal] == ["relax.matmul"] and internal[0].device == "cpu"
     assert "ValueError: unforeseen operand" in internal[0].reason
