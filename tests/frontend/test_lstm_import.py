@@ -53,21 +53,6 @@ def test_lstm_through_the_npu_build_matches_onnxruntime(init):
         np.testing.assert_allclose(g, w, rtol=1e-2, atol=1e-2)
 
 
-@pytest.mark.parametrize(
-    "kw,what",
-    [
-        (dict(extra_inputs=[(7, np.zeros((1, 12), np.float32))]), "peephole"),
-        (dict(clip=1.0), "clip"),
-        (dict(input_forget=1), "input_forget"),
-        (dict(activations=["Sigmoid", "Relu", "Tanh"]), "activations"),
-        (dict(extra_inputs=[(4, np.array([3, 5], np.int32))]), "sequence_lens"),
-    ],
-)
-def test_unsupported_lstm_variants_are_refused_with_a_reason(kw, what):
-    with pytest.raises(tvm_npu.NPUError, match=f"ERR_OP_NOT_SUPPORTED.*{what}"):
-        tvm_npu.from_onnx(lstm_model(**kw))
-
-
 def test_full_length_sequence_lens_is_accepted():
     model = lstm_model(extra_inputs=[(4, np.array([5, 5], np.int32))])
     feeds = feeds_of(model)
