@@ -2,10 +2,11 @@
 
 Each function takes the command's operands as numpy arrays -- activations NHWC, CONV2D weights
 [OC][KH][KW][IC / groups] -- and returns what the NPU writes: an fp16 array. Operands are rounded to fp16
-first (round-to-nearest-even), which is the runtime's fp32 -> fp16 conversion of a host tensor and changes
-nothing in an fp16 array; the host reads a result back as fp32 exactly, so an fp16 result compares equal
-to the host's output. The `*_nchw` functions and `dense` are the same commands seen from a Relax model:
-NCHW tensors and OIHW weights as the model holds them.
+first (round-to-nearest-even), which is the runtime's fp32 -> fp16 conversion of a host tensor within the
+fp16 range (`stage` is that conversion for any float32 input) and changes nothing in an fp16 array; the
+host reads a result back as fp32 exactly, so an fp16 result compares equal to the host's output. The
+`*_nchw` functions and `dense` are the same commands seen from a Relax model: NCHW tensors and OIHW
+weights as the model holds them.
 
 `act` is the command's activation, 0 / "none", 1 / "relu" or 2 / "clip" with `clip` = (lo, hi).
 """
@@ -23,6 +24,13 @@ def widen(x):
     """x rounded to fp16 (round-to-nearest-even, beyond the range to +-inf), as exact fp32 values."""
     with np.errstate(over="ignore"):
         return np.asarray(x, F32).astype(np.float16).astype(F32)
+
+
+def stage(x):
+    """The runtime's fp32 -> fp16 staging of a float32 model input (section 2): a finite value beyond the
+    fp16 range (abs above 65504) saturates to +-65504, then round-to-nearest-even; inf and NaN stay."""
+    x = np.asarray(x, F32)
+    return widen(np.where(np.isfinite(x), np.clip(x, F32(-65504), F32(65504)), x))
 
 
 def activation(y, act=0, clip=(0.0, 6.0)):
