@@ -96,16 +96,25 @@ def add(a, b, act=0, clip=(0.0, 6.0)):
 
 
 def pool(x, kind, kh, kw, out_hw, stride=(1, 1), pad=(0, 0), act=0, clip=(0.0, 6.0)):
-    """POOL on fp16 (section 2), x [N, H, W, C], `kind` 0 / "avg" or 1 / "max". Average: the taps summed in
-    fp32 in the order kernel row, kernel column from +0.0 (a padding tap adds +0.0, the same as skipping
-    it), divided by KH * KW (IEEE fp32 division). Max: the maximum over the taps inside the input (a NaN
-    among them gives NaN). Then the activation and one rounding."""
+    """POOL on fp16 (section 2), x [N, H, W, C], `kind` 0 / "avg" or 1 / "max". Average: each kernel row's
+    taps summed in fp32 from +0.0 in the order kernel column, then the row sums in fp32 from +0.0 in the
+    order kernel row (a padding tap adds +0.0, the same as skipping it), divided by KH * KW (IEEE fp32
+    division). Max: the maximum over the taps inside the input (a NaN among them gives NaN). Then the
+    activation and one rounding."""
     x = widen(x)
     avg = POOL_KINDS.get(kind, kind) == 0
-    acc = np.full((x.shape[0], *out_hw, x.shape[3]), 0.0 if avg else -np.inf, F32)
-    for _, _, at, src in taps(x.shape[1:3], kh, kw, out_hw, stride, (1, 1), pad):
-        acc[at] = acc[at] + x[src] if avg else np.maximum(acc[at], x[src])
+    out_shape = (x.shape[0], *out_hw, x.shape[3])
+    acc = np.full(out_shape, 0.0 if avg else -np.inf, F32)
+    rows = {}  # kernel row -> its running fp32 sum (average)
+    for i, _, at, src in taps(x.shape[1:3], kh, kw, out_hw, stride, (1, 1), pad):
+        if avg:
+            row = rows.setdefault(i, np.zeros(out_shape, F32))
+            row[at] = row[at] + x[src]
+        else:
+            acc[at] = np.maximum(acc[at], x[src])
     if avg:
+        for i in sorted(rows):
+            acc = acc + rows[i]
         acc = acc / F32(kh * kw)
     return _round(activation(acc, act, clip))
 

@@ -131,3 +131,79 @@ def test_saturation_leaves_inf_alone_and_shows_in_the_profile(rng):
     assert np.array_equal(np.isinf(got), np.isinf(want)) and np.isinf(got).any()
     finite = np.isfinite(want)
     assert_fp16_close(got[finite], want[finite])
+
+
+# --- sums fp16 cannot hold: fp32 accumulators (and a two-level pool sum) keep them -------------------------
+
+
+def near_60000(rng, shape, split=False):
+    """fp16-exact values in [57344, 57568] (multiples of 32), the last axis's second half negated when
+    `split`: the staging moves nothing, so a comparison sees the accumulation alone, and a sum along that
+    axis climbs to (K / 2) * 57344 before it falls back."""
+    x = (F32(57344) + F32(32) * rng.integers(0, 8, shape)).astype(F32)
+    if split:
+        x[..., shape[-1] // 2 :] *= -1
+    return x
+
+
+def test_global_average_pool_of_a_large_map_is_accurate(rng):
+    """A global average pool over 512 x 2048 values near 63488 (a configuration with 8 MiB of SRAM holds
+    the window). The fp32 sum in one running order drifted 1.6% (64480: TVM's llvm build, which sums the
+    same way, gives 64479); per-row sums added together give the exact mean, 63488."""
+    shape = (1, 1, 512, 2048)
+    mod = module(lambda x: relax.op.mean(x, axis=[2, 3], keepdims=True), [shape])
+    report = tvm_npu.BuildReport()
+    big = tvm_npu.contract.config.get_config("npu-ref").replace(sram_bytes=8 << 20)
+    ex = tvm_npu.build(mod, config=big, report=report)
+    assert report.placements[0].device == "npu", report.table()
+    x = np.full(shape, 63488, F32)
+    x[0, 0, ::3, ::5] = 61440  # not all equal
+    assert_fp16_close(run_vm(ex, x), x.astype(np.float64).mean(axis=(2, 3), keepdims=True))
+
+
+def test_global_average_pool_near_fp16_max_matches_tvm(rng):
+    """64 x 64 x 8 values near 60000: their sum (2.4e8) is far beyond fp16, the fp32 sum holds it."""
+    shape = (1, 8, 64, 64)
+    mod = module(lambda x: relax.op.mean(x, axis=[2, 3], keepdims=True), [shape])
+    ex, report = build(mod)
+    assert report.placements[0].device == "npu", report.table()
+    x = near_60000(rng, shape)
+    assert_fp16_close(run_vm(ex, x), run_cpu(mod, x))
+
+
+@pytest.mark.parametrize("kind", ["dense_k2048", "conv_k4608"])
+def test_long_sums_of_large_products_match_tvm(rng, kind):
+    """Products near 57344 summed over K = 2048 (dense; the widest inner dimension) or 3 x 3 x 512 (conv):
+    the partial sums climb to 1e7 (fp16 ends at 65504) and cancel to a result fp16 holds. An fp32
+    accumulator holds them exactly (multiples of 4 below 2^26)."""
+    scales = F32([0.125, -0.25, 0.5, 1.0])  # one per output channel
+    if kind == "dense_k2048":
+        x = near_60000(rng, (4, 2048), split=True)
+        w = np.repeat(scales, 2)[:, None] * np.ones((8, 2048), F32)
+        mod = module(lambda v: relax.op.matmul(v, relax.const(w.T.copy())), [x.shape])
+    else:
+        x = np.moveaxis(near_60000(rng, (1, 6, 6, 512), split=True), 3, 1).copy()  # channels split
+        w = scales[:, None, None, None] * np.ones((4, 512, 3, 3), F32)
+        mod = module(lambda v: relax.op.nn.conv2d(v, relax.const(w), padding=1), [x.shape])
+    ex, report = build(mod)
+    assert {p.device for p in report.placements} == {"npu"}, report.table()
+    want = run_cpu(mod, x)
+    assert 65504 > np.abs(want).max() > 256, np.abs(want).max()  # representable, and not small
+    assert_fp16_close(run_vm(ex, x), want)
+
+
+def test_a_result_beyond_fp16_is_inf(rng):
+    """The policy for a float32 model whose values leave the fp16 range inside the NPU: an op's result
+    beyond 65504 rounds to +-inf (IEEE overflow; docs/npu.md section 2), where the float32 model stays
+    finite. Each output is either within tolerance of TVM's, or inf of the same sign where TVM's exceeds
+    the fp16 range (rounds past 65520)."""
+    x = near_60000(rng, (4, 64))
+    w = rng.uniform(-0.05, 0.05, (16, 64)).astype(F32)
+    w[:4] = np.abs(w[:4]) + 0.05  # rows 0-3 sum to well beyond 65504, the rest mostly within
+    mod = module(lambda v: relax.op.matmul(v, relax.const(w.T.copy())), [x.shape])
+    ex, _ = build(mod)
+    got, want = run_vm(ex, x), run_cpu(mod, x)
+    over = np.abs(want) >= 65520
+    assert over[:, :4].all() and not over.all()
+    np.testing.assert_array_equal(got[over], np.sign(want[over]) * np.inf)
+    assert_fp16_close(got[~over], want[~over])
