@@ -6,6 +6,17 @@ from tvm import relax
 from npu_ref import fp16
 
 
+def module_of(fn, shapes):
+    """main(x0, x1, ...) = fn(x0, x1, ...) on float32 inputs of `shapes`."""
+    bb = relax.BlockBuilder()
+    xs = [relax.Var(f"x{i}", relax.TensorType(s, "float32")) for i, s in enumerate(shapes)]
+    with bb.function("main", xs):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(fn(*xs)))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
 def chain(input_shape, layers):
     """A module whose main applies `layers` in order. A layer is a dict:
     {"op": "conv", "w": OIHW, "b": [OC] or None, "stride", "pad", "dil", "act"},

@@ -141,19 +141,21 @@ class Machine {
         arena_(buffers->arena),
         weights_(cache != nullptr ? &cache->weights : nullptr) {}
 
-  // Host fp32 -> device fp16 (RNE), host fp32 -> device int8 / int16 quantized (format 1.3), or
-  // int8 / int16 unchanged (re-layout only), at the descriptor's place in the activation region.
-  void StageIn(const TensorDesc& d, const DLTensor* t) {
+  // Host fp32 -> device fp16 (RNE; a finite value beyond the fp16 range saturated to +-65504),
+  // host fp32 -> device int8 / int16 quantized (format 1.3), or int8 / int16 unchanged (re-layout
+  // only), at the descriptor's place in the activation region. Returns how many values saturated.
+  uint64_t StageIn(const TensorDesc& d, const DLTensor* t) {
     const char* data = static_cast<const char*>(t->data) + t->byte_offset;
     const float* src = reinterpret_cast<const float*>(data);
     uint8_t* base = Arena(d.ddr_addr);
     const uint64_t elem = stream::DTypeBytes(d.dtype);
     const stream::QParams* q = QParamsOf(d);
+    uint64_t saturated = 0;
     ForEachRun(d, [&](uint64_t host, uint64_t off, uint64_t n, uint64_t step) {
       uint8_t* dst = base + off;
       if (d.dtype == stream::kFP16) {
         for (uint64_t i = 0; i < n; ++i) {
-          const uint16_t h = FloatToHalfBits(src[host + i]);
+          const uint16_t h = SaturatingFloatToHalfBits(src[host + i], &saturated);
           std::memcpy(dst + i * step * sizeof(h), &h, sizeof(h));
         }
       } else if (q == nullptr && step == 1) {
@@ -168,6 +170,7 @@ class Machine {
         QuantizeRun(src + host, reinterpret_cast<int16_t*>(dst), n, step, q->scale, q->zero_point);
       }
     });
+    return saturated;
   }
 
   // Device fp16 -> host fp32 (exact), device int8 / int16 -> host fp32 dequantized (format 1.3), or
@@ -420,8 +423,8 @@ Stats TimeStream(const ParsedStream& ps) {
   return st;
 }
 
-void Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
-             const std::vector<DLTensor*>& outputs, ExecCache* cache) {
+std::vector<uint64_t> Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
+                              const std::vector<DLTensor*>& outputs, ExecCache* cache) {
   if (inputs.size() != ps.inputs.size() || outputs.size() != ps.outputs.size()) {
     NPU_THROW(kShapeMismatch) << "got " << inputs.size() << " inputs and " << outputs.size()
                               << " outputs, the model was compiled for " << ps.inputs.size()
@@ -455,7 +458,10 @@ void Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
   const std::vector<bool>* skip =
       cache != nullptr && own->owner == cache->id() ? &cache->resident_loads() : nullptr;
   Machine machine(ps, own.get(), cache);
-  for (size_t k = 0; k < inputs.size(); ++k) machine.StageIn(ps.tensors[ps.inputs[k]], inputs[k]);
+  std::vector<uint64_t> saturated(inputs.size());
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    saturated[k] = machine.StageIn(ps.tensors[ps.inputs[k]], inputs[k]);
+  }
 
   // One after another in program order; when they would overlap on the hardware is the cycle
   // model's business (TimeStream, once per stream).
@@ -479,6 +485,7 @@ void Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
     machine.StageOut(ps.tensors[ps.outputs[k]], outputs[k]);
   }
   give_back.completed = true;
+  return saturated;
 }
 
 }  // namespace tvm_npu

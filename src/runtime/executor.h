@@ -103,11 +103,14 @@ Stats TimeStream(const ParsedStream& ps);
  * \param outputs num_outputs host tensors to write, likewise, in io_index order.
  * \param cache The stream's ExecCache, or nullptr to allocate everything for this call.
  *
+ * \return Per input, how many finite fp32 values beyond the fp16 range (abs above 65504) its
+ *         staging saturated to +-65504 (docs/npu.md section 2); 0 for int8 / int16 inputs.
+ *
  * Throws ERR_SHAPE_MISMATCH if an argument's count, dtype, shape, layout or device differs from
  * the compiled one.
  */
-void Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
-             const std::vector<DLTensor*>& outputs, ExecCache* cache = nullptr);
+std::vector<uint64_t> Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
+                              const std::vector<DLTensor*>& outputs, ExecCache* cache = nullptr);
 
 }  // namespace tvm_npu
 

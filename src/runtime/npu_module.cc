@@ -16,6 +16,7 @@
 #include <tvm/ffi/string.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -127,6 +128,7 @@ class NPUModuleObj : public ffi::ModuleObj {
     ps_ = ParseStream(blob_.data(), blob_.size());
     cache_ = std::make_unique<ExecCache>(ps_);
     timing_ = TimeStream(ps_);
+    total_saturated_.assign(ps_.inputs.size(), 0);
   }
 
   const char* kind() const final { return "npu"; }
@@ -208,13 +210,46 @@ class NPUModuleObj : public ffi::ModuleObj {
     for (size_t i = 0; i < ni; ++i) inputs.push_back(args[i].cast<DLTensor*>());
     for (size_t i = 0; i < no; ++i) outputs.push_back(args[ni + i].cast<DLTensor*>());
     const int64_t host_start = SteadyNs();
-    Execute(ps_, inputs, outputs, cache_.get());
+    const std::vector<uint64_t> saturated = Execute(ps_, inputs, outputs, cache_.get());
     const int64_t host_end = SteadyNs();
     std::lock_guard<std::mutex> lock(mutex_);
     Accumulate(&total_, timing_);
     last_host_ns_[0] = host_start;
     last_host_ns_[1] = host_end;
     ++calls_;
+    last_saturated_ = saturated;
+    total_saturated_.resize(saturated.size(), 0);
+    for (size_t k = 0; k < saturated.size(); ++k) total_saturated_[k] += saturated[k];
+    if (!warned_) WarnSaturated(saturated);
+  }
+
+  // The staging policy of docs/npu.md section 2: a finite fp32 input beyond the fp16 range runs
+  // saturated to +-65504, counted in the profile; the first call that saturates anything says so
+  // once per module on stderr (a silent clip would hide it, an error would refuse inputs ONNX
+  // allows). Called under mutex_.
+  void WarnSaturated(const std::vector<uint64_t>& saturated) {
+    uint64_t total = 0;
+    std::ostringstream per_input;
+    for (size_t k = 0; k < saturated.size(); ++k) {
+      if (saturated[k] == 0) continue;
+      per_input << (total ? ", " : "") << "input " << k << ": " << saturated[k];
+      total += saturated[k];
+    }
+    if (total == 0) return;
+    warned_ = true;
+    std::fprintf(
+        stderr,
+        "tvm_npu warning: NPU region %s: %llu float32 input value(s) beyond the fp16 range "
+        "saturated to +-65504 (%s); said once per module, every call's count is in its "
+        "profile (\"saturated_inputs\", tvm_npu.profile(...)[\"saturated_inputs\"]); see "
+        "docs/npu.md section 2\n",
+        symbol_.c_str(), static_cast<unsigned long long>(total), per_input.str().c_str());
+  }
+
+  static void CountsJson(std::ostringstream& os, const std::vector<uint64_t>& counts) {
+    os << ", \"saturated_inputs\": [";
+    for (size_t k = 0; k < counts.size(); ++k) os << (k ? ", " : "") << counts[k];
+    os << "]";
   }
 
   std::string ProfileJson() {
@@ -224,11 +259,13 @@ class NPUModuleObj : public ffi::ModuleObj {
     const Stats none;
     const Stats& last = calls_ > 0 ? timing_ : none;
     StatsJson(os, last);
+    CountsJson(os, calls_ > 0 ? last_saturated_ : std::vector<uint64_t>(ps_.inputs.size(), 0));
     os << ", \"host_start_ns\": " << last_host_ns_[0] << ", \"host_end_ns\": " << last_host_ns_[1]
        << ", \"records\": ";
     RecordsJson(os, last.records);
     os << "}, \"total\": {";
     StatsJson(os, total_);
+    CountsJson(os, total_saturated_);
     os << "}}";
     return os.str();
   }
@@ -238,6 +275,7 @@ class NPUModuleObj : public ffi::ModuleObj {
     total_ = Stats();
     last_host_ns_[0] = last_host_ns_[1] = 0;
     calls_ = 0;
+    total_saturated_.assign(ps_.inputs.size(), 0);
   }
 
   std::string symbol_;
@@ -249,6 +287,9 @@ class NPUModuleObj : public ffi::ModuleObj {
   Stats total_;
   int64_t last_host_ns_[2] = {0, 0};  // host wall clock (steady_clock) around the last call
   uint64_t calls_ = 0;
+  // Per input: finite fp32 values beyond the fp16 range that staging saturated (last call, all calls).
+  std::vector<uint64_t> last_saturated_, total_saturated_;
+  bool warned_ = false;  // the saturation warning is printed once per module instance
 };
 
 }  // namespace

@@ -2,10 +2,11 @@
 
 Each function takes the command's operands as numpy arrays -- activations NHWC, CONV2D weights
 [OC][KH][KW][IC / groups] -- and returns what the NPU writes: an fp16 array. Operands are rounded to fp16
-first (round-to-nearest-even), which is the runtime's fp32 -> fp16 conversion of a host tensor and changes
-nothing in an fp16 array; the host reads a result back as fp32 exactly, so an fp16 result compares equal
-to the host's output. The `*_nchw` functions and `dense` are the same commands seen from a Relax model:
-NCHW tensors and OIHW weights as the model holds them.
+first (round-to-nearest-even), which is the runtime's fp32 -> fp16 conversion of a host tensor within the
+fp16 range (`stage` is that conversion for any float32 input) and changes nothing in an fp16 array; the
+host reads a result back as fp32 exactly, so an fp16 result compares equal to the host's output. The
+`*_nchw` functions and `dense` are the same commands seen from a Relax model: NCHW tensors and OIHW
+weights as the model holds them.
 
 `act` is the command's activation, 0 / "none", 1 / "relu" or 2 / "clip" with `clip` = (lo, hi).
 """
@@ -23,6 +24,13 @@ def widen(x):
     """x rounded to fp16 (round-to-nearest-even, beyond the range to +-inf), as exact fp32 values."""
     with np.errstate(over="ignore"):
         return np.asarray(x, F32).astype(np.float16).astype(F32)
+
+
+def stage(x):
+    """The runtime's fp32 -> fp16 staging of a float32 model input (section 2): a finite value beyond the
+    fp16 range (abs above 65504) saturates to +-65504, then round-to-nearest-even; inf and NaN stay."""
+    x = np.asarray(x, F32)
+    return widen(np.where(np.isfinite(x), np.clip(x, F32(-65504), F32(65504)), x))
 
 
 def activation(y, act=0, clip=(0.0, 6.0)):
@@ -88,16 +96,25 @@ def add(a, b, act=0, clip=(0.0, 6.0)):
 
 
 def pool(x, kind, kh, kw, out_hw, stride=(1, 1), pad=(0, 0), act=0, clip=(0.0, 6.0)):
-    """POOL on fp16 (section 2), x [N, H, W, C], `kind` 0 / "avg" or 1 / "max". Average: the taps summed in
-    fp32 in the order kernel row, kernel column from +0.0 (a padding tap adds +0.0, the same as skipping
-    it), divided by KH * KW (IEEE fp32 division). Max: the maximum over the taps inside the input (a NaN
-    among them gives NaN). Then the activation and one rounding."""
+    """POOL on fp16 (section 2), x [N, H, W, C], `kind` 0 / "avg" or 1 / "max". Average: each kernel row's
+    taps summed in fp32 from +0.0 in the order kernel column, then the row sums in fp32 from +0.0 in the
+    order kernel row (a padding tap adds +0.0, the same as skipping it), divided by KH * KW (IEEE fp32
+    division). Max: the maximum over the taps inside the input (a NaN among them gives NaN). Then the
+    activation and one rounding."""
     x = widen(x)
     avg = POOL_KINDS.get(kind, kind) == 0
-    acc = np.full((x.shape[0], *out_hw, x.shape[3]), 0.0 if avg else -np.inf, F32)
-    for _, _, at, src in taps(x.shape[1:3], kh, kw, out_hw, stride, (1, 1), pad):
-        acc[at] = acc[at] + x[src] if avg else np.maximum(acc[at], x[src])
+    out_shape = (x.shape[0], *out_hw, x.shape[3])
+    acc = np.full(out_shape, 0.0 if avg else -np.inf, F32)
+    rows = {}  # kernel row -> its running fp32 sum (average)
+    for i, _, at, src in taps(x.shape[1:3], kh, kw, out_hw, stride, (1, 1), pad):
+        if avg:
+            row = rows.setdefault(i, np.zeros(out_shape, F32))
+            row[at] = row[at] + x[src]
+        else:
+            acc[at] = np.maximum(acc[at], x[src])
     if avg:
+        for i in sorted(rows):
+            acc = acc + rows[i]
         acc = acc / F32(kh * kw)
     return _round(activation(acc, act, clip))
 

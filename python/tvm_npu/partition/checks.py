@@ -41,6 +41,7 @@ from .constraints import (
     constraint_same_quantization,
     constraint_same_shape,
     constraint_slice_rows,
+    constraint_softmax_input,
     constraint_staged_reshape,
     constraint_static_shape,
     constraint_symmetric_weights,
@@ -500,7 +501,29 @@ def check_dequantize_output(run: PartitionRun, ctx) -> bool:
     return _run(run, ctx, "qoutput", checks + [(constraint_width, ([static_shape(dq)[-1]], run.config))])
 
 
-@applies(*TENSOR_CONSTRAINTS, *attribute_constraints("relax.nn.softmax"), constraint_width, int8=QUANT_CONSTRAINTS)
+# Ops that run on the NPU as views of their input (no data moved, docs/npu.md section 3).
+VIEW_OPS = ("relax.reshape", "relax.strided_slice")
+
+
+def _view_source(ctx, expr):
+    """The tensor under a chain of views of `expr`, and the vars bound before the match (a var that is
+    not among them is a parameter of main)."""
+    bound = {var: value for value, var in ctx.value_to_bound_var.items()}
+    while isinstance(expr, tvm.relax.Var) and getattr(bound.get(expr), "op", None) is not None:
+        value = bound[expr]
+        if getattr(value.op, "name", "") not in VIEW_OPS:
+            break
+        expr = value.args[0]
+    return expr, bound
+
+
+@applies(
+    *TENSOR_CONSTRAINTS,
+    *attribute_constraints("relax.nn.softmax"),
+    constraint_width,
+    constraint_softmax_input,
+    int8=QUANT_CONSTRAINTS,
+)
 def check_softmax(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     tensors = [call.args[0], call]
@@ -510,7 +533,14 @@ def check_softmax(run: PartitionRun, ctx) -> bool:
     if not _run(run, ctx, "softmax", checks):
         return False
     return _run(
-        run, ctx, "softmax", attribute_checks(call) + [(constraint_width, ([static_shape(call)[-1]], run.config))]
+        run,
+        ctx,
+        "softmax",
+        attribute_checks(call)
+        + [
+            (constraint_width, ([static_shape(call)[-1]], run.config)),
+            (constraint_softmax_input, _view_source(ctx, call.args[0])),
+        ],
     )
 
 

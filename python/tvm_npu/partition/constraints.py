@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tvm.ir.prim.expr import FloatImm, IntImm
+from tvm.relax import Var
 
 from ..contract.config import NPUConfig
 from ..ir.values import constant_value, dtype_of, static_shape
@@ -403,6 +404,17 @@ def constraint_softmax_axis(call):
     return None
 
 
+def constraint_softmax_input(data, bound):
+    """NPU_E_RANGE: softmax may not read a float32 model input (directly or through a reshape or row
+    slice): the runtime rounds it to fp16 as it stages it, which moves a value x by up to abs(x) * 2^-11
+    (4 near 10000), and softmax turns a shift d of the difference of two inputs into a factor e^d
+    between their outputs (results off by a factor of up to 3000 near 10000). The float input of unknown
+    range stays on the CPU; a softmax of a value the NPU computes keeps the fp16 datapath's precision
+    (docs/npu.md section 2)."""
+    # `bound`: the vars the bindings before the softmax make; a var that none makes is a parameter of main.
+    return f"{data.name} is a model input" if isinstance(data, Var) and data not in bound else None
+
+
 # Every constraint, for the generated supported-ops table.
 ALL_CONSTRAINTS = [
     constraint_float32,
@@ -428,6 +440,7 @@ ALL_CONSTRAINTS = [
     constraint_broadcast,
     constraint_eltwise_scales,
     constraint_softmax_axis,
+    constraint_softmax_input,
     constraint_model_input,
     constraint_model_output,
     constraint_staged_reshape,

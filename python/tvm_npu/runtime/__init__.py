@@ -14,6 +14,7 @@ from .library import (
     npu_modules,
     profile_of,
     resident_loads,
+    saturated_inputs,
     set_kernel_level,
     set_threads,
     threads,

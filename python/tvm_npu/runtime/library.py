@@ -118,6 +118,13 @@ def profile_of(module) -> dict:
     return json.loads(module["get_profile"]())
 
 
+def saturated_inputs(lib) -> int:
+    """How many finite float32 input values beyond the fp16 range (abs above 65504) the NPU modules of
+    `lib` (a VirtualMachine, see `npu_modules`) saturated to +-65504 as they staged them, over every
+    call since they were loaded or their profile reset (docs/npu.md section 2)."""
+    return sum(sum(profile_of(m)["total"]["saturated_inputs"]) for m in npu_modules(lib))
+
+
 def load_module(path: str | os.PathLike):
     """`tvm.runtime.load_module` for an exported artifact, after checking that the file holds every
     byte its ELF headers point to.

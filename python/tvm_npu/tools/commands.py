@@ -147,6 +147,11 @@ def layer_table(prof: dict) -> str:
         f"compulsory DDR bytes {prof['compulsory_ddr_bytes']}, SRAM peak {prof['sram_peak_bytes']} B, "
         f"{prof['total_cycles'] / conf['clock_mhz']:.1f} us at {conf['clock_mhz']} MHz"
     )
+    if prof["saturated_inputs"]:
+        lines.append(
+            f"{prof['saturated_inputs']} float32 input value(s) beyond the fp16 range ran saturated to +-65504 "
+            "(docs/npu.md section 2)"
+        )
     if not prof["layers"]:
         lines.append("nothing ran on the NPU: every op stayed on the CPU (`tvm-npu report` says why)")
     return "\n".join(lines)

@@ -133,9 +133,12 @@ def collect(report: BuildReport, module_profiles: list) -> dict:
         slots of ``total_cycles``: an fp16 MAC fills ``fp16_rate_div`` int8 slots, so a mixed model
         counts ``sum(macs_l * rate_l) / (total_cycles * mac_rows * mac_cols)`` (``rate_l`` = 1 for
         int8 layers); ``sram_peak_bytes`` the planner's largest SRAM use over the regions;
-        ``layers`` one entry per NPU layer (see `_layer`); ``regions`` per region counters, host
-        timestamps and the command records; ``config`` the NPU configuration. Top-level counters
-        come from the modules' "total" (all calls of the run); layers from each module's last call.
+        ``saturated_inputs`` how many finite float32 input values beyond the fp16 range the runtime
+        saturated to +-65504 as it staged them (docs/npu.md section 2; per region input in
+        ``regions[symbol]["saturated_inputs"]``); ``layers`` one entry per NPU layer (see `_layer`);
+        ``regions`` per region counters, host timestamps and the command records; ``config`` the NPU
+        configuration. Top-level counters come from the modules' "total" (all calls of the run);
+        layers from each module's last call.
     """
     conf = report.config
     aliases = report.aliases()
@@ -181,6 +184,7 @@ def collect(report: BuildReport, module_profiles: list) -> dict:
                     "ddr_read_bytes",
                     "ddr_write_bytes",
                     "macs",
+                    "saturated_inputs",
                 )
             },
             **{k: last.get(k, 0) for k in ("host_start_ns", "host_end_ns")},
@@ -193,6 +197,7 @@ def collect(report: BuildReport, module_profiles: list) -> dict:
         "compulsory_ddr_bytes": sum(r["compulsory_ddr_bytes"] for r in regions.values()),
         "mac_utilization": sum(r["slot_macs"] for r in regions.values()) / slots if slots else 0.0,
         "sram_peak_bytes": max((r["sram_bytes_used"] for r in report.regions.values()), default=0),
+        "saturated_inputs": sum(sum(r["saturated_inputs"]) for r in regions.values()),
         "layers": layers,
         "config": conf,
         "regions": regions,

@@ -21,6 +21,7 @@ import onnx
 import tvm
 from tvm import relax
 
+from .. import runtime
 from ..contract.errors import NPUError
 
 
@@ -53,6 +54,11 @@ class StreamingSession:
 
         ex = build(from_onnx(model), config=config)
         return cls(ex, {i.name: _shape(i) for i in model.graph.input}, [o.name for o in model.graph.output], state)
+
+    def saturated_inputs(self) -> int:
+        """Float32 input values beyond the fp16 range that the NPU saturated to +-65504 over this
+        session's calls (docs/npu.md section 2; `runtime.saturated_inputs`)."""
+        return runtime.saturated_inputs(self.vm)
 
     def reset(self):
         """Zero state: the next call starts a new sequence."""
@@ -99,6 +105,11 @@ class AsyncModel:
         self.vm = relax.VirtualMachine(ex, tvm.cpu())
         self.entry = entry
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tvm_npu")
+
+    def saturated_inputs(self) -> int:
+        """Float32 input values beyond the fp16 range that the NPU saturated to +-65504 over the calls
+        so far (docs/npu.md section 2; `runtime.saturated_inputs`)."""
+        return runtime.saturated_inputs(self.vm)
 
     def start(self, *inputs) -> Pending:
         args = [a if isinstance(a, tvm.runtime.Tensor) else tvm.runtime.tensor(np.ascontiguousarray(a)) for a in inputs]

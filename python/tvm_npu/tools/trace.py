@@ -5,7 +5,9 @@ and "layers" threads with one span per NPU layer; one "CPU" process whose spans 
 the host time between NPU calls. Two time bases meet on one axis: NPU spans are the cycle model's cycles
 at the configuration's clock (cycles / clock_mhz = microseconds), CPU spans are measured host
 wall-clock gaps (std::chrono::steady_clock around each NPU call). Each NPU call is laid out with its
-modeled duration, and each CPU gap with its measured duration, in the order the host ran them.
+modeled duration, and each CPU gap with its measured duration, in the order the host ran them. A region
+whose float32 inputs held values beyond the fp16 range gets an instant event "saturated inputs" at its
+start, with the count per input (docs/npu.md section 2).
 """
 
 from __future__ import annotations
@@ -118,6 +120,19 @@ def trace_events(prof: dict) -> list:
                 )
             )
             t = events[-1]["ts"] + events[-1]["dur"]
+        if any(region.get("saturated_inputs", ())):  # the staging policy of docs/npu.md section 2
+            events.append(
+                {
+                    "name": "saturated inputs",
+                    "cat": "numerics",
+                    "ph": "i",
+                    "s": "p",
+                    "ts": t,
+                    "pid": pid,
+                    "tid": 0,
+                    "args": {"saturated_inputs": region["saturated_inputs"]},
+                }
+            )
         for r in region["records"]:
             if r["engine"]:
                 args = {k: r[k] for k in ("layer", "index", "issue", "start", "end", "bus_bytes", "macs")}

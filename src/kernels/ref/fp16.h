@@ -47,6 +47,24 @@ inline uint16_t FloatToHalfBits(float value) {
   return static_cast<uint16_t>(sign | k);
 }
 
+/*!
+ * \brief The runtime's staging of a host fp32 value into fp16 (docs/npu.md section 2): as
+ *        FloatToHalfBits, but a finite value beyond the fp16 range (abs above 65504, the largest
+ *        finite half) becomes +-65504 instead of +-inf, and adds 1 to `*saturated`. inf and NaN
+ *        stay themselves. Values in (65504, 65520) would round to 65504 anyway; they count too.
+ */
+inline uint16_t SaturatingFloatToHalfBits(float value, uint64_t* saturated) {
+  uint32_t f;
+  std::memcpy(&f, &value, sizeof(f));
+  const uint32_t magnitude = f & 0x7FFFFFFFu;
+  // Above 65504 (0x477FE000) and below inf (0x7F800000): finite and beyond the range.
+  if (magnitude > 0x477FE000u && magnitude < 0x7F800000u) {
+    ++*saturated;
+    return static_cast<uint16_t>(((f >> 16) & 0x8000u) | 0x7BFFu);
+  }
+  return FloatToHalfBits(value);
+}
+
 inline float HalfBitsToFloat(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1Fu;

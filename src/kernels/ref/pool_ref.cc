@@ -2,9 +2,11 @@
  * \file pool_ref.cc
  * \brief Reference average / max pooling, fp16 and int8 (docs/npu.md section 2).
  *
- * fp16 average: fp32 sum from +0.0 over the taps in order (kh, kw) — padding taps would add +0.0,
- * which never changes an accumulator that started at +0.0, so they are skipped — then IEEE fp32
- * division by KH * KW, activation, one rounding to fp16. fp16 max: the maximum over the taps
+ * fp16 average: for each window row (kh) the fp32 sum from +0.0 of its taps in order (kw), and the
+ * fp32 sum from +0.0 of those row sums in order (kh) — padding taps would add +0.0, which never
+ * changes a sum that started at +0.0, so they are skipped — then IEEE fp32 division by KH * KW,
+ * activation, one rounding to fp16. Two levels keep a global pool's sum accurate: in one running
+ * sum the error grows with the number of taps (0.8% of the mean over 256 x 2048 taps of 36352). fp16 max: the maximum over the taps
  * inside the input, in order (kh, kw); a NaN tap makes the result the first NaN met (so the
  * result does not depend on where a NaN sits relative to larger values).
  * int8: acc = sum (average) or max of (x - z_x) over the taps inside the input, in int32, then
@@ -34,6 +36,23 @@ void ForWindow(const stream::PoolOperands& op, uint64_t r, uint64_t q, F&& f) {
   }
 }
 
+// The fp16 average's sum over output (r, q)'s window of the halves at `in` + tap offsets: each row's
+// taps summed in fp32 from +0.0, then the row sums in fp32 from +0.0, both in order.
+float WindowSum(const stream::PoolOperands& op, uint64_t r, uint64_t q, const uint8_t* in) {
+  uint64_t y0, y1, x0, x1;
+  ref::WindowRange(r, op.stride_h, op.kh, op.pad_top, op.in_h, &y0, &y1);
+  ref::WindowRange(q, op.stride_w, op.kw, op.pad_left, op.in_w, &x0, &x1);
+  float sum = 0.0f;
+  for (uint64_t y = y0; y < y1; ++y) {
+    float row = 0.0f;
+    for (uint64_t x = x0; x < x1; ++x) {
+      row += ref::LoadHalf(in + y * op.in_stride + x * stream::InPixelStride(op));
+    }
+    sum += row;
+  }
+  return sum;
+}
+
 void PoolFp16(const stream::PoolOperands& op, const uint8_t* in, uint8_t* out) {
   const float lo = ref::BitsToFloat(op.clip_lo), hi = ref::BitsToFloat(op.clip_hi);
   // KH * KW as an fp32 divisor (rounded if beyond 2^24, as a float conversion does).
@@ -44,17 +63,16 @@ void PoolFp16(const stream::PoolOperands& op, const uint8_t* in, uint8_t* out) {
       uint8_t* out_px = out + r * op.out_stride + q * stream::OutPixelStride(op);
       for (uint64_t ch = 0; ch < op.c; ++ch) {
         float acc = 0.0f;
-        bool first = true;
-        ForWindow(op, r, q, [&](uint64_t off) {
-          const float v = ref::LoadHalf(in + off + ch * 2);
-          if (!is_max) {
-            acc += v;
-          } else if (first || (!std::isnan(acc) && (std::isnan(v) || v > acc))) {
-            acc = v;
-          }
-          first = false;
-        });
-        if (!is_max) acc = acc / taps;
+        if (is_max) {
+          bool first = true;
+          ForWindow(op, r, q, [&](uint64_t off) {
+            const float v = ref::LoadHalf(in + off + ch * 2);
+            if (first || (!std::isnan(acc) && (std::isnan(v) || v > acc))) acc = v;
+            first = false;
+          });
+        } else {
+          acc = WindowSum(op, r, q, in + ch * 2) / taps;
+        }
         ref::StoreHalf(out_px + ch * 2, ref::Activate(acc, op.act, lo, hi));
       }
     }
