@@ -23,7 +23,7 @@ from tvm import relax
 from ..contract.config import NPUConfig
 from ..contract.errors import NPUError, NPUFallbackWarning
 from ..ir.graph import brief
-from ..partition.constraints import constraint_internal_error
+from ..partition.internal import constraint_internal_error
 from ..partition.unpartition import unpartition
 from .codegen import compile_region
 

@@ -30,8 +30,8 @@ from .constraints import (
     constraint_concat,
     constraint_eltwise_scales,
     constraint_float32,
+    constraint_fp16_constants,
     constraint_int8_activations,
-    constraint_internal_error,
     constraint_model_input,
     constraint_model_output,
     constraint_per_tensor,
@@ -50,6 +50,7 @@ from .constraints import (
     reason_code,
     reason_text,
 )
+from .internal import constraint_internal_error
 
 log = logging.getLogger(__name__)
 
@@ -243,7 +244,14 @@ def _permuted_axis(permute, axis: int) -> int:
     return order[axis] % rank
 
 
-@applies(*TENSOR_CONSTRAINTS, *CONV_ATTRS, constraint_width, *EPILOGUE, int8=QUANT_WEIGHT_CONSTRAINTS)
+@applies(
+    *TENSOR_CONSTRAINTS,
+    *CONV_ATTRS,
+    constraint_width,
+    constraint_fp16_constants,
+    *EPILOGUE,
+    int8=QUANT_WEIGHT_CONSTRAINTS,
+)
 def check_conv2d(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     data, weight = call.args[0], call.args[1]
@@ -255,14 +263,24 @@ def check_conv2d(run: PartitionRun, ctx) -> bool:
     w_axis = layout.index("W")
     c_axis = layout.index("C")
     out_shape = static_shape(call)
-    checks = [(constraint_width, ([static_shape(data)[w_axis], out_shape[w_axis]], run.config))]
+    checks = [
+        (constraint_width, ([static_shape(data)[w_axis], out_shape[w_axis]], run.config)),
+        (constraint_fp16_constants, ([weight_constant(call, ctx.matched_bindings)],)),
+    ]
     if "bias" in ctx.annotated_expr:
         checks.append((constraint_bias_per_channel, (ctx.annotated_expr["bias"], out_shape[c_axis], c_axis, 4)))
     checks.append((constraint_clip_bounds, (_act(ctx),)))
     return _run(run, ctx, "conv2d", checks)
 
 
-@applies(*TENSOR_CONSTRAINTS, constraint_width, constraint_weight_2d, *EPILOGUE, int8=QUANT_WEIGHT_CONSTRAINTS)
+@applies(
+    *TENSOR_CONSTRAINTS,
+    constraint_width,
+    constraint_weight_2d,
+    constraint_fp16_constants,
+    *EPILOGUE,
+    int8=QUANT_WEIGHT_CONSTRAINTS,
+)
 def check_dense(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     data, weight = call.args[0], call.args[1]
@@ -274,6 +292,7 @@ def check_dense(run: PartitionRun, ctx) -> bool:
     checks = [
         (constraint_width, ([static_shape(data)[-1], out_shape[-1]], run.config)),
         (constraint_weight_2d, (weight,)),
+        (constraint_fp16_constants, ([weight_constant(call, ctx.matched_bindings)],)),
     ]
     if "bias" in ctx.annotated_expr:
         checks.append(
@@ -378,6 +397,7 @@ def _operands(ctx, call) -> tuple:
 @applies(
     *TENSOR_CONSTRAINTS,
     constraint_broadcast,
+    constraint_fp16_constants,
     constraint_width,
     constraint_clip_bounds,
     int8=QUANT_CONSTRAINTS + [constraint_eltwise_scales],
@@ -394,7 +414,10 @@ def check_eltwise(run: PartitionRun, ctx) -> bool:
     checks = [(constraint_rank, (ranked, run.config))] + _quant_checks(ctx, wide=True)
     if not _run(run, ctx, "eltwise", checks):
         return False
-    checks = [(constraint_broadcast, (call,) + _operands(ctx, call))]
+    checks = [
+        (constraint_broadcast, (call,) + _operands(ctx, call)),
+        (constraint_fp16_constants, ([_resolve(ctx, op) for op in _operands(ctx, call)],)),
+    ]
     ann = ctx.annotated_expr
     if "quantize" in ann:
         checks.append(

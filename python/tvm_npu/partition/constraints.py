@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from tvm.ir.prim.expr import FloatImm, IntImm
 from tvm.relax import Var
 
@@ -213,6 +214,25 @@ def constraint_clip_bounds(act):
     return f"clip bounds {lo} > {hi}" if lo > hi else None
 
 
+FP16_MAX = 65504.0
+
+
+def constraint_fp16_constants(constants):
+    """NPU_E_RANGE: a float constant the fp16 datapath reads (a conv or dense weight, an elementwise
+    operand) must lie within fp16's range (abs(x) <= 65504): the compiler stores it as fp16,
+    where a larger value becomes inf and turns finite answers into inf or NaN. Scale the constant down
+    (and the op's input or output up), or the op runs on the CPU in float32."""
+    for const in constants:
+        value = constant_value(const) if const is not None else None
+        if value is None or value.dtype != np.float32 or value.size == 0:
+            continue  # int8 codes, or not a constant: nothing converted to fp16 here
+        finite = value[np.isfinite(value)]
+        big = float(np.abs(finite).max()) if finite.size else 0.0
+        if big > FP16_MAX:
+            return f"constant {list(value.shape)} holds {big:.6g}"
+    return None
+
+
 def _rows_of(shape) -> tuple:
     """(rows, elements per row) of a tensor as the NPU stores it (docs/npu.md section 3): NCHW maps
     are N*H rows of W*C; other ranks are row-major with the last dimension as the row."""
@@ -347,14 +367,6 @@ def constraint_eltwise_scales(dq_a, dq_b, q, multiply: bool):
     return f"scale ratio {max(ratios):.3g}" if max(ratios) >= 2.0**30 else None
 
 
-def constraint_internal_error(err: BaseException):
-    """NPU_E_INTERNAL: the compiler failed unexpectedly on this NPU region (a bug in tvm_npu; please report
-    it with the detail): the region runs on the CPU instead, and the build warns with
-    tvm_npu.NPUFallbackWarning."""
-    lines = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {lines[0][:200] if lines else ''}".rstrip(": ")
-
-
 def reason_code(constraint) -> str:
     return constraint.__doc__.split(":", 1)[0]
 
@@ -441,6 +453,7 @@ ALL_CONSTRAINTS = [
     constraint_eltwise_scales,
     constraint_softmax_axis,
     constraint_softmax_input,
+    constraint_fp16_constants,
     constraint_model_input,
     constraint_model_output,
     constraint_staged_reshape,

@@ -15,7 +15,7 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from ..ir.graph import fresh_names
-from .constraints import constraint_internal_error
+from .internal import constraint_internal_error
 from .regions import inline_region
 
 

@@ -16,7 +16,7 @@ from tvm.relax import dpl
 from ..frontend import onnx_attributes as OA
 from ..partition import attributes as A
 from ..partition import constraints as C
-from ..partition import patterns, regions, unpartition
+from ..partition import internal, patterns, regions
 
 UNSUPPORTED = ("NPU_E_UNSUPPORTED_OP", "no NPU pattern covers the op (the report names the op).")
 
@@ -148,7 +148,7 @@ def render() -> str:
         lines.append(f"| `{C.reason_code(c)}` | {_text(c)} | {', '.join(used[c])} |")
     lines.append(f"| `{UNSUPPORTED[0]}` | {UNSUPPORTED[1]} | - |")
     # Whole NPU regions: after merging (regions.py), and after a failed compile (unpartition.py).
-    for c in regions.REGION_CONSTRAINTS + [unpartition.constraint_internal_error]:
+    for c in regions.REGION_CONSTRAINTS + [internal.constraint_internal_error]:
         lines.append(f"| `{C.reason_code(c)}` | {_text(c)} | (region) |")
     return "\n".join(lines + _onnx_section()) + "\n"
 
