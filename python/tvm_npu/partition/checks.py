@@ -437,7 +437,10 @@ def check_requantize(run: PartitionRun, ctx) -> bool:
     checks = [(constraint_static_shape, (tensors,)), (constraint_rank, (tensors, run.config))] + _quant_checks(
         ctx, wide=True
     )
-    return _run(run, ctx, "requantize", checks + [(constraint_width, ([static_shape(q)[-1]], run.config))])
+    # The width only after the rank: a scalar has no last dimension (a rank-0 constant's dequantize).
+    if not _run(run, ctx, "requantize", checks):
+        return False
+    return _run(run, ctx, "requantize", [(constraint_width, ([static_shape(q)[-1]], run.config))])
 
 
 def _scalar(expr, value: float) -> bool:
@@ -502,7 +505,9 @@ def check_quantize_input(run: PartitionRun, ctx) -> bool:
     ] + _quant_checks(ctx, wide=True)
     if "reshape" in ann:
         checks.append((constraint_staged_reshape, (ann["reshape"], q)))
-    return _run(run, ctx, "input", checks + [(constraint_width, ([static_shape(q)[-1]], run.config))])
+    if not _run(run, ctx, "input", checks):
+        return False
+    return _run(run, ctx, "input", [(constraint_width, ([static_shape(q)[-1]], run.config))])
 
 
 @applies(constraint_model_output, *STAGED_CONSTRAINTS, int8=QUANT_CONSTRAINTS)
@@ -521,7 +526,9 @@ def check_dequantize_output(run: PartitionRun, ctx) -> bool:
     ] + _quant_checks(ctx, wide=True)
     if "reshape" in ann:
         checks.append((constraint_staged_reshape, (ann["reshape"], dq.args[0])))
-    return _run(run, ctx, "qoutput", checks + [(constraint_width, ([static_shape(dq)[-1]], run.config))])
+    if not _run(run, ctx, "qoutput", checks):
+        return False
+    return _run(run, ctx, "qoutput", [(constraint_width, ([static_shape(dq)[-1]], run.config))])
 
 
 # Ops that run on the NPU as views of their input (no data moved, docs/npu.md section 3).
