@@ -61,13 +61,21 @@ def _copy(graph: Graph, concat: Layer, src: str, tag: str, k: int | None = None)
     return layer, dst
 
 
+def _same_quantization(concat: Layer, k: int) -> bool:
+    """Whether concat input `k` has the output's codes as they are (fp16, or int8 at the output's scale
+    and zero point); otherwise a copy requantizes it into its place."""
+    return concat.dtype != "int8" or (concat.in_zps[k] == concat.out_zp and concat.scale[k] == 1.0)
+
+
 def _stack_rows(graph: Graph, layer: Layer, producer: dict, external: set, slices: dict, out: list, pinned: set):
     """A concat along rows: each input produced in the region is written at its row offset — except
-    recurrent state (`pinned`), which stays in SRAM and is copied into the stack."""
+    recurrent state (`pinned`), which stays in SRAM and is copied into the stack, and (int8) an input
+    whose scale or zero point is not the output's, which the copy requantizes."""
     inputs = []
     for k, src in enumerate(layer.inputs):
         p = producer.get(src)
-        if p is None or p.kind in ("view", "concat") or src in external or src in slices or src in pinned:
+        moved = p is None or p.kind in ("view", "concat") or src in external or src in slices or src in pinned
+        if moved or not _same_quantization(layer, k):  # int8: the copy requantizes it into the output's
             copy, src = _copy(graph, layer, src, f"copy{k}", k)
             out.append(copy)
         slices[src] = Slice(layer.out, layer.offsets[k], rows=True)
@@ -104,7 +112,7 @@ def resolve(graph: Graph, pinned: set = frozenset()) -> tuple[dict, set]:
         inputs = []
         for k, src in enumerate(layer.inputs):
             p = producer.get(src)
-            same_q = layer.dtype != "int8" or (layer.in_zps[k] == layer.out_zp and layer.scale[k] == 1.0)
+            same_q = _same_quantization(layer, k)
             in_place = (
                 p is not None
                 and p.kind in WRITES_SLICES
