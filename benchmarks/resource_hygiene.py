@@ -119,7 +119,7 @@ def artifact_load_growth(loads: int, target="npu", warmup: int = 20) -> dict:
     ex, x = small_model(target)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.so"
-        ex.export_library(str(path))
+        tvm_npu.export_library(ex, path)
         want = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
         wrong = []
 

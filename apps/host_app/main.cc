@@ -3,14 +3,16 @@
  * \brief npu_host: run a tvm_npu artifact on an input file, without Python.
  *
  *   npu_host model.so input.npy [--top 5] [--out y.bin] [--profile] [--threads 8 --runs 50]
- *            [--timeout-ms 5]
+ *            [--timeout-ms 5] [--no-verify]
  *
  * The input is a .npy file (float32 or int8, C order) or raw little-endian float32 with --shape
  * 1,3,224,224. Prints the top-k of the first output, writes it raw with --out, prints the per-region
  * cycle profile with --profile. With --threads N --runs M, N threads (one Model each) run M inferences
  * each and the app checks every result equals the first one bit for bit. With --timeout-ms T it also
  * starts one asynchronous run, waits at most T ms (ERR_TIMEOUT when late), then shows the model is still
- * usable: the run completes and a new one gives the same result.
+ * usable: the run completes and a new one gives the same result. The library must carry the integrity
+ * trailer of tvm_npu.export_library (checked before dlopen, include/tvm_npu/artifact.h); --no-verify
+ * loads one exported without it (plain ex.export_library) with the ELF check only.
  */
 #include <tvm_npu/host.h>
 
@@ -131,13 +133,13 @@ int Timeout(host::Model& model, const ffi::Tensor& x, int ms, const std::string&
   return same ? 0 : 1;
 }
 
-int Threads(const std::string& model_path, const ffi::Tensor& x, int threads, int runs,
-            const std::string& want) {
+int Threads(const std::string& model_path, host::Integrity integrity, const ffi::Tensor& x,
+            int threads, int runs, const std::string& want) {
   std::atomic<int> same{0}, differ{0};
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&]() {
-      host::Model model(model_path);  // one VM per thread
+      host::Model model(model_path, integrity);  // one VM per thread
       for (int r = 0; r < runs; ++r) (Bytes(model.Run({x})[0]) == want ? same : differ)++;
     });
   }
@@ -153,12 +155,13 @@ int main(int argc, char** argv) {
   if (argc < 3) {
     std::cerr << "usage: npu_host model.so input.npy|input.bin [--shape 1,3,224,224] [--top K] "
                  "[--out y.bin]"
-                 " [--profile] [--threads N --runs M]\n";
+                 " [--profile] [--threads N --runs M] [--timeout-ms T] [--no-verify]\n";
     return 2;
   }
   std::string shape, out;
   int top = 5, threads = 0, runs = 1, timeout_ms = -1;
   bool profile = false;
+  host::Integrity integrity = host::Integrity::kRequireTrailer;
   for (int i = 3; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -172,6 +175,7 @@ int main(int argc, char** argv) {
     else if (a == "--runs") runs = std::stoi(next());
     else if (a == "--profile") profile = true;
     else if (a == "--timeout-ms") timeout_ms = std::stoi(next());
+    else if (a == "--no-verify") integrity = host::Integrity::kElfOnly;
     else {
       std::cerr << "unknown option " << a << "\n";
       return 2;
@@ -180,13 +184,13 @@ int main(int argc, char** argv) {
   try {
     Input in = Load(argv[2], shape);
     ffi::Tensor x = host::MakeTensor(in.shape, in.dtype, in.bytes.data());
-    host::Model model(argv[1]);
+    host::Model model(argv[1], integrity);
     std::vector<ffi::Tensor> ys = model.Run({x});
     PrintTop(ys[0], top);
     if (!out.empty()) std::ofstream(out, std::ios::binary) << Bytes(ys[0]);
     if (profile) std::cout << "profile: " << model.Profile() << "\n";
     if (timeout_ms >= 0 && Timeout(model, x, timeout_ms, Bytes(ys[0])) != 0) return 1;
-    return threads > 0 ? Threads(argv[1], x, threads, runs, Bytes(ys[0])) : 0;
+    return threads > 0 ? Threads(argv[1], integrity, x, threads, runs, Bytes(ys[0])) : 0;
   } catch (const std::exception& e) {
     std::cerr << "npu_host: " << e.what() << "\n";
     return 1;

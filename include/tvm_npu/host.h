@@ -2,7 +2,7 @@
  * \file tvm_npu/host.h
  * \brief Running a compiled tvm_npu model from C++, without Python (header-only, over tvm-ffi).
  *
- *   tvm_npu::host::Model model("model.so");             // ex.export_library("model.so") in Python
+ *   tvm_npu::host::Model model("model.so");             // tvm_npu.export_library(ex, "model.so")
  *   ffi::Tensor x = tvm_npu::host::MakeTensor({1, 3, 224, 224}, tvm_npu::host::kFloat32, data);
  *   std::vector<ffi::Tensor> y = model.Run({x});
  *   std::string profile = model.Profile();               // per-NPU-call cycles, DDR bytes (JSON)
@@ -25,14 +25,13 @@
 #include <tvm/ffi/extra/module.h>
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/string.h>
+#include <tvm_npu/artifact.h>
 
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <future>
-#include <iterator>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -47,17 +46,6 @@ namespace ffi = tvm::ffi;
 
 constexpr DLDataType kFloat32{kDLFloat, 32, 1};
 constexpr DLDataType kInt8{kDLInt, 8, 1};
-
-/*! \brief An error with a tvm_npu code ("ERR_TIMEOUT: ..."), as the Python side raises NPUError. */
-class Error : public std::runtime_error {
- public:
-  Error(const std::string& code, const std::string& what)
-      : std::runtime_error(code + ": " + what), code_(code) {}
-  const std::string& code() const { return code_; }
-
- private:
-  std::string code_;
-};
 
 struct CpuAlloc {
   void AllocData(DLTensor* t) {
@@ -76,57 +64,12 @@ inline ffi::Tensor MakeTensor(const std::vector<int64_t>& shape, DLDataType dtyp
   return t;
 }
 
-/*!
- * \brief Throw ERR_BAD_STREAM unless `path` is a whole 64-bit little-endian ELF file: its header tables
- * and every segment's file bytes inside it. The dynamic loader maps segments without comparing them
- * with the file's size, so a truncated artifact would end the process with SIGBUS inside dlopen
- * (python/tvm_npu/runtime.py load_module checks the same).
- */
-inline void CheckArtifactComplete(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("ERR_BAD_STREAM", "cannot open the artifact " + path);
-  const std::vector<unsigned char> d((std::istreambuf_iterator<char>(f)),
-                                     std::istreambuf_iterator<char>());
-  auto u64 = [&d](size_t at) {
-    uint64_t v;
-    std::memcpy(&v, d.data() + at, 8);
-    return v;
-  };
-  auto u16 = [&d](size_t at) {
-    uint16_t v;
-    std::memcpy(&v, d.data() + at, 2);
-    return v;
-  };
-  const std::string bad = path + " is not a complete shared library (";
-  const std::string again = "); export the model again with ex.export_library";
-  if (d.size() < 64 ||
-      std::memcmp(d.data(),
-                  "\x7f"
-                  "ELF",
-                  4) != 0 ||
-      d[4] != 2 || d[5] != 1) {
-    throw Error("ERR_BAD_STREAM",
-                bad + std::to_string(d.size()) + " bytes without a 64-bit ELF header" + again);
-  }
-  const uint64_t phoff = u64(32), shoff = u64(40), phentsize = u16(54), phnum = u16(56);
-  if (phentsize < 56 || phoff + phnum * phentsize > d.size() ||
-      shoff + uint64_t{u16(58)} * u16(60) > d.size()) {
-    throw Error("ERR_BAD_STREAM", bad + "its header tables end past the file's end" + again);
-  }
-  for (uint64_t i = 0; i < phnum; ++i) {
-    const uint64_t entry = phoff + i * phentsize;
-    if (u64(entry + 8) + u64(entry + 32) > d.size()) {
-      throw Error("ERR_BAD_STREAM",
-                  bad + "segment " + std::to_string(i) + " ends past the file's end" + again);
-    }
-  }
-}
-
 /*! \brief A loaded artifact with its own Relax VM on the CPU. */
 class Model {
  public:
-  explicit Model(const std::string& path) {
-    CheckArtifactComplete(path);
+  /*! \brief Load `path` after CheckArtifact (artifact.h): a damaged library is ERR_BAD_ARTIFACT. */
+  explicit Model(const std::string& path, Integrity integrity = Integrity::kRequireTrailer) {
+    CheckArtifact(path, integrity);
     // dlopen takes a name without a slash for a library to look for on the search path, not for a
     // file here: "model.so" from the working directory would not be found.
     lib_ = ffi::Module::LoadFromFile(path.find('/') == std::string::npos ? "./" + path : path);

@@ -57,6 +57,7 @@ enum class NPUStatus : uint32_t {
   kTimeout = 7,
   kInvalidModel = 8,
   kInvalidConfig = 9,
+  kBadArtifact = 10,
 };
 
 /*! \brief The code's name as written in docs/npu.md, e.g. "ERR_BAD_STREAM". */
@@ -72,6 +73,7 @@ inline const char* StatusName(NPUStatus status) {
     case NPUStatus::kTimeout: return "ERR_TIMEOUT";
     case NPUStatus::kInvalidModel: return "ERR_INVALID_MODEL";
     case NPUStatus::kInvalidConfig: return "ERR_INVALID_CONFIG";
+    case NPUStatus::kBadArtifact: return "ERR_BAD_ARTIFACT";
   }
   return "ERR_UNKNOWN";
 }

@@ -29,7 +29,7 @@ from .quantization import QuantReport, quantize
 from .partition import BuildReport, partition_for_npu
 from .backend import codegen as _codegen  # noqa: F401  (registers "relax.ext.npu")
 from .backend.plan.energy import EnergyModel
-from .runtime import load_module
+from .runtime import export_library, load_module
 from .build import build, npu_pipeline
 from .dse import SweepResult, estimate, sweep
 from .tools import (
@@ -61,6 +61,7 @@ __all__ = [
     "SweepResult",
     "build",
     "estimate",
+    "export_library",
     "format_sqnr_table",
     "from_onnx",
     "get_config",

@@ -226,6 +226,6 @@ def build(
     Returns
     -------
     tvm.relax.Executable
-        Run it with `tvm.relax.VirtualMachine(ex, tvm.cpu())`, or `ex.export_library(path)`.
+        Run it with `tvm.relax.VirtualMachine(ex, tvm.cpu())`, or `tvm_npu.export_library(ex, path)`.
     """
     return tvm.compile(mod, target=target, relax_pipeline=npu_pipeline(config, report, dump_after, params))

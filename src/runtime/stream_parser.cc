@@ -9,6 +9,7 @@
 #include "runtime/stream_parser.h"
 
 #include <cmath>
+#include <cstddef>
 #include <string>
 
 #include "runtime/command_checks.h"
@@ -32,10 +33,21 @@ void CheckHeader(const stream::Header& h, size_t size) {
                           << stream::kVersionMajor << "." << stream::kVersionMinor
                           << "; recompile the model with this tvm_npu, or update the runtime";
   }
-  if (h.header_bytes != stream::kHeaderBytes || h.flags != 0 || h.reserved[0] != 0 ||
-      h.reserved[1] != 0) {
-    NPU_THROW(kBadStream) << "header_bytes must be 64 and flags/reserved words 0 (got "
-                          << h.header_bytes << ", flags " << h.flags << ")";
+  // One message per field: a combined check once reported a non-zero reserved word as
+  // "header_bytes must be 64 ... (got 64, flags 0)".
+  if (h.header_bytes != stream::kHeaderBytes) {
+    NPU_THROW(kBadStream) << "header_bytes is " << h.header_bytes << ", must be "
+                          << stream::kHeaderBytes;
+  }
+  if (h.flags != 0) {
+    NPU_THROW(kBadStream) << "header flags are 0x" << std::hex << h.flags
+                          << ", must be 0 (no flags are defined)";
+  }
+  for (int i = 0; i < 2; ++i) {
+    if (h.reserved[i] != 0) {
+      NPU_THROW(kBadStream) << "reserved header word " << offsetof(stream::Header, reserved) / 4 + i
+                            << " is " << h.reserved[i] << ", must be 0";
+    }
   }
   if (h.qparams_offset != 0 && h.version_minor < stream::kQuantIoMinor) {
     NPU_THROW(kBadStream) << "header word 13 (qparams_offset) is " << h.qparams_offset

@@ -109,7 +109,7 @@ def artifact(tmp_path_factory):
     """An exported model (conv on the NPU) and the offset of its command stream inside the file."""
     rng = np.random.default_rng(5)
     path = tmp_path_factory.mktemp("artifact") / "model.so"
-    tvm_npu.build(chain((1, 3, 8, 8), [conv_layer(rng, 3, 8, 3)])).export_library(str(path))
+    tvm_npu.export_library(tvm_npu.build(chain((1, 3, 8, 8), [conv_layer(rng, 3, 8, 3)])), path)
     data = path.read_bytes()
     assert data.count(b"NPUS") == 1  # the stream's magic: the stream is stored as it is
     return data, data.index(b"NPUS")
@@ -124,18 +124,25 @@ def _write(tmp_path, data):
 @pytest.mark.parametrize("cut", [lambda n: 64, lambda n: n // 2, lambda n: n - 1], ids=["header", "half", "last_byte"])
 def test_truncated_artifact_is_a_coded_error(artifact, tmp_path, cut):
     """tvm.runtime.load_module on a truncated library dies of SIGBUS inside dlopen; tvm_npu.load_module
-    refuses it first (and `tvm-npu run` uses it)."""
+    refuses it first (and `tvm-npu run` uses it): its integrity trailer is gone, and without the trailer
+    check (verify=False) the ELF check finds the missing bytes."""
     data, _ = artifact
-    with pytest.raises(tvm_npu.NPUError, match="ERR_BAD_STREAM.*not a complete shared library"):
+    with pytest.raises(tvm_npu.NPUError, match="ERR_BAD_ARTIFACT.*without tvm_npu's integrity trailer"):
         tvm_npu.load_module(_write(tmp_path, data[: cut(len(data))]))
+    with pytest.raises(tvm_npu.NPUError, match="ERR_BAD_ARTIFACT.*not a complete shared library"):
+        tvm_npu.load_module(_write(tmp_path, data[: cut(len(data) - 56)]), verify=False)
 
 
 def test_corrupted_artifact_is_refused_at_load(artifact, tmp_path):
+    """The trailer's SHA-256 refuses it before dlopen; loaded without that check, the stream's own CRC
+    still refuses it."""
     data, at = artifact
     damaged = bytearray(data)
     damaged[at + 300] ^= 0x10  # a bit inside the stream's tables or weights
-    with pytest.raises(tvm_npu.NPUError, match="ERR_BAD_STREAM: crc mismatch"):
+    with pytest.raises(tvm_npu.NPUError, match="ERR_BAD_ARTIFACT: .*SHA-256 of the library disagrees"):
         tvm_npu.load_module(_write(tmp_path, damaged))
+    with pytest.raises(tvm_npu.NPUError, match="ERR_BAD_STREAM: crc mismatch"):
+        tvm_npu.load_module(_write(tmp_path, damaged), verify=False)
 
 
 def test_artifact_of_another_format_version_is_refused_at_load(artifact, tmp_path):
@@ -143,7 +150,7 @@ def test_artifact_of_another_format_version_is_refused_at_load(artifact, tmp_pat
     newer = bytearray(data)
     newer[at + 4 : at + 6] = (2).to_bytes(2, "little")  # major version 2
     with pytest.raises(tvm_npu.NPUError, match=rf"ERR_BAD_STREAM: stream version 2\.{stream.VERSION_MINOR}.*recompile"):
-        tvm_npu.load_module(_write(tmp_path, newer))
+        tvm_npu.load_module(_write(tmp_path, newer), verify=False)  # as if exported by a newer tvm_npu
     intact = tvm_npu.load_module(_write(tmp_path, data))  # the checks pass an intact artifact
     assert len(npu_modules(intact)) == 1
 

@@ -42,6 +42,7 @@ from npu_stream_pack import (
     refresh_crc,
     tensor,
 )
+from tvm_npu.contract import layout
 
 # ---------------------------------------------------------------------------------------------
 # Stream packing per docs/npu.md section 6 (npu_stream_pack.py): the fp16 CONV2D command.
@@ -408,6 +409,24 @@ def test_damaged_streams_are_refused(rt):
         summary = json.loads(rt["validate"](blob[:6] + struct.pack("<H", minor) + blob[8:]))
         assert summary["version"] == f"1.{minor}"
     raises_code("ERR_BAD_STREAM", rt["validate"], blob[:6] + struct.pack("<H", 4) + blob[8:])
+
+
+@pytest.mark.parametrize(
+    "field, index, value, message",
+    [
+        ("header_bytes", 0, 72, "header_bytes is 72, must be 64"),
+        ("flags", 0, 5, "header flags are 0x5, must be 0"),
+        ("reserved", 0, 7, "reserved header word 14 is 7, must be 0"),
+        ("reserved", 1, 9, "reserved header word 15 is 9, must be 0"),
+    ],
+)
+def test_each_header_word_check_names_its_own_field(rt, field, index, value, message):
+    """One combined check used to say "header_bytes must be 64 ... (got 64, flags 0)" for a non-zero
+    reserved word: each field now reports itself and its value."""
+    blob = bytearray(conv_stream()[0])
+    at = layout.HEADER.offsets[field] + 4 * index
+    blob[at : at + 4] = struct.pack("<I", value)
+    assert message in raises_code("ERR_BAD_STREAM", rt["validate"], bytes(blob))
 
 
 def single_command_stream(cmd, config=NPU_REF, weights=b"\0" * 256, ddr_bytes=4096):

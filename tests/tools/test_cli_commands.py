@@ -120,7 +120,10 @@ def test_run_of_a_truncated_library_is_a_one_line_coded_error(files, tmp_path, c
     lib.write_bytes(lib.read_bytes()[:4096])  # dlopen of this would end the process with SIGBUS
     assert main(["run", str(lib), str(d / "x.npy")]) != 0
     err = _error_line(capsys)
-    assert "ERR_BAD_STREAM" in err and "not a complete shared library" in err
+    assert "ERR_BAD_ARTIFACT" in err and "without tvm_npu's integrity trailer" in err and "--no-verify" in err
+    assert main(["run", str(lib), str(d / "x.npy"), "--no-verify"]) != 0  # the ELF check still refuses it
+    err = _error_line(capsys)
+    assert "ERR_BAD_ARTIFACT" in err and "not a complete shared library" in err
 
 
 def test_profile_with_a_wrong_input_shape_is_a_one_line_error(files, tmp_path, capsys):

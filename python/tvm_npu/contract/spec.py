@@ -324,6 +324,8 @@ ERRORS: list[dict[str, Any]] = [
          "a model that cannot be read: no such file, not ONNX, truncated, or failing the ONNX checker"),
         ("ERR_INVALID_CONFIG", 9, "kInvalidConfig",
          "an NPU configuration that is unknown or inconsistent, or a swept value that does not parse"),
+        ("ERR_BAD_ARTIFACT", 10, "kBadArtifact",
+         "an exported library that is truncated, damaged (its checksum trailer disagrees) or without the trailer"),
     ]
 ]
 # fmt: on

@@ -1,8 +1,9 @@
 """The C++ runtime library (src/runtime, the reference NPU) seen from Python: loading it, wrapping
-command streams in runtime modules of kind "npu", loading exported artifacts, kernel levels and
-threads, per-module profiles.
+command streams in runtime modules of kind "npu", exporting and loading artifacts (sealed with an
+integrity trailer), kernel levels and threads, per-module profiles.
 """
 
+from .artifact import export_library
 from .library import (
     best_kernel_level,
     constant_weight_commands,

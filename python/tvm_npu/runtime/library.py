@@ -10,12 +10,12 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import struct
 from pathlib import Path
 
 import tvm_ffi
 
 from ..contract.errors import NPUError
+from .artifact import elf_problem, verified_payload
 
 _LIB = None  # the loaded library, a cache: loading is idempotent, so two threads racing here are harmless
 _LIB_NAME = "libtvm_npu_runtime.so"
@@ -125,42 +125,28 @@ def saturated_inputs(lib) -> int:
     return sum(sum(profile_of(m)["total"]["saturated_inputs"]) for m in npu_modules(lib))
 
 
-def load_module(path: str | os.PathLike):
-    """`tvm.runtime.load_module` for an exported artifact, after checking that the file holds every
+def load_module(path: str | os.PathLike, verify: bool = True):
+    """`tvm.runtime.load_module` for a library written by `tvm_npu.export_library`, after checking its
+    integrity trailer (runtime/artifact.py: the SHA-256 of every byte) and that the file holds every
     byte its ELF headers point to.
 
-    The dynamic loader maps a shared library's segments without comparing them with the file's size:
-    a truncated artifact (an interrupted copy or download) ends the process with SIGBUS inside
-    `dlopen`, before any runtime could refuse it. Raises NPUError(ERR_BAD_STREAM) instead; a damaged
-    command stream inside an intact file is refused by the runtime's own checks (CRC, version).
+    The dynamic loader trusts the file: a truncated library ends the process with SIGBUS inside
+    `dlopen`, a flipped byte in its relocations with SIGSEGV, before any runtime could refuse it.
+    Raises NPUError(ERR_BAD_ARTIFACT) instead. `verify=False` loads a library exported without the
+    trailer (plain `ex.export_library`), with the ELF check only; a damaged command stream inside it is
+    still refused by the runtime's own checks (CRC, version: ERR_BAD_STREAM).
     """
     path = Path(path)
     if not path.is_file():
-        raise NPUError("ERR_BAD_STREAM", f"no artifact at {path}")
-    problem = _elf_problem(path.read_bytes())
+        raise NPUError("ERR_BAD_ARTIFACT", f"no library at {path}")
+    problem = elf_problem(verified_payload(path, path.read_bytes(), verify))
     if problem:
         raise NPUError(
-            "ERR_BAD_STREAM",
-            f"{path} is not a complete shared library ({problem}); export the model again with ex.export_library",
+            "ERR_BAD_ARTIFACT",
+            f"{path} is not a complete shared library ({problem}); "
+            "export the model again with tvm_npu.export_library(ex, path)",
         )
     load_library()  # the loader of the "npu" modules inside the artifact
     import tvm  # pylint: disable=import-outside-toplevel  (tvm imports this package at start-up)
 
     return tvm.runtime.load_module(str(path))
-
-
-def _elf_problem(data: bytes) -> str | None:
-    """Why `data` is not a whole 64-bit little-endian ELF file, or None (program and section header
-    tables, and every segment's file bytes, inside the file)."""
-    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-        return f"{len(data)} bytes without a 64-bit little-endian ELF header"
-    phoff, shoff = struct.unpack_from("<QQ", data, 32)
-    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 54)
-    if phentsize < 56 or phoff + phnum * phentsize > len(data) or shoff + shnum * shentsize > len(data):
-        return f"its header tables end past the file's {len(data)} bytes"
-    for i in range(phnum):
-        entry = phoff + i * phentsize
-        (offset,), (filesz,) = struct.unpack_from("<Q", data, entry + 8), struct.unpack_from("<Q", data, entry + 32)
-        if offset + filesz > len(data):
-            return f"segment {i} ends at byte {offset + filesz}, the file has {len(data)}"
-    return None

@@ -57,6 +57,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("library", help="a library written by `tvm-npu compile`")
     run.add_argument("inputs", nargs="+", help="one .npy file per input of main, in order, or one .npz file")
     run.add_argument("-o", "--output", help="save the output to this .npy file")
+    run.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="load a library exported without tvm_npu's integrity trailer (plain ex.export_library) you trust",
+    )
 
     prof = sub.add_parser("profile", help="build, run once, print cycles / MACs / DDR bytes per layer")
     prof.add_argument("model", help="the ONNX model file")

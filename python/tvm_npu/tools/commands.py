@@ -48,9 +48,9 @@ def cmd_compile(args) -> int:
 
 def _export(ex, report, output: str, report_stem: str | None = None) -> int:
     """Write the library and its partition report (<output stem>.report.json / .txt by default)."""
-    out = Path(output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    ex.export_library(str(out))
+    from ..runtime import export_library
+
+    out = export_library(ex, output)
     js, txt = report.write(Path(report_stem) if report_stem else out.with_name(out.stem + ".report"))
     print(f"{out}: {report.summary()}")
     print(f"partition report: {js}, {txt}")
@@ -77,7 +77,7 @@ def cmd_run(args) -> int:
     lib_path = _existing(args.library, "library")
     inputs = model_inputs.as_arguments(args.inputs[0] if len(args.inputs) == 1 else args.inputs)
     try:
-        lib = runtime.load_module(lib_path)
+        lib = runtime.load_module(lib_path, verify=not args.no_verify)
     except NPUError:
         raise
     except Exception as err:  # noqa: BLE001  (not a shared library, wrong ABI, ...)
