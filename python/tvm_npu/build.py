@@ -45,8 +45,23 @@ class BuildContext:
 
 
 def cpu_pipeline() -> tvm.transform.Pass:
-    """TVM's own lowering of what stays on the CPU (legalize, fuse, VM lowering)."""
-    return tvm.transform.Sequential([relax.get_pipeline("zero"), relax.get_pipeline("default")])
+    """TVM's own lowering of what stays on the CPU: its operator fusion (the "zero" pipeline: legalize,
+    fuse) and then its VM lowering ("default", all that tvm.compile(target="llvm") runs).
+
+    TVM 0.27's fusion can fuse ops whose shapes come from a tensor's values (a match_cast of
+    tensor_to_shape) into a function whose storage size VMShapeLower then cannot compute
+    ("PrimExpr ... has not been computed"), on a graph tvm.compile builds. Such a module is lowered
+    without the fusion, as tvm.compile lowers it."""
+
+    @tvm.transform.module_pass(opt_level=0, name="NpuCpuLowering")
+    def lower(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        try:
+            return tvm.transform.Sequential([relax.get_pipeline("zero"), relax.get_pipeline("default")])(mod)
+        except tvm.error.InternalError as err:
+            log.info("TVM's fused lowering failed (%s); lowering the CPU part unfused", str(err).splitlines()[-1])
+            return relax.get_pipeline("default")(mod)
+
+    return lower
 
 
 def _bind_params(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:

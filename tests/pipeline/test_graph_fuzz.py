@@ -110,6 +110,53 @@ REGRESSIONS = {
         ],
         "outputs": [3, 4, 5],
     },
+    # Two Expands to shapes given at run time around a ConstantOfShape: TVM's operator fusion (the
+    # "zero" pipeline the build ran before the VM lowering) fused ops whose shapes come from tensor
+    # values, and VMShapeLower failed ("PrimExpr 4 * (x_0 * x_1 * x_2 * x_3) has not been computed")
+    # on a graph tvm.compile(target="llvm") builds. Found by the 2,000-graph campaign of the new families.
+    "fused_value_shapes": {
+        "dtype": "fp16",
+        "config": "npu-ref",
+        "seed": 8143,
+        "input": [1, 16, 18, 3],
+        "nodes": [
+            [
+                "conv",
+                [0],
+                {
+                    "cout": 8,
+                    "k": 1,
+                    "stride": 3,
+                    "dil": 1,
+                    "pads": [0, 0, 0, 0],
+                    "group": 1,
+                    "bias": False,
+                    "act": "Relu",
+                },
+            ],
+            ["gap", [1], {}],
+            ["expand_input", [1], {"name": "s0"}],
+            ["constant_of_shape", [3], {}],
+            ["expand_input", [4], {"name": "s1"}],
+            [
+                "conv",
+                [5],
+                {
+                    "cout": 1,
+                    "k": 5,
+                    "stride": 3,
+                    "dil": 1,
+                    "pads": [1, 2, 2, 2],
+                    "group": 1,
+                    "bias": True,
+                    "act": "Relu",
+                },
+            ],
+        ],
+        "outputs": [2, 6],
+        "family": "shape",
+        "inputs": [["s0", [4], [1, 8, 6, 1]], ["s1", [4], [1, 8, 6, 1]]],
+    },
 }
 
 
