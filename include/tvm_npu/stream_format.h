@@ -2,11 +2,12 @@
 // Do not edit: change the spec and regenerate (tests/contract/ checks this file).
 /*!
  * \file tvm_npu/stream_format.h
- * \brief The command stream's on-blob layout, version 1.3 (docs/npu.md section 6). A runtime reads
+ * \brief The command stream's on-blob layout, version 1.4 (docs/npu.md section 6). A runtime reads
  *        every older minor: a minor only appends (operands whose value 0 keeps the older meaning,
  *        dtypes, opcodes). 1.1: the pixel strides of CONV2D and POOL; the opcodes ELTWISE, UNARY
  *        and SOFTMAX; 1.2: the int16 dtype; ELTWISE's per-operand dtypes; 1.3: quantized staging
- *        (host fp32 <-> device int8 / int16) and the quantization table.
+ *        (host fp32 <-> device int8 / int16) and the quantization table; 1.4: UNARY's silu (5) and
+ *        gelu_tanh (6).
  *
  * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
  * little-endian host reads one with a memcpy. The structs carry no behaviour: what operand values
@@ -23,13 +24,15 @@ namespace stream {
 
 constexpr uint32_t kMagic = 0x5355504E;  // bytes "NPUS"
 constexpr uint16_t kVersionMajor = 1;
-constexpr uint16_t kVersionMinor = 3;
+constexpr uint16_t kVersionMinor = 4;
 // 1.1: the pixel strides of CONV2D and POOL; the opcodes ELTWISE, UNARY and SOFTMAX.
 constexpr uint16_t kVectorOpsMinor = 1;
 // 1.2: the int16 dtype; ELTWISE's per-operand dtypes.
 constexpr uint16_t kInt16Minor = 2;
 // 1.3: quantized staging (host fp32 <-> device int8 / int16) and the quantization table.
 constexpr uint16_t kQuantIoMinor = 3;
+// 1.4: UNARY's silu (5) and gelu_tanh (6).
+constexpr uint16_t kLlmMinor = 4;
 
 constexpr uint32_t kHeaderBytes = 64;
 constexpr uint32_t kConfigOffset = 64;
@@ -134,6 +137,8 @@ enum UnaryFunc : uint32_t {
   kUnaryHardSwish = 2,
   kUnaryGelu = 3,
   kUnaryLeakyRelu = 4,
+  kUnarySilu = 5,
+  kUnaryGeluTanh = 6,
 };
 
 /*!

@@ -294,7 +294,17 @@ void CheckCommands(const ParsedStream& ps) {
                                 << ", the stream says 1." << ps.header.version_minor;
         }
         if (opcode == stream::kEltwise) CheckEltwise(where, cmd, ps.config);
-        if (opcode == stream::kUnary) CheckUnary(where, cmd, ps.config);
+        if (opcode == stream::kUnary) {
+          // silu and gelu tanh came in 1.4: an older reader would refuse them as unknown.
+          const uint32_t func = OperandsOf<stream::UnaryOperands>(cmd).func;
+          if (func >= stream::kUnarySilu && func <= stream::kUnaryGeluTanh &&
+              ps.header.version_minor < stream::kLlmMinor) {
+            NPU_THROW(kBadStream) << where << ": func " << func << " needs stream format 1."
+                                  << stream::kLlmMinor << ", the stream says 1."
+                                  << ps.header.version_minor;
+          }
+          CheckUnary(where, cmd, ps.config);
+        }
         if (opcode == stream::kSoftmax) CheckSoftmax(where, cmd, ps.config);
         break;
       default: NPU_THROW(kBadStream) << where << ": unknown opcode 0x" << std::hex << opcode;

@@ -102,9 +102,9 @@ void CheckEltwiseParams(const std::string& where, const stream::EltwiseOperands&
 
 void CheckUnaryParams(const std::string& where, const stream::UnaryOperands& op) {
   CheckDType(where, op.dtype);
-  if (op.func > stream::kUnaryLeakyRelu) {
+  if (op.func > stream::kUnaryGeluTanh) {
     NPU_THROW(kBadStream) << where << ": func " << op.func << " is not 0 sigmoid, 1 tanh, "
-                          << "2 hardswish, 3 gelu or 4 leaky relu";
+                          << "2 hardswish, 3 gelu, 4 leaky relu, 5 silu or 6 gelu tanh";
   }
   if (op.rows == 0 || op.row_elems == 0) NPU_THROW(kBadStream) << where << ": a size is 0";
   if (op.dtype == stream::kInt8) {

@@ -12,6 +12,13 @@ def _gelu(v):
     return 0.5 * v * math.erfc(-v / math.sqrt(2.0))
 
 
+def _gelu_tanh(v):
+    """0.5 * v * (1 + tanh(0.7978845608 * (v + 0.044715 * v^3))), written with tanh(z) = 2 * sigmoid(2z) - 1
+    so that 1 + tanh does not cancel (float64 would lose fp16's digits below v = -9)."""
+    z = 0.7978845608 * (v + 0.044715 * v**3)
+    return v / (1.0 + np.exp(-2.0 * z))
+
+
 # f(v, alpha) on float64 arrays; alpha is leaky relu's slope.
 FUNCTIONS = {
     "sigmoid": lambda v, alpha: 1.0 / (1.0 + np.exp(-v)),
@@ -19,6 +26,8 @@ FUNCTIONS = {
     "hardswish": lambda v, alpha: v * np.clip(v + 3.0, 0.0, 6.0) / 6.0,
     "gelu": lambda v, alpha: np.vectorize(_gelu, otypes=[np.float64])(v),
     "leaky_relu": lambda v, alpha: np.where(v < 0, v * alpha, v),
+    "silu": lambda v, alpha: v / (1.0 + np.exp(-v)),  # -inf / inf: NaN at -inf, as x * sigmoid(x) in IEEE
+    "gelu_tanh": lambda v, alpha: _gelu_tanh(v),
 }
 
 
@@ -29,8 +38,8 @@ def function(func, v, alpha=0.01):
 
 
 def unary(func, x, alpha=0.01):
-    """The exact f of the fp16 input, rounded to fp16: what UNARY's sigmoid, tanh and gelu are within
-    1 fp16 ulp of (section 2)."""
+    """The exact f of the fp16 input, rounded to fp16: what UNARY's sigmoid, tanh, gelu, silu and gelu tanh
+    are within 1 fp16 ulp of (section 2)."""
     x16 = np.asarray(x, np.float32).astype(np.float16)
     return function(func, x16, alpha).astype(np.float16)
 

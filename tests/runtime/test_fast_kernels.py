@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import tvm_npu
+from npu_ref import exact
 from npu_stream_pack import (
     ALL_DONE,
     DMA0,
@@ -371,7 +372,7 @@ def test_add_random_operands_match_the_reference(level):
 
 ADD_, SUB, MUL, MAX, MIN = range(5)  # ELTWISE kinds
 SAME, CHANNEL, SCALAR = range(3)  # b modes
-SIGMOID, TANH, HARDSWISH, GELU, LEAKY = range(5)
+SIGMOID, TANH, HARDSWISH, GELU, LEAKY, SILU, GELU_TANH = range(7)
 NO_TABLE = 0xFFFFFFFF
 
 
@@ -529,11 +530,28 @@ def run_unary_both(level, func, x, rows, n, stride, alpha=0.0, dtype=FP16, table
 
 @pytest.mark.parametrize("level", LEVELS)
 def test_unary_fp16_every_input_matches_the_reference(level):
-    """sigmoid, tanh, hardswish, gelu are tables of the reference's results: all 65,536 inputs."""
+    """sigmoid, tanh, hardswish, gelu, silu, gelu tanh are tables of the reference's results: all 65,536
+    inputs."""
     x, rows, n, stride = all_halves()
-    for func in (SIGMOID, TANH, HARDSWISH, GELU):
+    for func in (SIGMOID, TANH, HARDSWISH, GELU, SILU, GELU_TANH):
         got, want = run_unary_both(level, func, x, rows, n, stride)
         assert_same(got, want, FP16, f"func {func}")
+
+
+@pytest.mark.parametrize("func,name", [(SILU, "silu"), (GELU_TANH, "gelu_tanh")])
+def test_reference_silu_and_gelu_tanh_within_1_ulp_of_exact_for_every_input(func, name):
+    """The C++ reference's fp16 silu and gelu tanh (format 1.4) against the float64 functions of docs/npu.md
+    section 2 (tests/npu_ref/exact.py), every fp16 input: within 1 fp16 ulp of the exact value rounded."""
+    x, rows, n, stride = all_halves()
+    _, out = run_unary_both("ref", func, x, rows, n, stride)
+    step = stride // 2
+    halves = np.frombuffer(x, np.uint16).reshape(rows, step)[:, :n].view(np.float16)
+    got = np.frombuffer(bytes(out), np.uint16)[: rows * (stride + 6) // 2]
+    got = np.stack([got[r * (stride + 6) // 2 : r * (stride + 6) // 2 + n] for r in range(rows)]).view(np.float16)
+    ulps = exact.fp16_ulps(got, exact.unary(name, halves))
+    assert ulps.max() <= 1, (ulps.max(), halves.reshape(-1)[np.argmax(ulps)])
+    # silu(-inf) and gelu tanh(-inf) are NaN (-inf / inf, as x * sigmoid(x) in IEEE); +inf is +inf
+    assert np.isnan(got[halves == -np.inf]).all() and (got[halves == np.inf] == np.inf).all()
 
 
 @pytest.mark.parametrize("level", LEVELS)

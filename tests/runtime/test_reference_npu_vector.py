@@ -165,7 +165,7 @@ def test_valid_vector_commands_pass_validation(rt):
         eltwise(**dict(INT8_OK, mults=(1 << 31, 0))),
         eltwise(**dict(INT8_OK, zps=(200, 0, 0))),
         eltwise(**dict(INT8_OK, act=1)),
-        unary(func=5),  # unknown function
+        unary(func=7),  # unknown function
         unary(table=1024),  # fp16 has no table
         unary(alpha=f32_bits(0.1)),  # alpha only for leaky relu
         unary(func=4, alpha=f32_bits(float("nan"))),
@@ -201,6 +201,18 @@ def test_format_1_0_streams_may_not_use_the_new_opcodes(rt):
         msg = raises_code("ERR_BAD_STREAM", rt["validate"], one_command(cmd, version=(1, 0)))
         assert "1.1" in msg
     rt["validate"](one_command(dma(DMA_LOAD, 0, 0, 0, 1, 128, 128, 128), version=(1, 0)))
+
+
+def test_format_1_3_streams_may_not_use_silu_or_gelu_tanh(rt):
+    for func in (5, 6):
+        msg = raises_code("ERR_BAD_STREAM", rt["validate"], one_command(unary(func=func), version=(1, 3)))
+        assert "needs stream format 1.4" in msg
+        rt["validate"](one_command(unary(func=func), version=(1, 4)))
+        rt["validate"](one_command(unary(dtype=INT8, func=func, table=1024), version=(1, 4)))
+        msg = raises_code("ERR_BAD_STREAM", rt["validate"], one_command(unary(func=func, alpha=1), version=(1, 4)))
+        assert "alpha" in msg  # only leaky relu has a slope
+    assert "6 gelu tanh" in raises_code("ERR_BAD_STREAM", rt["validate"], one_command(unary(func=7), version=(1, 4)))
+    rt["validate"](one_command(unary(func=4, alpha=f32_bits(0.1)), version=(1, 3)))
 
 
 def _io_stream(cmds, weights, in_view, in_stride, out_view, out_stride, dtype, host_dtype, host_in, host_out):

@@ -457,7 +457,15 @@ def doc_blocks() -> dict:
         ),
         "unary-funcs": _table(
             ["`func`", "name", "fp32 evaluation (in this order)", "guarantee"],
-            [[v["code"], _doc_name(v), v["fp32"], v["guarantee"]] for v in spec.ENUMS["unary_func"]["values"]],
+            [
+                [
+                    v["code"],
+                    _doc_name(v) + (f" (format 1.{v['since']})" if v.get("since") else ""),
+                    v["fp32"],
+                    v["guarantee"],
+                ]
+                for v in spec.ENUMS["unary_func"]["values"]
+            ],
         ),
         "opcodes": _table(
             ["opcode", "name", "engine", "what it does"],

@@ -28,6 +28,7 @@ MINORS: list[dict[str, Any]] = [
     {"minor": 2, "c": "Int16", "added": "the int16 dtype; ELTWISE's per-operand dtypes"},
     {"minor": 3, "c": "QuantIo",
      "added": "quantized staging (host fp32 <-> device int8 / int16) and the quantization table"},
+    {"minor": 4, "c": "Llm", "added": "UNARY's silu (5) and gelu_tanh (6)"},
 ]
 
 # Named values of the format. "c" is the C++ constant, "py" the Python one (contract/stream.py).
@@ -213,6 +214,14 @@ ENUMS: dict[str, dict[str, Any]] = {
          "guarantee": "within 1 fp16 ulp"},
         {"name": "leaky_relu", "code": 4, "c": "kUnaryLeakyRelu", "doc_name": "leaky relu",
          "fp32": "`x < 0 ? x * alpha : x` (`alpha` an fp32 operand)", "guarantee": "bit-exact"},
+        {"name": "silu", "code": 5, "c": "kUnarySilu", "since": 4,
+         "fp32": "`e = exp(-x)`; `d = 1 + e`; `y = x / d` (x * sigmoid(x) with one rounding fewer)",
+         "guarantee": "within 1 fp16 ulp"},
+        {"name": "gelu_tanh", "code": 6, "c": "kUnaryGeluTanh", "doc_name": "gelu (tanh)", "since": 4,
+         "fp32": "`u = x * x`; `u = u * x`; `u = 0.044715 * u`; `u = x + u`; `u = 1.5957691216 * u`; "
+                 "`e = exp(-u)`; `d = 1 + e`; `y = x / d` (`0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * "
+                 "x^3)))` as `x * sigmoid(2 * ...)`: the sum `1 + tanh` cancels for x < 0)",
+         "guarantee": "within 1 fp16 ulp"},
     ]},
 }
 
@@ -294,7 +303,8 @@ OPCODES: list[dict[str, Any]] = [
                "",
                "fp16: table_addr is kNoTable, alpha the fp32 bits of leaky relu's slope (0 otherwise).",
                "int8: table_addr is the 256-byte table in SRAM, alpha 0."],
-     "doc": "sigmoid, tanh, hardswish, gelu, leaky relu; int8 through a 256-entry table (format 1.1)"},
+     "doc": "sigmoid, tanh, hardswish, gelu, leaky relu (silu, gelu tanh: format 1.4); int8 through a 256-entry "
+            "table (format 1.1)"},
     {"name": "SOFTMAX", "code": 0x24, "c": "kSoftmax", "engine": "vector", "c_struct": "SoftmaxOperands",
      "since": 1,
      "operands": ["dtype", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems"],

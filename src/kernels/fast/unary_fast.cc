@@ -18,7 +18,8 @@ namespace tvm_npu {
 namespace fast {
 namespace {
 
-constexpr uint32_t kTableFuncs = stream::kUnaryLeakyRelu;  // sigmoid .. gelu: no operand but x
+// Every function but leaky relu has no operand but x: a 65,536-entry table each.
+constexpr uint32_t kTableFuncs = stream::kUnaryGeluTanh + 1;
 constexpr uint32_t kHalves = 65536;
 
 // Entry h is the reference's result for input bits h. The caller checked the FP environment is
@@ -109,7 +110,7 @@ bool HasVbmi() {
 void Unary(const stream::UnaryOperands& op, const uint8_t* in, const uint8_t* table, uint8_t* out,
            Level level) {
   if (level != kLevelRef && op.dtype == stream::kFP16) {
-    if (op.func < kTableFuncs && DefaultFpEnvironment())
+    if (op.func != stream::kUnaryLeakyRelu && op.func < kTableFuncs && DefaultFpEnvironment())
       return LookUp(op, Fp16Table(op.func), in, out);
 #if TVM_NPU_X86_64
     if (op.func == stream::kUnaryLeakyRelu && level == kLevelAvx512Vnni && NoFlushToZero()) {

@@ -2,7 +2,7 @@
  * \file unary_fast.h
  * \brief Fast UNARY, bit-identical to UnaryRef (kernels/ref/eltwise_ref.h).
  *
- * fp16 sigmoid, tanh, hardswish, gelu: a function of one fp16 input has 65,536 inputs, so each
+ * fp16 sigmoid, tanh, hardswish, gelu, silu, gelu tanh: a function of one fp16 input has 65,536 inputs, so each
  * is a 65,536-entry table of the reference's own results (ref::UnaryFp32, rounded by
  * FloatToHalfBits), built once per process on first use, and each element is a lookup. Used at
  * every fast level, and only in the default FP environment (fp_env.h): the reference follows the

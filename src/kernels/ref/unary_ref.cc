@@ -25,7 +25,20 @@ float UnaryFp32(uint32_t func, float x, float alpha) {
     }
     // erfc rather than 1 + erf: for x << 0 the sum cancels and loses the fp16 result's digits.
     case stream::kUnaryGelu: return 0.5f * x * std::erfc(-x * 0.70710677f);
-    default: return x < 0.0f ? x * alpha : x;
+    case stream::kUnaryLeakyRelu: return x < 0.0f ? x * alpha : x;
+    case stream::kUnarySilu: {
+      const float d = 1.0f + std::exp(-x);
+      return x / d;
+    }
+    default: {  // kUnaryGeluTanh, as x * sigmoid(2z): 1 + tanh(z) would cancel for x < 0
+      float u = x * x;
+      u = u * x;
+      u = 0.044715f * u;
+      u = x + u;
+      u = 1.5957691216f * u;
+      const float d = 1.0f + std::exp(-u);
+      return x / d;
+    }
   }
 }
 
