@@ -100,7 +100,11 @@ class QDQInterpreter:
         codes, s_x, z_x = self.q[self.dq_of[ins[0]]]
         if kind in UNARY:
             alpha = attrs["alpha"].f if "alpha" in attrs else 0.01
-            return int8.unary_table(UNARY[kind], alpha, s_x, z_x, s_y, z_y)[codes.astype(np.int64) + 128]
+            func = (
+                "gelu_tanh" if kind == "Gelu" and "approximate" in attrs and attrs["approximate"].s == b"tanh" else None
+            )
+            func = func or UNARY[kind]
+            return int8.unary_table(func, alpha, s_x, z_x, s_y, z_y)[codes.astype(np.int64) + 128]
         h, w = codes.shape[2:]
         kh, kw = (h, w) if kind == "GlobalAveragePool" else attrs["kernel_shape"].ints
         stride, pads = _ints(attrs, "strides", [1, 1]), _ints(attrs, "pads", [0, 0, 0, 0])

@@ -51,6 +51,8 @@ CALLS = {
     "relax.sigmoid": lambda: R.sigmoid(M),
     "relax.tanh": lambda: R.tanh(M),
     "relax.nn.gelu": lambda: R.nn.gelu(M),
+    "relax.nn.gelu_tanh": lambda: R.nn.gelu_tanh(M),
+    "relax.nn.silu": lambda: R.nn.silu(M),
     "relax.reshape": lambda: R.reshape(M, (4, 16)),
 }
 

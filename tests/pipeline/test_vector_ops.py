@@ -1,7 +1,7 @@
-"""ELTWISE (broadcast add / subtract / multiply / maximum / minimum), UNARY (sigmoid, tanh, hardswish,
-gelu, leaky relu) and SOFTMAX (fp16) end to end: fp16 against the numpy model of docs/npu.md (tests/npu_ref)
-and TVM's llvm build; int8 against onnxruntime and the same model's integer datapath; the reasons
-unsupported forms stay on the CPU."""
+"""ELTWISE (broadcast add / subtract / multiply / maximum / minimum), UNARY (sigmoid, tanh, hardswish, gelu,
+leaky relu, silu, gelu tanh) and SOFTMAX (fp16) end to end: fp16 against the numpy model of docs/npu.md
+(tests/npu_ref) and TVM's llvm build; int8 against onnxruntime and the same model's integer datapath; the
+reasons unsupported forms stay on the CPU."""
 
 import numpy as np
 import pytest
@@ -97,6 +97,8 @@ UNARY_RELAX = {
     "tanh": relax.op.tanh,
     "gelu": relax.op.nn.gelu,
     "leaky_relu": lambda x: relax.op.nn.leakyrelu(x, 0.2),
+    "silu": relax.op.nn.silu,
+    "gelu_tanh": relax.op.nn.gelu_tanh,
     "hardswish": lambda x: relax.op.multiply(
         x, relax.op.divide(relax.op.clip(relax.op.add(x, relax.const(3.0)), 0, 6), relax.const(6.0))
     ),
@@ -364,18 +366,19 @@ def test_int8_eltwise_matches_numpy_exactly_and_onnxruntime_within_1_lsb(op, b_k
 
 
 @pytest.mark.parametrize(
-    "op,composite",
+    "op,attrs,composite",
     [
-        ("Tanh", "npu.qtanh"),
-        ("Gelu", "npu.qgelu"),
-        ("HardSwish", "npu.qhardswish"),
-        ("Sigmoid", "npu.qsigmoid"),
-        ("LeakyRelu", "npu.qleaky_relu"),
+        ("Tanh", {}, "npu.qtanh"),
+        ("Gelu", {}, "npu.qgelu"),
+        ("Gelu", {"approximate": "tanh"}, "npu.qgelu_tanh"),
+        ("HardSwish", {}, "npu.qhardswish"),
+        ("Sigmoid", {}, "npu.qsigmoid"),
+        ("LeakyRelu", {"alpha": 0.15}, "npu.qleaky_relu"),
     ],
 )
-def test_int8_unary_table_matches_numpy_exactly_and_onnxruntime_within_1_lsb(op, composite):
+def test_int8_unary_table_matches_numpy_exactly_and_onnxruntime_within_1_lsb(op, attrs, composite):
     def body(x, nodes, qconst, q_dq, r):
-        nodes.append(helper.make_node(op, [x], ["y"], **({"alpha": 0.15} if op == "LeakyRelu" else {})))
+        nodes.append(helper.make_node(op, [x], ["y"], **attrs))
         return "y", 0.008, -20
 
     q = _qdq_model(body, [1, 8, 6, 5])
@@ -408,4 +411,31 @@ def test_int8_maximum_minimum_match_numpy_exactly_and_float_within_1_lsb(rng, ki
     )
     fa, fb = (xq.astype(np.float64) - z_a) * s_a, (codes_b.astype(np.float64) - z_b) * s_b
     want = np.clip(np.rint((np.maximum if kind == "Max" else np.minimum)(fa, fb) / s_y) + z_y, -128, 127)
+    assert np.abs(got.astype(np.int64) - want).max() <= 1
+
+
+@pytest.mark.parametrize("func", ["silu", "gelu_tanh"])
+def test_int8_silu_and_gelu_tanh_tables_match_numpy_exactly_and_float64_within_1_lsb(rng, func):
+    """dequantize -> silu / gelu_tanh -> quantize in Relax (ONNX has no SiLU op to quantize): the NPU's
+    table lookup against the numpy table of docs/npu.md section 2, and the float64 function of every
+    input code."""
+    s_x, z_x, s_y, z_y = 0.05, 3, 0.02, -40
+    x = relax.Var("x", relax.TensorType((3, 256), "int8"))
+    bb = relax.BlockBuilder()
+    f32, i8 = (lambda v: relax.const(np.float32(v))), (lambda v: relax.const(np.int8(v)))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(relax.op.dequantize(x, f32(s_x), i8(z_x)))
+            y = bb.emit(getattr(relax.op.nn, func)(a))
+            out = bb.emit_output(bb.emit(relax.op.quantize(y, f32(s_y), i8(z_y), out_dtype="int8")))
+        bb.emit_func_output(out)
+    ex, report = build(bb.get())
+    assert {(p.device, p.composite) for p in report.placements} == {("npu", f"npu.q{func}")}, report.table()
+    xq = np.tile(np.arange(-128, 128, dtype=np.int8), (3, 1))
+    xq[1] = rng.integers(-128, 128, 256)
+    got = run_vm(ex, xq)
+    np.testing.assert_array_equal(got, int8.unary_table(func, 0.0, s_x, z_x, s_y, z_y)[xq.astype(np.int64) + 128])
+    fx = (xq.astype(np.float64) - z_x) * s_x
+    f = fx / (1 + np.exp(-fx)) if func == "silu" else 0.5 * fx * (1 + np.tanh(0.7978845608 * (fx + 0.044715 * fx**3)))
+    want = np.clip(np.rint(f / s_y) + z_y, -128, 127)
     assert np.abs(got.astype(np.int64) - want).max() <= 1

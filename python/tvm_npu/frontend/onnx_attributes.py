@@ -136,10 +136,12 @@ ONNX_OPS: dict[str, OnnxOp] = {
             "max": becomes("relax.clip", "max", "`relax.clip` max; absent: the float32 maximum"),
         },
     ),
-    "Sigmoid": OnnxOp(("relax.sigmoid",), _HINT),
+    # x * Sigmoid(x), torch's SiLU export, becomes relax.nn.silu (rewrite/fuse_silu.py).
+    "Sigmoid": OnnxOp(("relax.sigmoid", "relax.nn.silu"), _HINT),
     "Tanh": OnnxOp(("relax.tanh",), _HINT),
     "Gelu": OnnxOp(
-        ("relax.nn.gelu",), {"approximate": imported("none: `relax.nn.gelu` (NPU); tanh: `relax.nn.gelu_tanh` (CPU)")}
+        ("relax.nn.gelu", "relax.nn.gelu_tanh"),
+        {"approximate": imported("none: `relax.nn.gelu`; tanh: `relax.nn.gelu_tanh` (both NPU)")},
     ),
     "LeakyRelu": OnnxOp(("relax.nn.leakyrelu",), {"alpha": becomes("relax.nn.leakyrelu", "alpha"), **_HINT}),
     "HardSwish": OnnxOp(("relax.multiply", "relax.divide", "relax.clip")),

@@ -133,6 +133,8 @@ RELAX_ATTRS: dict[str, dict[str, Attr]] = {
     "relax.sigmoid": {},
     "relax.tanh": {},
     "relax.nn.gelu": {},
+    "relax.nn.gelu_tanh": {},
+    "relax.nn.silu": {},
     "relax.reshape": {},
 }
 

@@ -150,6 +150,8 @@ UNARY_OPS = {
     "tanh": "relax.tanh",
     "gelu": "relax.nn.gelu",
     "leaky_relu": "relax.nn.leakyrelu",
+    "silu": "relax.nn.silu",  # also torch's x * sigmoid(x) (rewrite/fuse_silu.py)
+    "gelu_tanh": "relax.nn.gelu_tanh",  # ONNX Gelu approximate="tanh"; decomposed: rewrite/fuse_gelu_tanh.py
 }
 
 

@@ -55,13 +55,25 @@ def _gelu(x: float) -> float:
     return 0.5 * x * math.erfc(-x / math.sqrt(2.0))
 
 
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x > -700 else 0.0
+
+
+def _gelu_tanh(x: float) -> float:
+    """0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * x^3))) as x * sigmoid(2 * ...): the sum
+    1 + tanh cancels for x < 0, the sigmoid does not."""
+    return x * _sigmoid(1.5957691216 * (x + 0.044715 * x**3))
+
+
 # The activations of UNARY in float64 (docs/npu.md section 2); alpha is leaky relu's slope.
 UNARY_F64 = {
-    "sigmoid": lambda x, alpha: 1.0 / (1.0 + math.exp(-x)) if x > -700 else 0.0,
+    "sigmoid": lambda x, alpha: _sigmoid(x),
     "tanh": lambda x, alpha: math.tanh(x),
     "hardswish": lambda x, alpha: x * min(max(x + 3.0, 0.0), 6.0) / 6.0,
     "gelu": lambda x, alpha: _gelu(x),
     "leaky_relu": lambda x, alpha: x if x >= 0 else x * alpha,
+    "silu": lambda x, alpha: x * _sigmoid(x),
+    "gelu_tanh": lambda x, alpha: _gelu_tanh(x),
 }
 
 

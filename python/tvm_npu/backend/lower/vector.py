@@ -1,5 +1,5 @@
 """One-operand vector ops: the activations of UNARY ("unary": sigmoid, tanh, gelu, leaky relu,
-hardswish; in int8 a 256-entry table, docs/npu.md section 2) and SOFTMAX over a matrix's rows
+hardswish, silu, gelu tanh; in int8 a 256-entry table, docs/npu.md section 2) and SOFTMAX over a matrix's rows
 ("softmax", fp16)."""
 
 from __future__ import annotations
