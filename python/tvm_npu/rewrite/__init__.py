@@ -1,6 +1,7 @@
 """Stage 2 — graph rewrites before quantization and partitioning: uint8 QDQ tensors as int8 ones,
 compute on constants folded, a dense layer's column split pushed into its weights, views as reshapes,
-zero pads into conv padding, batch norm folded into convs. `run` applies them in the order of
+zero pads into conv padding, batch norm folded into convs, x * sigmoid(x) and the decomposed tanh GELU
+as the one activation each is. `run` applies them in the order of
 `PASSES`; `partition.prepare` and the quantizer call it.
 
 Frontends emit some ops the NPU has no command for but that disappear into a neighbour at compile
@@ -13,7 +14,9 @@ from tvm import relax
 
 from .batch_norm import decompose_batch_norm, fold_batch_norm
 from .fold_constants import fold_constant_compute
+from .fuse_gelu_tanh import fuse_gelu_tanh
 from .fuse_pad import fuse_pad_into_conv
+from .fuse_silu import fuse_silu
 from .split_dense_columns import split_dense_columns
 from .uint8_as_int8 import uint8_as_int8
 from .views import views_as_reshape
@@ -26,6 +29,8 @@ PASSES = (
     views_as_reshape,
     fuse_pad_into_conv,
     fold_batch_norm,
+    fuse_silu,
+    fuse_gelu_tanh,
 )
 
 
