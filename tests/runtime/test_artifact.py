@@ -83,7 +83,7 @@ def blob(rng):
 
 def test_stream_roundtrip(blob):
     parsed = stream.decode(blob)
-    assert parsed.version == (stream.VERSION_MAJOR, stream.VERSION_MINOR) == (1, 3)
+    assert parsed.version == (stream.VERSION_MAJOR, stream.VERSION_MINOR) == (1, 4)
     assert parsed.commands[-1].op == "END"
     assert stream.encode(parsed) == blob
     summary = tvm_npu.runtime.validate_stream(blob)
