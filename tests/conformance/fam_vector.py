@@ -1,5 +1,6 @@
 """add (same shapes), eltwise (Add / Sub / Mul / Max / Min with broadcasting and constant operands),
-the unary activations (Sigmoid, Tanh, Gelu, LeakyRelu, HardSwish) and softmax (axes, ranks, opsets)."""
+the unary activations (Sigmoid, Tanh, Gelu (erf and tanh), LeakyRelu, HardSwish,
+SiLU as Sigmoid * x) and softmax (axes, ranks, opsets)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ UNARY = (
     "relax.nn.relu",
     "relax.clip",
     "relax.nn.gelu_tanh",
+    "relax.nn.silu",
 )
 
 # The second operand, as (kind, shape for an NCHW [1, 8, 5, 7] output or a [3, 16] matrix): a second
@@ -73,7 +75,9 @@ def unary_net(op, shape, **attrs):
         net = Net([("x", list(shape))])
         if op == "Gelu":
             net.opset = 20
-        if "bounds" in attrs:
+        if op == "SiLU":  # torch's export: x * Sigmoid(x), one UNARY silu after rewrite/fuse_silu.py
+            net.outputs = [net.node("Mul", ["x", net.node("Sigmoid", ["x"])])]
+        elif "bounds" in attrs:
             net.outputs = [net.node(op, ["x"] + [net.init(np.float32(b), ("raw",)) for b in attrs["bounds"]])]
         else:
             net.outputs = [net.node(op, ["x"], **attrs)]
@@ -139,6 +143,7 @@ def _unary_cases(qs) -> list[Case]:
         ("Tanh", {}),
         ("Gelu", {}),
         ("Gelu", {"approximate": "tanh"}),
+        ("SiLU", {}),
         ("LeakyRelu", {"alpha": 0.1}),
         ("LeakyRelu", {"alpha": 0.0}),
         ("LeakyRelu", {"alpha": 1.5}),
