@@ -198,7 +198,10 @@ def _check_tensors(run: PartitionRun, tensors: list) -> list:
 # A conv2d's own attributes (from the attribute table), and the bias and activation a conv2d or dense fuses.
 CONV_ATTRS = tuple(attribute_constraints("relax.nn.conv2d"))
 POOL_ATTRS = tuple(attribute_constraints("relax.nn.max_pool2d"))
+SOFTMAX_ATTRS = tuple(attribute_constraints("relax.nn.softmax"))
 EPILOGUE = (constraint_bias_per_channel, constraint_clip_bounds)
+# What a conv2d or dense checks after its own shape: its weight as fp16, then the epilogue.
+WEIGHTED_OP = (constraint_fp16_constants, *EPILOGUE)
 
 
 # What _quant_checks adds to an int8 match; with a weight, the weight must also be symmetric.
@@ -244,14 +247,18 @@ def _permuted_axis(permute, axis: int) -> int:
     return order[axis] % rank
 
 
-@applies(
-    *TENSOR_CONSTRAINTS,
-    *CONV_ATTRS,
-    constraint_width,
-    constraint_fp16_constants,
-    *EPILOGUE,
-    int8=QUANT_WEIGHT_CONSTRAINTS,
-)
+def _check_weight_and_epilogue(ctx, out_shape, c_axis: int) -> list:
+    """The WEIGHTED_OP checks of a conv2d or dense: its weight stored as fp16, then the fused bias along
+    the output channels (axis `c_axis`) and the activation."""
+    call = ctx.annotated_expr["op"]
+    checks = [(constraint_fp16_constants, ([weight_constant(call, ctx.matched_bindings)],))]
+    if "bias" in ctx.annotated_expr:
+        bias = ctx.annotated_expr["bias"]
+        checks.append((constraint_bias_per_channel, (bias, out_shape[c_axis], c_axis, len(out_shape))))
+    return checks + [(constraint_clip_bounds, (_act(ctx),))]
+
+
+@applies(*TENSOR_CONSTRAINTS, *CONV_ATTRS, constraint_width, *WEIGHTED_OP, int8=QUANT_WEIGHT_CONSTRAINTS)
 def check_conv2d(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     data, weight = call.args[0], call.args[1]
@@ -263,24 +270,11 @@ def check_conv2d(run: PartitionRun, ctx) -> bool:
     w_axis = layout.index("W")
     c_axis = layout.index("C")
     out_shape = static_shape(call)
-    checks = [
-        (constraint_width, ([static_shape(data)[w_axis], out_shape[w_axis]], run.config)),
-        (constraint_fp16_constants, ([weight_constant(call, ctx.matched_bindings)],)),
-    ]
-    if "bias" in ctx.annotated_expr:
-        checks.append((constraint_bias_per_channel, (ctx.annotated_expr["bias"], out_shape[c_axis], c_axis, 4)))
-    checks.append((constraint_clip_bounds, (_act(ctx),)))
-    return _run(run, ctx, "conv2d", checks)
+    checks = [(constraint_width, ([static_shape(data)[w_axis], out_shape[w_axis]], run.config))]
+    return _run(run, ctx, "conv2d", checks + _check_weight_and_epilogue(ctx, out_shape, c_axis))
 
 
-@applies(
-    *TENSOR_CONSTRAINTS,
-    constraint_width,
-    constraint_weight_2d,
-    constraint_fp16_constants,
-    *EPILOGUE,
-    int8=QUANT_WEIGHT_CONSTRAINTS,
-)
+@applies(*TENSOR_CONSTRAINTS, constraint_width, constraint_weight_2d, *WEIGHTED_OP, int8=QUANT_WEIGHT_CONSTRAINTS)
 def check_dense(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     data, weight = call.args[0], call.args[1]
@@ -292,17 +286,8 @@ def check_dense(run: PartitionRun, ctx) -> bool:
     checks = [
         (constraint_width, ([static_shape(data)[-1], out_shape[-1]], run.config)),
         (constraint_weight_2d, (weight,)),
-        (constraint_fp16_constants, ([weight_constant(call, ctx.matched_bindings)],)),
     ]
-    if "bias" in ctx.annotated_expr:
-        checks.append(
-            (
-                constraint_bias_per_channel,
-                (ctx.annotated_expr["bias"], out_shape[-1], len(out_shape) - 1, len(out_shape)),
-            )
-        )
-    checks.append((constraint_clip_bounds, (_act(ctx),)))
-    return _run(run, ctx, "dense", checks)
+    return _run(run, ctx, "dense", checks + _check_weight_and_epilogue(ctx, out_shape, len(out_shape) - 1))
 
 
 @applies(*TENSOR_CONSTRAINTS, constraint_same_shape, constraint_width, constraint_clip_bounds, int8=QUANT_CONSTRAINTS)
@@ -547,13 +532,7 @@ def _view_source(ctx, expr):
     return expr, bound
 
 
-@applies(
-    *TENSOR_CONSTRAINTS,
-    *attribute_constraints("relax.nn.softmax"),
-    constraint_width,
-    constraint_softmax_input,
-    int8=QUANT_CONSTRAINTS,
-)
+@applies(*TENSOR_CONSTRAINTS, *SOFTMAX_ATTRS, constraint_width, constraint_softmax_input, int8=QUANT_CONSTRAINTS)
 def check_softmax(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     tensors = [call.args[0], call]

@@ -39,20 +39,8 @@ def _silu(g: rg.Graph, var, e) -> dict | None:
 
 
 def fuse_silu(mod: tvm.IRModule) -> tvm.IRModule:
-    """Rewrite ``y = x * sigmoid(x)`` (either operand order) as ``y = R.nn.silu(x)``.
-
-    Matches a float32 `multiply` of a tensor `x` by ``sigmoid(x)`` of that same var, where the sigmoid
-    has no other use; the sigmoid binding is dropped. A sigmoid that something else also reads is left
-    alone (both ops then run as they are).
-
-    Parameters
-    ----------
-    mod : tvm.IRModule
-        A Relax module; each such multiply in its `main` (plain dataflow, as frontends emit) is rewritten.
-
-    Returns
-    -------
-    tvm.IRModule
-        `mod` with those multiplies as `silu` (`mod` itself when it has none).
-    """
+    """Rewrite ``y = x * sigmoid(x)`` (either operand order) in `mod`'s `main` as ``y = R.nn.silu(x)``:
+    a float32 `multiply` of a tensor `x` by ``sigmoid(x)`` of that same var, where the sigmoid has no
+    other use (its binding is dropped). A sigmoid that something else also reads is left alone, and
+    both ops run as they are. Returns `mod` itself when nothing matched."""
     return rewrite_bindings(mod, _silu)
