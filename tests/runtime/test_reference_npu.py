@@ -2,6 +2,7 @@
 validation, the executor and the cycle model, each against an independent numpy/struct model of
 docs/npu.md."""
 
+import functools
 import json
 import random
 import struct
@@ -10,11 +11,11 @@ import threading
 import numpy as np
 import pytest
 
+from int8_streams import conv_cmd
 from npu_ref import fp16, out_size
 from npu_stream_pack import (
     ALL_DONE,
     BIAS,
-    CONV2D,
     DMA0,
     DMA1,
     DMA_LOAD,
@@ -36,7 +37,6 @@ from npu_stream_pack import (
     align,
     command,
     dma,
-    f32_bits,
     pack_stream,
     raises_code,
     refresh_crc,
@@ -49,61 +49,8 @@ from tvm_npu.contract import layout
 # ---------------------------------------------------------------------------------------------
 
 
-def conv(
-    in_addr,
-    in_h,
-    in_w,
-    in_c,
-    in_stride,
-    w_addr,
-    w_stride,
-    kh,
-    kw,
-    oc,
-    bias_addr,
-    out_addr,
-    out_h,
-    out_w,
-    out_stride,
-    stride=(1, 1),
-    dil=(1, 1),
-    pad=(0, 0),
-    act=0,
-    clip=(0.0, 0.0),
-    wait=None,
-):
-    return command(
-        CONV2D,
-        dict(
-            dtype=FP16,
-            in_addr=in_addr,
-            in_h=in_h,
-            in_w=in_w,
-            in_c=in_c,
-            in_stride=in_stride,
-            w_addr=w_addr,
-            w_stride=w_stride,
-            kh=kh,
-            kw=kw,
-            oc=oc,
-            bias_addr=bias_addr,
-            out_addr=out_addr,
-            out_h=out_h,
-            out_w=out_w,
-            out_stride=out_stride,
-            stride_h=stride[0],
-            stride_w=stride[1],
-            dil_h=dil[0],
-            dil_w=dil[1],
-            pad_top=pad[0],
-            pad_left=pad[1],
-            act=act,
-            clip_lo=f32_bits(clip[0]),
-            clip_hi=f32_bits(clip[1]),
-            groups=1,
-        ),
-        wait,
-    )
+# The fp16 form of int8_streams' CONV2D builder (clip bounds as fp32, zero points 0).
+conv = functools.partial(conv_cmd, FP16)
 
 
 # ---------------------------------------------------------------------------------------------
