@@ -56,7 +56,7 @@ def close(out, ref):
         (causal(T)[None], 4.0, relax.op.divide),  # [1, T, T]; / sqrt(d) as TVM imports it
         (causal(T, -1e9), 0.25, relax.op.multiply),  # a large finite negative, read as -inf
         (causal(T, np.finfo(np.float32).min), None, None),  # mask alone, float32's lowest
-        (np.zeros((1, T), np.float32), 0.125, relax.op.multiply),  # a [1, T] row for every query
+        (np.where(np.arange(T) < 5, 0, -np.inf).astype(np.float32)[None], 0.125, relax.op.multiply),  # [1, T]
     ],
 )
 def test_causal_attention_probabilities_on_the_npu(rng, mask, scale, op):
@@ -121,6 +121,7 @@ def test_fully_masked_row_is_nan_on_both_sides(rng):
         (lambda m: m.__setitem__((2, 0), 100.1), "100.1"),  # not exact in fp16, too large to round
         (lambda m: m.__setitem__((2, 0), -70000.0), "-70000"),  # neither hidden nor in fp16 range
         (lambda m: m.__setitem__((2, 0), np.nan), "NaN"),
+        (lambda m: m.__setitem__(m < 0, 0.5), "hides no element"),  # a bias: the dense before keeps it
     ],
 )
 def test_masks_the_npu_cannot_reproduce_stay_on_cpu(rng, edit, why):
@@ -176,3 +177,20 @@ def test_onnx_scaled_dot_product_attention_probabilities(rng):
     q = rng.standard_normal((H, T, D)).astype(np.float32)
     ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"q": q})[0]
     close(run_vm(ex, q), ref)
+
+
+def test_a_dense_bias_before_a_softmax_stays_the_dense_bias(rng):
+    """softmax(x @ w + b): b hides nothing, so it is the dense's bias, not a mask; the stream stays the
+    1.3 one it was (a masked SOFTMAX took the bias before NPU_E_MASK asked for a hidden element)."""
+    w = rng.standard_normal((D, T)).astype(np.float32)
+    b = rng.standard_normal(T).astype(np.float32)
+    mod = module(
+        lambda x: relax.op.nn.softmax(relax.op.add(relax.op.matmul(x, relax.const(w)), relax.const(b))), [(6, D)]
+    )
+    ex, report = build(mod)
+    placed = [p.composite for p in report.placements]
+    assert placed == ["npu.dense_bias"] * 2 + ["npu.softmax"], report.table()
+    s, (cmd,) = softmax_commands(ex)
+    assert s.version == (1, 3) and cmd.args.get("mask_rows", 0) == 0
+    x = rng.standard_normal((6, D)).astype(np.float32)
+    close(run_vm(ex, x), run_cpu(mod, x))

@@ -474,6 +474,8 @@ def softmax_mask(const, shape, scale: float, in_shape=None):
     ok = ~finite | exact | (np.abs(m) <= MASK_ROUNDING_SAFE) | huge
     if not ok.all():
         return None, f"mask value {m[~ok][0]:.6g}"
+    if not (~finite | huge).any():  # a bias (a dense's, say), not a mask: the bias fusion keeps it
+        return None, "the mask hides no element (no -inf, no large negative)"
     normal = finite & ~huge
     for r in range(rows):
         if not normal[r].any() and finite[r].any():
@@ -495,9 +497,10 @@ def constraint_softmax_mask(const, shape, scale: float, in_shape):
     length, one row or one per query row (the second-to-last axis of the scores) and 1 on every axis
     before; each value -inf, exact in fp16, within +-16 (fp16 rounding moves it by at most 2^-7), or a
     large negative (below -(2 * 65504 * |scale| + 65504 + 110), e.g. -1e9 or float32's lowest) that
-    SOFTMAX reads as -inf, whose exp is 0 either way; and every mask row keeps an element, or hides all
-    of them with -inf (a row of only -inf is NaN in TVM and on the NPU; one hidden by finite values is
-    not, and on the NPU would be)."""
+    SOFTMAX reads as -inf, whose exp is 0 either way; it must hide an element (-inf or a large negative:
+    a constant that hides none is a bias, left to the op before); and every mask row keeps an element, or
+    hides all of them with -inf (a row of only -inf is NaN in TVM and on the NPU; one hidden by finite
+    values is not, and on the NPU would be)."""
     return softmax_mask(const, shape, scale, in_shape)[1]
 
 

@@ -456,9 +456,8 @@ def placements(mod: tvm.IRModule, rejections: list) -> list[Placement]:
     """One Placement per op call in `main` of a partitioned module (before RunCodegen)."""
     refused = {r.var: r for r in rejections}
     # A bias add or clip refused as part of a conv / dense says why it could not fuse; that beats
-    # its own check's refusal as a lone op (a constant operand, no lone clip pattern). So does a
-    # softmax's mask refused as part of a masked softmax (format 1.4).
-    refused.update({r.var: r for r in rejections if r.code in ("NPU_E_BIAS", "NPU_E_ACTIVATION", "NPU_E_MASK")})
+    # its own check's refusal as a lone op (a constant operand, no lone clip pattern).
+    refused.update({r.var: r for r in rejections if r.code in ("NPU_E_BIAS", "NPU_E_ACTIVATION")})
     by_weight = {r.weight: r for r in rejections if r.weight is not None and r.pattern.startswith("q")}
     rows = []
     for block in mod["main"].body.blocks:
