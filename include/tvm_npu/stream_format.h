@@ -7,7 +7,7 @@
  *        dtypes, opcodes). 1.1: the pixel strides of CONV2D and POOL; the opcodes ELTWISE, UNARY
  *        and SOFTMAX; 1.2: the int16 dtype; ELTWISE's per-operand dtypes; 1.3: quantized staging
  *        (host fp32 <-> device int8 / int16) and the quantization table; 1.4: UNARY's silu (5) and
- *        gelu_tanh (6).
+ *        gelu_tanh (6); SOFTMAX's scale and additive mask (attention).
  *
  * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
  * little-endian host reads one with a memcpy. The structs carry no behaviour: what operand values
@@ -31,7 +31,7 @@ constexpr uint16_t kVectorOpsMinor = 1;
 constexpr uint16_t kInt16Minor = 2;
 // 1.3: quantized staging (host fp32 <-> device int8 / int16) and the quantization table.
 constexpr uint16_t kQuantIoMinor = 3;
-// 1.4: UNARY's silu (5) and gelu_tanh (6).
+// 1.4: UNARY's silu (5) and gelu_tanh (6); SOFTMAX's scale and additive mask (attention).
 constexpr uint16_t kLlmMinor = 4;
 
 constexpr uint32_t kHeaderBytes = 64;
@@ -378,8 +378,11 @@ struct UnaryOperands {
 constexpr uint32_t kUnaryOperandWords = 10;
 
 /*!
- * \brief Operands of SOFTMAX, words 1..7: each of `rows` rows of `row_elems` fp16 elements
+ * \brief Operands of SOFTMAX, words 1..12: each of `rows` rows of `row_elems` fp16 elements
  *        normalized on its own.
+ *
+ * format 1.4: z = x * scale + mask[(mask_row0 + r) % mask_rows][e] in fp32 (two roundings, no fused
+ * multiply-add) before the max / exp / sum / divide; 0 operands keep 1.1's softmax.
  */
 struct SoftmaxOperands {
   uint32_t dtype;
@@ -389,8 +392,19 @@ struct SoftmaxOperands {
   uint32_t out_stride;
   uint32_t rows;
   uint32_t row_elems;
+  uint32_t scale;        // format 1.4: fp32 bits of the factor on x; 0 = none (x as is)
+  uint32_t mask_addr;    // format 1.4: SRAM address of the fp16 mask rows; 0 without a mask
+  uint32_t mask_stride;  // format 1.4: bytes between mask rows; 0 without a mask
+  uint32_t mask_rows;    // format 1.4: mask rows; 0 = no mask
+  uint32_t mask_row0;    // format 1.4: row r reads mask row (mask_row0 + r) % mask_rows
 };
-constexpr uint32_t kSoftmaxOperandWords = 7;
+constexpr uint32_t kSoftmaxOperandWords = 12;
+// A 1.1 stream has 7 SOFTMAX operands.
+constexpr uint32_t kSoftmaxOperandWords11 = 7;
+// A 1.2 stream has 7 SOFTMAX operands.
+constexpr uint32_t kSoftmaxOperandWords12 = 7;
+// A 1.3 stream has 7 SOFTMAX operands.
+constexpr uint32_t kSoftmaxOperandWords13 = 7;
 
 static_assert(sizeof(Header) == kHeaderBytes, "header layout");
 static_assert(sizeof(TensorDesc) == kTensorBytes, "tensor descriptor layout");

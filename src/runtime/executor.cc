@@ -244,7 +244,8 @@ class Machine {
 
   void Softmax(const stream::Command& cmd) {
     const stream::SoftmaxOperands op = OperandsOf<stream::SoftmaxOperands>(cmd);
-    SoftmaxRef(op, sram_.data() + op.in_addr, sram_.data() + op.out_addr);
+    SoftmaxRef(op, sram_.data() + op.in_addr, op.mask_rows ? sram_.data() + op.mask_addr : nullptr,
+               sram_.data() + op.out_addr);
   }
 
   void Unary(const stream::Command& cmd) {

@@ -195,7 +195,13 @@ std::vector<ByteRange> SramReads(const stream::Command& cmd, const NPUConfig& cf
     }
     case stream::kSoftmax: {
       const auto op = OperandsOf<stream::SoftmaxOperands>(cmd);
-      return {Span(op.in_addr, op.rows, op.in_stride, uint64_t{op.row_elems} * 2)};
+      std::vector<ByteRange> reads = {
+          Span(op.in_addr, op.rows, op.in_stride, uint64_t{op.row_elems} * 2)};
+      if (op.mask_rows != 0) {
+        reads.push_back(
+            Span(op.mask_addr, op.mask_rows, op.mask_stride, uint64_t{op.row_elems} * 2));
+      }
+      return reads;
     }
     default: return {{0, cfg.sram_bytes}};
   }

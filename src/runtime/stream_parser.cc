@@ -248,7 +248,7 @@ void CheckTensors(ParsedStream* ps) {
 }
 
 // The operand words a command of `opcode` uses; the words after them must be 0. A 1.1 stream has
-// 21 ELTWISE operands: its words 22..24 fall under that zero check.
+// 21 ELTWISE operands: its words 22..24 fall under that zero check (a 1.3 SOFTMAX: words 8..12).
 uint32_t UsedOperandWords(uint32_t opcode, uint32_t version_minor) {
   switch (opcode) {
     case stream::kDmaLoad:
@@ -260,7 +260,9 @@ uint32_t UsedOperandWords(uint32_t opcode, uint32_t version_minor) {
       return version_minor < stream::kInt16Minor ? stream::kEltwiseOperandWords11
                                                  : stream::kEltwiseOperandWords;
     case stream::kUnary: return stream::kUnaryOperandWords;
-    case stream::kSoftmax: return stream::kSoftmaxOperandWords;
+    case stream::kSoftmax:  // scale and mask: format 1.4
+      return version_minor < stream::kLlmMinor ? stream::kSoftmaxOperandWords13
+                                               : stream::kSoftmaxOperandWords;
     default: return 0;  // END
   }
 }

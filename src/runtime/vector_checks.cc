@@ -158,6 +158,19 @@ void CheckSoftmaxParams(const std::string& where, const stream::SoftmaxOperands&
                                << "softmax needs exp and a division the integer datapath lacks";
   }
   if (op.rows == 0 || op.row_elems == 0) NPU_THROW(kBadStream) << where << ": a size is 0";
+  // Format 1.4: scale 0 means none; any other word is a finite fp32 factor (inf * 0 would be NaN).
+  if (op.scale != 0 && !std::isfinite(ref::BitsToFloat(op.scale))) {
+    NPU_THROW(kBadStream) << where << ": scale 0x" << std::hex << op.scale << std::dec
+                          << " must be 0 (no scale) or the bits of a finite fp32 factor";
+  }
+  if (op.mask_rows == 0 && (op.mask_addr != 0 || op.mask_stride != 0 || op.mask_row0 != 0)) {
+    NPU_THROW(kBadStream) << where << ": without a mask (mask_rows 0) mask_addr, mask_stride and "
+                          << "mask_row0 must be 0";
+  }
+  if (op.mask_rows != 0 && op.mask_row0 >= op.mask_rows) {
+    NPU_THROW(kBadStream) << where << ": mask_row0 " << op.mask_row0 << " must be below mask_rows "
+                          << op.mask_rows;
+  }
 }
 
 void CheckSoftmax(const std::string& where, const stream::Command& cmd, const NPUConfig& c) {
@@ -165,9 +178,16 @@ void CheckSoftmax(const std::string& where, const stream::Command& cmd, const NP
   CheckSoftmaxParams(where, op);
   CheckVectorConfig(where, c);
   const uint64_t row = SatMul(op.row_elems, 2);
-  if (OutputOverlapsInputs(where, c, {{"input", op.in_addr, op.rows, row, op.in_stride}},
-                           {"output", op.out_addr, op.rows, row, op.out_stride})) {
-    NPU_THROW(kInvalidAddr) << where << ": the output tile overlaps its input in SRAM";
+  const SramRows out{"output", op.out_addr, op.rows, row, op.out_stride};
+  bool overlap =
+      OutputOverlapsInputs(where, c, {{"input", op.in_addr, op.rows, row, op.in_stride}}, out);
+  if (op.mask_rows != 0) {  // format 1.4: mask_rows fp16 rows of row_elems, checked like an input
+    overlap = OutputOverlapsInputs(
+                  where, c, {{"mask", op.mask_addr, op.mask_rows, row, op.mask_stride}}, out) ||
+              overlap;
+  }
+  if (overlap) {
+    NPU_THROW(kInvalidAddr) << where << ": the output tile overlaps its input or mask in SRAM";
   }
 }
 

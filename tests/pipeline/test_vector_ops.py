@@ -13,8 +13,16 @@ from builders import module_of as module
 from conftest import npu_modules, run_cpu, run_vm
 from npu_ref import QDQInterpreter, exact, fp16, int8, qdq
 from qdq_models import GraphBuilder, quantize_with_ort
+from tvm_npu.contract import stream
 
 NCHW = (1, 8, 5, 6)
+NEW_IN_1_4 = ("silu", "gelu_tanh")  # UNARY funcs 5 and 6
+
+
+def stream_version(ex):
+    """The format version the region's stream says: 1.4 only if it uses something of 1.4."""
+    (m,) = npu_modules(ex)
+    return stream.decode(bytes(m["get_stream"]())).version
 
 
 def build(mod):
@@ -111,6 +119,7 @@ def test_fp16_unary_meets_its_documented_guarantee(rng, func, shape):
     mod = module(UNARY_RELAX[func], [shape])
     ex, report = build(mod)
     assert {(p.device, p.composite) for p in report.placements} == {("npu", f"npu.{func}")}, report.table()
+    assert stream_version(ex) == ((1, 4) if func in NEW_IN_1_4 else (1, 3))
     x = _unary_inputs(rng, shape)
     out = run_vm(ex, x)
     if func in ("hardswish", "leaky_relu"):  # only IEEE fp32 operations: bit-exact
@@ -431,6 +440,7 @@ def test_int8_silu_and_gelu_tanh_tables_match_numpy_exactly_and_float64_within_1
         bb.emit_func_output(out)
     ex, report = build(bb.get())
     assert {(p.device, p.composite) for p in report.placements} == {("npu", f"npu.q{func}")}, report.table()
+    assert stream_version(ex) == (1, 4)
     xq = np.tile(np.arange(-128, 128, dtype=np.int8), (3, 1))
     xq[1] = rng.integers(-128, 128, 256)
     got = run_vm(ex, xq)

@@ -151,7 +151,7 @@ COMPUTE_OPS = ("CONV2D", "ADD", "POOL", "ELTWISE", "UNARY", "SOFTMAX")
 
 def _vector_footprints(a: dict, op: str, elem: int, alignment: int) -> tuple[list, list]:
     """ELTWISE: a, b (its rows per b_mode), output; UNARY: input, the int8 table, output; SOFTMAX: input,
-    output."""
+    its mask rows (format 1.4), output."""
     if op == "ELTWISE":
         mode = a["b_mode"]
         b_rows, b_elems = (
@@ -171,6 +171,8 @@ def _vector_footprints(a: dict, op: str, elem: int, alignment: int) -> tuple[lis
     reads = [("SRAM", "input", a["in_addr"], a["rows"], row, a["in_stride"])]
     if op == "UNARY" and elem == 1:
         reads.append(("SRAM", "table", a["table_addr"], 1, UNARY_TABLE_BYTES, _align(UNARY_TABLE_BYTES, alignment)))
+    if op == "SOFTMAX" and a.get("mask_rows", 0):  # format 1.4
+        reads.append(("SRAM", "mask", a["mask_addr"], a["mask_rows"], row, a["mask_stride"]))
     return reads, [("SRAM", "output", a["out_addr"], a["rows"], row, a["out_stride"])]
 
 

@@ -28,7 +28,8 @@ MINORS: list[dict[str, Any]] = [
     {"minor": 2, "c": "Int16", "added": "the int16 dtype; ELTWISE's per-operand dtypes"},
     {"minor": 3, "c": "QuantIo",
      "added": "quantized staging (host fp32 <-> device int8 / int16) and the quantization table"},
-    {"minor": 4, "c": "Llm", "added": "UNARY's silu (5) and gelu_tanh (6)"},
+    {"minor": 4, "c": "Llm",
+     "added": "UNARY's silu (5) and gelu_tanh (6); SOFTMAX's scale and additive mask (attention)"},
 ]
 
 # Named values of the format. "c" is the C++ constant, "py" the Python one (contract/stream.py).
@@ -307,9 +308,19 @@ OPCODES: list[dict[str, Any]] = [
             "table (format 1.1)"},
     {"name": "SOFTMAX", "code": 0x24, "c": "kSoftmax", "engine": "vector", "c_struct": "SoftmaxOperands",
      "since": 1,
-     "operands": ["dtype", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems"],
-     "notes": ["each of `rows` rows of `row_elems` fp16 elements normalized on its own."],
-     "doc": "softmax over each row (a matrix's last axis), fp16 (format 1.1)"},
+     "operands": ["dtype", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems", "scale",
+                  "mask_addr", "mask_stride", "mask_rows", "mask_row0"],
+     "operands_since": {"scale": 4, "mask_addr": 4, "mask_stride": 4, "mask_rows": 4, "mask_row0": 4},
+     "comments": {"scale": "format 1.4: fp32 bits of the factor on x; 0 = none (x as is)",
+                  "mask_addr": "format 1.4: SRAM address of the fp16 mask rows; 0 without a mask",
+                  "mask_stride": "format 1.4: bytes between mask rows; 0 without a mask",
+                  "mask_rows": "format 1.4: mask rows; 0 = no mask",
+                  "mask_row0": "format 1.4: row r reads mask row (mask_row0 + r) % mask_rows"},
+     "notes": ["each of `rows` rows of `row_elems` fp16 elements normalized on its own.",
+               "",
+               ("format 1.4: z = x * scale + mask[(mask_row0 + r) % mask_rows][e] in fp32 (two roundings, "
+                "no fused multiply-add) before the max / exp / sum / divide; 0 operands keep 1.1's softmax.")],
+     "doc": "softmax over each row (a matrix's last axis), fp16 (format 1.1; scale and additive mask, 1.4)"},
 ]
 
 # ---------------------------------------------------------------------------------------------------

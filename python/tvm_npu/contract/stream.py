@@ -130,7 +130,7 @@ class Stream:
     weights: bytes
     ddr_bytes: int
     sram_bytes_used: int
-    version: tuple = (VERSION_MAJOR, VERSION_MINOR)
+    version: tuple | None = None  # None: the lowest the commands allow (written_minor)
     info: dict = field(default_factory=dict)  # the planner's statistics for reports; not encoded
 
     @property
@@ -140,6 +140,33 @@ class Stream:
     @property
     def num_outputs(self) -> int:
         return sum(t.role == "output" for t in self.tensors)
+
+
+# The minor the compiler wrote before format 1.4: a stream that uses nothing newer still says 1.3, so a
+# deployed 1.3 runtime keeps running it and its bytes stay what they were.
+_FLOOR_MINOR = 3
+_SINCE = {op["name"]: (op.get("since", 0), op.get("operands_since", {})) for op in spec.OPCODES}
+# Enum values newer than their operand (UNARY's silu and gelu_tanh, 1.4): opcode -> operand -> code -> minor.
+_VALUE_SINCE = {
+    op["name"]: {
+        operand: {v["code"]: v["since"] for v in spec.ENUMS[enum]["values"] if "since" in v}
+        for operand, enum in op.get("enums", {}).items()
+    }
+    for op in spec.OPCODES
+}
+
+
+def written_minor(commands) -> int:
+    """The stream format minor the compiler writes: 1.3, or the newest minor whose opcode, non-zero
+    appended operand or enum value a command uses (a 1.4 operand left 0 keeps the older meaning, so it
+    needs no 1.4)."""
+    minor = _FLOOR_MINOR
+    for cmd in commands:
+        since, operands = _SINCE[cmd.op]
+        used = [m for name, m in operands.items() if cmd.args.get(name, 0)]
+        values = [codes.get(cmd.args.get(name), 0) for name, codes in _VALUE_SINCE[cmd.op].items()]
+        minor = max([minor, since, *used, *values])
+    return minor
 
 
 def encode(stream: Stream) -> bytes:
@@ -158,6 +185,7 @@ def encode(stream: Stream) -> bytes:
         sram_bytes_used=stream.sram_bytes_used,
         num_inputs=stream.num_inputs,
         num_outputs=stream.num_outputs,
+        version=stream.version or (VERSION_MAJOR, written_minor(stream.commands)),
         qparams=qparams,
     )
 

@@ -427,6 +427,83 @@ def constraint_softmax_input(data, bound):
     return f"{data.name} is a model input" if isinstance(data, Var) and data not in bound else None
 
 
+# A mask value SOFTMAX may round to fp16: |m| <= 16 moves by at most 2^-7, an output factor below 1%.
+MASK_ROUNDING_SAFE = 16.0
+# exp(-110) is 0 in fp32 (below the smallest subnormal, about e^-103.3), as exp(-inf) is.
+EXP_UNDERFLOW = 110.0
+
+
+def softmax_scale(const, divide: bool, in_shape=None, shape=None):
+    """(the fp32 factor SOFTMAX multiplies by, None), or (None, why not): x * c, or x / c as x * (1 / c);
+    x must have the softmax's shape (a factor of a higher rank would broadcast x)."""
+    if in_shape != shape:
+        return None, f"x {list(in_shape)} broadcast to {list(shape)}"
+    value = constant_value(const)
+    if value is None or value.dtype != np.float32 or value.size != 1:
+        return None, "the factor is not one float32 constant"
+    c = np.float32(value.reshape(-1)[0])
+    with np.errstate(divide="ignore", over="ignore"):
+        s = np.float32(1.0) / c if divide else c
+    if not (np.isfinite(c) and np.isfinite(s) and c != 0 and s != 0):
+        return None, f"factor {'1 / ' if divide else ''}{float(c):.6g}"
+    return float(s), None
+
+
+def softmax_mask(const, shape, scale: float, in_shape=None):
+    """(the mask rows [R, E] SOFTMAX reads, as fp16, None), or (None, why not), for a constant mask added
+    to scores of `in_shape` giving `shape` (constraint_softmax_mask states the rules)."""
+    if in_shape is not None and list(in_shape) != list(shape):
+        return None, f"scores {list(in_shape)} broadcast to {list(shape)}"
+    value = constant_value(const)
+    if value is None or value.dtype != np.float32:
+        return None, "the mask is not a float32 constant"
+    ms, rows_of = list(value.shape), shape[-2] if len(shape) >= 2 else 1
+    rows = ms[-2] if len(ms) >= 2 else 1
+    if not ms or len(ms) > len(shape) or ms[-1] != shape[-1] or any(d != 1 for d in ms[:-2]):
+        return None, f"mask {ms} for scores {list(shape)}"
+    if rows not in (1, rows_of):
+        return None, f"mask {ms}: {rows} rows for {rows_of} query rows"
+    m = value.reshape(rows, shape[-1]).astype(np.float64)
+    if np.isnan(m).any() or (m == np.inf).any():
+        return None, "the mask holds NaN or +inf"
+    finite = np.isfinite(m)
+    with np.errstate(over="ignore"):
+        exact = finite & (m.astype(np.float16).astype(np.float64) == m)
+    bound = 2 * FP16_MAX * abs(scale) + FP16_MAX + EXP_UNDERFLOW
+    huge = finite & (m < -bound)
+    ok = ~finite | exact | (np.abs(m) <= MASK_ROUNDING_SAFE) | huge
+    if not ok.all():
+        return None, f"mask value {m[~ok][0]:.6g}"
+    if not (~finite | huge).any():  # a bias (a dense's, say), not a mask: the bias fusion keeps it
+        return None, "the mask hides no element (no -inf, no large negative)"
+    normal = finite & ~huge
+    for r in range(rows):
+        if not normal[r].any() and finite[r].any():
+            return None, f"mask row {r} hides every element, some with a finite value"
+    return np.where(huge, -np.inf, m).astype(np.float16), None
+
+
+def constraint_softmax_scale(const, divide: bool, in_shape, shape):
+    """NPU_E_SOFTMAX_SCALE: the factor on a softmax's input (x * c, or x / c as TVM imports a division by
+    sqrt(d)) must be one finite, non-zero float32 constant whose fp32 reciprocal (for a division) is finite
+    and non-zero, and must not broadcast x to a larger shape: SOFTMAX multiplies each element by one fp32
+    factor, and x / c becomes x * (1 / c), within 1 fp32 ulp (docs/npu.md section 2)."""
+    return softmax_scale(const, divide, in_shape, shape)[1]
+
+
+def constraint_softmax_mask(const, shape, scale: float, in_shape):
+    """NPU_E_MASK: the constant added to a softmax's input must be an additive attention mask SOFTMAX
+    reproduces exactly: float32, not broadcasting the scores to a larger shape, its last axis the row's
+    length, one row or one per query row (the second-to-last axis of the scores) and 1 on every axis
+    before; each value -inf, exact in fp16, within +-16 (fp16 rounding moves it by at most 2^-7), or a
+    large negative (below -(2 * 65504 * |scale| + 65504 + 110), e.g. -1e9 or float32's lowest) that
+    SOFTMAX reads as -inf, whose exp is 0 either way; it must hide an element (-inf or a large negative:
+    a constant that hides none is a bias, left to the op before); and every mask row keeps an element, or
+    hides all of them with -inf (a row of only -inf is NaN in TVM and on the NPU; one hidden by finite
+    values is not, and on the NPU would be)."""
+    return softmax_mask(const, shape, scale, in_shape)[1]
+
+
 # Every constraint, for the generated supported-ops table.
 ALL_CONSTRAINTS = [
     constraint_float32,
@@ -453,6 +530,8 @@ ALL_CONSTRAINTS = [
     constraint_eltwise_scales,
     constraint_softmax_axis,
     constraint_softmax_input,
+    constraint_softmax_scale,
+    constraint_softmax_mask,
     constraint_fp16_constants,
     constraint_model_input,
     constraint_model_output,

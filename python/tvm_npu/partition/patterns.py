@@ -17,6 +17,7 @@ from tvm.relax.dpl import is_const, is_op, is_tuple, wildcard
 
 from ..contract.config import get_config
 from . import checks
+from .attention_checks import check_softmax_masked
 
 PREFIX = "npu"
 ACTIVATIONS = ("relu", "clip")
@@ -222,10 +223,25 @@ def io_patterns() -> tuple[list, list]:
 
 def softmax_patterns():
     """Softmax over a matrix's rows (SOFTMAX, fp16 only: in a QDQ model it runs between the CPU's
-    dequantize and quantize)."""
+    dequantize and quantize), alone or with attention's scale and additive mask fused (format 1.4)."""
     data = wildcard()
     call = is_op("relax.nn.softmax")(data)
-    return [_entry("softmax", call, {"op": call, "data": data}, checks.check_softmax)]
+    out = [_entry("softmax", call, {"op": call, "data": data}, checks.check_softmax)]
+    # With a factor and / or an additive constant mask (format 1.4), larger forms last (they win):
+    # x + mask, x * c, x / c (TVM's import of a division by sqrt(d)), then both.
+    for scale, masked in ((None, True), ("multiply", False), ("divide", False), ("multiply", True), ("divide", True)):
+        x = wildcard()
+        ann = {"data": x}
+        pre = x
+        if scale is not None:
+            ann["scale_c"] = is_const()
+            pre = ann["scale_op"] = is_op(f"relax.{scale}")(x, ann["scale_c"])
+        if masked:
+            ann["mask_c"] = is_const()
+            pre = ann["mask_add"] = is_op("relax.add")(pre, ann["mask_c"])
+        ann["op"] = sm = is_op("relax.nn.softmax")(pre)
+        out.append(_entry("softmax_masked" if masked else "softmax_scaled", sm, ann, check_softmax_masked))
+    return out
 
 
 def pool_patterns(quantized: bool):

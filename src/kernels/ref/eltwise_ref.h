@@ -72,10 +72,12 @@ float UnaryFp32(uint32_t func, float x, float alpha);
 }  // namespace ref
 
 /*!
- * \brief fp16 softmax of every row: max, exp(x - max) and their in-order sum in fp32, one division
- *        and one rounding per element (section 2). The operands passed CheckSoftmaxParams.
+ * \brief fp16 softmax of every row: z = x * scale + mask row (format 1.4; `mask` is null without
+ *        one), max, exp(z - max) and their in-order sum in fp32, one division and one rounding per
+ *        element (section 2). The operands passed CheckSoftmaxParams.
  */
-void SoftmaxRef(const stream::SoftmaxOperands& op, const uint8_t* in, uint8_t* out);
+void SoftmaxRef(const stream::SoftmaxOperands& op, const uint8_t* in, const uint8_t* mask,
+                uint8_t* out);
 
 }  // namespace tvm_npu
 

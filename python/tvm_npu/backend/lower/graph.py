@@ -67,6 +67,8 @@ class Layer:
     alpha: float = 0.0
     # integer eltwise: the dtypes of a, b and the result ("int8" or "int16", format 1.2)
     dtypes: tuple = ()
+    # softmax (format 1.4): the fp32 factor on x (0: none); its mask rows [R, E] fp16 are `const`
+    softmax_scale: float = 0.0
 
     @property
     def taps(self) -> tuple:

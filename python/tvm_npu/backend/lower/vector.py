@@ -1,6 +1,5 @@
 """One-operand vector ops: the activations of UNARY ("unary": sigmoid, tanh, gelu, leaky relu,
-hardswish, silu, gelu tanh; in int8 a 256-entry table, docs/npu.md section 2) and SOFTMAX over a matrix's rows
-("softmax", fp16)."""
+hardswish, silu, gelu tanh; in int8 a 256-entry table, docs/npu.md section 2). SOFTMAX is softmax.py's."""
 
 from __future__ import annotations
 
@@ -32,15 +31,4 @@ def lower_unary(comp: Composite) -> Layer:
         s_x, z_x = qparams(comp.data_dq())
         layer.in_zps = (z_x,)
         layer.const = qp.unary_table(layer.func, layer.alpha, s_x, z_x, s_y, z_y)
-    return comp.connect(layer, call.args[0], view, layout, shape, view)
-
-
-@lowers("softmax")
-def lower_softmax(comp: Composite) -> Layer:
-    """A softmax over a matrix's rows (fp16 only: the pattern table has no int8 softmax)."""
-    layer = comp.layer("softmax")
-    call = comp.calls["nn.softmax"][-1]
-    layer.act = "none"
-    shape = static_shape(call)
-    layout, view = layout_view(shape)
     return comp.connect(layer, call.args[0], view, layout, shape, view)

@@ -39,7 +39,10 @@ RESIDENT_SHARES = (0.0, 0.5, 0.7, 0.85)
 
 def constant_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[bytes, int, int]:
     """Weights rows [oc0, oc1) then the fp32 bias or the int8 requantization block (bias, scale); for a
-    vector layer its one constant row (ELTWISE's b, or UNARY's int8 table)."""
+    vector layer its one constant row (ELTWISE's b, or UNARY's int8 table), or a SOFTMAX's mask rows."""
+    if layer.const is not None and layer.kind == "softmax":  # mask rows, each aligned (mask_stride)
+        rows = layer.const.shape[1] * 2
+        return b"".join(r.tobytes().ljust(align(rows, cfg.alignment), b"\0") for r in layer.const), 0, 0
     if layer.const is not None:
         raw = np.ascontiguousarray(layer.const).tobytes()
         return raw, 0, 0

@@ -1,7 +1,7 @@
 """Part of stage 4 (plan): the vector-unit commands of format 1.1 (ELTWISE, UNARY, SOFTMAX) for one row
 tile, and their SRAM footprints (docs/npu.md section 6). plan.py places and tiles them like ADD:
-a tile is a band of rows; a per-channel b is one row read by every tile; a constant b or an int8 table
-is a constant block loaded into the layer's weight slot.
+a tile is a band of rows; a per-channel b is one row read by every tile; a constant b, an int8 table
+or a softmax mask (format 1.4) is a constant block loaded into the layer's weight slot.
 """
 
 from __future__ import annotations
@@ -37,6 +37,11 @@ def binary_requant(layer) -> dict:
     }
 
 
+def mask_stride(cfg: NPUConfig, layer) -> int:
+    """Bytes between a SOFTMAX mask's rows in the weight slot: one aligned fp16 row each."""
+    return align(layer.const.shape[1] * 2, cfg.alignment)
+
+
 def vector_command(
     cfg: NPUConfig, layer, t, ins: list, srcs: list, dst, out_addr: int, out_stride: int, w_slot, common: dict
 ) -> Command:
@@ -46,6 +51,11 @@ def vector_command(
     rows = dict(out_addr=out_addr, out_stride=out_stride, rows=t.out_rows, row_elems=dst.view[2] * dst.view[3])
     if layer.kind == "softmax":  # rows are softmax rows: a tile is any band of them
         a = dict(rows, dtype=common["dtype"], in_addr=ins[0], in_stride=srcs[0].row_stride)
+        if layer.softmax_scale:  # format 1.4; an unscaled, unmasked softmax keeps 1.1's operands
+            a["scale"] = f32_bits(layer.softmax_scale)
+        if layer.const is not None:  # the mask rows in the weight slot; tile row 0 is global row out_r0
+            n = layer.const.shape[0]
+            a.update(mask_addr=w_slot, mask_stride=mask_stride(cfg, layer), mask_rows=n, mask_row0=t.out_r0 % n)
         return Command("SOFTMAX", a, {}, layer.name)
     if layer.kind == "unary":
         a = dict(
@@ -93,6 +103,8 @@ def vector_footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
     out = [span(a["out_addr"], a["rows"], a["out_stride"])]
     if cmd.op in ("UNARY", "SOFTMAX"):
         reads = [span(a["in_addr"], a["rows"], a["in_stride"])]
+        if a.get("mask_rows", 0):
+            reads.append(span(a["mask_addr"], a["mask_rows"], a["mask_stride"]))
         if a.get("table_addr", NO_TABLE) != NO_TABLE:
             reads.append(span(a["table_addr"], 1, align(UNARY_TABLE_BYTES, cfg.alignment)))
         return reads, out
