@@ -16,6 +16,8 @@ FAMILIES = {
     "npu.leaky_relu": "lower_unary",
     "npu.qhardswish": "lower_unary",
     "npu.softmax": "lower_softmax",
+    "npu.layer_norm": "lower_norm",
+    "npu.rms_norm": "lower_norm",
     "npu.qglobal_avg_pool": "lower_pool",
     "npu.qreshape": "lower_reshape",
     "npu.slice_rows": "lower_slice_rows",

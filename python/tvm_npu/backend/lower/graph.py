@@ -27,7 +27,7 @@ class TensorInfo:
 @dataclass
 class Layer:
     """One NPU op: "conv" (MAC array; dense is a 1x1 conv over [1, M, 1, K]), "add", "pool", "eltwise",
-    "unary" or "softmax" (vector), "view" (a reshape that keeps the stored rows: its output aliases its
+    "unary", "softmax" or "norm" (vector), "view" (a reshape that keeps the stored rows: its output aliases its
     input, no command) or "concat" (its inputs are written into its channels or rows, no command;
     slices.py)."""
 
@@ -67,6 +67,8 @@ class Layer:
     alpha: float = 0.0
     # integer eltwise: the dtypes of a, b and the result ("int8" or "int16", format 1.2)
     dtypes: tuple = ()
+    # norm ("layernorm" / "rmsnorm" in `func`, eps in `alpha`): the rows of `const`, "gamma" then "beta"
+    norm_params: tuple = ()
 
     @property
     def taps(self) -> tuple:
