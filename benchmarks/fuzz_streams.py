@@ -27,8 +27,9 @@ EDGE = (0, 1, 2, 0x7F, 0x80, 0xFF, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFF
 
 
 def seeds() -> list:
-    """Streams of small compiled models: a CNN (fp16), its int8 form, a concat / eltwise model, and a
-    quantized LSTM (its cell state int16 ELTWISE operands, c0 / c_T int16 region I/O: format 1.2)."""
+    """Streams of small compiled models: a CNN (fp16), its int8 form, a concat / eltwise model, a
+    quantized LSTM (its cell state int16 ELTWISE operands, c0 / c_T int16 region I/O: format 1.2), and a
+    LayerNorm -> MatMul -> RMSNorm block (NORM, format 1.4)."""
     import tvm_npu
     from tvm_npu import runtime
     from tvm_npu.models import lstm, op_zoo, small_cnn
@@ -59,7 +60,27 @@ def seeds() -> list:
     ]
     qmod, _ = tvm_npu.quantize(tvm_npu.from_onnx(model), calib, progress=False)
     out += [bytes(m["get_stream"]()) for m in runtime.npu_modules(tvm_npu.build(qmod))]
+    out += [bytes(m["get_stream"]()) for m in runtime.npu_modules(tvm_npu.build(tvm_npu.from_onnx(_norm_block())))]
     return out
+
+
+def _norm_block():
+    """LayerNorm -> MatMul -> RMSNorm (format 1.4's NORM, both kinds, gamma and beta in the weight region)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(4)
+    d = 32
+    inits = [numpy_helper.from_array(rng.standard_normal(d).astype(np.float32), n) for n in ("g1", "b1", "g2")] + [
+        numpy_helper.from_array(rng.standard_normal((d, d)).astype(np.float32), "w")
+    ]
+    nodes = [
+        helper.make_node("LayerNormalization", ["x", "g1", "b1"], ["h"], axis=-1),
+        helper.make_node("MatMul", ["h", "w"], ["m"]),
+        helper.make_node("RMSNormalization", ["m", "g2"], ["y"], axis=-1),
+    ]
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [4, d]) for n in ("x", "y")]
+    graph = helper.make_graph(nodes, "norm_block", io[:1], io[1:], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
 
 
 def mutate(blob: bytes, rng) -> bytes:

@@ -53,3 +53,11 @@ def extreme_int8(rng, shape):
     x[mask < 0.15] = -128
     x[mask > 0.85] = 127
     return x
+
+
+def assert_fp16_close(got, want):
+    """The issue's tolerance for the fp16 datapath against a float32 reference."""
+    bound = 1e-2 * max(1.0, float(np.abs(want).max()))
+    assert np.isfinite(got).all(), got
+    err = float(np.abs(got.astype(np.float64) - want).max())
+    assert err <= bound, (err, bound)

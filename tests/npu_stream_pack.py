@@ -40,8 +40,9 @@ def raises_code(code, fn, *args, **kwargs):
 # Codes and constants, by the names the tests use (values from the spec)
 # ---------------------------------------------------------------------------------------------
 
-END, DMA_LOAD, DMA_STORE, CONV2D, ADD, POOL, ELTWISE, UNARY, SOFTMAX = (
-    layout.OPCODES[n] for n in ("END", "DMA_LOAD", "DMA_STORE", "CONV2D", "ADD", "POOL", "ELTWISE", "UNARY", "SOFTMAX")
+END, DMA_LOAD, DMA_STORE, CONV2D, ADD, POOL, ELTWISE, UNARY, SOFTMAX, NORM = (
+    layout.OPCODES[n]
+    for n in ("END", "DMA_LOAD", "DMA_STORE", "CONV2D", "ADD", "POOL", "ELTWISE", "UNARY", "SOFTMAX", "NORM")
 )
 INPUT, OUTPUT, WEIGHT, BIAS = (layout.codes("role")[n] for n in ("input", "output", "weight", "bias"))
 FP16, INT8, INT32, FP32, INT16 = (layout.codes("dtype")[n] for n in ("float16", "int8", "int32", "float32", "int16"))

@@ -7,7 +7,8 @@
  *        dtypes, opcodes). 1.1: the pixel strides of CONV2D and POOL; the opcodes ELTWISE, UNARY
  *        and SOFTMAX; 1.2: the int16 dtype; ELTWISE's per-operand dtypes; 1.3: quantized staging
  *        (host fp32 <-> device int8 / int16) and the quantization table; 1.4: UNARY's silu (5) and
- *        gelu_tanh (6); SOFTMAX's scale and additive mask (attention).
+ *        gelu_tanh (6); SOFTMAX's scale and additive mask (attention); the opcode NORM (LayerNorm
+ *        and RMSNorm over a row).
  *
  * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
  * little-endian host reads one with a memcpy. The structs carry no behaviour: what operand values
@@ -31,7 +32,8 @@ constexpr uint16_t kVectorOpsMinor = 1;
 constexpr uint16_t kInt16Minor = 2;
 // 1.3: quantized staging (host fp32 <-> device int8 / int16) and the quantization table.
 constexpr uint16_t kQuantIoMinor = 3;
-// 1.4: UNARY's silu (5) and gelu_tanh (6); SOFTMAX's scale and additive mask (attention).
+// 1.4: UNARY's silu (5) and gelu_tanh (6); SOFTMAX's scale and additive mask (attention); the
+// opcode NORM (LayerNorm and RMSNorm over a row).
 constexpr uint16_t kLlmMinor = 4;
 
 constexpr uint32_t kHeaderBytes = 64;
@@ -53,6 +55,8 @@ constexpr uint32_t kUnaryTableBytes = 256;
 constexpr uint32_t kNoTable = 0xFFFFFFFF;
 // CONV2D bias_addr: no bias (fp16 only).
 constexpr uint32_t kNoBias = 0xFFFFFFFF;
+// NORM gamma_addr / beta_addr: no scale (multiply by 1) / no shift (add 0).
+constexpr uint32_t kNoParam = 0xFFFFFFFF;
 // Tensor descriptor io_index of a weight or bias.
 constexpr uint32_t kNoIoIndex = 0xFFFFFFFF;
 
@@ -66,6 +70,7 @@ enum Opcode : uint32_t {
   kEltwise = 0x22,
   kUnary = 0x23,
   kSoftmax = 0x24,
+  kNorm = 0x28,
 };
 
 /*! \brief The opcode's name as written in docs/npu.md section 4, or "unknown". */
@@ -80,6 +85,7 @@ inline const char* OpcodeName(uint32_t opcode) {
     case kEltwise: return "ELTWISE";
     case kUnary: return "UNARY";
     case kSoftmax: return "SOFTMAX";
+    case kNorm: return "NORM";
     default: return "unknown";
   }
 }
@@ -139,6 +145,11 @@ enum UnaryFunc : uint32_t {
   kUnaryLeakyRelu = 4,
   kUnarySilu = 5,
   kUnaryGeluTanh = 6,
+};
+
+enum NormKind : uint32_t {
+  kNormLayer = 0,
+  kNormRms = 1,
 };
 
 /*!
@@ -406,6 +417,25 @@ constexpr uint32_t kSoftmaxOperandWords12 = 7;
 // A 1.3 stream has 7 SOFTMAX operands.
 constexpr uint32_t kSoftmaxOperandWords13 = 7;
 
+/*!
+ * \brief Operands of NORM, words 1..11: each of `rows` rows of `row_elems` fp16 elements normalized
+ *        on its own (format 1.4).
+ */
+struct NormOperands {
+  uint32_t dtype;
+  uint32_t kind;  // NormKind
+  uint32_t in_addr;
+  uint32_t in_stride;
+  uint32_t out_addr;
+  uint32_t out_stride;
+  uint32_t rows;
+  uint32_t row_elems;
+  uint32_t gamma_addr;  // row_elems fp32 scales in SRAM, or kNoParam (1)
+  uint32_t beta_addr;   // row_elems fp32 shifts in SRAM, or kNoParam (0); rmsnorm: kNoParam
+  uint32_t eps;         // fp32 bits, finite and >= 0
+};
+constexpr uint32_t kNormOperandWords = 11;
+
 static_assert(sizeof(Header) == kHeaderBytes, "header layout");
 static_assert(sizeof(TensorDesc) == kTensorBytes, "tensor descriptor layout");
 static_assert(sizeof(QParams) == kQParamsBytes, "quantization table entry layout");
@@ -417,6 +447,7 @@ static_assert(sizeof(PoolOperands) == 4 * kPoolOperandWords, "POOL operand layou
 static_assert(sizeof(EltwiseOperands) == 4 * kEltwiseOperandWords, "ELTWISE operand layout");
 static_assert(sizeof(UnaryOperands) == 4 * kUnaryOperandWords, "UNARY operand layout");
 static_assert(sizeof(SoftmaxOperands) == 4 * kSoftmaxOperandWords, "SOFTMAX operand layout");
+static_assert(sizeof(NormOperands) == 4 * kNormOperandWords, "NORM operand layout");
 
 /*! \brief Bytes per element of a stream dtype, 0 for an unknown code. */
 inline uint32_t DTypeBytes(uint32_t dtype) {

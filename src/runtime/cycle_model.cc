@@ -66,6 +66,10 @@ uint64_t CycleModel::VectorSteps(const stream::Command& cmd) {
     const stream::SoftmaxOperands op = OperandsOf<stream::SoftmaxOperands>(cmd);
     return SatMul(3, SatMul(op.rows, op.row_elems));
   }
+  if (cmd.opcode() == stream::kNorm) {  // layernorm: sum, deviations, normalize; rmsnorm: two
+    const stream::NormOperands op = OperandsOf<stream::NormOperands>(cmd);
+    return SatMul(op.kind == stream::kNormLayer ? 3 : 2, SatMul(op.rows, op.row_elems));
+  }
   const stream::PoolOperands op = OperandsOf<stream::PoolOperands>(cmd);
   return SatMul(SatMul(SatMul(op.out_h, op.out_w), op.c), SatMul(op.kh, op.kw));
 }
@@ -80,7 +84,7 @@ static bool TwoByteElements(const stream::Command& cmd) {
 }
 
 uint64_t CycleModel::VectorCycles(const NPUConfig& config, const stream::Command& cmd) {
-  // Every vector command (ADD, POOL, ELTWISE, UNARY, SOFTMAX) carries its dtype in word 1.
+  // Every vector command (ADD, POOL, ELTWISE, UNARY, SOFTMAX, NORM) carries its dtype in word 1.
   const uint64_t lanes = TwoByteElements(cmd) ? config.vector_lanes / 2 : config.vector_lanes;
   return config.op_overhead + CeilDiv(VectorSteps(cmd), lanes);
 }
@@ -93,7 +97,7 @@ CommandTiming CycleModel::OnCommand(const stream::Command& cmd) {
   } else if (opcode == stream::kConv2D) {
     t.engine = kEngineMac;
   } else if (opcode == stream::kAdd || opcode == stream::kPool || opcode == stream::kEltwise ||
-             opcode == stream::kUnary || opcode == stream::kSoftmax) {
+             opcode == stream::kUnary || opcode == stream::kSoftmax || opcode == stream::kNorm) {
     t.engine = kEngineVector;
   }
   // Issue rule: one command per cycle; a wait k on engine e holds the command until at most k of

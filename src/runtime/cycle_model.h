@@ -62,8 +62,8 @@ class CycleModel {
   static uint64_t Conv2DPasses(const NPUConfig& config, const stream::Conv2DOperands& op);
   /*! \brief op_overhead + P * rate_div. */
   static uint64_t Conv2DCycles(const NPUConfig& config, const stream::Conv2DOperands& op);
-  /*! \brief Vector-unit element-steps: E for ADD, ELTWISE and UNARY, 3 * E for SOFTMAX,
-   *         E * KH * KW for POOL (section 5). */
+  /*! \brief Vector-unit element-steps: E for ADD, ELTWISE and UNARY, 3 * E for SOFTMAX and a
+   *         layernorm NORM, 2 * E for an rmsnorm NORM, E * KH * KW for POOL (section 5). */
   static uint64_t VectorSteps(const stream::Command& cmd);
   /*! \brief op_overhead + ceil(steps / lanes), lanes = vector_lanes (int8) or vector_lanes / 2
    *         (fp16). */

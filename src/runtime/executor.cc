@@ -26,6 +26,7 @@
 #include "kernels/ref/conv2d_ref.h"
 #include "kernels/ref/eltwise_ref.h"
 #include "kernels/ref/fp16.h"
+#include "kernels/ref/norm_ref.h"
 #include "kernels/ref/pool_ref.h"
 #include "runtime/cycle_model.h"
 #include "runtime/npu_error.h"
@@ -246,6 +247,14 @@ class Machine {
     const stream::SoftmaxOperands op = OperandsOf<stream::SoftmaxOperands>(cmd);
     SoftmaxRef(op, sram_.data() + op.in_addr, op.mask_rows ? sram_.data() + op.mask_addr : nullptr,
                sram_.data() + op.out_addr);
+  }
+
+  // No fast kernel yet: the fast level runs the reference NORM too.
+  void Norm(const stream::Command& cmd) {
+    const stream::NormOperands op = OperandsOf<stream::NormOperands>(cmd);
+    uint8_t* s = sram_.data();
+    NormRef(op, s + op.in_addr, op.gamma_addr == stream::kNoParam ? nullptr : s + op.gamma_addr,
+            op.beta_addr == stream::kNoParam ? nullptr : s + op.beta_addr, s + op.out_addr);
   }
 
   void Unary(const stream::Command& cmd) {
@@ -479,6 +488,7 @@ std::vector<uint64_t> Execute(const ParsedStream& ps, const std::vector<const DL
       case stream::kEltwise: machine.Binary(cmd, fast::Eltwise); break;
       case stream::kUnary: machine.Unary(cmd); break;
       case stream::kSoftmax: machine.Softmax(cmd); break;
+      case stream::kNorm: machine.Norm(cmd); break;
       default: break;  // END
     }
   }

@@ -123,6 +123,7 @@ ByteRange SramWrites(const stream::Command& cmd, uint64_t sram_bytes) {
     case stream::kEltwise: return OutputRows<stream::EltwiseOperands>(cmd);
     case stream::kUnary: return OutputRows<stream::UnaryOperands>(cmd);
     case stream::kSoftmax: return OutputRows<stream::SoftmaxOperands>(cmd);
+    case stream::kNorm: return OutputRows<stream::NormOperands>(cmd);
     default: return {0, sram_bytes};
   }
 }
@@ -201,6 +202,15 @@ std::vector<ByteRange> SramReads(const stream::Command& cmd, const NPUConfig& cf
         reads.push_back(
             Span(op.mask_addr, op.mask_rows, op.mask_stride, uint64_t{op.row_elems} * 2));
       }
+      return reads;
+    }
+    case stream::kNorm: {
+      const auto op = OperandsOf<stream::NormOperands>(cmd);
+      std::vector<ByteRange> reads = {
+          Span(op.in_addr, op.rows, op.in_stride, uint64_t{op.row_elems} * 2)};
+      const uint64_t prm = uint64_t{op.row_elems} * 4;
+      if (op.gamma_addr != stream::kNoParam) reads.push_back({op.gamma_addr, op.gamma_addr + prm});
+      if (op.beta_addr != stream::kNoParam) reads.push_back({op.beta_addr, op.beta_addr + prm});
       return reads;
     }
     default: return {{0, cfg.sram_bytes}};

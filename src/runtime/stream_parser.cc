@@ -263,6 +263,7 @@ uint32_t UsedOperandWords(uint32_t opcode, uint32_t version_minor) {
     case stream::kSoftmax:  // scale and mask: format 1.4
       return version_minor < stream::kLlmMinor ? stream::kSoftmaxOperandWords13
                                                : stream::kSoftmaxOperandWords;
+    case stream::kNorm: return stream::kNormOperandWords;
     default: return 0;  // END
   }
 }
@@ -308,6 +309,14 @@ void CheckCommands(const ParsedStream& ps) {
           CheckUnary(where, cmd, ps.config);
         }
         if (opcode == stream::kSoftmax) CheckSoftmax(where, cmd, ps.config);
+        break;
+      case stream::kNorm:
+        if (ps.header.version_minor < stream::kLlmMinor) {
+          NPU_THROW(kBadStream) << where << ": opcode 0x" << std::hex << opcode << std::dec
+                                << " needs stream format 1." << stream::kLlmMinor
+                                << ", the stream says 1." << ps.header.version_minor;
+        }
+        CheckNorm(where, cmd, ps.config);
         break;
       default: NPU_THROW(kBadStream) << where << ": unknown opcode 0x" << std::hex << opcode;
     }

@@ -18,6 +18,8 @@ FAMILIES = {
     "npu.softmax": "lower_softmax",
     "npu.softmax_masked": "lower_softmax",
     "npu.softmax_scaled": "lower_softmax",
+    "npu.layer_norm": "lower_norm",
+    "npu.rms_norm": "lower_norm",
     "npu.qglobal_avg_pool": "lower_pool",
     "npu.qreshape": "lower_reshape",
     "npu.slice_rows": "lower_slice_rows",

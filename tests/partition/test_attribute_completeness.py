@@ -24,6 +24,7 @@ X4, W4, M, Q = (
     _tensor("m", (8, 8)),
     _tensor("q", (8, 8), "int8"),
 )
+G = _tensor("g", (8,))
 ONE, ZERO = relax.const(1.0, "float32"), relax.const(0, "int8")
 
 # One call of each claimed op, for its attrs node (TVM has no registered attrs type for some ops).
@@ -34,6 +35,8 @@ CALLS = {
     "relax.nn.avg_pool2d": lambda: R.nn.avg_pool2d(X4),
     "relax.mean": lambda: R.mean(X4, [2, 3], True),
     "relax.nn.softmax": lambda: R.nn.softmax(M),
+    "relax.nn.layer_norm": lambda: R.nn.layer_norm(M, G, G, axes=[-1]),
+    "relax.nn.rms_norm": lambda: R.nn.rms_norm(M, G, axes=[-1]),
     "relax.nn.leakyrelu": lambda: R.nn.leakyrelu(M, 0.1),
     "relax.concat": lambda: R.concat([M, M]),
     "relax.strided_slice": lambda: R.strided_slice(M, [0], [0], [4]),

@@ -11,7 +11,7 @@ from tvm import relax
 
 import tvm_npu
 from builders import module_of as module
-from conftest import run_cpu, run_vm
+from conftest import assert_fp16_close, run_cpu, run_vm
 from npu_ref import fp16
 from tvm_npu.tools.trace import trace_events
 
@@ -21,14 +21,6 @@ F32 = np.float32
 def build(mod):
     report = tvm_npu.BuildReport()
     return tvm_npu.build(mod, report=report), report
-
-
-def assert_fp16_close(got, want):
-    """The issue's tolerance for the fp16 datapath against a float32 reference."""
-    bound = 1e-2 * max(1.0, float(np.abs(want).max()))
-    assert np.isfinite(got).all(), got
-    err = float(np.abs(got.astype(np.float64) - want).max())
-    assert err <= bound, (err, bound)
 
 
 # --- softmax of a model input: the fp32 -> fp16 staging error, amplified, stays off the NPU --------------

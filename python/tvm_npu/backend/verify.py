@@ -32,6 +32,7 @@ from ..contract.stream import (
     DTYPE_NAMES,
     ENGINES,
     NO_BIAS,
+    NO_PARAM,
     NO_WAIT,
     OPERANDS,
     SLICE_ALIGNMENT,
@@ -126,7 +127,7 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
         out_row = _pixel_row(a["out_w"], a["oc"] * elem, a["out_pstride"])
         out = ("SRAM", "output", a["out_addr"], a["out_h"], out_row, a["out_stride"])
         return reads, [out]
-    if op in ("ELTWISE", "UNARY", "SOFTMAX"):
+    if op in ("ELTWISE", "UNARY", "SOFTMAX", "NORM"):
         return _vector_footprints(a, op, elem, alignment)
     if op == "ADD":
         row = a["row_elems"] * elem
@@ -146,12 +147,12 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
     )
 
 
-COMPUTE_OPS = ("CONV2D", "ADD", "POOL", "ELTWISE", "UNARY", "SOFTMAX")
+COMPUTE_OPS = ("CONV2D", "ADD", "POOL", "ELTWISE", "UNARY", "SOFTMAX", "NORM")
 
 
 def _vector_footprints(a: dict, op: str, elem: int, alignment: int) -> tuple[list, list]:
     """ELTWISE: a, b (its rows per b_mode), output; UNARY: input, the int8 table, output; SOFTMAX: input,
-    its mask rows (format 1.4), output."""
+    its mask rows (format 1.4), output; NORM: input, gamma and beta (fp32 rows), output."""
     if op == "ELTWISE":
         mode = a["b_mode"]
         b_rows, b_elems = (
@@ -173,6 +174,11 @@ def _vector_footprints(a: dict, op: str, elem: int, alignment: int) -> tuple[lis
         reads.append(("SRAM", "table", a["table_addr"], 1, UNARY_TABLE_BYTES, _align(UNARY_TABLE_BYTES, alignment)))
     if op == "SOFTMAX" and a.get("mask_rows", 0):  # format 1.4
         reads.append(("SRAM", "mask", a["mask_addr"], a["mask_rows"], row, a["mask_stride"]))
+    if op == "NORM":
+        prm = a["row_elems"] * 4
+        for name in ("gamma", "beta"):
+            if a[f"{name}_addr"] != NO_PARAM:
+                reads.append(("SRAM", name, a[f"{name}_addr"], 1, prm, _align(prm, alignment)))
     return reads, [("SRAM", "output", a["out_addr"], a["rows"], row, a["out_stride"])]
 
 

@@ -29,7 +29,7 @@ MINORS: list[dict[str, Any]] = [
     {"minor": 3, "c": "QuantIo",
      "added": "quantized staging (host fp32 <-> device int8 / int16) and the quantization table"},
     {"minor": 4, "c": "Llm",
-     "added": "UNARY's silu (5) and gelu_tanh (6); SOFTMAX's scale and additive mask (attention)"},
+     "added": "UNARY's silu (5) and gelu_tanh (6); SOFTMAX's scale and additive mask (attention); the opcode NORM (LayerNorm and RMSNorm over a row)"},
 ]
 
 # Named values of the format. "c" is the C++ constant, "py" the Python one (contract/stream.py).
@@ -44,6 +44,8 @@ CONSTANTS: list[dict[str, Any]] = [
      "doc": "an int8 UNARY's table: one int8 output per input code, indexed by x + 128"},
     {"c": "kNoTable", "py": "NO_TABLE", "value": 0xFFFFFFFF, "doc": "UNARY table_addr: no table (fp16)"},
     {"c": "kNoBias", "py": "NO_BIAS", "value": 0xFFFFFFFF, "doc": "CONV2D bias_addr: no bias (fp16 only)"},
+    {"c": "kNoParam", "py": "NO_PARAM", "value": 0xFFFFFFFF,
+     "doc": "NORM gamma_addr / beta_addr: no scale (multiply by 1) / no shift (add 0)"},
     {"c": "kNoIoIndex", "py": "NO_IO", "value": 0xFFFFFFFF,
      "doc": "tensor descriptor io_index of a weight or bias"},
 ]
@@ -224,6 +226,11 @@ ENUMS: dict[str, dict[str, Any]] = {
                  "x^3)))` as `x * sigmoid(2 * ...)`: the sum `1 + tanh` cancels for x < 0)",
          "guarantee": "within 1 fp16 ulp"},
     ]},
+    "norm_kind": {"c": "NormKind", "field": "`NORM` `kind`", "values": [
+        {"name": "layernorm", "code": 0, "c": "kNormLayer", "since": 4,
+         "doc": "`(x - mean) / sqrt(var + eps) * gamma + beta`"},
+        {"name": "rmsnorm", "code": 1, "c": "kNormRms", "since": 4, "doc": "`x / sqrt(mean(x^2) + eps) * gamma`"},
+    ]},
 }
 
 # ---------------------------------------------------------------------------------------------------
@@ -321,6 +328,16 @@ OPCODES: list[dict[str, Any]] = [
                ("format 1.4: z = x * scale + mask[(mask_row0 + r) % mask_rows][e] in fp32 (two roundings, "
                 "no fused multiply-add) before the max / exp / sum / divide; 0 operands keep 1.1's softmax.")],
      "doc": "softmax over each row (a matrix's last axis), fp16 (format 1.1; scale and additive mask, 1.4)"},
+    {"name": "NORM", "code": 0x28, "c": "kNorm", "engine": "vector", "c_struct": "NormOperands",
+     "since": 4,
+     "operands": ["dtype", "kind", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems",
+                  "gamma_addr", "beta_addr", "eps"],
+     "enums": {"kind": "norm_kind"},
+     "comments": {"gamma_addr": "row_elems fp32 scales in SRAM, or kNoParam (1)",
+                  "beta_addr": "row_elems fp32 shifts in SRAM, or kNoParam (0); rmsnorm: kNoParam",
+                  "eps": "fp32 bits, finite and >= 0"},
+     "notes": ["each of `rows` rows of `row_elems` fp16 elements normalized on its own (format 1.4)."],
+     "doc": "LayerNorm or RMSNorm over each row (a matrix's last axis), fp16, fp32 gamma / beta (format 1.4)"},
 ]
 
 # ---------------------------------------------------------------------------------------------------

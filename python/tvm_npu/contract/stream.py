@@ -29,6 +29,7 @@ SLICE_ALIGNMENT = layout.NAMED_VALUES["SLICE_ALIGNMENT"]  # CONV2D / POOL input 
 NO_IO = layout.NAMED_VALUES["NO_IO"]
 UNARY_TABLE_BYTES = layout.NAMED_VALUES["UNARY_TABLE_BYTES"]
 NO_TABLE = layout.NAMED_VALUES["NO_TABLE"]
+NO_PARAM = layout.NAMED_VALUES["NO_PARAM"]  # NORM: no gamma / no beta
 
 # The engine of each compute opcode (a DMA command's engine is its channel's).
 ENGINE_OF = {op["name"]: op["engine"] for op in spec.OPCODES if op["engine"] in ("mac", "vector")}
@@ -36,6 +37,7 @@ POOL_KINDS = layout.codes("pool_kind")
 ELTWISE_KINDS = layout.codes("eltwise_kind")
 B_MODES = layout.codes("b_mode")
 UNARY_FUNCS = layout.codes("unary_func")
+NORM_KINDS = layout.codes("norm_kind")
 DTYPES = layout.codes("dtype")
 DTYPE_NAMES = layout.names("dtype")
 DTYPE_BYTES = {v["name"]: v["bytes"] for v in spec.ENUMS["dtype"]["values"]}

@@ -157,6 +157,32 @@ ONNX_OPS: dict[str, OnnxOp] = {
         ("relax.nn.softmax",),
         {"axis": becomes("relax.nn.softmax", "axis", "opset < 13: a softmax over the last axis of the 2-D view")},
     ),
+    "LayerNormalization": OnnxOp(
+        ("relax.nn.layer_norm",),
+        {
+            "axis": becomes("relax.nn.layer_norm", "axes", "from axis to the last dimension"),
+            "epsilon": becomes("relax.nn.layer_norm", "epsilon"),
+            "stash_type": imported(
+                "ignored: TVM computes in the input's dtype; for float32 models that is the default 1 (float32)"
+            ),
+        },
+        {"B": becomes("relax.nn.layer_norm", "beta", "absent: zeros")},
+        {
+            "Mean": refused("refused: TVM's importer gives it as a constant 0, not the mean"),
+            "InvStdDev": refused("refused: TVM's importer gives it as a constant 0, not 1 / std"),
+        },
+    ),
+    "RMSNormalization": OnnxOp(
+        ("relax.nn.rms_norm",),
+        {
+            "axis": becomes("relax.nn.rms_norm", "axes", "from axis to the last dimension"),
+            "epsilon": becomes("relax.nn.rms_norm", "epsilon"),
+            "stash_type": imported(
+                "1 (float32): a non-float32 input is cast to float32 around the norm; another value computes "
+                "in the input's dtype"
+            ),
+        },
+    ),
     "MaxPool": _pool("relax.nn.max_pool2d", avg=False),
     "AveragePool": _pool("relax.nn.avg_pool2d", avg=True),
     "GlobalAveragePool": OnnxOp(("relax.mean",)),

@@ -21,6 +21,8 @@ from .constraints import (
     constraint_float32,
     constraint_groups,
     constraint_int8_activations,
+    constraint_norm_axes,
+    constraint_norm_params,
     constraint_per_tensor,
     constraint_pool,
     constraint_pool_window_fits,
@@ -98,6 +100,16 @@ RELAX_ATTRS: dict[str, dict[str, Attr]] = {
         "keepdims": checked("True", constraint_pool),
     },
     "relax.nn.softmax": {"axis": checked("the last axis of a tensor of rank 1 to 3", constraint_softmax_axis)},
+    "relax.nn.layer_norm": {
+        "axes": checked("the last axis alone, of a tensor of rank 1 to 3", constraint_norm_axes),
+        "epsilon": checked("finite and >= 0 (NORM's fp32 eps)", constraint_norm_params),
+        "center": checked("True (TVM's CPU kernels add beta even when False)", constraint_norm_params),
+        "scale": checked("True (TVM's CPU kernels apply gamma even when False)", constraint_norm_params),
+    },
+    "relax.nn.rms_norm": {
+        "axes": checked("the last axis alone, of a tensor of rank 1 to 3", constraint_norm_axes),
+        "epsilon": checked("finite and >= 0 (NORM's fp32 eps)", constraint_norm_params),
+    },
     "relax.nn.leakyrelu": {"alpha": exact("any (UNARY's alpha; int8: folded into the table)")},
     "relax.concat": {
         "axis": through(
@@ -140,6 +152,13 @@ RELAX_ATTRS: dict[str, dict[str, Attr]] = {
 
 # The arguments of a claimed Relax op that are not the tensors it computes on (attributes in ONNX).
 RELAX_INPUTS: dict[str, dict[str, Attr]] = {
+    "relax.nn.layer_norm": {
+        "gamma": checked("a float32 constant of the row's length (fp32 in the weight region)", constraint_norm_params),
+        "beta": checked("a float32 constant of the row's length (fp32 in the weight region)", constraint_norm_params),
+    },
+    "relax.nn.rms_norm": {
+        "weight": checked("a float32 constant of the row's length (fp32 in the weight region)", constraint_norm_params)
+    },
     "relax.clip": {
         "min": through("a constant at most max (a fused activation; hardswish's clip: 0)", constraint_clip_bounds),
         "max": through("a constant at least min (a fused activation; hardswish's clip: 6)", constraint_clip_bounds),

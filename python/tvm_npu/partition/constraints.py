@@ -504,6 +504,37 @@ def constraint_softmax_mask(const, shape, scale: float, in_shape):
     return softmax_mask(const, shape, scale, in_shape)[1]
 
 
+def constraint_norm_axes(call):
+    """NPU_E_AXIS: layer_norm and rms_norm must normalize over the last axis alone of a tensor of rank 1 to
+    3 (a matrix's rows: NORM works on rows); several axes, another axis, or a 4-D map's last axis (W, not
+    contiguous in the NPU's NHWC layout) stay on the CPU."""
+    rank = len(static_shape(call))
+    axes = [int(a) % max(rank, 1) for a in call.attrs.axes]
+    if rank == 4 or axes != [rank - 1]:
+        return f"axes {[int(a) for a in call.attrs.axes]} of a rank-{rank} tensor"
+    return None
+
+
+def constraint_norm_params(call):
+    """NPU_E_NORM: gamma (and layer_norm's beta) must be float32 constants holding one value per element
+    of the row (NORM reads them, unrounded, from the weight region), and epsilon finite and >= 0; a gamma
+    or beta computed at run time stays on the CPU. layer_norm's center and scale must be True: TVM's own CPU
+    kernels apply beta and gamma whatever the flags say, so a False flag has no single meaning to follow."""
+    if call.op.name == "relax.nn.layer_norm" and not (bool(call.attrs.center) and bool(call.attrs.scale)):
+        return f"center={bool(call.attrs.center)}, scale={bool(call.attrs.scale)}"
+    eps = float(call.attrs.epsilon)
+    if not np.isfinite(eps) or eps < 0:
+        return f"epsilon {eps}"
+    row = static_shape(call)[-1]
+    for name, arg in zip(("gamma", "beta"), call.args[1:]):
+        value = constant_value(arg)
+        if value is None or value.dtype != np.float32 or value.size != row:
+            shape = static_shape(arg)
+            what = "not a constant" if value is None else f"{value.dtype} {list(value.shape)}"
+            return f"{name} {list(shape) if shape is not None else '?'}: {what} (the row has {row} elements)"
+    return None
+
+
 # Every constraint, for the generated supported-ops table.
 ALL_CONSTRAINTS = [
     constraint_float32,
@@ -532,6 +563,8 @@ ALL_CONSTRAINTS = [
     constraint_softmax_input,
     constraint_softmax_scale,
     constraint_softmax_mask,
+    constraint_norm_axes,
+    constraint_norm_params,
     constraint_fp16_constants,
     constraint_model_input,
     constraint_model_output,

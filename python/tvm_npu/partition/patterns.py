@@ -16,7 +16,7 @@ from tvm.relax.backend.utils import has_leaking_intermediate_variables
 from tvm.relax.dpl import is_const, is_op, is_tuple, wildcard
 
 from ..contract.config import get_config
-from . import checks
+from . import checks, norm_checks
 from .attention_checks import check_softmax_masked
 
 PREFIX = "npu"
@@ -244,6 +244,22 @@ def softmax_patterns():
     return out
 
 
+NORM_OPS = {"layer_norm": "relax.nn.layer_norm", "rms_norm": "relax.nn.rms_norm"}
+
+
+def norm_patterns():
+    """LayerNorm and RMSNorm over a matrix's rows (NORM, fp16 only: in a QDQ model it runs between the CPU's
+    dequantize and quantize). gamma and beta match anything: the check refuses a non-constant one with its
+    reason rather than letting the op fall to the CPU unexplained."""
+    out = []
+    for name, op in NORM_OPS.items():
+        data = wildcard()
+        params = [wildcard(), wildcard()] if name == "layer_norm" else [wildcard()]
+        call = is_op(op)(data, *params)
+        out.append(_entry(name, call, {"op": call, "data": data}, norm_checks.check_norm))
+    return out
+
+
 def pool_patterns(quantized: bool):
     out = []
     for op, name in (
@@ -320,7 +336,7 @@ def _table() -> tuple:
         entries += unary_patterns(quantized)
         entries += conv2d_patterns(quantized) + dense_patterns(quantized)
     plain_io, reshaped_io = io_patterns()
-    return tuple(plain_io + requantize_patterns() + entries + softmax_patterns() + reshaped_io)
+    return tuple(plain_io + requantize_patterns() + entries + softmax_patterns() + norm_patterns() + reshaped_io)
 
 
 def bind(run: checks.PartitionRun) -> list:

@@ -27,7 +27,7 @@ from .patterns import IO_COMPOSITES, QUANTIZE_INPUTS
 
 def constraint_region_size(compute_cycles: int, boundary_cycles: int):
     """NPU_E_REGION_TOO_SMALL: an NPU region of vector ops only (elementwise ops, activations, pooling,
-    softmax; no convolution or dense layer) next to CPU ops must compute at least as long as its
+    softmax, norms; no convolution or dense layer) next to CPU ops must compute at least as long as its
     boundary costs: its cycles (vector steps / lanes + op_overhead per op) must be at least one DMA per
     region input and output (dma_latency + device bytes / ddr_bytes_per_cycle); e.g. a lone add between
     CPU ops stays there. A region that is the whole model (apart from an int8 model's quantize and
@@ -127,11 +127,11 @@ def compute_cycles(cfg: NPUConfig, func: relax.Function) -> int | None:
             if name in NO_DATA or name == "":
                 continue
             # One vector step per output element (docs/npu.md section 5): per window tap for pooling,
-            # over the input for a mean, three passes for a softmax.
+            # over the input for a mean, three passes for a softmax or a layer norm, two for an rms norm.
             steps = _elems(b.value.args[0]) if name == "relax.mean" else _elems(b.value)
             if "pool2d" in name:
                 steps *= math.prod(int(k) for k in b.value.attrs.pool_size)
-            steps *= 3 if name == "relax.nn.softmax" else 1
+            steps *= {"relax.nn.softmax": 3, "relax.nn.layer_norm": 3, "relax.nn.rms_norm": 2}.get(name, 1)
             total += cfg.op_overhead + math.ceil(steps / lanes)
     return total
 

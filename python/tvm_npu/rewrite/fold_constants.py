@@ -26,6 +26,8 @@ _COMPUTE = (
     "relax.nn.relu",
     "relax.clip",
     "relax.nn.softmax",
+    "relax.nn.layer_norm",
+    "relax.nn.rms_norm",
 )
 
 

@@ -27,7 +27,7 @@ class TensorInfo:
 @dataclass
 class Layer:
     """One NPU op: "conv" (MAC array; dense is a 1x1 conv over [1, M, 1, K]), "add", "pool", "eltwise",
-    "unary" or "softmax" (vector), "view" (a reshape that keeps the stored rows: its output aliases its
+    "unary", "softmax" or "norm" (vector), "view" (a reshape that keeps the stored rows: its output aliases its
     input, no command) or "concat" (its inputs are written into its channels or rows, no command;
     slices.py)."""
 
@@ -69,6 +69,8 @@ class Layer:
     dtypes: tuple = ()
     # softmax (format 1.4): the fp32 factor on x (0: none); its mask rows [R, E] fp16 are `const`
     softmax_scale: float = 0.0
+    # norm ("layernorm" / "rmsnorm" in `func`, eps in `alpha`): the rows of `const`, "gamma" then "beta"
+    norm_params: tuple = ()
 
     @property
     def taps(self) -> tuple:

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 from ...contract.config import NPUConfig
-from ...contract.stream import DTYPE_NAMES, ENGINES, Command, two_byte_lanes
+from ...contract.stream import DTYPE_NAMES, ENGINES, NORM_KINDS, Command, two_byte_lanes
 from ...contract.stream import DTYPES as DTYPES_BY_NAME
 
 
@@ -35,12 +35,14 @@ def conv_cycles(cfg: NPUConfig, a: dict) -> int:
 
 
 def vector_cycles(cfg: NPUConfig, op: str, a: dict) -> int:
-    """op_overhead + ceil(steps / lanes) for an ADD, ELTWISE, UNARY, SOFTMAX or POOL (docs section 5)."""
+    """op_overhead + ceil(steps / lanes) for an ADD, ELTWISE, UNARY, SOFTMAX, NORM or POOL (docs section 5)."""
     lanes = cfg.vector_lanes // 2 if two_byte_lanes(op, a) else cfg.vector_lanes
     if op in ("ADD", "ELTWISE", "UNARY"):  # one step per element (a table lookup is one step)
         steps = a["rows"] * a["row_elems"]
     elif op == "SOFTMAX":  # a maximum pass, an exp-and-sum pass, a division pass
         steps = 3 * a["rows"] * a["row_elems"]
+    elif op == "NORM":  # layernorm: sum, squared-deviation and normalize passes; rmsnorm: no sum pass
+        steps = (3 if a["kind"] == NORM_KINDS["layernorm"] else 2) * a["rows"] * a["row_elems"]
     else:
         steps = a["out_h"] * a["out_w"] * a["c"] * a["kh"] * a["kw"]
     return cfg.op_overhead + math.ceil(steps / lanes)
@@ -77,6 +79,10 @@ def ideal_cycles(cfg: NPUConfig, layer) -> int:
         )
     if layer.kind == "softmax":
         return vector_cycles(cfg, "SOFTMAX", dict(dtype=dtype, rows=1, row_elems=layer.out_elems))
+    if layer.kind == "norm":
+        return vector_cycles(
+            cfg, "NORM", dict(dtype=dtype, kind=NORM_KINDS[layer.func], rows=1, row_elems=layer.out_elems)
+        )
     if layer.kind in ("add", "eltwise", "unary"):
         widths = dict(zip(("a_dtype", "b_dtype", "out_dtype"), (DTYPES_BY_NAME[d] for d in layer.dtypes)))
         return vector_cycles(

@@ -88,7 +88,7 @@ def _compute(
     int8 = layer.dtype == "int8"
     lo, hi = layer.clamp if int8 else (f32_bits(layer.clip[0]), f32_bits(layer.clip[1]))
     common = dict(dtype=DTYPES[layer.dtype], act=0 if int8 else ACTIVATIONS[layer.act], clip_lo=lo, clip_hi=hi)
-    if layer.kind in ("eltwise", "unary", "softmax"):
+    if layer.kind in ("eltwise", "unary", "softmax", "norm"):
         return vector_command(cfg, layer, t, ins, srcs, dst, out_addr, out_stride, w_slot, common)
     if layer.kind == "add":
         a = dict(

@@ -39,10 +39,15 @@ RESIDENT_SHARES = (0.0, 0.5, 0.7, 0.85)
 
 def constant_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[bytes, int, int]:
     """Weights rows [oc0, oc1) then the fp32 bias or the int8 requantization block (bias, scale); for a
-    vector layer its one constant row (ELTWISE's b, or UNARY's int8 table), or a SOFTMAX's mask rows."""
+    vector layer its one constant row (ELTWISE's b, or UNARY's int8 table), a SOFTMAX's mask rows, or a
+    NORM's fp32 gamma and beta rows, each padded to the alignment (the command finds beta one aligned row
+    after gamma)."""
     if layer.const is not None and layer.kind == "softmax":  # mask rows, each aligned (mask_stride)
         rows = layer.const.shape[1] * 2
         return b"".join(r.tobytes().ljust(align(rows, cfg.alignment), b"\0") for r in layer.const), 0, 0
+    if layer.kind == "norm":
+        row = align(layer.const.shape[1] * 4, cfg.alignment)
+        return b"".join(r.astype("<f4").tobytes().ljust(row, b"\0") for r in layer.const), 0, 0
     if layer.const is not None:
         raw = np.ascontiguousarray(layer.const).tobytes()
         return raw, 0, 0
@@ -201,7 +206,7 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set,
         return None
     blocks, data = {}, {}
     for layer in compute_layers(graph):
-        if layer.const is not None:  # one block: ELTWISE's b or UNARY's table
+        if layer.const is not None:  # one block: ELTWISE's b, UNARY's table, NORM's gamma and beta
             raw, _, _ = constant_bytes(cfg, layer, 0, 1)
             blk = Block(0, 1, -1, len(raw), 0, 0)
             data[id(blk)] = raw

@@ -1,7 +1,8 @@
-"""Part of stage 4 (plan): the vector-unit commands of format 1.1 (ELTWISE, UNARY, SOFTMAX) for one row
-tile, and their SRAM footprints (docs/npu.md section 6). plan.py places and tiles them like ADD:
-a tile is a band of rows; a per-channel b is one row read by every tile; a constant b, an int8 table
-or a softmax mask (format 1.4) is a constant block loaded into the layer's weight slot.
+"""Part of stage 4 (plan): the vector-unit commands of format 1.1 (ELTWISE, UNARY, SOFTMAX) and 1.4 (NORM)
+for one row tile, and their SRAM footprints (docs/npu.md section 6). plan.py places and tiles them like ADD:
+a tile is a band of rows; a per-channel b is one row read by every tile; a constant b, an int8 table or a
+softmax mask (format 1.4) is a constant block loaded into the layer's weight slot, as are a NORM's gamma
+and beta rows.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from ...contract.stream import (
     DTYPE_BYTES,
     DTYPES,
     ELTWISE_KINDS,
+    NO_PARAM,
     NO_TABLE,
+    NORM_KINDS,
     UNARY_FUNCS,
     UNARY_TABLE_BYTES,
     Command,
@@ -20,7 +23,7 @@ from ...contract.stream import (
 )
 from .sram import align
 
-VECTOR_OPS = ("ELTWISE", "UNARY", "SOFTMAX")
+VECTOR_OPS = ("ELTWISE", "UNARY", "SOFTMAX", "NORM")
 
 
 def binary_requant(layer) -> dict:
@@ -45,8 +48,8 @@ def mask_stride(cfg: NPUConfig, layer) -> int:
 def vector_command(
     cfg: NPUConfig, layer, t, ins: list, srcs: list, dst, out_addr: int, out_stride: int, w_slot, common: dict
 ) -> Command:
-    """The ELTWISE, UNARY or SOFTMAX command of one row tile; a constant b / int8 table sits in the weight
-    slot."""
+    """The ELTWISE, UNARY, SOFTMAX or NORM command of one row tile; a constant b / int8 table / gamma and
+    beta sit in the weight slot."""
     int8 = layer.dtype == "int8"
     rows = dict(out_addr=out_addr, out_stride=out_stride, rows=t.out_rows, row_elems=dst.view[2] * dst.view[3])
     if layer.kind == "softmax":  # rows are softmax rows: a tile is any band of them
@@ -57,6 +60,8 @@ def vector_command(
             n = layer.const.shape[0]
             a.update(mask_addr=w_slot, mask_stride=mask_stride(cfg, layer), mask_rows=n, mask_row0=t.out_r0 % n)
         return Command("SOFTMAX", a, {}, layer.name)
+    if layer.kind == "norm":  # rows are normalized on their own: a tile is any band of them
+        return Command("NORM", norm_operands(cfg, layer, rows, common, ins, srcs, w_slot), {}, layer.name)
     if layer.kind == "unary":
         a = dict(
             rows,
@@ -93,8 +98,25 @@ def vector_command(
     return Command("ELTWISE", a, {}, layer.name)
 
 
+def norm_operands(cfg: NPUConfig, layer, rows: dict, common: dict, ins: list, srcs: list, w_slot) -> dict:
+    """NORM's operands: gamma, then beta, one aligned fp32 row each in the weight slot (planner.constant_bytes
+    lays them out so), 0xFFFFFFFF for the one the op does not apply."""
+    prm = align(rows["row_elems"] * 4, cfg.alignment)
+    addr = {name: w_slot + k * prm for k, name in enumerate(layer.norm_params)}
+    return dict(
+        rows,
+        dtype=common["dtype"],
+        kind=NORM_KINDS[layer.func],
+        in_addr=ins[0],
+        in_stride=srcs[0].row_stride,
+        gamma_addr=addr.get("gamma", NO_PARAM),
+        beta_addr=addr.get("beta", NO_PARAM),
+        eps=f32_bits(layer.alpha),
+    )
+
+
 def vector_footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
-    """(reads, writes) in SRAM of an ELTWISE, UNARY or SOFTMAX command, as (space, lo, hi) ranges."""
+    """(reads, writes) in SRAM of an ELTWISE, UNARY, SOFTMAX or NORM command, as (space, lo, hi) ranges."""
     a = cmd.args
 
     def span(addr, rows, stride):
@@ -108,5 +130,9 @@ def vector_footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
         if a.get("table_addr", NO_TABLE) != NO_TABLE:
             reads.append(span(a["table_addr"], 1, align(UNARY_TABLE_BYTES, cfg.alignment)))
         return reads, out
+    if cmd.op == "NORM":
+        prm = align(a["row_elems"] * 4, cfg.alignment)
+        params = [span(a[k], 1, prm) for k in ("gamma_addr", "beta_addr") if a[k] != NO_PARAM]
+        return [span(a["in_addr"], a["rows"], a["in_stride"]), *params], out
     b_rows = a["rows"] if a["b_mode"] == B_MODES["same"] else 1  # a broadcast b is one row
     return [span(a["a_addr"], a["rows"], a["a_stride"]), span(a["b_addr"], b_rows, a["b_stride"])], out
