@@ -28,7 +28,9 @@ MINORS: list[dict[str, Any]] = [
     {"minor": 2, "c": "Int16", "added": "the int16 dtype; ELTWISE's per-operand dtypes"},
     {"minor": 3, "c": "QuantIo",
      "added": "quantized staging (host fp32 <-> device int8 / int16) and the quantization table"},
-    {"minor": 4, "c": "Llm", "added": "UNARY's silu (5) and gelu_tanh (6)"},
+    {"minor": 4, "c": "Llm",
+     "added": "UNARY's silu (5) and gelu_tanh (6); the opcode MATMUL (batched activation x activation, "
+              "grouped B)"},
 ]
 
 # Named values of the format. "c" is the C++ constant, "py" the Python one (contract/stream.py).
@@ -310,6 +312,19 @@ OPCODES: list[dict[str, Any]] = [
      "operands": ["dtype", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems"],
      "notes": ["each of `rows` rows of `row_elems` fp16 elements normalized on its own."],
      "doc": "softmax over each row (a matrix's last axis), fp16 (format 1.1)"},
+    {"name": "MATMUL", "code": 0x30, "c": "kMatmul", "engine": "mac", "c_struct": "MatmulOperands",
+     "since": 4,
+     "operands": ["dtype", "batch", "b_group", "m", "k", "n", "b_transposed", "a_addr", "a_stride",
+                  "a_bstride", "b_addr", "b_stride", "b_bstride", "out_addr", "out_stride", "out_bstride"],
+     "comments": {"b_group": "batches sharing one B: batch o reads B batch o / b_group (>= 1)",
+                  "b_transposed": "0: B stored [K, N] (rows of N); 1: B stored [N, K] (rows of K)",
+                  "a_bstride": "bytes between A's batches (as the *_bstride of B and out)"},
+     "notes": [("out[o] = A[o] x B[o / b_group] for o in [0, batch): A[o] is [m, k], out[o] is [m, n], "
+                "all in SRAM, strides in bytes."),
+               "",
+               "fp16 only (format 1.4): fp32 accumulation in k order, one rounding to fp16."],
+     "doc": "batched matrix product of two SRAM tensors (attention's Q x K^T and P x V; grouped-query "
+            "attention by `b_group`), fp16 (format 1.4)"},
 ]
 
 # ---------------------------------------------------------------------------------------------------
