@@ -110,6 +110,7 @@ void CheckPoolParams(const std::string& where, const stream::PoolOperands& op);
 void CheckEltwiseParams(const std::string& where, const stream::EltwiseOperands& op);
 void CheckUnaryParams(const std::string& where, const stream::UnaryOperands& op);
 void CheckSoftmaxParams(const std::string& where, const stream::SoftmaxOperands& op);
+void CheckMatmulParams(const std::string& where, const stream::MatmulOperands& op);
 
 void CheckDma(const std::string& where, const stream::Command& cmd, const ParsedStream& ps);
 void CheckConv2D(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
@@ -118,6 +119,7 @@ void CheckPool(const std::string& where, const stream::Command& cmd, const NPUCo
 void CheckEltwise(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 void CheckUnary(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 void CheckSoftmax(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
+void CheckMatmul(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 
 }  // namespace tvm_npu
 

@@ -26,6 +26,7 @@
 #include "kernels/ref/conv2d_ref.h"
 #include "kernels/ref/eltwise_ref.h"
 #include "kernels/ref/fp16.h"
+#include "kernels/ref/matmul_ref.h"
 #include "kernels/ref/pool_ref.h"
 #include "runtime/cycle_model.h"
 #include "runtime/npu_error.h"
@@ -242,6 +243,11 @@ class Machine {
     PoolRef(op, s + op.in_addr, s + op.out_addr);
   }
 
+  void Matmul(const stream::Command& cmd) {
+    // The fast level calls the reference kernel for now (format 1.4's first slice).
+    MatmulRef(OperandsOf<stream::MatmulOperands>(cmd), sram_.data());
+  }
+
   void Softmax(const stream::Command& cmd) {
     const stream::SoftmaxOperands op = OperandsOf<stream::SoftmaxOperands>(cmd);
     SoftmaxRef(op, sram_.data() + op.in_addr, sram_.data() + op.out_addr);
@@ -412,6 +418,10 @@ Stats TimeStream(const ParsedStream& ps) {
     } else if (cmd.opcode() == stream::kConv2D) {
       rec.macs = Conv2DMacs(OperandsOf<stream::Conv2DOperands>(cmd));
       st.macs += rec.macs;  // vector ops do no MACs
+    } else if (cmd.opcode() == stream::kMatmul) {
+      const auto op = OperandsOf<stream::MatmulOperands>(cmd);
+      rec.macs = SatMul(SatMul(SatMul(op.batch, op.m), op.n), op.k);
+      st.macs += rec.macs;
     }
     st.records.push_back(rec);
   }
@@ -478,6 +488,7 @@ std::vector<uint64_t> Execute(const ParsedStream& ps, const std::vector<const DL
       case stream::kEltwise: machine.Binary(cmd, fast::Eltwise); break;
       case stream::kUnary: machine.Unary(cmd); break;
       case stream::kSoftmax: machine.Softmax(cmd); break;
+      case stream::kMatmul: machine.Matmul(cmd); break;
       default: break;  // END
     }
   }

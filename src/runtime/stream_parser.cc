@@ -261,6 +261,7 @@ uint32_t UsedOperandWords(uint32_t opcode, uint32_t version_minor) {
                                                  : stream::kEltwiseOperandWords;
     case stream::kUnary: return stream::kUnaryOperandWords;
     case stream::kSoftmax: return stream::kSoftmaxOperandWords;
+    case stream::kMatmul: return stream::kMatmulOperandWords;
     default: return 0;  // END
   }
 }
@@ -306,6 +307,13 @@ void CheckCommands(const ParsedStream& ps) {
           CheckUnary(where, cmd, ps.config);
         }
         if (opcode == stream::kSoftmax) CheckSoftmax(where, cmd, ps.config);
+        break;
+      case stream::kMatmul:
+        if (ps.header.version_minor < stream::kLlmMinor) {
+          NPU_THROW(kBadStream) << where << ": MATMUL needs stream format 1." << stream::kLlmMinor
+                                << ", the stream says 1." << ps.header.version_minor;
+        }
+        CheckMatmul(where, cmd, ps.config);
         break;
       default: NPU_THROW(kBadStream) << where << ": unknown opcode 0x" << std::hex << opcode;
     }
