@@ -427,6 +427,55 @@ def constraint_softmax_input(data, bound):
     return f"{data.name} is a model input" if isinstance(data, Var) and data not in bound else None
 
 
+# --- matmul of two activations (MATMUL, docs/npu.md section 4, format 1.4) ---
+
+
+def constraint_matmul_rank(a_shape, b_shape):
+    """NPU_E_RANK: a matmul of two activations must multiply batches of matrices of rank 3 or 4, both of the
+    same rank (MATMUL's batch); 2-D and mixed-rank products stay on the CPU."""
+    if len(a_shape) in (3, 4) and len(b_shape) == len(a_shape):
+        return None
+    return f"ranks {len(a_shape)} and {len(b_shape)}"
+
+
+def constraint_matmul_float(a, b):
+    """NPU_E_QUANT_MATMUL: a matmul of two int8 (dequantized) activations stays on the CPU: MATMUL is fp16
+    only (format 1.4), and running the dequantized values through fp16 would not be the int8 model's
+    integer arithmetic."""
+    dq = [e for e in (a, b) if getattr(getattr(e, "op", None), "name", "") == "relax.dequantize"]
+    return "a dequantized operand" if dq else None
+
+
+def constraint_matmul_batch(a_shape, b_shape, out_shape):
+    """NPU_E_BROADCAST: a matmul's second operand must have each batch dimension equal to the first's or 1
+    (MATMUL reads one B per output batch, by address); a first operand broadcast over the second's batches
+    stays on the CPU."""
+    if list(a_shape[:-2]) != list(out_shape[:-2]):
+        return f"first operand batch {list(a_shape[:-2])} is broadcast to {list(out_shape[:-2])}"
+    bad = [(x, y) for x, y in zip(a_shape[:-2], b_shape[:-2]) if y not in (x, 1)]
+    return f"batch dims {list(b_shape[:-2])} against {list(a_shape[:-2])}" if bad else None
+
+
+def constraint_matmul_transpose(axes, rank: int):
+    """NPU_E_LAYOUT: a permute_dims on a matmul's second operand must swap its last two axes only (MATMUL's
+    b_transposed); other permutations stay on the CPU."""
+    want = list(range(rank - 2)) + [rank - 1, rank - 2]
+    return None if [int(x) for x in axes] == want else f"axes {[int(x) for x in axes]}"
+
+
+def constraint_repeat_kv(src_shape, mid_shape, rep_shape, b_shape):
+    """NPU_E_BROADCAST: a key/value repeat for grouped-query attention must be [B, H_kv, T, D] ->
+    [B, H_kv, 1, T, D] -> broadcast [B, H_kv, g, T, D] -> [B, H_kv * g, T, D] (query head h reads KV head
+    h / g, MATMUL's b_group); other repeats stay on the CPU."""
+    if len(src_shape) == 4 and len(rep_shape) == 5 and len(b_shape) == 4:
+        bt, hk, t, d = src_shape
+        g = rep_shape[2]
+        expected = ([bt, hk, 1, t, d], [bt, hk, g, t, d], [bt, hk * g, t, d])
+        if (list(mid_shape), list(rep_shape), list(b_shape)) == expected:
+            return None
+    return f"{list(src_shape)} -> {list(mid_shape)} -> {list(rep_shape)} -> {list(b_shape)}"
+
+
 # Every constraint, for the generated supported-ops table.
 ALL_CONSTRAINTS = [
     constraint_float32,
@@ -457,4 +506,9 @@ ALL_CONSTRAINTS = [
     constraint_model_input,
     constraint_model_output,
     constraint_staged_reshape,
+    constraint_matmul_rank,
+    constraint_matmul_float,
+    constraint_matmul_batch,
+    constraint_matmul_transpose,
+    constraint_repeat_kv,
 ]
