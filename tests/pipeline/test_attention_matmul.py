@@ -13,6 +13,7 @@ import tvm_npu
 from builders import module_of
 from conftest import npu_modules, run_cpu, run_vm
 from npu_ref import fp16
+from tvm_npu.contract import stream
 
 T_AXES = [0, 1, 3, 2]
 
@@ -90,6 +91,9 @@ def test_scores_are_bit_exact_to_the_numpy_model(rng, group, transposed):
     want = fp16.matmul(fp16.stage(a)[0], fp16.stage(b)[0], group, transposed).astype(np.float32)
     np.testing.assert_array_equal(got[0], want)
     close(got, run_cpu(mod, a, b))
+    # Small enough for one MATMUL over every head: the repeat is its b_group, KV heads loaded once each.
+    (cmd,) = [c for m in npu_modules(ex) for c in stream.decode(bytes(m["get_stream"]())).commands if c.op == "MATMUL"]
+    assert (cmd.args["batch"], cmd.args["b_group"], cmd.args["b_transposed"]) == (heads, group, int(transposed))
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ from ...contract.stream import DTYPE_BYTES, SLICE_ALIGNMENT, Stream, TensorDesc
 from ..lower.graph import Graph, Layer
 from . import cost_model, recurrence, slices
 from .emit import Block, LayerPlan, Placed, emit_layer, src_rows
-from .matmul_plan import matmul_layout
+from .matmul_plan import matmul_layout, tile_options
 from .schedule import Scoreboard
 from .sram import Arena, align, live_ranges, place_residents, resident_top
 from .tiling import oc_blocks, row_tiles, tile_heights
@@ -123,7 +123,8 @@ def _choose(cfg, layer, srcs, dst, blocks_options, base) -> LayerPlan | None:
     """The fastest (estimated) tile height and block size among those that fit above `base`."""
     best = None
     for blocks in blocks_options:
-        for tile_oh in tile_heights(layer.matmul[1] if layer.kind == "matmul" else dst.view[1]):
+        heights = tile_options(layer, tile_heights(layer.matmul[1])) if layer.kind == "matmul" else None
+        for tile_oh in heights or tile_heights(dst.view[1]):
             lp = _layout(cfg, layer, srcs, dst, blocks, base, tile_oh)
             if lp is None:
                 continue
