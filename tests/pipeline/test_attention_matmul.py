@@ -14,6 +14,7 @@ from builders import module_of
 from conftest import npu_modules, run_cpu, run_vm
 from npu_ref import fp16
 from tvm_npu.contract import stream
+from tvm_npu.models import gqa_attention
 
 T_AXES = [0, 1, 3, 2]
 
@@ -200,3 +201,21 @@ def test_profile_counts_the_matmul_layers(rng):
     layers = [lay for lay in prof["layers"] if lay["kind"] == "matmul"]
     assert sum(lay["macs"] for lay in layers) == 2 * 12 * 4 * 16 * 64
     assert all(lay["cycles"]["compute"] > 0 and lay["ideal_compute_cycles"] > 0 for lay in layers)
+
+
+@pytest.mark.parametrize("heads, kv_heads", [(1, 1), (12, 2)])
+def test_onnx_attention_matches_onnxruntime(rng, heads, kv_heads):
+    """The ONNX form (Unsqueeze -> Expand -> Reshape repeat, Transpose, MatMul) as torch exports attention:
+    both MatMuls on the NPU, within 1e-2 of onnxruntime's float32."""
+    import onnxruntime as ort
+
+    model = gqa_attention(heads, kv_heads, s=5, t=12, d=32)
+    ex, report = build(tvm_npu.from_onnx(model))
+    on_npu(report, "relax.matmul", {"npu.matmul_gqa_bt", "npu.matmul_gqa"})  # the repeat is there even for g = 1
+    feeds = {
+        "q": rng.standard_normal((1, heads, 5, 32)).astype(np.float32),
+        "k": rng.standard_normal((1, kv_heads, 12, 32)).astype(np.float32),
+        "v": rng.standard_normal((1, kv_heads, 12, 32)).astype(np.float32),
+    }
+    (want,) = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    close(run_vm(ex, feeds["q"], feeds["k"], feeds["v"]), want)
