@@ -219,3 +219,14 @@ def test_onnx_attention_matches_onnxruntime(rng, heads, kv_heads):
     }
     (want,) = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
     close(run_vm(ex, feeds["q"], feeds["k"], feeds["v"]), want)
+
+
+def test_a_b_batch_larger_than_sram_stays_on_the_cpu(rng):
+    """npu-small (512 KiB): a [512, 512] fp16 B batch is 512 KiB, twice that double-buffered: NPU_E_SRAM at
+    partition time, TVM's own result, never a failed build."""
+    shapes = [(1, 2, 4, 512), (1, 2, 512, 512)]
+    mod = module_of(lambda a, b: relax.op.matmul(a, b), shapes)
+    ex, report = build(mod, config="npu-small")
+    assert _cpu_reason(report) == "NPU_E_SRAM"
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    close(run_vm(ex, *args), run_cpu(mod, *args))

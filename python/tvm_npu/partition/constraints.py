@@ -456,6 +456,19 @@ def constraint_matmul_batch(a_shape, b_shape, out_shape):
     return f"batch dims {list(b_shape[:-2])} against {list(a_shape[:-2])}" if bad else None
 
 
+def constraint_matmul_fits(k: int, n: int, transposed: bool, cfg: NPUConfig):
+    """NPU_E_SRAM: a matmul of two activations keeps one batch of its second operand whole in SRAM: twice
+    (double-buffered), with two rows of the first operand and two of the output, it must fit (MATMUL's tiles
+    split the rows of the first operand, not the second operand, format 1.4). A larger one runs on the CPU;
+    a configuration with more SRAM keeps it on the NPU."""
+    line = lambda elems: -(-elems * 2 // cfg.alignment) * cfg.alignment  # noqa: E731 (an fp16 SRAM row)
+    rows, cols = (n, k) if transposed else (k, n)
+    need = 2 * (rows * line(cols) + line(k) + line(n))
+    return (
+        f"B batch [{rows}, {cols}]: {need} bytes double-buffered > {cfg.sram_bytes}" if need > cfg.sram_bytes else None
+    )
+
+
 def constraint_matmul_transpose(axes, rank: int):
     """NPU_E_LAYOUT: a permute_dims on a matmul's second operand must swap its last two axes only (MATMUL's
     b_transposed); other permutations stay on the CPU."""
@@ -509,6 +522,7 @@ ALL_CONSTRAINTS = [
     constraint_matmul_rank,
     constraint_matmul_float,
     constraint_matmul_batch,
+    constraint_matmul_fits,
     constraint_matmul_transpose,
     constraint_repeat_kv,
 ]

@@ -20,6 +20,7 @@ from .checks import (
 )
 from .constraints import (
     constraint_matmul_batch,
+    constraint_matmul_fits,
     constraint_matmul_float,
     constraint_matmul_rank,
     constraint_matmul_transpose,
@@ -55,6 +56,7 @@ def matmul_operands(ann: dict):
     constraint_repeat_kv,
     constraint_matmul_batch,
     constraint_width,
+    constraint_matmul_fits,
     int8=QUANT_CONSTRAINTS,
 )
 def check_matmul(run: PartitionRun, ctx) -> bool:
@@ -81,5 +83,6 @@ def check_matmul(run: PartitionRun, ctx) -> bool:
     checks += [
         (constraint_matmul_batch, (a_shape, b_shape, out_shape)),
         (constraint_width, ([a_shape[-1], out_shape[-1]], run.config)),
+        (constraint_matmul_fits, (a_shape[-1], out_shape[-1], perm is not None, run.config)),
     ]
     return _run(run, ctx, "matmul", checks)
