@@ -230,3 +230,19 @@ def test_a_b_batch_larger_than_sram_stays_on_the_cpu(rng):
     assert _cpu_reason(report) == "NPU_E_SRAM"
     args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     close(run_vm(ex, *args), run_cpu(mod, *args))
+
+
+def test_rank3_attention_is_one_npu_region(rng):
+    """Heads merged into the batch ([B*H, S, D]): Q x K^T, the row softmax and P x V run in one NPU region,
+    the scores and probabilities never leaving the NPU."""
+
+    def fn(q, k, v):
+        scores = relax.op.matmul(q, relax.op.permute_dims(k, [0, 2, 1]))
+        return relax.op.matmul(relax.op.nn.softmax(scores), v)
+
+    shapes = [(6, 5, 32), (6, 9, 32), (6, 9, 32)]
+    mod = module_of(fn, shapes)
+    ex, report = build(mod)
+    assert {p.device for p in report.placements} == {"npu"} and len(npu_modules(ex)) == 1, report.table()
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    close(run_vm(ex, *args), run_cpu(mod, *args))
