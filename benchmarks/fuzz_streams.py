@@ -28,11 +28,12 @@ EDGE = (0, 1, 2, 0x7F, 0x80, 0xFF, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFF
 
 def seeds() -> list:
     """Streams of small compiled models: a CNN (fp16), its int8 form, a concat / eltwise model, a
-    quantized LSTM (its cell state int16 ELTWISE operands, c0 / c_T int16 region I/O: format 1.2), and a
-    LayerNorm -> MatMul -> RMSNorm block (NORM, format 1.4)."""
+    quantized LSTM (its cell state int16 ELTWISE operands, c0 / c_T int16 region I/O: format 1.2), a
+    LayerNorm -> MatMul -> RMSNorm block (NORM, format 1.4) and grouped-query attention (MATMUL with b_group
+    and b_transposed, format 1.4; row-tiled on npu-small)."""
     import tvm_npu
     from tvm_npu import runtime
-    from tvm_npu.models import lstm, op_zoo, small_cnn
+    from tvm_npu.models import gqa_attention, lstm, op_zoo, small_cnn
 
     out = []
     for config in ("npu-ref", "npu-small"):
@@ -61,6 +62,9 @@ def seeds() -> list:
     qmod, _ = tvm_npu.quantize(tvm_npu.from_onnx(model), calib, progress=False)
     out += [bytes(m["get_stream"]()) for m in runtime.npu_modules(tvm_npu.build(qmod))]
     out += [bytes(m["get_stream"]()) for m in runtime.npu_modules(tvm_npu.build(tvm_npu.from_onnx(_norm_block())))]
+    for config, t in (("npu-ref", 8), ("npu-small", 1024)):
+        ex = tvm_npu.build(tvm_npu.from_onnx(gqa_attention(4, 2, s=40, t=t, d=16)), config=config)
+        out += [bytes(m["get_stream"]()) for m in runtime.npu_modules(ex)]
     return out
 
 

@@ -7,8 +7,8 @@
  *        dtypes, opcodes). 1.1: the pixel strides of CONV2D and POOL; the opcodes ELTWISE, UNARY
  *        and SOFTMAX; 1.2: the int16 dtype; ELTWISE's per-operand dtypes; 1.3: quantized staging
  *        (host fp32 <-> device int8 / int16) and the quantization table; 1.4: UNARY's silu (5) and
- *        gelu_tanh (6); SOFTMAX's scale and additive mask (attention); the opcode NORM (LayerNorm
- *        and RMSNorm over a row).
+ *        gelu_tanh (6); SOFTMAX's scale and additive mask (attention); the opcodes NORM (LayerNorm
+ *        and RMSNorm over a row) and MATMUL (batched activation x activation, grouped B).
  *
  * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
  * little-endian host reads one with a memcpy. The structs carry no behaviour: what operand values
@@ -33,7 +33,8 @@ constexpr uint16_t kInt16Minor = 2;
 // 1.3: quantized staging (host fp32 <-> device int8 / int16) and the quantization table.
 constexpr uint16_t kQuantIoMinor = 3;
 // 1.4: UNARY's silu (5) and gelu_tanh (6); SOFTMAX's scale and additive mask (attention); the
-// opcode NORM (LayerNorm and RMSNorm over a row).
+// opcodes NORM (LayerNorm and RMSNorm over a row) and MATMUL (batched activation x activation,
+// grouped B).
 constexpr uint16_t kLlmMinor = 4;
 
 constexpr uint32_t kHeaderBytes = 64;
@@ -71,6 +72,7 @@ enum Opcode : uint32_t {
   kUnary = 0x23,
   kSoftmax = 0x24,
   kNorm = 0x28,
+  kMatmul = 0x30,
 };
 
 /*! \brief The opcode's name as written in docs/npu.md section 4, or "unknown". */
@@ -86,6 +88,7 @@ inline const char* OpcodeName(uint32_t opcode) {
     case kUnary: return "UNARY";
     case kSoftmax: return "SOFTMAX";
     case kNorm: return "NORM";
+    case kMatmul: return "MATMUL";
     default: return "unknown";
   }
 }
@@ -436,6 +439,32 @@ struct NormOperands {
 };
 constexpr uint32_t kNormOperandWords = 11;
 
+/*!
+ * \brief Operands of MATMUL, words 1..16: out[o] = A[o] x B[o / b_group] for o in [0, batch): A[o]
+ *        is [m, k], out[o] is [m, n], all in SRAM, strides in bytes.
+ *
+ * fp16 only (format 1.4): fp32 accumulation in k order, one rounding to fp16.
+ */
+struct MatmulOperands {
+  uint32_t dtype;
+  uint32_t batch;
+  uint32_t b_group;  // batches sharing one B: batch o reads B batch o / b_group (>= 1)
+  uint32_t m;
+  uint32_t k;
+  uint32_t n;
+  uint32_t b_transposed;  // 0: B stored [K, N] (rows of N); 1: B stored [N, K] (rows of K)
+  uint32_t a_addr;
+  uint32_t a_stride;
+  uint32_t a_bstride;  // bytes between A's batches (as the *_bstride of B and out)
+  uint32_t b_addr;
+  uint32_t b_stride;
+  uint32_t b_bstride;
+  uint32_t out_addr;
+  uint32_t out_stride;
+  uint32_t out_bstride;
+};
+constexpr uint32_t kMatmulOperandWords = 16;
+
 static_assert(sizeof(Header) == kHeaderBytes, "header layout");
 static_assert(sizeof(TensorDesc) == kTensorBytes, "tensor descriptor layout");
 static_assert(sizeof(QParams) == kQParamsBytes, "quantization table entry layout");
@@ -448,6 +477,7 @@ static_assert(sizeof(EltwiseOperands) == 4 * kEltwiseOperandWords, "ELTWISE oper
 static_assert(sizeof(UnaryOperands) == 4 * kUnaryOperandWords, "UNARY operand layout");
 static_assert(sizeof(SoftmaxOperands) == 4 * kSoftmaxOperandWords, "SOFTMAX operand layout");
 static_assert(sizeof(NormOperands) == 4 * kNormOperandWords, "NORM operand layout");
+static_assert(sizeof(MatmulOperands) == 4 * kMatmulOperandWords, "MATMUL operand layout");
 
 /*! \brief Bytes per element of a stream dtype, 0 for an unknown code. */
 inline uint32_t DTypeBytes(uint32_t dtype) {

@@ -111,6 +111,7 @@ void CheckEltwiseParams(const std::string& where, const stream::EltwiseOperands&
 void CheckUnaryParams(const std::string& where, const stream::UnaryOperands& op);
 void CheckSoftmaxParams(const std::string& where, const stream::SoftmaxOperands& op);
 void CheckNormParams(const std::string& where, const stream::NormOperands& op);
+void CheckMatmulParams(const std::string& where, const stream::MatmulOperands& op);
 
 void CheckDma(const std::string& where, const stream::Command& cmd, const ParsedStream& ps);
 void CheckConv2D(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
@@ -120,6 +121,7 @@ void CheckEltwise(const std::string& where, const stream::Command& cmd, const NP
 void CheckUnary(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 void CheckSoftmax(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 void CheckNorm(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
+void CheckMatmul(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 
 }  // namespace tvm_npu
 

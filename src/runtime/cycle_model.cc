@@ -49,6 +49,20 @@ uint64_t CycleModel::Conv2DCycles(const NPUConfig& config, const stream::Conv2DO
   return config.op_overhead + SatMul(Conv2DPasses(config, op), rate_div);
 }
 
+uint64_t CycleModel::MatmulPasses(const NPUConfig& config, const stream::MatmulOperands& op) {
+  // B holds the weights' place: k on the rows, n on the columns; A's rows stream like pixels.
+  const uint64_t p = SatMul(SatMul(op.batch, op.m), CeilDiv(op.k, config.mac_rows));
+  return SatMul(p, CeilDiv(op.n, config.mac_cols));
+}
+
+uint64_t CycleModel::MacCycles(const NPUConfig& config, const stream::Command& cmd) {
+  if (cmd.opcode() == stream::kMatmul) {  // fp16 only (format 1.4)
+    const stream::MatmulOperands op = OperandsOf<stream::MatmulOperands>(cmd);
+    return config.op_overhead + SatMul(MatmulPasses(config, op), config.fp16_rate_div);
+  }
+  return Conv2DCycles(config, OperandsOf<stream::Conv2DOperands>(cmd));
+}
+
 uint64_t CycleModel::VectorSteps(const stream::Command& cmd) {
   if (cmd.opcode() == stream::kAdd) {
     const stream::AddOperands op = OperandsOf<stream::AddOperands>(cmd);
@@ -94,7 +108,7 @@ CommandTiming CycleModel::OnCommand(const stream::Command& cmd) {
   const uint32_t opcode = cmd.opcode();
   if (opcode == stream::kDmaLoad || opcode == stream::kDmaStore) {
     t.engine = OperandsOf<stream::DmaOperands>(cmd).channel;
-  } else if (opcode == stream::kConv2D) {
+  } else if (opcode == stream::kConv2D || opcode == stream::kMatmul) {
     t.engine = kEngineMac;
   } else if (opcode == stream::kAdd || opcode == stream::kPool || opcode == stream::kEltwise ||
              opcode == stream::kUnary || opcode == stream::kSoftmax || opcode == stream::kNorm) {
@@ -114,7 +128,7 @@ CommandTiming CycleModel::OnCommand(const stream::Command& cmd) {
   // The engine's queue runs its commands in order, one at a time.
   t.start = std::max(issue, busy_until_[t.engine]);
   if (t.engine == kEngineMac) {
-    t.end = t.start + Conv2DCycles(config_, OperandsOf<stream::Conv2DOperands>(cmd));
+    t.end = t.start + MacCycles(config_, cmd);
   } else if (t.engine == kEngineVector) {
     t.end = t.start + VectorCycles(config_, cmd);
   } else {

@@ -62,6 +62,10 @@ class CycleModel {
   static uint64_t Conv2DPasses(const NPUConfig& config, const stream::Conv2DOperands& op);
   /*! \brief op_overhead + P * rate_div. */
   static uint64_t Conv2DCycles(const NPUConfig& config, const stream::Conv2DOperands& op);
+  /*! \brief MAC-array passes of a MATMUL: batch * m * ceil(k / mac_rows) * ceil(n / mac_cols). */
+  static uint64_t MatmulPasses(const NPUConfig& config, const stream::MatmulOperands& op);
+  /*! \brief Cycles of a MAC-engine command (CONV2D or MATMUL) on the array. */
+  static uint64_t MacCycles(const NPUConfig& config, const stream::Command& cmd);
   /*! \brief Vector-unit element-steps: E for ADD, ELTWISE and UNARY, 3 * E for SOFTMAX and a
    *         layernorm NORM, 2 * E for an rmsnorm NORM, E * KH * KW for POOL (section 5). */
   static uint64_t VectorSteps(const stream::Command& cmd);

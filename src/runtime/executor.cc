@@ -26,6 +26,7 @@
 #include "kernels/ref/conv2d_ref.h"
 #include "kernels/ref/eltwise_ref.h"
 #include "kernels/ref/fp16.h"
+#include "kernels/ref/matmul_ref.h"
 #include "kernels/ref/norm_ref.h"
 #include "kernels/ref/pool_ref.h"
 #include "runtime/cycle_model.h"
@@ -243,6 +244,11 @@ class Machine {
     PoolRef(op, s + op.in_addr, s + op.out_addr);
   }
 
+  void Matmul(const stream::Command& cmd) {
+    // The fast level calls the reference kernel for now (format 1.4's first slice).
+    MatmulRef(OperandsOf<stream::MatmulOperands>(cmd), sram_.data());
+  }
+
   void Softmax(const stream::Command& cmd) {
     const stream::SoftmaxOperands op = OperandsOf<stream::SoftmaxOperands>(cmd);
     SoftmaxRef(op, sram_.data() + op.in_addr, op.mask_rows ? sram_.data() + op.mask_addr : nullptr,
@@ -422,6 +428,10 @@ Stats TimeStream(const ParsedStream& ps) {
     } else if (cmd.opcode() == stream::kConv2D) {
       rec.macs = Conv2DMacs(OperandsOf<stream::Conv2DOperands>(cmd));
       st.macs += rec.macs;  // vector ops do no MACs
+    } else if (cmd.opcode() == stream::kMatmul) {
+      const auto op = OperandsOf<stream::MatmulOperands>(cmd);
+      rec.macs = SatMul(SatMul(SatMul(op.batch, op.m), op.n), op.k);
+      st.macs += rec.macs;
     }
     st.records.push_back(rec);
   }
@@ -489,6 +499,7 @@ std::vector<uint64_t> Execute(const ParsedStream& ps, const std::vector<const DL
       case stream::kUnary: machine.Unary(cmd); break;
       case stream::kSoftmax: machine.Softmax(cmd); break;
       case stream::kNorm: machine.Norm(cmd); break;
+      case stream::kMatmul: machine.Matmul(cmd); break;
       default: break;  // END
     }
   }

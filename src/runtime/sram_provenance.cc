@@ -124,6 +124,12 @@ ByteRange SramWrites(const stream::Command& cmd, uint64_t sram_bytes) {
     case stream::kUnary: return OutputRows<stream::UnaryOperands>(cmd);
     case stream::kSoftmax: return OutputRows<stream::SoftmaxOperands>(cmd);
     case stream::kNorm: return OutputRows<stream::NormOperands>(cmd);
+    case stream::kMatmul: {  // every batch's output block, and the gaps between them
+      const auto op = OperandsOf<stream::MatmulOperands>(cmd);
+      const uint64_t end =
+          op.out_addr + SatMul(op.batch - 1, op.out_bstride) + SatMul(op.m, op.out_stride);
+      return {op.out_addr, end};
+    }
     default: return {0, sram_bytes};
   }
 }
@@ -212,6 +218,15 @@ std::vector<ByteRange> SramReads(const stream::Command& cmd, const NPUConfig& cf
       if (op.gamma_addr != stream::kNoParam) reads.push_back({op.gamma_addr, op.gamma_addr + prm});
       if (op.beta_addr != stream::kNoParam) reads.push_back({op.beta_addr, op.beta_addr + prm});
       return reads;
+    }
+    case stream::kMatmul: {  // every batch's block of a and of b, and the gaps between them
+      const auto op = OperandsOf<stream::MatmulOperands>(cmd);
+      const uint64_t b_batches = (uint64_t{op.batch} - 1) / op.b_group + 1;
+      const uint64_t b_rows = op.b_transposed ? op.n : op.k;
+      return {
+          {op.a_addr, op.a_addr + SatMul(op.batch - 1, op.a_bstride) + SatMul(op.m, op.a_stride)},
+          {op.b_addr,
+           op.b_addr + SatMul(b_batches - 1, op.b_bstride) + SatMul(b_rows, op.b_stride)}};
     }
     default: return {{0, cfg.sram_bytes}};
   }

@@ -264,6 +264,7 @@ uint32_t UsedOperandWords(uint32_t opcode, uint32_t version_minor) {
       return version_minor < stream::kLlmMinor ? stream::kSoftmaxOperandWords13
                                                : stream::kSoftmaxOperandWords;
     case stream::kNorm: return stream::kNormOperandWords;
+    case stream::kMatmul: return stream::kMatmulOperandWords;
     default: return 0;  // END
   }
 }
@@ -311,12 +312,14 @@ void CheckCommands(const ParsedStream& ps) {
         if (opcode == stream::kSoftmax) CheckSoftmax(where, cmd, ps.config);
         break;
       case stream::kNorm:
+      case stream::kMatmul:
         if (ps.header.version_minor < stream::kLlmMinor) {
           NPU_THROW(kBadStream) << where << ": opcode 0x" << std::hex << opcode << std::dec
                                 << " needs stream format 1." << stream::kLlmMinor
                                 << ", the stream says 1." << ps.header.version_minor;
         }
-        CheckNorm(where, cmd, ps.config);
+        if (opcode == stream::kNorm) CheckNorm(where, cmd, ps.config);
+        if (opcode == stream::kMatmul) CheckMatmul(where, cmd, ps.config);
         break;
       default: NPU_THROW(kBadStream) << where << ": unknown opcode 0x" << std::hex << opcode;
     }

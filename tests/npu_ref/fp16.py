@@ -160,3 +160,18 @@ def pool_nchw(x, kind, k, stride):
     _, _, h, w = np.shape(x)
     out_hw = (out_size(h, k, stride, 1, 0, 0), out_size(w, k, stride, 1, 0, 0))
     return pool(np.transpose(x, (0, 2, 3, 1)), kind, k, k, out_hw, (stride, stride)).transpose(0, 3, 1, 2)
+
+
+def matmul(a, b, b_group=1, b_transposed=False):
+    """MATMUL on fp16 (section 2, format 1.4): a [batch, M, K], b [batch / b_group, K, N] ([.., N, K] when
+    `b_transposed`); out[o] = a[o] x b[o // b_group]. Each output's fp32 accumulator starts at +0.0 and adds
+    the exact fp16 x fp16 products one at a time in k order, then one rounding to fp16."""
+    a, b = widen(a), widen(b)
+    if b_transposed:
+        b = np.swapaxes(b, 1, 2)
+    b = b[np.arange(a.shape[0]) // b_group]  # the B batch of every output batch
+    acc = np.zeros((a.shape[0], a.shape[1], b.shape[2]), F32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for p in range(a.shape[2]):  # one fp32 add per product, in k order (vectorized over outputs only)
+            acc = acc + a[:, :, p, None] * b[:, None, p, :]
+    return _round(acc)

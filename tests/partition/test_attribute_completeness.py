@@ -57,6 +57,7 @@ CALLS = {
     "relax.nn.gelu_tanh": lambda: R.nn.gelu_tanh(M),
     "relax.nn.silu": lambda: R.nn.silu(M),
     "relax.reshape": lambda: R.reshape(M, (4, 16)),
+    "relax.broadcast_to": lambda: R.broadcast_to(M, (2, 8, 8)),
 }
 
 

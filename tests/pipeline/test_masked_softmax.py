@@ -11,7 +11,7 @@ import tvm_npu
 from builders import module_of as module
 from conftest import npu_modules, run_cpu, run_vm
 from tvm_npu.contract import stream
-from tvm_npu.partition import constraints as C
+from tvm_npu.partition import transformer_constraints as C
 
 H, T, D = 4, 8, 16
 

@@ -129,6 +129,21 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
         return reads, [out]
     if op in ("ELTWISE", "UNARY", "SOFTMAX", "NORM"):
         return _vector_footprints(a, op, elem, alignment)
+    if op == "MATMUL":  # one block per batch (B's: per B batch); the output's first block first
+        rows_b, cols_b = (a["n"], a["k"]) if a["b_transposed"] else (a["k"], a["n"])
+        reads = [
+            ("SRAM", "a", a["a_addr"] + o * a["a_bstride"], a["m"], a["k"] * 2, a["a_stride"])
+            for o in range(a["batch"])
+        ]
+        reads += [
+            ("SRAM", "b", a["b_addr"] + q * a["b_bstride"], rows_b, cols_b * 2, a["b_stride"])
+            for q in range((a["batch"] - 1) // max(a["b_group"], 1) + 1)
+        ]
+        out = [
+            ("SRAM", "output", a["out_addr"] + o * a["out_bstride"], a["m"], a["n"] * 2, a["out_stride"])
+            for o in range(a["batch"])
+        ]
+        return reads, out
     if op == "ADD":
         row = a["row_elems"] * elem
         return (
@@ -147,7 +162,7 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
     )
 
 
-COMPUTE_OPS = ("CONV2D", "ADD", "POOL", "ELTWISE", "UNARY", "SOFTMAX", "NORM")
+COMPUTE_OPS = ("CONV2D", "ADD", "POOL", "ELTWISE", "UNARY", "SOFTMAX", "NORM", "MATMUL")
 
 
 def _vector_footprints(a: dict, op: str, elem: int, alignment: int) -> tuple[list, list]:
@@ -215,10 +230,10 @@ def _check_static(i: int, cmd, stream: Stream, reads: list, writes: list) -> Non
         if not lo <= addr <= addr + rows * stride <= hi:
             _fail(i, cmd, f"{what} footprint [{addr}, {addr + rows * stride}) lies outside {space} [{lo}, {hi})")
     if cmd.op in COMPUTE_OPS:  # the kernel would read what it already overwrote
-        _, _, o, rows, _, stride = writes[0]
-        for _, what, addr, r, _, s in reads:
-            if addr < o + rows * stride and o < addr + r * s:
-                _fail(i, cmd, f"output [{o}, {o + rows * stride}) overlaps its {what} [{addr}, {addr + r * s})")
+        for _, _, o, rows, _, stride in writes:
+            for _, what, addr, r, _, s in reads:
+                if addr < o + rows * stride and o < addr + r * s:
+                    _fail(i, cmd, f"output [{o}, {o + rows * stride}) overlaps its {what} [{addr}, {addr + r * s})")
 
 
 def verify(stream: Stream) -> None:

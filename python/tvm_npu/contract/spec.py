@@ -29,7 +29,9 @@ MINORS: list[dict[str, Any]] = [
     {"minor": 3, "c": "QuantIo",
      "added": "quantized staging (host fp32 <-> device int8 / int16) and the quantization table"},
     {"minor": 4, "c": "Llm",
-     "added": "UNARY's silu (5) and gelu_tanh (6); SOFTMAX's scale and additive mask (attention); the opcode NORM (LayerNorm and RMSNorm over a row)"},
+     "added": "UNARY's silu (5) and gelu_tanh (6); SOFTMAX's scale and additive mask (attention); "
+              "the opcodes NORM (LayerNorm and RMSNorm over a row) and MATMUL (batched activation x "
+              "activation, grouped B)"},
 ]
 
 # Named values of the format. "c" is the C++ constant, "py" the Python one (contract/stream.py).
@@ -338,6 +340,19 @@ OPCODES: list[dict[str, Any]] = [
                   "eps": "fp32 bits, finite and >= 0"},
      "notes": ["each of `rows` rows of `row_elems` fp16 elements normalized on its own (format 1.4)."],
      "doc": "LayerNorm or RMSNorm over each row (a matrix's last axis), fp16, fp32 gamma / beta (format 1.4)"},
+    {"name": "MATMUL", "code": 0x30, "c": "kMatmul", "engine": "mac", "c_struct": "MatmulOperands",
+     "since": 4,
+     "operands": ["dtype", "batch", "b_group", "m", "k", "n", "b_transposed", "a_addr", "a_stride",
+                  "a_bstride", "b_addr", "b_stride", "b_bstride", "out_addr", "out_stride", "out_bstride"],
+     "comments": {"b_group": "batches sharing one B: batch o reads B batch o / b_group (>= 1)",
+                  "b_transposed": "0: B stored [K, N] (rows of N); 1: B stored [N, K] (rows of K)",
+                  "a_bstride": "bytes between A's batches (as the *_bstride of B and out)"},
+     "notes": [("out[o] = A[o] x B[o / b_group] for o in [0, batch): A[o] is [m, k], out[o] is [m, n], "
+                "all in SRAM, strides in bytes."),
+               "",
+               "fp16 only (format 1.4): fp32 accumulation in k order, one rounding to fp16."],
+     "doc": "batched matrix product of two SRAM tensors (attention's Q x K^T and P x V; grouped-query "
+            "attention by `b_group`), fp16 (format 1.4)"},
 ]
 
 # ---------------------------------------------------------------------------------------------------

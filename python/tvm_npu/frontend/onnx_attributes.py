@@ -223,6 +223,8 @@ ONNX_OPS: dict[str, OnnxOp] = {
         {"axes": becomes("relax.strided_slice", "axes"), "steps": becomes("relax.strided_slice", "strides")},
     ),
     "Transpose": OnnxOp(("relax.permute_dims",), {"perm": becomes("relax.permute_dims", "axes")}),
+    # A key / value repeated for grouped-query attention (repeat_kv: Unsqueeze -> Expand -> Reshape).
+    "Expand": OnnxOp(("relax.broadcast_to",)),
     "QuantizeLinear": OnnxOp(
         ("relax.quantize",),
         {

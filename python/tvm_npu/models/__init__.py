@@ -3,5 +3,5 @@ MobileNetV2) and published CNN architectures (`zoo`: ResNet-50, SqueezeNet, Shuf
 Inception, VGG).
 """
 
-from .builders import GraphBuilder, lstm, mobilenet_v2_shaped, op_zoo, small_cnn
+from .builders import GraphBuilder, gqa_attention, lstm, mobilenet_v2_shaped, op_zoo, small_cnn
 from .zoo import densenet_shaped, inception_shaped, resnet50_shaped, shufflenet_v2, squeezenet1_1, vgg_shaped

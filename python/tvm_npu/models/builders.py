@@ -197,3 +197,41 @@ def lstm(
     ]
     graph = helper.make_graph([node], "lstm", graph_in, outs, inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
+def gqa_attention(heads: int = 4, kv_heads: int = 2, s: int = 3, t: int = 8, d: int = 16) -> onnx.ModelProto:
+    """softmax(q x k^T) x v over `heads` query heads and `kv_heads` key / value heads (grouped-query
+    attention; 1 KV head per query head when equal), the KV heads repeated as torch exports Hugging Face's
+    repeat_kv (Unsqueeze -> Expand -> Reshape). Inputs q [1, heads, s, d], k and v [1, kv_heads, t, d]."""
+    g = heads // kv_heads
+    consts = {
+        "axes": np.array([2], np.int64),
+        "expand": np.array([1, kv_heads, g, t, d], np.int64),
+        "merge": np.array([1, heads, t, d], np.int64),
+    }
+    nodes = []
+    for x in ("k", "v"):
+        nodes += [
+            helper.make_node("Unsqueeze", [x, "axes"], [f"{x}5"]),
+            helper.make_node("Expand", [f"{x}5", "expand"], [f"{x}e"]),
+            helper.make_node("Reshape", [f"{x}e", "merge"], [f"{x}r"]),
+        ]
+    nodes += [
+        helper.make_node("Transpose", ["kr"], ["kt"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["q", "kt"], ["scores"]),
+        helper.make_node("Softmax", ["scores"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "vr"], ["out"]),
+    ]
+    f32 = TensorProto.FLOAT
+    graph = helper.make_graph(
+        nodes,
+        "gqa_attention",
+        [
+            helper.make_tensor_value_info("q", f32, [1, heads, s, d]),
+            helper.make_tensor_value_info("k", f32, [1, kv_heads, t, d]),
+            helper.make_tensor_value_info("v", f32, [1, kv_heads, t, d]),
+        ],
+        [helper.make_tensor_value_info("out", f32, [1, heads, s, d])],
+        [numpy_helper.from_array(v, k) for k, v in consts.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

@@ -16,13 +16,8 @@ from .checks import (
     _view_source,
     applies,
 )
-from .constraints import (
-    constraint_softmax_input,
-    constraint_softmax_mask,
-    constraint_softmax_scale,
-    constraint_width,
-    softmax_scale,
-)
+from .constraints import constraint_softmax_input, constraint_width
+from .transformer_constraints import constraint_softmax_mask, constraint_softmax_scale, softmax_scale
 
 
 @applies(

@@ -21,8 +21,6 @@ from .constraints import (
     constraint_float32,
     constraint_groups,
     constraint_int8_activations,
-    constraint_norm_axes,
-    constraint_norm_params,
     constraint_per_tensor,
     constraint_pool,
     constraint_pool_window_fits,
@@ -32,6 +30,12 @@ from .constraints import (
     constraint_staged_reshape,
     constraint_stride,
     constraint_symmetric_weights,
+)
+from .transformer_constraints import (
+    constraint_matmul_transpose,
+    constraint_norm_axes,
+    constraint_norm_params,
+    constraint_repeat_kv,
 )
 
 
@@ -117,7 +121,14 @@ RELAX_ATTRS: dict[str, dict[str, Attr]] = {
         )
     },
     "relax.strided_slice": {"assume_inbound": exact("either (the view starts at the clamped begin)")},
-    "relax.permute_dims": {"axes": exact("any: only of a constant weight, applied at compile time")},
+    "relax.permute_dims": {
+        "axes": through(
+            "any of a constant weight (applied at compile time); of a matmul's second operand: its last two "
+            "axes swapped (MATMUL's b_transposed)",
+            constraint_matmul_transpose,
+        )
+    },
+    "relax.broadcast_to": {},
     "relax.quantize": {
         "out_dtype": through(
             "int8 (uint8 with a constant zero point; int16 in elementwise ops, requantizations and staging)",
@@ -170,6 +181,13 @@ RELAX_INPUTS: dict[str, dict[str, Attr]] = {
             constraint_reshape_keeps_rows,
             constraint_staged_reshape,
             constraint_bias_per_channel,
+            constraint_repeat_kv,
+        )
+    },
+    "relax.broadcast_to": {
+        "shape": through(
+            "[B, H_kv, g, T, D] of a key / value repeated for grouped-query attention (MATMUL's b_group = g)",
+            constraint_repeat_kv,
         )
     },
     "relax.strided_slice": {

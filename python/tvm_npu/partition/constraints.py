@@ -427,115 +427,7 @@ def constraint_softmax_input(data, bound):
     return f"{data.name} is a model input" if isinstance(data, Var) and data not in bound else None
 
 
-# A mask value SOFTMAX may round to fp16: |m| <= 16 moves by at most 2^-7, an output factor below 1%.
-MASK_ROUNDING_SAFE = 16.0
-# exp(-110) is 0 in fp32 (below the smallest subnormal, about e^-103.3), as exp(-inf) is.
-EXP_UNDERFLOW = 110.0
-
-
-def softmax_scale(const, divide: bool, in_shape=None, shape=None):
-    """(the fp32 factor SOFTMAX multiplies by, None), or (None, why not): x * c, or x / c as x * (1 / c);
-    x must have the softmax's shape (a factor of a higher rank would broadcast x)."""
-    if in_shape != shape:
-        return None, f"x {list(in_shape)} broadcast to {list(shape)}"
-    value = constant_value(const)
-    if value is None or value.dtype != np.float32 or value.size != 1:
-        return None, "the factor is not one float32 constant"
-    c = np.float32(value.reshape(-1)[0])
-    with np.errstate(divide="ignore", over="ignore"):
-        s = np.float32(1.0) / c if divide else c
-    if not (np.isfinite(c) and np.isfinite(s) and c != 0 and s != 0):
-        return None, f"factor {'1 / ' if divide else ''}{float(c):.6g}"
-    return float(s), None
-
-
-def softmax_mask(const, shape, scale: float, in_shape=None):
-    """(the mask rows [R, E] SOFTMAX reads, as fp16, None), or (None, why not), for a constant mask added
-    to scores of `in_shape` giving `shape` (constraint_softmax_mask states the rules)."""
-    if in_shape is not None and list(in_shape) != list(shape):
-        return None, f"scores {list(in_shape)} broadcast to {list(shape)}"
-    value = constant_value(const)
-    if value is None or value.dtype != np.float32:
-        return None, "the mask is not a float32 constant"
-    ms, rows_of = list(value.shape), shape[-2] if len(shape) >= 2 else 1
-    rows = ms[-2] if len(ms) >= 2 else 1
-    if not ms or len(ms) > len(shape) or ms[-1] != shape[-1] or any(d != 1 for d in ms[:-2]):
-        return None, f"mask {ms} for scores {list(shape)}"
-    if rows not in (1, rows_of):
-        return None, f"mask {ms}: {rows} rows for {rows_of} query rows"
-    m = value.reshape(rows, shape[-1]).astype(np.float64)
-    if np.isnan(m).any() or (m == np.inf).any():
-        return None, "the mask holds NaN or +inf"
-    finite = np.isfinite(m)
-    with np.errstate(over="ignore"):
-        exact = finite & (m.astype(np.float16).astype(np.float64) == m)
-    bound = 2 * FP16_MAX * abs(scale) + FP16_MAX + EXP_UNDERFLOW
-    huge = finite & (m < -bound)
-    ok = ~finite | exact | (np.abs(m) <= MASK_ROUNDING_SAFE) | huge
-    if not ok.all():
-        return None, f"mask value {m[~ok][0]:.6g}"
-    if not (~finite | huge).any():  # a bias (a dense's, say), not a mask: the bias fusion keeps it
-        return None, "the mask hides no element (no -inf, no large negative)"
-    normal = finite & ~huge
-    for r in range(rows):
-        if not normal[r].any() and finite[r].any():
-            return None, f"mask row {r} hides every element, some with a finite value"
-    return np.where(huge, -np.inf, m).astype(np.float16), None
-
-
-def constraint_softmax_scale(const, divide: bool, in_shape, shape):
-    """NPU_E_SOFTMAX_SCALE: the factor on a softmax's input (x * c, or x / c as TVM imports a division by
-    sqrt(d)) must be one finite, non-zero float32 constant whose fp32 reciprocal (for a division) is finite
-    and non-zero, and must not broadcast x to a larger shape: SOFTMAX multiplies each element by one fp32
-    factor, and x / c becomes x * (1 / c), within 1 fp32 ulp (docs/npu.md section 2)."""
-    return softmax_scale(const, divide, in_shape, shape)[1]
-
-
-def constraint_softmax_mask(const, shape, scale: float, in_shape):
-    """NPU_E_MASK: the constant added to a softmax's input must be an additive attention mask SOFTMAX
-    reproduces exactly: float32, not broadcasting the scores to a larger shape, its last axis the row's
-    length, one row or one per query row (the second-to-last axis of the scores) and 1 on every axis
-    before; each value -inf, exact in fp16, within +-16 (fp16 rounding moves it by at most 2^-7), or a
-    large negative (below -(2 * 65504 * |scale| + 65504 + 110), e.g. -1e9 or float32's lowest) that
-    SOFTMAX reads as -inf, whose exp is 0 either way; it must hide an element (-inf or a large negative:
-    a constant that hides none is a bias, left to the op before); and every mask row keeps an element, or
-    hides all of them with -inf (a row of only -inf is NaN in TVM and on the NPU; one hidden by finite
-    values is not, and on the NPU would be)."""
-    return softmax_mask(const, shape, scale, in_shape)[1]
-
-
-def constraint_norm_axes(call):
-    """NPU_E_AXIS: layer_norm and rms_norm must normalize over the last axis alone of a tensor of rank 1 to
-    3 (a matrix's rows: NORM works on rows); several axes, another axis, or a 4-D map's last axis (W, not
-    contiguous in the NPU's NHWC layout) stay on the CPU."""
-    rank = len(static_shape(call))
-    axes = [int(a) % max(rank, 1) for a in call.attrs.axes]
-    if rank == 4 or axes != [rank - 1]:
-        return f"axes {[int(a) for a in call.attrs.axes]} of a rank-{rank} tensor"
-    return None
-
-
-def constraint_norm_params(call):
-    """NPU_E_NORM: gamma (and layer_norm's beta) must be float32 constants holding one value per element
-    of the row (NORM reads them, unrounded, from the weight region), and epsilon finite and >= 0; a gamma
-    or beta computed at run time stays on the CPU. layer_norm's center and scale must be True: TVM's own CPU
-    kernels apply beta and gamma whatever the flags say, so a False flag has no single meaning to follow."""
-    if call.op.name == "relax.nn.layer_norm" and not (bool(call.attrs.center) and bool(call.attrs.scale)):
-        return f"center={bool(call.attrs.center)}, scale={bool(call.attrs.scale)}"
-    eps = float(call.attrs.epsilon)
-    if not np.isfinite(eps) or eps < 0:
-        return f"epsilon {eps}"
-    row = static_shape(call)[-1]
-    for name, arg in zip(("gamma", "beta"), call.args[1:]):
-        value = constant_value(arg)
-        if value is None or value.dtype != np.float32 or value.size != row:
-            shape = static_shape(arg)
-            what = "not a constant" if value is None else f"{value.dtype} {list(value.shape)}"
-            return f"{name} {list(shape) if shape is not None else '?'}: {what} (the row has {row} elements)"
-    return None
-
-
-# Every constraint, for the generated supported-ops table.
+# Every constraint of this module (transformer_constraints.py has its own), for the supported-ops table.
 ALL_CONSTRAINTS = [
     constraint_float32,
     constraint_static_shape,
@@ -561,10 +453,6 @@ ALL_CONSTRAINTS = [
     constraint_eltwise_scales,
     constraint_softmax_axis,
     constraint_softmax_input,
-    constraint_softmax_scale,
-    constraint_softmax_mask,
-    constraint_norm_axes,
-    constraint_norm_params,
     constraint_fp16_constants,
     constraint_model_input,
     constraint_model_output,

@@ -6,7 +6,8 @@ from __future__ import annotations
 from ..ir.values import static_shape
 from .attributes import attribute_checks
 from .checks import QUANT_CONSTRAINTS, TENSOR_CONSTRAINTS, PartitionRun, _check_tensors, _quant_checks, _run, applies
-from .constraints import constraint_norm_axes, constraint_norm_params, constraint_width
+from .constraints import constraint_width
+from .transformer_constraints import constraint_norm_axes, constraint_norm_params
 
 
 @applies(*TENSOR_CONSTRAINTS, constraint_norm_axes, constraint_norm_params, constraint_width, int8=QUANT_CONSTRAINTS)

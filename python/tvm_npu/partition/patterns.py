@@ -16,7 +16,7 @@ from tvm.relax.backend.utils import has_leaking_intermediate_variables
 from tvm.relax.dpl import is_const, is_op, is_tuple, wildcard
 
 from ..contract.config import get_config
-from . import checks, norm_checks
+from . import checks, matmul_check, norm_checks
 from .attention_checks import check_softmax_masked
 
 PREFIX = "npu"
@@ -260,6 +260,28 @@ def norm_patterns():
     return out
 
 
+def matmul_patterns(repeated: bool):
+    """A matmul of two activations (MATMUL, fp16): B as it is, or transposed by a permute_dims of its last
+    two axes; `repeated`: B repeated over query heads for grouped-query attention (reshape ->
+    broadcast_to -> reshape, folded into b_group). A dequantized operand is matched so that its check can
+    refuse it with a reason (MATMUL has no int8 form)."""
+    out = []
+    for transposed in (False, True):
+        # A constant B (also transposed, reshaped or dequantized) is a weight: dense's, never MATMUL's.
+        a, src = _dq(wildcard()) | wildcard(), _dq(wildcard()) | ~_const_expr()
+        ann, b = {}, src
+        if repeated:
+            ann["split"] = split = is_op("relax.reshape")(src, wildcard())  # ONNX Unsqueeze imports as reshape
+            ann["broadcast"] = bcast = is_op("relax.broadcast_to")(split, wildcard())
+            ann["repeat"] = b = is_op("relax.reshape")(bcast, wildcard())
+        if transposed:
+            ann["transpose"] = b = is_op("relax.permute_dims")(b)
+        call = is_op("relax.matmul")(a, b)
+        name = "matmul" + ("_gqa" if repeated else "") + ("_bt" if transposed else "")
+        out.append(_entry(name, call, dict(ann, op=call), matmul_check.check_matmul))
+    return out
+
+
 def pool_patterns(quantized: bool):
     out = []
     for op, name in (
@@ -329,13 +351,15 @@ def table() -> list:
 
 @functools.cache  # the patterns are immutable TVM objects: built once, shared by every build and thread
 def _table() -> tuple:
-    entries = []
+    entries = matmul_patterns(repeated=False)  # lowest: a constant B is dense's (checks refuse it here)
     for quantized in (False, True):
         entries += eltwise_patterns(quantized) + concat_patterns(quantized) + slice_patterns(quantized)
         entries += reshape_patterns(quantized) + pool_patterns(quantized) + add_patterns(quantized)
         entries += unary_patterns(quantized)
         entries += conv2d_patterns(quantized) + dense_patterns(quantized)
     plain_io, reshaped_io = io_patterns()
+    # The repeated-B matmul outranks the reshape view, which would otherwise take its repeat's reshape.
+    entries += matmul_patterns(repeated=True)
     return tuple(plain_io + requantize_patterns() + entries + softmax_patterns() + norm_patterns() + reshaped_io)
 
 

@@ -393,6 +393,7 @@ def region_layers(config, graph, planned) -> dict:
         elems = int(np.prod(out))
         steps = {
             "conv": 0,
+            "matmul": 0,
             "add": elems,
             "eltwise": elems,
             "unary": elems,

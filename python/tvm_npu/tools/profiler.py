@@ -249,7 +249,7 @@ def _layer(conf: dict, symbol: str, alias: str, layer: dict, records: list, busy
     rd = sum(r["bus_bytes"] for r in dma if r["opcode"] == "DMA_LOAD")
     wr = sum(r["bus_bytes"] for r in dma if r["opcode"] == "DMA_STORE")
     rate = _rate(conf, layer["dtype"])
-    if layer["kind"] == "conv":
+    if layer["kind"] in ("conv", "matmul"):  # the MAC array's layers
         ideal = math.ceil(macs * rate / (conf["mac_rows"] * conf["mac_cols"]))
     else:
         lanes = conf["vector_lanes"] // (2 if layer["dtype"] == "float16" else 1)

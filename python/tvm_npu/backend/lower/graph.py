@@ -26,7 +26,8 @@ class TensorInfo:
 
 @dataclass
 class Layer:
-    """One NPU op: "conv" (MAC array; dense is a 1x1 conv over [1, M, 1, K]), "add", "pool", "eltwise",
+    """One NPU op: "conv" (MAC array; dense is a 1x1 conv over [1, M, 1, K]), "matmul" (MAC array, two
+    activations, rows views [1, batch * rows, 1, cols]), "add", "pool", "eltwise",
     "unary", "softmax" or "norm" (vector), "view" (a reshape that keeps the stored rows: its output aliases its
     input, no command) or "concat" (its inputs are written into its channels or rows, no command;
     slices.py)."""
@@ -71,6 +72,9 @@ class Layer:
     softmax_scale: float = 0.0
     # norm ("layernorm" / "rmsnorm" in `func`, eps in `alpha`): the rows of `const`, "gamma" then "beta"
     norm_params: tuple = ()
+    # matmul (MATMUL, format 1.4): (batch, m, k, n, b_transposed), and the B batch each output batch reads
+    matmul: tuple = ()
+    b_index: tuple = ()
 
     @property
     def taps(self) -> tuple:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...contract.errors import NPUError
 from ...ir.values import constant_value, static_shape
-from ...partition.constraints import softmax_mask, softmax_scale
+from ...partition.transformer_constraints import softmax_mask, softmax_scale
 from .composite import Composite
 from .graph import Layer, layout_view
 from .registry import lowers

@@ -34,6 +34,18 @@ def conv_cycles(cfg: NPUConfig, a: dict) -> int:
     return cfg.op_overhead + rate * conv_passes(cfg, a)
 
 
+def matmul_passes(cfg: NPUConfig, a: dict) -> int:
+    """MAC-array passes of a MATMUL (docs section 4): B in the weights' place, k on the rows, n on the
+    columns, A's rows streamed like pixels."""
+    return a["batch"] * a["m"] * math.ceil(a["k"] / cfg.mac_rows) * math.ceil(a["n"] / cfg.mac_cols)
+
+
+def mac_macs(cmd: Command) -> int:
+    """MACs of a MAC-engine command: CONV2D's nominal taps, MATMUL's batch * m * n * k."""
+    a = cmd.args
+    return a["batch"] * a["m"] * a["n"] * a["k"] if cmd.op == "MATMUL" else conv_macs(a)
+
+
 def vector_cycles(cfg: NPUConfig, op: str, a: dict) -> int:
     """op_overhead + ceil(steps / lanes) for an ADD, ELTWISE, UNARY, SOFTMAX, NORM or POOL (docs section 5)."""
     lanes = cfg.vector_lanes // 2 if two_byte_lanes(op, a) else cfg.vector_lanes
@@ -49,9 +61,11 @@ def vector_cycles(cfg: NPUConfig, op: str, a: dict) -> int:
 
 
 def compute_cycles(cfg: NPUConfig, cmd: Command) -> int:
-    """Cycles of a CONV2D, ADD or POOL command on its engine (0 for DMA and END)."""
+    """Cycles of a compute command (CONV2D, MATMUL or a vector op) on its engine (0 for DMA and END)."""
     if cmd.op == "CONV2D":
         return conv_cycles(cfg, cmd.args)
+    if cmd.op == "MATMUL":  # fp16 only (format 1.4)
+        return cfg.op_overhead + cfg.fp16_rate_div * matmul_passes(cfg, cmd.args)
     if cmd.engine == "vector":
         return vector_cycles(cfg, cmd.op, cmd.args)
     return 0
@@ -70,6 +84,9 @@ def ideal_cycles(cfg: NPUConfig, layer) -> int:
     """A layer's compute cycles as one command over the whole output, with no data movement: the
     bound a schedule is measured against."""
     dtype = DTYPES_BY_NAME[layer.dtype]
+    if layer.kind == "matmul":  # every batch in one command: (batch, m, k, n) in layer.matmul
+        batch, m, k, n = layer.matmul[:4]
+        return cfg.op_overhead + cfg.fp16_rate_div * matmul_passes(cfg, dict(batch=batch, m=m, k=k, n=n))
     if layer.kind == "conv":
         oc, kh, kw, icg = layer.weight.shape
         in_c = icg * layer.groups
@@ -132,7 +149,7 @@ def estimate(cfg: NPUConfig, commands: list[Command]) -> Estimate:
             end = start + compute_cycles(cfg, cmd)
             if engine == "mac":
                 est.mac_cycles += end - start
-                est.macs += conv_macs(a)
+                est.macs += mac_macs(cmd)
             else:
                 est.vector_cycles += end - start
         else:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from ...contract.config import NPUConfig
 from ...contract.stream import ACTIVATIONS, DTYPES, NO_BIAS, POOL_KINDS, Command, f32_bits
 from ..lower.graph import Layer
+from .matmul_plan import emit_matmul
+from .matmul_plan import footprint as matmul_footprint
 from .schedule import Scoreboard, emit_constant_load, emit_dma
 from .sram import align
 from .tiling import row_tiles
@@ -157,6 +159,8 @@ def footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
     a = cmd.args
     if cmd.op in VECTOR_OPS:
         return vector_footprint(cfg, cmd)
+    if cmd.op == "MATMUL":
+        return matmul_footprint(cmd)
     if cmd.op == "ADD":
         return (
             [
@@ -177,6 +181,8 @@ def footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
 def emit_layer(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst: Placed, lp: LayerPlan, after_compute=None):
     """Commands of one layer into `sb`: per output-channel block, per row tile: load, compute, store.
     `after_compute(cmd)` runs after each tile's commands (the weight streamer paces itself on it)."""
+    if layer.kind == "matmul":  # two activations, tiled by output batch (matmul_plan.py)
+        return emit_matmul(sb, cfg, layer, srcs, dst, lp, after_compute)
     tiles = row_tiles(layer, srcs[0].view, dst.view, lp.tile_oh)
     blocks = lp.blocks or [None]
     for bi, blk in enumerate(blocks):

@@ -82,7 +82,7 @@ def command_counts(cfg: NPUConfig, commands: list) -> dict:
     """What the energy estimate counts in a command list: MACs by datapath, and bytes moved in and out
     of SRAM (DMA payloads plus compute operand tiles)."""
     from ...contract.stream import DTYPES
-    from .cost_model import conv_macs
+    from .cost_model import mac_macs
     from .emit import footprint  # the planner's own (reads, writes) ranges of a compute command
 
     counts = {"macs_int8": 0, "macs_fp16": 0, "sram_access_bytes": 0}
@@ -92,9 +92,9 @@ def command_counts(cfg: NPUConfig, commands: list) -> dict:
         if cmd.op in ("DMA_LOAD", "DMA_STORE"):
             counts["sram_access_bytes"] += cmd.args["rows"] * cmd.args["row_bytes"]
             continue
-        if cmd.op == "CONV2D":
+        if cmd.engine == "mac":
             key = "macs_int8" if cmd.args["dtype"] == DTYPES["int8"] else "macs_fp16"
-            counts[key] += conv_macs(cmd.args)
+            counts[key] += mac_macs(cmd)
         reads, writes = footprint(cfg, cmd)
         counts["sram_access_bytes"] += sum(hi - lo for _, lo, hi in reads + writes)
     return counts

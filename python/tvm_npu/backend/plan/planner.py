@@ -28,6 +28,7 @@ from ...contract.stream import DTYPE_BYTES, SLICE_ALIGNMENT, Stream, TensorDesc
 from ..lower.graph import Graph, Layer
 from . import cost_model, recurrence, slices
 from .emit import Block, LayerPlan, Placed, emit_layer, src_rows
+from .matmul_plan import matmul_layout, tile_options
 from .schedule import Scoreboard
 from .sram import Arena, align, live_ranges, place_residents, resident_top
 from .tiling import oc_blocks, row_tiles, tile_heights
@@ -102,6 +103,8 @@ def _weight_heavy(layer: Layer, in_bytes: int) -> bool:
 
 
 def _layout(cfg, layer, srcs, dst, blocks, base, tile_oh) -> LayerPlan | None:
+    if layer.kind == "matmul":
+        return matmul_layout(cfg, layer, srcs, dst, base, tile_oh, LayerPlan)
     arena = Arena(cfg, base)
     tiles = row_tiles(layer, srcs[0].view, dst.view, tile_oh)
     in_rows = max(t.in_rows for t in tiles)
@@ -128,7 +131,8 @@ def _choose(cfg, layer, srcs, dst, blocks_options, base) -> LayerPlan | None:
     """The fastest (estimated) tile height and block size among those that fit above `base`."""
     best = None
     for blocks in blocks_options:
-        for tile_oh in tile_heights(dst.view[1]):
+        heights = tile_options(layer, tile_heights(layer.matmul[1])) if layer.kind == "matmul" else None
+        for tile_oh in heights or tile_heights(dst.view[1]):
             lp = _layout(cfg, layer, srcs, dst, blocks, base, tile_oh)
             if lp is None:
                 continue

@@ -1,0 +1,88 @@
+"""The check of a matmul of two activations (MATMUL, docs/npu.md section 4, format 1.4): attention's Q x K^T
+and P x V, the second operand optionally transposed (permute_dims of its last two axes: b_transposed) and,
+for grouped-query attention, repeated over query heads by reshape (an expand_dims becomes one,
+rewrite/views.py) -> broadcast_to -> reshape, folded into MATMUL's b_group: addressing, not a copy."""
+
+from __future__ import annotations
+
+from ..ir.values import constant_value, static_shape
+from .attributes import attribute_checks, attribute_constraints
+from .checks import (
+    QUANT_CONSTRAINTS,
+    TENSOR_CONSTRAINTS,
+    PartitionRun,
+    _check_tensors,
+    _quant_checks,
+    _resolve,
+    _run,
+    applies,
+    weight_constant,
+)
+from .constraints import constraint_width
+from .transformer_constraints import (
+    constraint_matmul_batch,
+    constraint_matmul_fits,
+    constraint_matmul_float,
+    constraint_matmul_rank,
+    constraint_matmul_transpose,
+    constraint_repeat_kv,
+)
+
+
+def matmul_operands(ann: dict):
+    """(the matmul call, A, the tensor B is read from, the permute_dims call or None, the repeat calls
+    (reshape, broadcast_to, reshape) or None) of a match's annotations."""
+    call = ann["op"]
+    b = call.args[1]
+    perm = ann.get("transpose")
+    if perm is not None:
+        b = perm.args[0]
+    repeat = None
+    if "repeat" in ann:
+        merge = ann["repeat"]
+        bcast = ann["broadcast"]
+        split = ann["split"]
+        repeat = (split, bcast, merge)
+        b = split.args[0]
+    return call, call.args[0], b, perm, repeat
+
+
+@applies(
+    *TENSOR_CONSTRAINTS,
+    *attribute_constraints("relax.matmul"),
+    constraint_matmul_float,
+    constraint_matmul_rank,
+    constraint_matmul_transpose,
+    constraint_repeat_kv,
+    constraint_matmul_batch,
+    constraint_width,
+    constraint_matmul_fits,
+    int8=QUANT_CONSTRAINTS,
+)
+def check_matmul(run: PartitionRun, ctx) -> bool:
+    ann = ctx.annotated_expr
+    call, a, b, perm, repeat = matmul_operands(ann)
+    if weight_constant(call, ctx.matched_bindings) is not None or constant_value(_resolve(ctx, a)) is not None:
+        # A constant B is dense's (a 2-D weight), with dense's reasons; a constant A (no such pattern) stays
+        # on the CPU as an op no pattern takes.
+        return False
+    # No int8 pattern exists (MATMUL is fp16): _quant_checks adds nothing today, and keeps every check's shape.
+    checks = [(constraint_matmul_float, (_resolve(ctx, a), _resolve(ctx, b)))] + _check_tensors(run, [a, b, call])
+    checks += _quant_checks(ctx) + attribute_checks(call)
+    if not _run(run, ctx, "matmul", checks):
+        return False
+    a_shape, out_shape = static_shape(a), static_shape(call)
+    b_shape = static_shape(call.args[1])  # B as the matmul reads it ([.., K, N])
+    checks = [(constraint_matmul_rank, (a_shape, b_shape))]
+    if perm is not None:
+        checks.append((constraint_matmul_transpose, (perm.attrs.axes, len(b_shape))))
+    if repeat is not None:
+        split, bcast, merge = repeat
+        shapes = [static_shape(e) for e in (split.args[0], split, bcast, merge)]
+        checks.append((constraint_repeat_kv, tuple(shapes)))
+    checks += [
+        (constraint_matmul_batch, (a_shape, b_shape, out_shape)),
+        (constraint_width, ([a_shape[-1], out_shape[-1]], run.config)),
+        (constraint_matmul_fits, (a_shape[-1], out_shape[-1], perm is not None, run.config)),
+    ]
+    return _run(run, ctx, "matmul", checks)

@@ -1,0 +1,196 @@
+"""Supported-operator rules of the transformer ops (format 1.4): attention's softmax scale and mask, LayerNorm
+and RMSNorm, and the matmul of two activations. Same form as constraints.py: each `constraint_*` returns None
+or a short detail, and its docstring is the user-facing reason the partition report prints.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..contract.config import NPUConfig
+from ..ir.values import constant_value, static_shape
+from .constraints import FP16_MAX
+
+# A mask value SOFTMAX may round to fp16: |m| <= 16 moves by at most 2^-7, an output factor below 1%.
+MASK_ROUNDING_SAFE = 16.0
+# exp(-110) is 0 in fp32 (below the smallest subnormal, about e^-103.3), as exp(-inf) is.
+EXP_UNDERFLOW = 110.0
+
+
+def softmax_scale(const, divide: bool, in_shape=None, shape=None):
+    """(the fp32 factor SOFTMAX multiplies by, None), or (None, why not): x * c, or x / c as x * (1 / c);
+    x must have the softmax's shape (a factor of a higher rank would broadcast x)."""
+    if in_shape != shape:
+        return None, f"x {list(in_shape)} broadcast to {list(shape)}"
+    value = constant_value(const)
+    if value is None or value.dtype != np.float32 or value.size != 1:
+        return None, "the factor is not one float32 constant"
+    c = np.float32(value.reshape(-1)[0])
+    with np.errstate(divide="ignore", over="ignore"):
+        s = np.float32(1.0) / c if divide else c
+    if not (np.isfinite(c) and np.isfinite(s) and c != 0 and s != 0):
+        return None, f"factor {'1 / ' if divide else ''}{float(c):.6g}"
+    return float(s), None
+
+
+def softmax_mask(const, shape, scale: float, in_shape=None):
+    """(the mask rows [R, E] SOFTMAX reads, as fp16, None), or (None, why not), for a constant mask added
+    to scores of `in_shape` giving `shape` (constraint_softmax_mask states the rules)."""
+    if in_shape is not None and list(in_shape) != list(shape):
+        return None, f"scores {list(in_shape)} broadcast to {list(shape)}"
+    value = constant_value(const)
+    if value is None or value.dtype != np.float32:
+        return None, "the mask is not a float32 constant"
+    ms, rows_of = list(value.shape), shape[-2] if len(shape) >= 2 else 1
+    rows = ms[-2] if len(ms) >= 2 else 1
+    if not ms or len(ms) > len(shape) or ms[-1] != shape[-1] or any(d != 1 for d in ms[:-2]):
+        return None, f"mask {ms} for scores {list(shape)}"
+    if rows not in (1, rows_of):
+        return None, f"mask {ms}: {rows} rows for {rows_of} query rows"
+    m = value.reshape(rows, shape[-1]).astype(np.float64)
+    if np.isnan(m).any() or (m == np.inf).any():
+        return None, "the mask holds NaN or +inf"
+    finite = np.isfinite(m)
+    with np.errstate(over="ignore"):
+        exact = finite & (m.astype(np.float16).astype(np.float64) == m)
+    bound = 2 * FP16_MAX * abs(scale) + FP16_MAX + EXP_UNDERFLOW
+    huge = finite & (m < -bound)
+    ok = ~finite | exact | (np.abs(m) <= MASK_ROUNDING_SAFE) | huge
+    if not ok.all():
+        return None, f"mask value {m[~ok][0]:.6g}"
+    if not (~finite | huge).any():  # a bias (a dense's, say), not a mask: the bias fusion keeps it
+        return None, "the mask hides no element (no -inf, no large negative)"
+    normal = finite & ~huge
+    for r in range(rows):
+        if not normal[r].any() and finite[r].any():
+            return None, f"mask row {r} hides every element, some with a finite value"
+    return np.where(huge, -np.inf, m).astype(np.float16), None
+
+
+def constraint_softmax_scale(const, divide: bool, in_shape, shape):
+    """NPU_E_SOFTMAX_SCALE: the factor on a softmax's input (x * c, or x / c as TVM imports a division by
+    sqrt(d)) must be one finite, non-zero float32 constant whose fp32 reciprocal (for a division) is finite
+    and non-zero, and must not broadcast x to a larger shape: SOFTMAX multiplies each element by one fp32
+    factor, and x / c becomes x * (1 / c), within 1 fp32 ulp (docs/npu.md section 2)."""
+    return softmax_scale(const, divide, in_shape, shape)[1]
+
+
+def constraint_softmax_mask(const, shape, scale: float, in_shape):
+    """NPU_E_MASK: the constant added to a softmax's input must be an additive attention mask SOFTMAX
+    reproduces exactly: float32, not broadcasting the scores to a larger shape, its last axis the row's
+    length, one row or one per query row (the second-to-last axis of the scores) and 1 on every axis
+    before; each value -inf, exact in fp16, within +-16 (fp16 rounding moves it by at most 2^-7), or a
+    large negative (below -(2 * 65504 * |scale| + 65504 + 110), e.g. -1e9 or float32's lowest) that
+    SOFTMAX reads as -inf, whose exp is 0 either way; it must hide an element (-inf or a large negative:
+    a constant that hides none is a bias, left to the op before); and every mask row keeps an element, or
+    hides all of them with -inf (a row of only -inf is NaN in TVM and on the NPU; one hidden by finite
+    values is not, and on the NPU would be)."""
+    return softmax_mask(const, shape, scale, in_shape)[1]
+
+
+def constraint_norm_axes(call):
+    """NPU_E_AXIS: layer_norm and rms_norm must normalize over the last axis alone of a tensor of rank 1 to
+    3 (a matrix's rows: NORM works on rows); several axes, another axis, or a 4-D map's last axis (W, not
+    contiguous in the NPU's NHWC layout) stay on the CPU."""
+    rank = len(static_shape(call))
+    axes = [int(a) % max(rank, 1) for a in call.attrs.axes]
+    if rank == 4 or axes != [rank - 1]:
+        return f"axes {[int(a) for a in call.attrs.axes]} of a rank-{rank} tensor"
+    return None
+
+
+def constraint_norm_params(call):
+    """NPU_E_NORM: gamma (and layer_norm's beta) must be float32 constants holding one value per element
+    of the row (NORM reads them, unrounded, from the weight region), and epsilon finite and >= 0; a gamma
+    or beta computed at run time stays on the CPU. layer_norm's center and scale must be True: TVM's own CPU
+    kernels apply beta and gamma whatever the flags say, so a False flag has no single meaning to follow."""
+    if call.op.name == "relax.nn.layer_norm" and not (bool(call.attrs.center) and bool(call.attrs.scale)):
+        return f"center={bool(call.attrs.center)}, scale={bool(call.attrs.scale)}"
+    eps = float(call.attrs.epsilon)
+    if not np.isfinite(eps) or eps < 0:
+        return f"epsilon {eps}"
+    row = static_shape(call)[-1]
+    for name, arg in zip(("gamma", "beta"), call.args[1:]):
+        value = constant_value(arg)
+        if value is None or value.dtype != np.float32 or value.size != row:
+            shape = static_shape(arg)
+            what = "not a constant" if value is None else f"{value.dtype} {list(value.shape)}"
+            return f"{name} {list(shape) if shape is not None else '?'}: {what} (the row has {row} elements)"
+    return None
+
+
+# --- matmul of two activations (MATMUL, docs/npu.md section 4, format 1.4) ---
+
+
+def constraint_matmul_rank(a_shape, b_shape):
+    """NPU_E_RANK: a matmul of two activations must multiply batches of matrices of rank 3 or 4, both of the
+    same rank (MATMUL's batch); 2-D and mixed-rank products stay on the CPU."""
+    if len(a_shape) in (3, 4) and len(b_shape) == len(a_shape):
+        return None
+    return f"ranks {len(a_shape)} and {len(b_shape)}"
+
+
+def constraint_matmul_float(a, b):
+    """NPU_E_QUANT_MATMUL: a matmul of two int8 (dequantized) activations stays on the CPU: MATMUL is fp16
+    only (format 1.4), and running the dequantized values through fp16 would not be the int8 model's
+    integer arithmetic."""
+    dq = [e for e in (a, b) if getattr(getattr(e, "op", None), "name", "") == "relax.dequantize"]
+    return "a dequantized operand" if dq else None
+
+
+def constraint_matmul_batch(a_shape, b_shape, out_shape):
+    """NPU_E_BROADCAST: a matmul's second operand must have each batch dimension equal to the first's or 1
+    (MATMUL reads one B per output batch, by address); a first operand broadcast over the second's batches
+    stays on the CPU."""
+    if list(a_shape[:-2]) != list(out_shape[:-2]):
+        return f"first operand batch {list(a_shape[:-2])} is broadcast to {list(out_shape[:-2])}"
+    bad = [(x, y) for x, y in zip(a_shape[:-2], b_shape[:-2]) if y not in (x, 1)]
+    return f"batch dims {list(b_shape[:-2])} against {list(a_shape[:-2])}" if bad else None
+
+
+def constraint_matmul_fits(k: int, n: int, transposed: bool, cfg: NPUConfig):
+    """NPU_E_SRAM: a matmul of two activations keeps one batch of its second operand whole in SRAM: twice
+    (double-buffered), with two rows of the first operand and two of the output, it must fit (MATMUL's tiles
+    split the rows of the first operand, not the second operand, format 1.4). A larger one runs on the CPU;
+    a configuration with more SRAM keeps it on the NPU."""
+    line = lambda elems: -(-elems * 2 // cfg.alignment) * cfg.alignment  # noqa: E731 (an fp16 SRAM row)
+    rows, cols = (n, k) if transposed else (k, n)
+    need = 2 * (rows * line(cols) + line(k) + line(n))
+    return (
+        f"B batch [{rows}, {cols}]: {need} bytes double-buffered > {cfg.sram_bytes}" if need > cfg.sram_bytes else None
+    )
+
+
+def constraint_matmul_transpose(axes, rank: int):
+    """NPU_E_LAYOUT: a permute_dims on a matmul's second operand must swap its last two axes only (MATMUL's
+    b_transposed); other permutations stay on the CPU."""
+    want = list(range(rank - 2)) + [rank - 1, rank - 2]
+    return None if [int(x) for x in axes] == want else f"axes {[int(x) for x in axes]}"
+
+
+def constraint_repeat_kv(src_shape, mid_shape, rep_shape, b_shape):
+    """NPU_E_BROADCAST: a key/value repeat for grouped-query attention must be [B, H_kv, T, D] ->
+    [B, H_kv, 1, T, D] -> broadcast [B, H_kv, g, T, D] -> [B, H_kv * g, T, D] (query head h reads KV head
+    h / g, MATMUL's b_group); other repeats stay on the CPU."""
+    if len(src_shape) == 4 and len(rep_shape) == 5 and len(b_shape) == 4:
+        bt, hk, t, d = src_shape
+        g = rep_shape[2]
+        expected = ([bt, hk, 1, t, d], [bt, hk, g, t, d], [bt, hk * g, t, d])
+        if (list(mid_shape), list(rep_shape), list(b_shape)) == expected:
+            return None
+    return f"{list(src_shape)} -> {list(mid_shape)} -> {list(rep_shape)} -> {list(b_shape)}"
+
+
+# Every constraint of this module, for the generated supported-ops table.
+ALL_CONSTRAINTS = [
+    constraint_softmax_scale,
+    constraint_softmax_mask,
+    constraint_norm_axes,
+    constraint_norm_params,
+    constraint_matmul_rank,
+    constraint_matmul_float,
+    constraint_matmul_batch,
+    constraint_matmul_fits,
+    constraint_matmul_transpose,
+    constraint_repeat_kv,
+]

@@ -1,0 +1,75 @@
+/*!
+ * \file matmul_checks.cc
+ * \brief Load-time validation of MATMUL (format 1.4, docs/npu.md section 6), with the code rules of
+ *        command_checks.cc: an undecodable field is ERR_BAD_STREAM, a datapath the NPU lacks
+ *        ERR_OP_NOT_SUPPORTED, a footprint outside SRAM or an output overlapping an operand
+ *        ERR_INVALID_ADDR.
+ */
+#include <tvm_npu/operand_rules.h>
+
+#include "runtime/command_checks.h"
+#include "runtime/npu_error.h"
+
+namespace tvm_npu {
+namespace {
+
+// One operand of every batch: `batches` blocks of `rows` rows, `bstride` bytes apart. Each block is
+// checked as a 2-D buffer; the batch stride must keep blocks apart (a block may not overlap the next).
+struct Batched {
+  const char* what;
+  uint64_t addr, batches, rows, row_bytes, stride, bstride;
+  uint64_t end() const { return addr + (batches - 1) * bstride + rows * stride; }
+};
+
+void CheckBatched(const std::string& where, const NPUConfig& c, const Batched& t) {
+  CheckBuffer(where, t.what, t.addr, t.rows, t.row_bytes, t.stride, c, "SRAM", 0, c.sram_bytes);
+  if (t.batches > 1) {
+    CheckAligned(where, t.what, t.bstride, c.alignment);
+    if (t.bstride < SatMul(t.rows, t.stride)) {
+      NPU_THROW(kBadStream) << where << ": " << t.what << " batch stride " << t.bstride
+                            << " is below one batch's " << t.rows << " rows x " << t.stride
+                            << " bytes";
+    }
+    // The last batch's block, within SRAM too (sizes are bounded: no wrap-around below 2^64).
+    CheckRange(where, t.what, t.addr, SatMul(t.batches - 1, t.bstride) + t.rows * t.stride, "SRAM",
+               0, c.sram_bytes);
+  }
+}
+
+}  // namespace
+
+void CheckMatmulParams(const std::string& where, const stream::MatmulOperands& op) {
+  CheckDType(where, op.dtype);
+  if (op.dtype != stream::kFP16) {
+    NPU_THROW(kOpNotSupported) << where << ": MATMUL runs on the fp16 datapath only (format 1.4); "
+                               << "an int8 matmul of two activations has no requantization block";
+  }
+  if (op.batch == 0 || op.m == 0 || op.k == 0 || op.n == 0) {
+    NPU_THROW(kBadStream) << where << ": a size is 0 (batch " << op.batch << ", m " << op.m
+                          << ", k " << op.k << ", n " << op.n << ")";
+  }
+  if (op.b_group == 0) NPU_THROW(kBadStream) << where << ": b_group is 0 (at least 1)";
+  if (op.b_transposed > 1) {
+    NPU_THROW(kBadStream) << where << ": b_transposed " << op.b_transposed << " is not 0 or 1";
+  }
+}
+
+void CheckMatmul(const std::string& where, const stream::Command& cmd, const NPUConfig& c) {
+  const stream::MatmulOperands op = OperandsOf<stream::MatmulOperands>(cmd);
+  CheckMatmulParams(where, op);
+  const uint64_t b_batches = (uint64_t{op.batch} - 1) / op.b_group + 1;
+  const uint64_t b_rows = op.b_transposed ? op.n : op.k, b_cols = op.b_transposed ? op.k : op.n;
+  const Batched a{"a", op.a_addr, op.batch, op.m, uint64_t{op.k} * 2, op.a_stride, op.a_bstride};
+  const Batched b{"b", op.b_addr, b_batches, b_rows, b_cols * 2, op.b_stride, op.b_bstride};
+  const Batched out{"output",           op.out_addr,   op.batch,      op.m,
+                    uint64_t{op.n} * 2, op.out_stride, op.out_bstride};
+  for (const Batched& t : {a, b, out}) CheckBatched(where, c, t);
+  // The kernel writes out while it reads a and b: their spans may not meet (a and b may alias).
+  for (const Batched& t : {a, b}) {
+    if (Overlaps(out.addr, out.end() - out.addr, t.addr, t.end() - t.addr)) {
+      NPU_THROW(kInvalidAddr) << where << ": the output overlaps " << t.what << " in SRAM";
+    }
+  }
+}
+
+}  // namespace tvm_npu
