@@ -30,7 +30,7 @@ struct NPUConfig {
   uint32_t alignment;            // alignment of every address and row stride (bytes)
   uint32_t op_overhead;          // fixed cycles per compute command (setup, drain)
   uint32_t max_rank;             // highest tensor rank an NPU op accepts
-  uint32_t max_width;            // largest width (W, or the inner dimension) accepted
+  uint32_t max_width;            // largest width (W of a map, a vector row) accepted
   uint32_t max_tensors;          // tensors one task (one command stream) may reference
 
   /*! \brief The `npu-ref` preset. */

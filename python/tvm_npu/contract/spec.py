@@ -105,7 +105,7 @@ CONFIG: dict[str, Any] = {
         {"name": "alignment", "doc": "alignment of every address and row stride (bytes)"},
         {"name": "op_overhead", "doc": "fixed cycles per compute command (setup, drain)"},
         {"name": "max_rank", "doc": "highest tensor rank an NPU op accepts"},
-        {"name": "max_width", "doc": "largest width (W, or the inner dimension) accepted"},
+        {"name": "max_width", "doc": "largest width (W of a map, a vector row) accepted"},
         {"name": "max_tensors", "doc": "tensors one task (one command stream) may reference"},
     ],
 }
