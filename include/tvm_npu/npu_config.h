@@ -42,6 +42,11 @@ struct NPUConfig {
   static NPUConfig NpuSmall() {
     return {500, 16, 16, 4, 524288, 8, 8, 128, 64, 2, 32, 128, 32, 4, 2048, 64};
   }
+
+  /*! \brief The `npu-laptop` preset. */
+  static NPUConfig NpuLaptop() {
+    return {1800, 128, 128, 2, 8388608, 32, 48, 128, 120, 2, 256, 128, 32, 4, 4096, 64};
+  }
 };
 
 static_assert(sizeof(NPUConfig) == 64, "NPUConfig must match the 64-byte configuration block");
