@@ -51,7 +51,7 @@ DMA0, DMA1, MAC, VECTOR = (layout.ENGINES.index(e) for e in ("dma0", "dma1", "ma
 ALL_DONE = {DMA0: 0, DMA1: 0, MAC: 0, VECTOR: 0}
 NO_IO, NO_BIAS, NO_TABLE = (layout.NAMED_VALUES[n] for n in ("NO_IO", "NO_BIAS", "NO_TABLE"))
 # The presets' configuration blocks, as words (config[i] is field i of the block).
-NPU_REF, NPU_SMALL = ([p["values"][f] for f in layout.CONFIG.names] for p in spec.PRESETS)
+NPU_REF, NPU_SMALL = ([p["values"][f] for f in layout.CONFIG.names] for p in spec.PRESETS[:2])
 
 
 def align(n, a=128):

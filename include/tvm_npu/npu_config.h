@@ -30,7 +30,7 @@ struct NPUConfig {
   uint32_t alignment;            // alignment of every address and row stride (bytes)
   uint32_t op_overhead;          // fixed cycles per compute command (setup, drain)
   uint32_t max_rank;             // highest tensor rank an NPU op accepts
-  uint32_t max_width;            // largest width (W, or the inner dimension) accepted
+  uint32_t max_width;            // largest width (W of a map, a vector row) accepted
   uint32_t max_tensors;          // tensors one task (one command stream) may reference
 
   /*! \brief The `npu-ref` preset. */
@@ -41,6 +41,11 @@ struct NPUConfig {
   /*! \brief The `npu-small` preset. */
   static NPUConfig NpuSmall() {
     return {500, 16, 16, 4, 524288, 8, 8, 128, 64, 2, 32, 128, 32, 4, 2048, 64};
+  }
+
+  /*! \brief The `npu-laptop` preset. */
+  static NPUConfig NpuLaptop() {
+    return {1800, 128, 128, 2, 8388608, 32, 48, 128, 120, 2, 256, 128, 32, 4, 4096, 64};
   }
 };
 

@@ -105,7 +105,7 @@ CONFIG: dict[str, Any] = {
         {"name": "alignment", "doc": "alignment of every address and row stride (bytes)"},
         {"name": "op_overhead", "doc": "fixed cycles per compute command (setup, drain)"},
         {"name": "max_rank", "doc": "highest tensor rank an NPU op accepts"},
-        {"name": "max_width", "doc": "largest width (W, or the inner dimension) accepted"},
+        {"name": "max_width", "doc": "largest width (W of a map, a vector row) accepted"},
         {"name": "max_tensors", "doc": "tensors one task (one command stream) may reference"},
     ],
 }
@@ -123,6 +123,14 @@ PRESETS: list[dict[str, Any]] = [
         "sram_banks": 8, "ddr_bytes_per_cycle": 8, "burst_bytes": 128, "dma_latency": 64,
         "dma_channels": 2, "vector_lanes": 32, "alignment": 128, "op_overhead": 32, "max_rank": 4,
         "max_width": 2048, "max_tensors": 64}},
+    # A laptop-class NPU (2024-25 parts: 40-50 int8 TOPS, fp16 at half rate, several MiB of scratchpad,
+    # LPDDR5X shared with the CPU): 128 x 128 MACs at 1.8 GHz are 59 int8 TOPS; 48 B/cycle are 86 GB/s,
+    # the NPU's share of a 136 GB/s LPDDR5X-8533 bus. An estimate's yardstick, not a model of one part.
+    {"name": "npu-laptop", "c": "NpuLaptop", "values": {
+        "clock_mhz": 1800, "mac_rows": 128, "mac_cols": 128, "fp16_rate_div": 2, "sram_bytes": 8388608,
+        "sram_banks": 32, "ddr_bytes_per_cycle": 48, "burst_bytes": 128, "dma_latency": 120,
+        "dma_channels": 2, "vector_lanes": 256, "alignment": 128, "op_overhead": 32, "max_rank": 4,
+        "max_width": 4096, "max_tensors": 64}},
 ]
 
 TENSOR: dict[str, Any] = {

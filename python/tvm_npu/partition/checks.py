@@ -28,6 +28,7 @@ from .constraints import (
     constraint_broadcast,
     constraint_clip_bounds,
     constraint_concat,
+    constraint_dense_fits,
     constraint_eltwise_scales,
     constraint_float32,
     constraint_fp16_constants,
@@ -274,7 +275,7 @@ def check_conv2d(run: PartitionRun, ctx) -> bool:
     return _run(run, ctx, "conv2d", checks + _check_weight_and_epilogue(ctx, out_shape, c_axis))
 
 
-@applies(*TENSOR_CONSTRAINTS, constraint_width, constraint_weight_2d, *WEIGHTED_OP, int8=QUANT_WEIGHT_CONSTRAINTS)
+@applies(*TENSOR_CONSTRAINTS, constraint_dense_fits, constraint_weight_2d, *WEIGHTED_OP, int8=QUANT_WEIGHT_CONSTRAINTS)
 def check_dense(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     data, weight = call.args[0], call.args[1]
@@ -282,9 +283,9 @@ def check_dense(run: PartitionRun, ctx) -> bool:
     checks = _check_tensors(run, tensors) + _quant_checks(ctx)
     if not _run(run, ctx, "dense", checks):
         return False
-    out_shape = static_shape(call)
+    out_shape, elem = static_shape(call), 1 if "quantize" in ctx.annotated_expr else 2
     checks = [
-        (constraint_width, ([static_shape(data)[-1], out_shape[-1]], run.config)),
+        (constraint_dense_fits, (static_shape(data)[-1], out_shape[-1], elem, run.config)),
         (constraint_weight_2d, (weight,)),
     ]
     return _run(run, ctx, "dense", checks + _check_weight_and_epilogue(ctx, out_shape, len(out_shape) - 1))

@@ -8,6 +8,7 @@ which the checks (checks.py) pass in: no constraint reads state of its own.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -185,6 +186,28 @@ def constraint_width(widths, cfg: NPUConfig):
     """NPU_E_WIDTH: feature-map width (and a matrix's inner dimension) must be at most max_width (2048)."""
     worst = max(widths)
     return f"width {worst} > {cfg.max_width}" if worst > cfg.max_width else None
+
+
+# int32 accumulation of int8 x int8 products (each at most 128 * 127 in magnitude) cannot overflow below this.
+INT8_MAX_TERMS = (2**31 - 1) // (128 * 127)
+
+
+def constraint_dense_fits(k: int, n: int, elem: int, cfg: NPUConfig):
+    """NPU_E_SRAM: a dense layer's inner dimension K and its output columns N are not limited by max_width
+    (the MAC array takes K in passes of mac_rows and the planner streams output columns in blocks), but
+    its smallest weight block must fit SRAM: the weights of one block of output columns (mac_cols,
+    rounded up to whole alignment-byte lines) for the whole of K, with two input rows and two output
+    rows of the block; and for int8, K at most 132104, so the int32 accumulator cannot overflow. A larger
+    layer runs on the CPU; a configuration with more SRAM keeps it on the NPU."""
+    line = lambda nbytes: -(-nbytes // cfg.alignment) * cfg.alignment  # noqa: E731 (an SRAM line)
+    if elem == 1 and k > INT8_MAX_TERMS:
+        return f"K {k} > {INT8_MAX_TERMS} int8 terms (int32 accumulator)"
+    step = math.lcm(cfg.mac_cols, max(1, cfg.alignment // elem))
+    block = min(n, step)
+    need = block * line(k * elem) + 2 * line(block * 4) + 2 * line(k * elem) + 2 * line(block * elem)
+    if need > cfg.sram_bytes:
+        return f"K {k}: a {block}-column weight block needs {need} bytes > {cfg.sram_bytes}"
+    return None
 
 
 def constraint_bias_per_channel(bias, out_channels: int, channel_axis: int, out_rank: int):
@@ -448,6 +471,7 @@ ALL_CONSTRAINTS = [
     constraint_reshape_keeps_rows,
     constraint_same_quantization,
     constraint_concat,
+    constraint_dense_fits,
     constraint_slice_rows,
     constraint_broadcast,
     constraint_eltwise_scales,
