@@ -29,6 +29,16 @@ def T(a):
     return tvm_ffi.from_dlpack(np.ascontiguousarray(a))
 
 
+def bits_equal(out, ref):
+    """fp16 results bit for bit (host fp32 `out` against the model's fp16 `ref`); NaN against NaN passes
+    whatever its payload."""
+    got = out.astype(np.float16).view(np.uint16)
+    want = np.asarray(ref, np.float16).view(np.uint16)
+    nan = np.isnan(out) & np.isnan(np.asarray(ref, np.float32))
+    bad = (got != want) & ~nan
+    assert not bad.any(), f"{bad.sum()} of {bad.size} differ, first at {np.argwhere(bad)[0]}"
+
+
 def raises_code(code, fn, *args, **kwargs):
     with pytest.raises(RuntimeError) as info:
         fn(*args, **kwargs)

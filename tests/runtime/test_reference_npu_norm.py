@@ -25,6 +25,7 @@ from npu_stream_pack import (
     VECTOR,
     T,
     align,
+    bits_equal,
     command,
     dma,
     f32_bits,
@@ -151,14 +152,6 @@ def _run(rt, kind, x, gamma, beta, eps):
     return out, rec
 
 
-def _bits_equal(out, ref):
-    got = out.astype(np.float16).view(np.uint16)
-    want = np.asarray(ref, np.float16).view(np.uint16)
-    nan = np.isnan(out) & np.isnan(np.asarray(ref, np.float32))
-    bad = (got != want) & ~nan
-    assert not bad.any(), f"{bad.sum()} of {bad.size} differ, first at {np.argwhere(bad)[0]}"
-
-
 @pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
 @pytest.mark.parametrize("seed", range(6))
 def test_norm_is_bit_exact_to_the_contract_over_random_shapes(rt, kind, seed):
@@ -171,7 +164,7 @@ def test_norm_is_bit_exact_to_the_contract_over_random_shapes(rt, kind, seed):
     beta = rng.standard_normal(e).astype(np.float32) if kind == "layernorm" and seed % 2 == 0 else None
     eps = float(rng.choice([1e-5, 1e-6, 0.5]))
     out, rec = _run(rt, kind, x, gamma, beta, eps)
-    _bits_equal(out, npu_norm.norm(kind, x, gamma, beta, eps))
+    bits_equal(out, npu_norm.norm(kind, x, gamma, beta, eps))
     # Cycles: op_overhead + ceil(passes * rows * E / (vector_lanes / 2)), npu-ref: 32 + ../32.
     passes = 3 if kind == "layernorm" else 2
     assert rec["opcode"] == "NORM" and rec["end"] - rec["start"] == 32 + -(-passes * rows * e // 32)
@@ -195,7 +188,7 @@ def test_norm_edge_rows(rt, kind):
     beta = np.linspace(-1, 1, e).astype(np.float32) if kind == "layernorm" else None
     out, _ = _run(rt, kind, x, gamma, beta, 1e-5)
     ref = npu_norm.norm(kind, x, gamma, beta, 1e-5)
-    _bits_equal(out, ref)
+    bits_equal(out, ref)
     assert np.isnan(out[2]).all()
     if kind == "layernorm":  # inf - inf
         assert np.isnan(out[3]).all()
@@ -247,6 +240,6 @@ def test_norm_bits_tell_the_stated_order_from_other_readings(rt):
     gamma, beta = (rng.standard_normal(2048).astype(np.float32) for _ in range(2))
     out, _ = _run(rt, "layernorm", x, gamma, beta, 1e-5)
     ref = npu_norm.norm("layernorm", x, gamma, beta, 1e-5)
-    _bits_equal(out, ref)
+    bits_equal(out, ref)
     for name, y in _variants(x, gamma, beta, 1e-5).items():
         assert (y.astype(np.float16) != ref).any(), name

@@ -25,6 +25,7 @@ from npu_stream_pack import (
     VECTOR,
     T,
     align,
+    bits_equal,
     command,
     dma,
     pack_stream,
@@ -138,14 +139,6 @@ def _run(rt, x, cos, sin, cs_row0=0):
     return out, rec
 
 
-def _bits_equal(out, ref):
-    got = out.astype(np.float16).view(np.uint16)
-    want = np.asarray(ref, np.float16).view(np.uint16)
-    nan = np.isnan(out) & np.isnan(np.asarray(ref, np.float32))
-    bad = (got != want) & ~nan
-    assert not bad.any(), f"{bad.sum()} of {bad.size} differ, first at {np.argwhere(bad)[0]}"
-
-
 def _tables(s, d, base=10000.0):
     """Llama's cos / sin rows for positions 0..s-1 (the rotate-half layout: the angles twice)."""
     inv = 1.0 / base ** (np.arange(0, d, 2) / d)
@@ -166,7 +159,7 @@ def test_rope_is_bit_exact_to_the_contract_over_random_shapes(rt, seed):
     x = (rng.standard_normal((rows, d)) * scale).astype(np.float32)
     cos, sin = _tables(s, d) if seed % 2 == 0 else (rng.uniform(-1, 1, (2, s, d)).astype(np.float32))
     out, rec = _run(rt, x, cos, sin, row0)
-    _bits_equal(out, npu_rope.rope(x, cos, sin, row0))
+    bits_equal(out, npu_rope.rope(x, cos, sin, row0))
     # Cycles: op_overhead + ceil(2 * rows * D / (vector_lanes / 2)), npu-ref: 32 + ceil(2 * rows * D / 32).
     assert rec["opcode"] == "ROPE" and rec["end"] - rec["start"] == 32 + -(-2 * rows * d // 32)
 
@@ -191,7 +184,7 @@ def test_rope_edge_values(rt):
     for row0 in (0, 1):
         out, _ = _run(rt, x, cos, sin, row0)
         ref = npu_rope.rope(x, cos, sin, row0)
-        _bits_equal(out, ref)
+        bits_equal(out, ref)
     out, _ = _run(rt, x, cos, sin, 0)
     assert np.isnan(out[1, [0, 4]]).all() and not np.isnan(out[1, [1, 2, 3, 5, 6, 7]]).any()  # NaN reaches its pair
     assert np.isposinf(out[0, [0, 4]]).all()  # inf * 1 - 0 * 0; 0 * 0 + inf * 1
@@ -221,6 +214,6 @@ def test_rope_bits_separate_the_stated_order_from_other_readings(rt):
     x = (rng.standard_normal((64, 64)) * 100).astype(np.float32)
     cos, sin = _tables(64, 64)
     out, _ = _run(rt, x, cos, sin)
-    _bits_equal(out, npu_rope.rope(x, cos, sin))
+    bits_equal(out, npu_rope.rope(x, cos, sin))
     for other in _variants(x, cos, sin):
         assert (other.view(np.uint16) != out.astype(np.float16).view(np.uint16)).any()
