@@ -29,8 +29,9 @@ EDGE = (0, 1, 2, 0x7F, 0x80, 0xFF, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFF
 def seeds() -> list:
     """Streams of small compiled models: a CNN (fp16), its int8 form, a concat / eltwise model, a
     quantized LSTM (its cell state int16 ELTWISE operands, c0 / c_T int16 region I/O: format 1.2), a
-    LayerNorm -> MatMul -> RMSNorm block (NORM, format 1.4) and grouped-query attention (MATMUL with b_group
-    and b_transposed, format 1.4; row-tiled on npu-small)."""
+    LayerNorm -> MatMul -> RMSNorm block (NORM, format 1.4), grouped-query attention (MATMUL with b_group
+    and b_transposed, format 1.4; row-tiled on npu-small) and rotary embeddings (ROPE, format 1.4) with
+    constant and with run-time cos / sin tables."""
     import tvm_npu
     from tvm_npu import runtime
     from tvm_npu.models import gqa_attention, lstm, op_zoo, small_cnn
@@ -65,7 +66,41 @@ def seeds() -> list:
     for config, t in (("npu-ref", 8), ("npu-small", 1024)):
         ex = tvm_npu.build(tvm_npu.from_onnx(gqa_attention(4, 2, s=40, t=t, d=16)), config=config)
         out += [bytes(m["get_stream"]()) for m in runtime.npu_modules(ex)]
+    for config in ("npu-ref", "npu-small"):
+        for run_time in (False, True):
+            ex = tvm_npu.build(tvm_npu.from_onnx(_rope_block(run_time)), config=config)
+            out += [bytes(m["get_stream"]()) for m in runtime.npu_modules(ex)]
     return out
+
+
+def _rope_block(run_time: bool):
+    """Llama's rotate-half rotary embedding of x [1, 4, 20, 64] (ROPE, format 1.4): cos / sin [1, 1, 20, 64]
+    as constants (fp16 rows in the weight region) or as model inputs."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    h, s, d = 4, 20, 64
+    ang = np.arange(s)[:, None] / 10000 ** (np.arange(0, d, 2) / d)[None, :]
+    emb = np.concatenate([ang, ang], -1)[None, None]
+    tabs = {"cos": np.cos(emb).astype(np.float32), "sin": np.sin(emb).astype(np.float32)}
+    ints = {"half": [d // 2], "big": [2**63 - 1], "zero": [0], "last": [-1]}
+    inits = [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in ints.items()]
+    info = lambda n, shape: helper.make_tensor_value_info(n, TensorProto.FLOAT, shape)  # noqa: E731
+    inputs = [info("x", [1, h, s, d])]
+    if run_time:
+        inputs += [info(n, [1, 1, s, d]) for n in tabs]
+    else:
+        inits += [numpy_helper.from_array(v, k) for k, v in tabs.items()]
+    nodes = [
+        helper.make_node("Slice", ["x", "half", "big", "last"], ["x2"]),
+        helper.make_node("Slice", ["x", "zero", "half", "last"], ["x1"]),
+        helper.make_node("Neg", ["x2"], ["n2"]),
+        helper.make_node("Concat", ["n2", "x1"], ["rot"], axis=-1),
+        helper.make_node("Mul", ["x", "cos"], ["xc"]),
+        helper.make_node("Mul", ["rot", "sin"], ["rs"]),
+        helper.make_node("Add", ["xc", "rs"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "rope_block", inputs, [info("y", [1, h, s, d])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def _norm_block():

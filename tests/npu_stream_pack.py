@@ -4,6 +4,7 @@ The packing is the contract's spec-driven packer (tvm_npu.contract.layout: the s
 tvm_npu/contract/spec.py, operands by name), never the compiler's encoder or lowering: a test states
 every operand of every command itself. The helpers below only add the tests' defaults."""
 
+import json
 import struct
 
 import numpy as np
@@ -27,6 +28,16 @@ def runtime_functions(names):
 
 def T(a):
     return tvm_ffi.from_dlpack(np.ascontiguousarray(a))
+
+
+def bits_equal(out, ref):
+    """fp16 results bit for bit (host fp32 `out` against the model's fp16 `ref`); NaN against NaN passes
+    whatever its payload."""
+    got = out.astype(np.float16).view(np.uint16)
+    want = np.asarray(ref, np.float16).view(np.uint16)
+    nan = np.isnan(out) & np.isnan(np.asarray(ref, np.float32))
+    bad = (got != want) & ~nan
+    assert not bad.any(), f"{bad.sum()} of {bad.size} differ, first at {np.argwhere(bad)[0]}"
 
 
 def raises_code(code, fn, *args, **kwargs):
@@ -149,3 +160,37 @@ def refresh_crc(blob):
     blob = bytearray(blob)
     blob[at : at + 4] = struct.pack("<I", layout.crc32(bytes(blob[layout.HEADER.size :])))
     return bytes(blob)
+
+
+def run_row_op(rt, name, x, weights, op_command, version):
+    """x [rows, E] (fp16 rows in DDR) through DMA_LOAD -> one vector command -> DMA_STORE, with `weights`
+    loaded into SRAM at 0 first; `op_command(in_sram, out_sram, stride)` makes the command (waiting on
+    both DMA channels). Returns the float32 output and the command's profile record."""
+    rows, e = x.shape
+    stride = align(2 * e)
+    weights = weights or b"\0" * 128
+    in_sram = in_ddr = align(len(weights))
+    out_sram = out_ddr = in_sram + rows * stride
+    cmds = [
+        dma(DMA_LOAD, 1, 0, 0, 1, len(weights), len(weights), len(weights)),
+        dma(DMA_LOAD, 0, in_ddr, in_sram, rows, 2 * e, stride, stride),
+        op_command(in_sram, out_sram, stride),
+        dma(DMA_STORE, 0, out_sram, out_ddr, rows, 2 * e, stride, stride, wait={VECTOR: 0}),
+        command(END, [], wait=ALL_DONE),
+    ]
+    view = [1, rows, 1, e]
+    tensors = [
+        tensor(INPUT, 0, view, in_ddr, stride, layout=ROWS, host_shape=(rows, e)),
+        tensor(OUTPUT, 0, view, out_ddr, stride, layout=ROWS, host_shape=(rows, e)),
+    ]
+    end = out_ddr + rows * stride
+    blob = pack_stream(tensors, cmds, weights, end, 1, 1, version=version, sram_used=end)
+    mod = rt["create"](name, blob)
+    out = np.zeros((rows, e), np.float32)
+    mod[name](T(np.ascontiguousarray(x, np.float32)), T(out))
+    return out, json.loads(mod["get_profile"]())["last"]["records"][2]
+
+
+def one_command(cmd, version):
+    """A stream of `cmd` and END alone, 256 bytes of weights, 4 KiB of DDR: for operand validation."""
+    return pack_stream([], [cmd, command(END, [])], b"\0" * 256, 4096, version=version)

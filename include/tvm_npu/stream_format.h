@@ -8,7 +8,8 @@
  *        and SOFTMAX; 1.2: the int16 dtype; ELTWISE's per-operand dtypes; 1.3: quantized staging
  *        (host fp32 <-> device int8 / int16) and the quantization table; 1.4: UNARY's silu (5) and
  *        gelu_tanh (6); SOFTMAX's scale and additive mask (attention); the opcodes NORM (LayerNorm
- *        and RMSNorm over a row) and MATMUL (batched activation x activation, grouped B).
+ *        and RMSNorm over a row), MATMUL (batched activation x activation, grouped B) and ROPE
+ *        (rotary position embedding, rotate-half form).
  *
  * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
  * little-endian host reads one with a memcpy. The structs carry no behaviour: what operand values
@@ -33,8 +34,8 @@ constexpr uint16_t kInt16Minor = 2;
 // 1.3: quantized staging (host fp32 <-> device int8 / int16) and the quantization table.
 constexpr uint16_t kQuantIoMinor = 3;
 // 1.4: UNARY's silu (5) and gelu_tanh (6); SOFTMAX's scale and additive mask (attention); the
-// opcodes NORM (LayerNorm and RMSNorm over a row) and MATMUL (batched activation x activation,
-// grouped B).
+// opcodes NORM (LayerNorm and RMSNorm over a row), MATMUL (batched activation x activation, grouped
+// B) and ROPE (rotary position embedding, rotate-half form).
 constexpr uint16_t kLlmMinor = 4;
 
 constexpr uint32_t kHeaderBytes = 64;
@@ -72,6 +73,7 @@ enum Opcode : uint32_t {
   kUnary = 0x23,
   kSoftmax = 0x24,
   kNorm = 0x28,
+  kRope = 0x2C,
   kMatmul = 0x30,
 };
 
@@ -88,6 +90,7 @@ inline const char* OpcodeName(uint32_t opcode) {
     case kUnary: return "UNARY";
     case kSoftmax: return "SOFTMAX";
     case kNorm: return "NORM";
+    case kRope: return "ROPE";
     case kMatmul: return "MATMUL";
     default: return "unknown";
   }
@@ -440,6 +443,28 @@ struct NormOperands {
 constexpr uint32_t kNormOperandWords = 11;
 
 /*!
+ * \brief Operands of ROPE, words 1..12: rotary position embedding, rotate-half form (format 1.4):
+ *        with h = row_elems / 2, c / s the cos / sin row (cs_row0 + r) % cs_rows, y[i] = x[i] *
+ *        c[i] - x[i + h] * s[i] for i < h and y[i] = x[i] * c[i] + x[i - h] * s[i] for i >= h; fp16
+ *        in and out, fp32 products (exact) and one fp32 add or subtract, one rounding to fp16.
+ */
+struct RopeOperands {
+  uint32_t dtype;
+  uint32_t in_addr;
+  uint32_t in_stride;
+  uint32_t out_addr;
+  uint32_t out_stride;
+  uint32_t rows;
+  uint32_t row_elems;  // D, even: h = D / 2 is the rotated half
+  uint32_t cos_addr;   // SRAM address of cs_rows fp16 rows of row_elems cos values
+  uint32_t sin_addr;   // SRAM address of cs_rows fp16 rows of row_elems sin values
+  uint32_t cs_stride;  // bytes between cos rows (and between sin rows)
+  uint32_t cs_rows;    // rows of the cos / sin table (>= 1)
+  uint32_t cs_row0;    // row r reads cos / sin row (cs_row0 + r) % cs_rows (< cs_rows)
+};
+constexpr uint32_t kRopeOperandWords = 12;
+
+/*!
  * \brief Operands of MATMUL, words 1..16: out[o] = A[o] x B[o / b_group] for o in [0, batch): A[o]
  *        is [m, k], out[o] is [m, n], all in SRAM, strides in bytes.
  *
@@ -477,6 +502,7 @@ static_assert(sizeof(EltwiseOperands) == 4 * kEltwiseOperandWords, "ELTWISE oper
 static_assert(sizeof(UnaryOperands) == 4 * kUnaryOperandWords, "UNARY operand layout");
 static_assert(sizeof(SoftmaxOperands) == 4 * kSoftmaxOperandWords, "SOFTMAX operand layout");
 static_assert(sizeof(NormOperands) == 4 * kNormOperandWords, "NORM operand layout");
+static_assert(sizeof(RopeOperands) == 4 * kRopeOperandWords, "ROPE operand layout");
 static_assert(sizeof(MatmulOperands) == 4 * kMatmulOperandWords, "MATMUL operand layout");
 
 /*! \brief Bytes per element of a stream dtype, 0 for an unknown code. */

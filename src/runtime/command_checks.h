@@ -112,6 +112,7 @@ void CheckUnaryParams(const std::string& where, const stream::UnaryOperands& op)
 void CheckSoftmaxParams(const std::string& where, const stream::SoftmaxOperands& op);
 void CheckNormParams(const std::string& where, const stream::NormOperands& op);
 void CheckMatmulParams(const std::string& where, const stream::MatmulOperands& op);
+void CheckRopeParams(const std::string& where, const stream::RopeOperands& op);
 
 void CheckDma(const std::string& where, const stream::Command& cmd, const ParsedStream& ps);
 void CheckConv2D(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
@@ -122,6 +123,7 @@ void CheckUnary(const std::string& where, const stream::Command& cmd, const NPUC
 void CheckSoftmax(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 void CheckNorm(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 void CheckMatmul(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
+void CheckRope(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 
 }  // namespace tvm_npu
 

@@ -84,6 +84,10 @@ uint64_t CycleModel::VectorSteps(const stream::Command& cmd) {
     const stream::NormOperands op = OperandsOf<stream::NormOperands>(cmd);
     return SatMul(op.kind == stream::kNormLayer ? 3 : 2, SatMul(op.rows, op.row_elems));
   }
+  if (cmd.opcode() == stream::kRope) {  // a multiply step, then a multiply-and-add step
+    const stream::RopeOperands op = OperandsOf<stream::RopeOperands>(cmd);
+    return SatMul(2, SatMul(op.rows, op.row_elems));
+  }
   const stream::PoolOperands op = OperandsOf<stream::PoolOperands>(cmd);
   return SatMul(SatMul(SatMul(op.out_h, op.out_w), op.c), SatMul(op.kh, op.kw));
 }
@@ -98,7 +102,7 @@ static bool TwoByteElements(const stream::Command& cmd) {
 }
 
 uint64_t CycleModel::VectorCycles(const NPUConfig& config, const stream::Command& cmd) {
-  // Every vector command (ADD, POOL, ELTWISE, UNARY, SOFTMAX, NORM) carries its dtype in word 1.
+  // Every vector command (ADD, POOL, ELTWISE, UNARY, SOFTMAX, NORM, ROPE) carries its dtype in word 1.
   const uint64_t lanes = TwoByteElements(cmd) ? config.vector_lanes / 2 : config.vector_lanes;
   return config.op_overhead + CeilDiv(VectorSteps(cmd), lanes);
 }
@@ -111,7 +115,8 @@ CommandTiming CycleModel::OnCommand(const stream::Command& cmd) {
   } else if (opcode == stream::kConv2D || opcode == stream::kMatmul) {
     t.engine = kEngineMac;
   } else if (opcode == stream::kAdd || opcode == stream::kPool || opcode == stream::kEltwise ||
-             opcode == stream::kUnary || opcode == stream::kSoftmax || opcode == stream::kNorm) {
+             opcode == stream::kUnary || opcode == stream::kSoftmax || opcode == stream::kNorm ||
+             opcode == stream::kRope) {
     t.engine = kEngineVector;
   }
   // Issue rule: one command per cycle; a wait k on engine e holds the command until at most k of

@@ -67,7 +67,7 @@ class CycleModel {
   /*! \brief Cycles of a MAC-engine command (CONV2D or MATMUL) on the array. */
   static uint64_t MacCycles(const NPUConfig& config, const stream::Command& cmd);
   /*! \brief Vector-unit element-steps: E for ADD, ELTWISE and UNARY, 3 * E for SOFTMAX and a
-   *         layernorm NORM, 2 * E for an rmsnorm NORM, E * KH * KW for POOL (section 5). */
+   *         layernorm NORM, 2 * E for an rmsnorm NORM or a ROPE, E * KH * KW for POOL (section 5). */
   static uint64_t VectorSteps(const stream::Command& cmd);
   /*! \brief op_overhead + ceil(steps / lanes), lanes = vector_lanes (int8) or vector_lanes / 2
    *         (fp16). */

@@ -29,6 +29,7 @@
 #include "kernels/ref/matmul_ref.h"
 #include "kernels/ref/norm_ref.h"
 #include "kernels/ref/pool_ref.h"
+#include "kernels/ref/rope_ref.h"
 #include "runtime/cycle_model.h"
 #include "runtime/npu_error.h"
 #include "runtime/sram_provenance.h"
@@ -247,6 +248,11 @@ class Machine {
   void Matmul(const stream::Command& cmd) {
     // The fast level calls the reference kernel for now (format 1.4's first slice).
     MatmulRef(OperandsOf<stream::MatmulOperands>(cmd), sram_.data());
+  }
+
+  // No fast kernel yet: the fast level runs the reference ROPE too.
+  void Rope(const stream::Command& cmd) {
+    RopeRef(OperandsOf<stream::RopeOperands>(cmd), sram_.data());
   }
 
   void Softmax(const stream::Command& cmd) {
@@ -500,6 +506,7 @@ std::vector<uint64_t> Execute(const ParsedStream& ps, const std::vector<const DL
       case stream::kSoftmax: machine.Softmax(cmd); break;
       case stream::kNorm: machine.Norm(cmd); break;
       case stream::kMatmul: machine.Matmul(cmd); break;
+      case stream::kRope: machine.Rope(cmd); break;
       default: break;  // END
     }
   }

@@ -124,6 +124,7 @@ ByteRange SramWrites(const stream::Command& cmd, uint64_t sram_bytes) {
     case stream::kUnary: return OutputRows<stream::UnaryOperands>(cmd);
     case stream::kSoftmax: return OutputRows<stream::SoftmaxOperands>(cmd);
     case stream::kNorm: return OutputRows<stream::NormOperands>(cmd);
+    case stream::kRope: return OutputRows<stream::RopeOperands>(cmd);
     case stream::kMatmul: {  // every batch's output block, and the gaps between them
       const auto op = OperandsOf<stream::MatmulOperands>(cmd);
       const uint64_t end =
@@ -218,6 +219,13 @@ std::vector<ByteRange> SramReads(const stream::Command& cmd, const NPUConfig& cf
       if (op.gamma_addr != stream::kNoParam) reads.push_back({op.gamma_addr, op.gamma_addr + prm});
       if (op.beta_addr != stream::kNoParam) reads.push_back({op.beta_addr, op.beta_addr + prm});
       return reads;
+    }
+    case stream::kRope: {  // the input rows and both whole tables (a row may read any table row)
+      const auto op = OperandsOf<stream::RopeOperands>(cmd);
+      const uint64_t row = uint64_t{op.row_elems} * 2;
+      return {Span(op.in_addr, op.rows, op.in_stride, row),
+              Span(op.cos_addr, op.cs_rows, op.cs_stride, row),
+              Span(op.sin_addr, op.cs_rows, op.cs_stride, row)};
     }
     case stream::kMatmul: {  // every batch's block of a and of b, and the gaps between them
       const auto op = OperandsOf<stream::MatmulOperands>(cmd);

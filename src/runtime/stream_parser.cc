@@ -265,6 +265,7 @@ uint32_t UsedOperandWords(uint32_t opcode, uint32_t version_minor) {
                                                : stream::kSoftmaxOperandWords;
     case stream::kNorm: return stream::kNormOperandWords;
     case stream::kMatmul: return stream::kMatmulOperandWords;
+    case stream::kRope: return stream::kRopeOperandWords;
     default: return 0;  // END
   }
 }
@@ -313,6 +314,7 @@ void CheckCommands(const ParsedStream& ps) {
         break;
       case stream::kNorm:
       case stream::kMatmul:
+      case stream::kRope:
         if (ps.header.version_minor < stream::kLlmMinor) {
           NPU_THROW(kBadStream) << where << ": opcode 0x" << std::hex << opcode << std::dec
                                 << " needs stream format 1." << stream::kLlmMinor
@@ -320,6 +322,7 @@ void CheckCommands(const ParsedStream& ps) {
         }
         if (opcode == stream::kNorm) CheckNorm(where, cmd, ps.config);
         if (opcode == stream::kMatmul) CheckMatmul(where, cmd, ps.config);
+        if (opcode == stream::kRope) CheckRope(where, cmd, ps.config);
         break;
       default: NPU_THROW(kBadStream) << where << ": unknown opcode 0x" << std::hex << opcode;
     }

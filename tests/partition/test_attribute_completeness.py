@@ -58,6 +58,7 @@ CALLS = {
     "relax.nn.silu": lambda: R.nn.silu(M),
     "relax.reshape": lambda: R.reshape(M, (4, 16)),
     "relax.broadcast_to": lambda: R.broadcast_to(M, (2, 8, 8)),
+    "relax.negative": lambda: R.negative(M),
 }
 
 

@@ -30,6 +30,7 @@ from npu_stream_pack import (
     raises_code,
     tensor,
 )
+from npu_stream_pack import one_command as pack_one
 from tvm_npu.contract import layout
 
 MATMUL = layout.OPCODES["MATMUL"]
@@ -62,7 +63,7 @@ def matmul(
 
 
 def one_command(cmd, version=V14):
-    return pack_stream([], [cmd, command(END, [])], b"\0" * 256, 4096, version=version)
+    return pack_one(cmd, version)
 
 
 def test_valid_matmul_commands_pass_validation(rt):

@@ -3,35 +3,12 @@ tests/npu_stream_pack.py, not by the compiler): bit for bit against the numpy mo
 (tests/npu_ref/norm.py) over random shapes, odd row lengths and edge values; the cycle formula; and the
 ERR_* code of every bad operand."""
 
-import json
-
 import numpy as np
 import pytest
 
 from npu_ref import norm as npu_norm
-from npu_stream_pack import (
-    ALL_DONE,
-    DMA0,
-    DMA1,
-    DMA_LOAD,
-    DMA_STORE,
-    END,
-    FP16,
-    INPUT,
-    INT8,
-    NORM,
-    OUTPUT,
-    ROWS,
-    VECTOR,
-    T,
-    align,
-    command,
-    dma,
-    f32_bits,
-    pack_stream,
-    raises_code,
-    tensor,
-)
+from npu_stream_pack import DMA0, DMA1, FP16, INT8, NORM, align, bits_equal, command, f32_bits, raises_code, run_row_op
+from npu_stream_pack import one_command as pack_one
 from tvm_npu.contract import layout
 
 V13, V14 = (1, 3), (1, 4)
@@ -63,7 +40,7 @@ def norm(
 
 
 def one_command(cmd, version=V14):
-    return pack_stream([], [cmd, command(END, [])], b"\0" * 256, 4096, version=version)
+    return pack_one(cmd, version)
 
 
 def test_valid_norm_commands_pass_validation(rt):
@@ -112,7 +89,6 @@ def test_norm_bad_operands_have_codes(rt):
 def _run(rt, kind, x, gamma, beta, eps):
     """x [rows, E] through DMA -> NORM -> DMA; gamma / beta (fp32 or None) from the weight region."""
     rows, e = x.shape
-    stride = align(2 * e)
     prm = align(4 * e)
     weights = b""
     g_addr = b_addr = NO
@@ -122,41 +98,14 @@ def _run(rt, kind, x, gamma, beta, eps):
     if beta is not None:
         b_addr = len(weights)
         weights += beta.astype("<f4").tobytes().ljust(prm, b"\0")
-    weights = weights or b"\0" * 128
-    in_sram = align(len(weights))
-    out_sram = in_sram + rows * stride
-    in_ddr = align(len(weights))
-    out_ddr = in_ddr + rows * stride
-    cmds = [
-        dma(DMA_LOAD, 1, 0, 0, 1, len(weights), len(weights), len(weights)),
-        dma(DMA_LOAD, 0, in_ddr, in_sram, rows, 2 * e, stride, stride),
-        norm(
-            FP16, KINDS[kind], in_sram, stride, out_sram, stride, rows, e, g_addr, b_addr, eps, wait={DMA0: 0, DMA1: 0}
-        ),  # fmt: skip
-        dma(DMA_STORE, 0, out_sram, out_ddr, rows, 2 * e, stride, stride, wait={VECTOR: 0}),
-        command(END, [], wait=ALL_DONE),
-    ]
-    view = [1, rows, 1, e]
-    tensors = [
-        tensor(INPUT, 0, view, in_ddr, stride, layout=ROWS, host_shape=(rows, e)),
-        tensor(OUTPUT, 0, view, out_ddr, stride, layout=ROWS, host_shape=(rows, e)),
-    ]
-    blob = pack_stream(
-        tensors, cmds, weights, out_ddr + rows * stride, 1, 1, version=V14, sram_used=out_sram + rows * stride
+    return run_row_op(
+        rt,
+        "n",
+        x,
+        weights,
+        lambda i, o, st: norm(FP16, KINDS[kind], i, st, o, st, rows, e, g_addr, b_addr, eps, wait={DMA0: 0, DMA1: 0}),
+        V14,
     )
-    mod = rt["create"]("n", blob)
-    out = np.zeros((rows, e), np.float32)
-    mod["n"](T(np.ascontiguousarray(x, np.float32)), T(out))
-    rec = json.loads(mod["get_profile"]())["last"]["records"][2]
-    return out, rec
-
-
-def _bits_equal(out, ref):
-    got = out.astype(np.float16).view(np.uint16)
-    want = np.asarray(ref, np.float16).view(np.uint16)
-    nan = np.isnan(out) & np.isnan(np.asarray(ref, np.float32))
-    bad = (got != want) & ~nan
-    assert not bad.any(), f"{bad.sum()} of {bad.size} differ, first at {np.argwhere(bad)[0]}"
 
 
 @pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
@@ -171,7 +120,7 @@ def test_norm_is_bit_exact_to_the_contract_over_random_shapes(rt, kind, seed):
     beta = rng.standard_normal(e).astype(np.float32) if kind == "layernorm" and seed % 2 == 0 else None
     eps = float(rng.choice([1e-5, 1e-6, 0.5]))
     out, rec = _run(rt, kind, x, gamma, beta, eps)
-    _bits_equal(out, npu_norm.norm(kind, x, gamma, beta, eps))
+    bits_equal(out, npu_norm.norm(kind, x, gamma, beta, eps))
     # Cycles: op_overhead + ceil(passes * rows * E / (vector_lanes / 2)), npu-ref: 32 + ../32.
     passes = 3 if kind == "layernorm" else 2
     assert rec["opcode"] == "NORM" and rec["end"] - rec["start"] == 32 + -(-passes * rows * e // 32)
@@ -195,7 +144,7 @@ def test_norm_edge_rows(rt, kind):
     beta = np.linspace(-1, 1, e).astype(np.float32) if kind == "layernorm" else None
     out, _ = _run(rt, kind, x, gamma, beta, 1e-5)
     ref = npu_norm.norm(kind, x, gamma, beta, 1e-5)
-    _bits_equal(out, ref)
+    bits_equal(out, ref)
     assert np.isnan(out[2]).all()
     if kind == "layernorm":  # inf - inf
         assert np.isnan(out[3]).all()
@@ -247,6 +196,6 @@ def test_norm_bits_tell_the_stated_order_from_other_readings(rt):
     gamma, beta = (rng.standard_normal(2048).astype(np.float32) for _ in range(2))
     out, _ = _run(rt, "layernorm", x, gamma, beta, 1e-5)
     ref = npu_norm.norm("layernorm", x, gamma, beta, 1e-5)
-    _bits_equal(out, ref)
+    bits_equal(out, ref)
     for name, y in _variants(x, gamma, beta, 1e-5).items():
         assert (y.astype(np.float16) != ref).any(), name

@@ -37,6 +37,7 @@ from npu_stream_pack import (
     raises_code,
     tensor,
 )
+from npu_stream_pack import one_command as pack_one
 
 V11, V12 = (1, 1), (1, 2)
 
@@ -127,7 +128,7 @@ def unary(
 
 
 def one_command(cmd, version=V12):
-    return pack_stream([], [cmd, command(END, [])], b"\0" * 256, 4096, version=version)
+    return pack_one(cmd, version)
 
 
 INT8_OK = dict(dtype=INT8, lo=-128 & 0xFFFFFFFF, hi=127, mults=(1 << 20, 1 << 19), shift=20)

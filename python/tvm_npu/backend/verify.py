@@ -127,7 +127,7 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
         out_row = _pixel_row(a["out_w"], a["oc"] * elem, a["out_pstride"])
         out = ("SRAM", "output", a["out_addr"], a["out_h"], out_row, a["out_stride"])
         return reads, [out]
-    if op in ("ELTWISE", "UNARY", "SOFTMAX", "NORM"):
+    if op in ("ELTWISE", "UNARY", "SOFTMAX", "NORM", "ROPE"):
         return _vector_footprints(a, op, elem, alignment)
     if op == "MATMUL":  # one block per batch (B's: per B batch); the output's first block first
         rows_b, cols_b = (a["n"], a["k"]) if a["b_transposed"] else (a["k"], a["n"])
@@ -162,12 +162,13 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
     )
 
 
-COMPUTE_OPS = ("CONV2D", "ADD", "POOL", "ELTWISE", "UNARY", "SOFTMAX", "NORM", "MATMUL")
+COMPUTE_OPS = ("CONV2D", "ADD", "POOL", "ELTWISE", "UNARY", "SOFTMAX", "NORM", "ROPE", "MATMUL")
 
 
 def _vector_footprints(a: dict, op: str, elem: int, alignment: int) -> tuple[list, list]:
     """ELTWISE: a, b (its rows per b_mode), output; UNARY: input, the int8 table, output; SOFTMAX: input,
-    its mask rows (format 1.4), output; NORM: input, gamma and beta (fp32 rows), output."""
+    its mask rows (format 1.4), output; NORM: input, gamma and beta (fp32 rows), output; ROPE: input, the
+    cos and sin tables, output."""
     if op == "ELTWISE":
         mode = a["b_mode"]
         b_rows, b_elems = (
@@ -189,6 +190,9 @@ def _vector_footprints(a: dict, op: str, elem: int, alignment: int) -> tuple[lis
         reads.append(("SRAM", "table", a["table_addr"], 1, UNARY_TABLE_BYTES, _align(UNARY_TABLE_BYTES, alignment)))
     if op == "SOFTMAX" and a.get("mask_rows", 0):  # format 1.4
         reads.append(("SRAM", "mask", a["mask_addr"], a["mask_rows"], row, a["mask_stride"]))
+    if op == "ROPE":
+        for name in ("cos", "sin"):
+            reads.append(("SRAM", name, a[f"{name}_addr"], a["cs_rows"], row, a["cs_stride"]))
     if op == "NORM":
         prm = a["row_elems"] * 4
         for name in ("gamma", "beta"):

@@ -30,8 +30,8 @@ MINORS: list[dict[str, Any]] = [
      "added": "quantized staging (host fp32 <-> device int8 / int16) and the quantization table"},
     {"minor": 4, "c": "Llm",
      "added": "UNARY's silu (5) and gelu_tanh (6); SOFTMAX's scale and additive mask (attention); "
-              "the opcodes NORM (LayerNorm and RMSNorm over a row) and MATMUL (batched activation x "
-              "activation, grouped B)"},
+              "the opcodes NORM (LayerNorm and RMSNorm over a row), MATMUL (batched activation x "
+              "activation, grouped B) and ROPE (rotary position embedding, rotate-half form)"},
 ]
 
 # Named values of the format. "c" is the C++ constant, "py" the Python one (contract/stream.py).
@@ -348,6 +348,22 @@ OPCODES: list[dict[str, Any]] = [
                   "eps": "fp32 bits, finite and >= 0"},
      "notes": ["each of `rows` rows of `row_elems` fp16 elements normalized on its own (format 1.4)."],
      "doc": "LayerNorm or RMSNorm over each row (a matrix's last axis), fp16, fp32 gamma / beta (format 1.4)"},
+    {"name": "ROPE", "code": 0x2C, "c": "kRope", "engine": "vector", "c_struct": "RopeOperands",
+     "since": 4,
+     "operands": ["dtype", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems", "cos_addr",
+                  "sin_addr", "cs_stride", "cs_rows", "cs_row0"],
+     "comments": {"row_elems": "D, even: h = D / 2 is the rotated half",
+                  "cos_addr": "SRAM address of cs_rows fp16 rows of row_elems cos values",
+                  "sin_addr": "SRAM address of cs_rows fp16 rows of row_elems sin values",
+                  "cs_stride": "bytes between cos rows (and between sin rows)",
+                  "cs_rows": "rows of the cos / sin table (>= 1)",
+                  "cs_row0": "row r reads cos / sin row (cs_row0 + r) % cs_rows (< cs_rows)"},
+     "notes": [("rotary position embedding, rotate-half form (format 1.4): with h = row_elems / 2, c / s the "
+                "cos / sin row (cs_row0 + r) % cs_rows, y[i] = x[i] * c[i] - x[i + h] * s[i] for i < h and "
+                "y[i] = x[i] * c[i] + x[i - h] * s[i] for i >= h; fp16 in and out, fp32 products (exact) and "
+                "one fp32 add or subtract, one rounding to fp16.")],
+     "doc": "rotary position embedding over each row (rotate-half form: `x * cos + rotate_half(x) * sin`), "
+            "fp16, cos / sin rows shared by every head (format 1.4)"},
     {"name": "MATMUL", "code": 0x30, "c": "kMatmul", "engine": "mac", "c_struct": "MatmulOperands",
      "since": 4,
      "operands": ["dtype", "batch", "b_group", "m", "k", "n", "b_transposed", "a_addr", "a_stride",

@@ -124,6 +124,7 @@ ONNX_OPS: dict[str, OnnxOp] = {
     "Max": OnnxOp(("relax.maximum",), _HINT),
     "Min": OnnxOp(("relax.minimum",), _HINT),
     "Relu": OnnxOp(("relax.nn.relu",), _HINT),
+    "Neg": OnnxOp(("relax.negative",), _HINT),
     "Clip": OnnxOp(
         ("relax.clip",),
         {

@@ -152,6 +152,7 @@ RELAX_ATTRS: dict[str, dict[str, Attr]] = {
     "relax.maximum": {},
     "relax.minimum": {},
     "relax.nn.relu": {},
+    "relax.negative": {},  # only inside a rotary embedding's rotate_half (ROPE)
     "relax.clip": {},
     "relax.sigmoid": {},
     "relax.tanh": {},

@@ -16,7 +16,7 @@ from tvm.relax.backend.utils import has_leaking_intermediate_variables
 from tvm.relax.dpl import is_const, is_op, is_tuple, wildcard
 
 from ..contract.config import get_config
-from . import checks, matmul_check, norm_checks
+from . import checks, matmul_check, norm_checks, rope_check
 from .attention_checks import check_softmax_masked
 
 PREFIX = "npu"
@@ -260,6 +260,29 @@ def norm_patterns():
     return out
 
 
+def _half(data):
+    """A strided_slice of `data`, with or without its strides argument."""
+    args = [wildcard(), wildcard(), wildcard()]
+    return is_op("relax.strided_slice")(data, *args) | is_op("relax.strided_slice")(data, *args, wildcard())
+
+
+def rope_patterns():
+    """Rotary position embedding, rotate-half form (ROPE, fp16): x * cos + concat(-x[h:], x[:h]) * sin. The
+    slices' axes and bounds, and the tables, are the check's: a form it does not run (odd D, another axis)
+    is refused with its reason; the interleaved form has other ops and does not match."""
+    x, cos, sin = wildcard(), wildcard(), wildcard()
+    hi, lo = _half(x), _half(x)
+    neg = is_op("relax.negative")(hi)
+    rot = is_op("relax.concat")(is_tuple([neg, lo]))
+    xc = is_op("relax.multiply")(x, cos)
+    rs = is_op("relax.multiply")(rot, sin)
+    add = is_op("relax.add")(xc, rs)
+    # The refusal is reported on the negation, the one op no other pattern claims: the add, a multiply
+    # or a slice may still run on the NPU alone, or report its own reason.
+    ann = {"op": neg, "add": add, "xc": xc, "rs": rs, "rot": rot, "hi": hi, "lo": lo}
+    return [_entry("rope", add, ann, rope_check.check_rope)]
+
+
 def matmul_patterns(repeated: bool):
     """A matmul of two activations (MATMUL, fp16): B as it is, or transposed by a permute_dims of its last
     two axes; `repeated`: B repeated over query heads for grouped-query attention (reshape ->
@@ -360,7 +383,15 @@ def _table() -> tuple:
     plain_io, reshaped_io = io_patterns()
     # The repeated-B matmul outranks the reshape view, which would otherwise take its repeat's reshape.
     entries += matmul_patterns(repeated=True)
-    return tuple(plain_io + requantize_patterns() + entries + softmax_patterns() + norm_patterns() + reshaped_io)
+    return tuple(
+        plain_io
+        + requantize_patterns()
+        + entries
+        + softmax_patterns()
+        + norm_patterns()
+        + rope_patterns()
+        + reshaped_io
+    )
 
 
 def bind(run: checks.PartitionRun) -> list:

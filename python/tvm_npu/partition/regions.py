@@ -120,6 +120,9 @@ def compute_cycles(cfg: NPUConfig, func: relax.Function) -> int | None:
         # 2-byte elements (fp16, or an int16 ELTWISE operand) go through half as many lanes.
         wide = any(str(getattr(b.var.ty, "dtype", "")) == "int16" for b in comp.body.blocks[0].bindings)
         lanes = cfg.vector_lanes if int8 and not wide else cfg.vector_lanes // 2
+        if str(comp.attrs["Composite"]) == "npu.rope":  # one ROPE: two steps per element, its ops are one
+            total += cfg.op_overhead + math.ceil(2 * _elems(comp.body.body) / lanes)
+            continue
         for b in comp.body.blocks[0].bindings:
             name = relax_graph.op_name(b.value)
             if name in ("relax.nn.conv2d", "relax.matmul"):

@@ -399,6 +399,7 @@ def region_layers(config, graph, planned) -> dict:
             "unary": elems,
             "softmax": 3 * elems,
             "norm": (3 if layer.func == "layernorm" else 2) * elems,
+            "rope": 2 * elems,
             "pool": elems * layer.window[0] * layer.window[1],
         }[layer.kind]
         layers.append(

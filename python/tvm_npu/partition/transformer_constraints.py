@@ -1,6 +1,7 @@
 """Supported-operator rules of the transformer ops (format 1.4): attention's softmax scale and mask, LayerNorm
-and RMSNorm, and the matmul of two activations. Same form as constraints.py: each `constraint_*` returns None
-or a short detail, and its docstring is the user-facing reason the partition report prints.
+and RMSNorm, the matmul of two activations, and rotary position embedding. Same form as constraints.py: each
+`constraint_*` returns None or a short detail, and its docstring is the user-facing reason the partition
+report prints.
 """
 
 from __future__ import annotations
@@ -181,6 +182,100 @@ def constraint_repeat_kv(src_shape, mid_shape, rep_shape, b_shape):
     return f"{list(src_shape)} -> {list(mid_shape)} -> {list(rep_shape)} -> {list(b_shape)}"
 
 
+# --- rotary position embedding (ROPE, docs/npu.md section 2, format 1.4) ---
+
+
+def _ints(values) -> list:
+    return [int(v) for v in values]
+
+
+def rope_slices(x_shape, hi, lo) -> str | None:
+    """Why the two slices of a rotate_half are not x[..., D/2:] and x[..., :D/2] over the last axis (None:
+    they are). `hi`, `lo`: the strided_slice calls (x, axes, begin, end[, strides])."""
+    rank, d = len(x_shape), x_shape[-1]
+    h = d // 2
+    for name, call, begin, ends in (("x[h:]", hi, h, None), ("x[:h]", lo, 0, (h,))):
+        axes = [a % rank for a in _ints(call.args[1])]
+        b, e = _ints(call.args[2]), _ints(call.args[3])
+        steps = _ints(call.args[4]) if len(call.args) > 4 else [1]
+        end_ok = e[0] >= d if ends is None else e[0] in ends
+        if axes != [rank - 1] or steps != [1] or b != [begin] or not end_ok:
+            return f"{name} is strided_slice(axes {axes}, begin {b}, end {e}, steps {steps}) of {list(x_shape)}"
+    return None
+
+
+def constraint_rope_form(x_shape, hi, lo, concat_axis: int, same_x: bool):
+    """NPU_E_ROPE: a rotary position embedding runs on the NPU in the rotate-half form over the last axis
+    only: x * cos + concat(-x[..., D/2:], x[..., :D/2], axis=-1) * sin with D even (Hugging Face Llama's
+    rotate_half, as TVM imports it from ONNX); an odd D, the interleaved form (GPT-J's pairs 2i, 2i+1), a
+    rotation over another axis, or halves taken from another tensor stay on the CPU."""
+    rank = len(x_shape)
+    if not same_x:
+        return "the halves are not slices of the tensor multiplied by cos"
+    if x_shape[-1] % 2 or x_shape[-1] < 2:
+        return f"D = {x_shape[-1]} is odd"
+    if concat_axis % rank != rank - 1:
+        return f"concat over axis {concat_axis} of a rank-{rank} tensor"
+    return rope_slices(x_shape, hi, lo)
+
+
+def rope_table_rows(x_shape, t_shape) -> int | None:
+    """The rows of a cos / sin table ROPE reads row r % rows of, for x's rows (x viewed as rows of its last
+    axis), or None when broadcasting it over x is not that: its last axis x's, then (right-aligned to x)
+    1s followed by x's own dims, so the table repeats whole over x's leading axes."""
+    t = [1] * (len(x_shape) - len(t_shape)) + list(t_shape)
+    if len(t_shape) > len(x_shape) or t[-1] != x_shape[-1]:
+        return None
+    lead = t[:-1]
+    k = 0
+    while k < len(lead) and lead[k] == 1:
+        k += 1
+    if lead[k:] != list(x_shape[k:-1]):
+        return None
+    return max(1, int(np.prod(lead[k:], dtype=np.int64)))
+
+
+def constraint_rope_tables(x_shape, out_shape, cos, sin, cos_shape, sin_shape):
+    """NPU_E_ROPE_TABLE: a rotary embedding's cos and sin must have one shape whose broadcast over x leaves x's
+    shape: the last axis D, then 1s followed by x's own dims (an [S, D] table against [heads, S, D], or
+    [1, 1, S, D] against [B, H, S, D]), so ROPE reads table row r % S for x's row r; and both be float32
+    constants with every value in [-1, 1] (rounded to fp16 in SRAM, which moves an output by at most
+    2^-12 * (|x_i| + |x_j|), docs/npu.md section 2), or both be computed at run time (the model's cos / sin of
+    the positions, staged to fp16 like any input). Other tables stay on the CPU."""
+    if list(out_shape) != list(x_shape):
+        return f"x {list(x_shape)} is broadcast to {list(out_shape)}"
+    if list(cos_shape) != list(sin_shape) or rope_table_rows(x_shape, cos_shape) is None:
+        return f"cos {list(cos_shape)}, sin {list(sin_shape)} against x {list(x_shape)}"
+    values = [constant_value(t) for t in (cos, sin)]
+    if (values[0] is None) != (values[1] is None):
+        return "one of cos and sin is a constant, the other computed at run time"
+    for name, v in zip(("cos", "sin"), values):
+        if v is None:
+            continue
+        if v.dtype != np.float32:
+            return f"{name} is {v.dtype}"
+        bad = ~(np.abs(v) <= 1)  # NaN too
+        if bad.any():
+            return f"{name} holds {float(v[bad].reshape(-1)[0]):.6g}, outside [-1, 1]"
+    return None
+
+
+def constraint_rope_fits(rows: int, d: int, cfg: NPUConfig):
+    """NPU_E_SRAM: a rotary embedding keeps its whole cos and sin tables in SRAM (any row of x may read any
+    table row): twice each (double-buffered), with two tiles of one row of x and two of the output, they
+    must fit. A larger table runs on the CPU; a configuration with more SRAM keeps it on the NPU."""
+    line = -(-d * 2 // cfg.alignment) * cfg.alignment
+    need = 4 * rows * line + 4 * line
+    return f"tables [{rows}, {d}]: {need} bytes > {cfg.sram_bytes}" if need > cfg.sram_bytes else None
+
+
+def constraint_rope_float(x):
+    """NPU_E_QUANT_ROPE: a rotary embedding of an int8 (dequantized) tensor stays on the CPU: ROPE is fp16
+    only (format 1.4), and a QDQ model's rotation is the float arithmetic between its CPU dequantize and
+    quantize, which the NPU would round to fp16 differently."""
+    return "x is dequantized" if getattr(getattr(x, "op", None), "name", "") == "relax.dequantize" else None
+
+
 # Every constraint of this module, for the generated supported-ops table.
 ALL_CONSTRAINTS = [
     constraint_softmax_scale,
@@ -193,4 +288,8 @@ ALL_CONSTRAINTS = [
     constraint_matmul_fits,
     constraint_matmul_transpose,
     constraint_repeat_kv,
+    constraint_rope_form,
+    constraint_rope_tables,
+    constraint_rope_fits,
+    constraint_rope_float,
 ]

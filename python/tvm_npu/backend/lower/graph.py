@@ -28,7 +28,7 @@ class TensorInfo:
 class Layer:
     """One NPU op: "conv" (MAC array; dense is a 1x1 conv over [1, M, 1, K]), "matmul" (MAC array, two
     activations, rows views [1, batch * rows, 1, cols]), "add", "pool", "eltwise",
-    "unary", "softmax" or "norm" (vector), "view" (a reshape that keeps the stored rows: its output aliases its
+    "unary", "softmax", "norm" or "rope" (vector), "view" (a reshape that keeps the stored rows: its output aliases its
     input, no command) or "concat" (its inputs are written into its channels or rows, no command;
     slices.py)."""
 
@@ -75,6 +75,8 @@ class Layer:
     # matmul (MATMUL, format 1.4): (batch, m, k, n, b_transposed), and the B batch each output batch reads
     matmul: tuple = ()
     b_index: tuple = ()
+    # rope (ROPE, format 1.4): the cos / sin table's rows; x's row r reads row r % rope_rows
+    rope_rows: int = 0
 
     @property
     def taps(self) -> tuple:

@@ -47,7 +47,8 @@ def mac_macs(cmd: Command) -> int:
 
 
 def vector_cycles(cfg: NPUConfig, op: str, a: dict) -> int:
-    """op_overhead + ceil(steps / lanes) for an ADD, ELTWISE, UNARY, SOFTMAX, NORM or POOL (docs section 5)."""
+    """op_overhead + ceil(steps / lanes) for an ADD, ELTWISE, UNARY, SOFTMAX, NORM, ROPE or POOL (docs section
+    5)."""
     lanes = cfg.vector_lanes // 2 if two_byte_lanes(op, a) else cfg.vector_lanes
     if op in ("ADD", "ELTWISE", "UNARY"):  # one step per element (a table lookup is one step)
         steps = a["rows"] * a["row_elems"]
@@ -55,6 +56,8 @@ def vector_cycles(cfg: NPUConfig, op: str, a: dict) -> int:
         steps = 3 * a["rows"] * a["row_elems"]
     elif op == "NORM":  # layernorm: sum, squared-deviation and normalize passes; rmsnorm: no sum pass
         steps = (3 if a["kind"] == NORM_KINDS["layernorm"] else 2) * a["rows"] * a["row_elems"]
+    elif op == "ROPE":  # a multiply step, then a multiply-and-add step per element
+        steps = 2 * a["rows"] * a["row_elems"]
     else:
         steps = a["out_h"] * a["out_w"] * a["c"] * a["kh"] * a["kw"]
     return cfg.op_overhead + math.ceil(steps / lanes)
@@ -100,6 +103,8 @@ def ideal_cycles(cfg: NPUConfig, layer) -> int:
         return vector_cycles(
             cfg, "NORM", dict(dtype=dtype, kind=NORM_KINDS[layer.func], rows=1, row_elems=layer.out_elems)
         )
+    if layer.kind == "rope":
+        return vector_cycles(cfg, "ROPE", dict(dtype=dtype, rows=1, row_elems=layer.out_elems))
     if layer.kind in ("add", "eltwise", "unary"):
         widths = dict(zip(("a_dtype", "b_dtype", "out_dtype"), (DTYPES_BY_NAME[d] for d in layer.dtypes)))
         return vector_cycles(

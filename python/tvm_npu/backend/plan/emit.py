@@ -75,11 +75,14 @@ class LayerPlan:
 
 
 def _broadcast(layer: Layer, k: int) -> bool:
-    """Input `k` is a per-channel ELTWISE b: the one row (0, 0) of its tensor serves every tile."""
-    return layer.kind == "eltwise" and k == 1 and layer.b_mode != "same"
+    """Input `k` is read whole from row (0, 0) by every tile: a per-channel ELTWISE b, or a ROPE's run-time
+    cos / sin table (any row of x may read any table row)."""
+    return (layer.kind == "eltwise" and k == 1 and layer.b_mode != "same") or (layer.kind == "rope" and k > 0)
 
 
 def src_rows(layer: Layer, k: int, rows: int) -> int:
+    if layer.kind == "rope" and k > 0:
+        return layer.rope_rows
     return 1 if _broadcast(layer, k) else rows
 
 
@@ -90,7 +93,7 @@ def _compute(
     int8 = layer.dtype == "int8"
     lo, hi = layer.clamp if int8 else (f32_bits(layer.clip[0]), f32_bits(layer.clip[1]))
     common = dict(dtype=DTYPES[layer.dtype], act=0 if int8 else ACTIVATIONS[layer.act], clip_lo=lo, clip_hi=hi)
-    if layer.kind in ("eltwise", "unary", "softmax", "norm"):
+    if layer.kind in ("eltwise", "unary", "softmax", "norm", "rope"):
         return vector_command(cfg, layer, t, ins, srcs, dst, out_addr, out_stride, w_slot, common)
     if layer.kind == "add":
         a = dict(

@@ -40,10 +40,10 @@ RESIDENT_SHARES = (0.0, 0.5, 0.7, 0.85)
 
 def constant_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[bytes, int, int]:
     """Weights rows [oc0, oc1) then the fp32 bias or the int8 requantization block (bias, scale); for a
-    vector layer its one constant row (ELTWISE's b, or UNARY's int8 table), a SOFTMAX's mask rows, or a
-    NORM's fp32 gamma and beta rows, each padded to the alignment (the command finds beta one aligned row
-    after gamma)."""
-    if layer.const is not None and layer.kind == "softmax":  # mask rows, each aligned (mask_stride)
+    vector layer its one constant row (ELTWISE's b, or UNARY's int8 table), a SOFTMAX's mask rows, a
+    ROPE's cos and sin rows, or a NORM's fp32 gamma and beta rows, each padded to the alignment (the command
+    finds beta one aligned row after gamma)."""
+    if layer.const is not None and layer.kind in ("softmax", "rope"):  # fp16 rows, each aligned (a stride)
         rows = layer.const.shape[1] * 2
         return b"".join(r.tobytes().ljust(align(rows, cfg.alignment), b"\0") for r in layer.const), 0, 0
     if layer.kind == "norm":

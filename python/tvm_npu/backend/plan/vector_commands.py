@@ -23,7 +23,7 @@ from ...contract.stream import (
 )
 from .sram import align
 
-VECTOR_OPS = ("ELTWISE", "UNARY", "SOFTMAX", "NORM")
+VECTOR_OPS = ("ELTWISE", "UNARY", "SOFTMAX", "NORM", "ROPE")
 
 
 def binary_requant(layer) -> dict:
@@ -60,6 +60,8 @@ def vector_command(
             n = layer.const.shape[0]
             a.update(mask_addr=w_slot, mask_stride=mask_stride(cfg, layer), mask_rows=n, mask_row0=t.out_r0 % n)
         return Command("SOFTMAX", a, {}, layer.name)
+    if layer.kind == "rope":  # a tile is any band of rows: its first row sets the table row (cs_row0)
+        return Command("ROPE", rope_operands(cfg, layer, t, rows, common, ins, srcs, w_slot), {}, layer.name)
     if layer.kind == "norm":  # rows are normalized on their own: a tile is any band of them
         return Command("NORM", norm_operands(cfg, layer, rows, common, ins, srcs, w_slot), {}, layer.name)
     if layer.kind == "unary":
@@ -115,6 +117,28 @@ def norm_operands(cfg: NPUConfig, layer, rows: dict, common: dict, ins: list, sr
     )
 
 
+def rope_operands(cfg: NPUConfig, layer, t, rows: dict, common: dict, ins: list, srcs: list, w_slot) -> dict:
+    """ROPE's operands: the tables in the weight slot (constants: cos rows then sin rows, each aligned,
+    planner.constant_bytes) or the layer's second and third inputs; row r of the tile is row t.out_r0 + r
+    of x, which reads table row (t.out_r0 + r) % rope_rows."""
+    if layer.const is not None:
+        stride = align(rows["row_elems"] * 2, cfg.alignment)
+        cos, sin = w_slot, w_slot + layer.rope_rows * stride
+    else:
+        stride, cos, sin = srcs[1].row_stride, ins[1], ins[2]
+    return dict(
+        rows,
+        dtype=common["dtype"],
+        in_addr=ins[0],
+        in_stride=srcs[0].row_stride,
+        cos_addr=cos,
+        sin_addr=sin,
+        cs_stride=stride,
+        cs_rows=layer.rope_rows,
+        cs_row0=t.out_r0 % layer.rope_rows,
+    )
+
+
 def vector_footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
     """(reads, writes) in SRAM of an ELTWISE, UNARY, SOFTMAX or NORM command, as (space, lo, hi) ranges."""
     a = cmd.args
@@ -130,6 +154,9 @@ def vector_footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
         if a.get("table_addr", NO_TABLE) != NO_TABLE:
             reads.append(span(a["table_addr"], 1, align(UNARY_TABLE_BYTES, cfg.alignment)))
         return reads, out
+    if cmd.op == "ROPE":  # both whole tables: any row may read any table row
+        tables = [span(a[k], a["cs_rows"], a["cs_stride"]) for k in ("cos_addr", "sin_addr")]
+        return [span(a["in_addr"], a["rows"], a["in_stride"]), *tables], out
     if cmd.op == "NORM":
         prm = align(a["row_elems"] * 4, cfg.alignment)
         params = [span(a[k], 1, prm) for k in ("gamma_addr", "beta_addr") if a[k] != NO_PARAM]
