@@ -20,8 +20,8 @@ BUILDERS = {
 class OrtDecoder:
     """onnxruntime on the decode step model (S = 1), the cache as numpy arrays held by this loop."""
 
-    def __init__(self, builder):
-        model = builder(seq_len=1, max_context=T)
+    def __init__(self, builder, max_context=T):
+        model = builder(seq_len=1, max_context=max_context)
         self.sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
         self.names = [i.name for i in self.sess.get_inputs()]
         self.shape = [d.dim_value for d in model.graph.input[2].type.tensor_type.shape.dim]

@@ -47,7 +47,7 @@ def test_one_decode_step_model_serves_both(tmp_path):
     onnx.save(builder(seq_len=1, max_context=16), path)
     lm = tvm_npu.llm.compile(str(path))
     assert lm.prefill_len == 1
-    ref = OrtDecoder(lambda seq_len, max_context: builder(seq_len=1, max_context=16))
+    ref = OrtDecoder(builder, max_context=16)
     ids = np.array([1, 2, 3, 4])
     want_logits, want_tokens = ref.run(ids, 3)
     assert lm.generate(ids, max_new_tokens=3).tolist() == want_tokens

@@ -18,7 +18,7 @@ def test_generate_with_a_builder_prints_tokens_and_tokens_per_s(capsys):
     argv = ["generate", "gpt2", "--prompt-ids", "1,2,3", "--max-new-tokens", "5", "--max-context", "16"]
     assert main([*argv, "--prefill-len", "2"]) == 0
     out, err = capsys.readouterr()
-    _, want = OrtDecoder(lambda seq_len, max_context: gpt2_step(seq_len=1, max_context=16)).run([1, 2, 3], 5)
+    _, want = OrtDecoder(gpt2_step, max_context=16).run([1, 2, 3], 5)
     assert _tokens(out) == want
     assert "generate: 100%" in err and "5/5" in err  # tqdm's bar
     for step, tokens in (("prefill", 3), ("decode", 4)):
@@ -38,7 +38,7 @@ def test_generate_with_an_onnx_step_model_and_a_bad_token(tmp_path, capsys):
     onnx.save(gpt2_step(seq_len=1, max_context=8), path)
     assert main(["generate", str(path), "--prompt-ids", "4,5", "--max-new-tokens", "3"]) == 0
     out, _ = capsys.readouterr()
-    _, want = OrtDecoder(lambda seq_len, max_context: gpt2_step(seq_len=1, max_context=8)).run([4, 5], 3)
+    _, want = OrtDecoder(gpt2_step, max_context=8).run([4, 5], 3)
     assert _tokens(out) == want
     assert main(["generate", str(path), "--prompt-ids", "4,999", "--max-new-tokens", "3"]) == 2
     assert "ERR_LLM_TOKEN" in capsys.readouterr().err

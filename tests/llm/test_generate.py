@@ -3,10 +3,14 @@ prefill then 16 greedy decode steps, every logits vector within 1e-2 * max(1, ma
 tokens; prompts of 1 token, within the bucket, chunked, and chunked with the last chunk moved back
 from max_context; which ops ran on the NPU."""
 
+import functools
+
 import numpy as np
 import pytest
 
-from conftest import S, T, assert_logits_close
+import tvm_npu
+from conftest import OrtDecoder, S, T, assert_logits_close
+from tvm_npu.models.decoder import gpt2_step
 
 PROMPTS = {"one": 1, "within": 5, "bucket": S, "chunked": 13}
 
@@ -87,3 +91,18 @@ def test_profile_reports_both_steps(lm):
         clock = lm.meta["config"]["clock_mhz"] * 1e6
         assert p["tokens_per_s"] == pytest.approx(p["tokens"] * clock / p["cycles"])
         assert p["kv_bytes"] == 2 * lm.layers * np.prod(lm.cache()[0].shape) * 4
+
+
+def test_gpt2_with_erf_gelu_and_untied_head_matches_onnxruntime():
+    """The other GPT-2 forms of the builder: erf GELU (relax.nn.gelu) and an LM head of its own."""
+    builder = functools.partial(gpt2_step, layers=1, d=32, heads=2, ffn=64, vocab=96, gelu="erf", tied=False, seed=5)
+    lm = tvm_npu.llm.compile(builder, max_context=16, prefill_len=4)
+    ids = np.array([90, 3, 41, 7, 12, 60])  # two chunks
+    want_logits, want_tokens = OrtDecoder(builder, max_context=16).run(ids, 5)
+    got = [lm.prefill(ids)] + [lm.decode(t) for t in want_tokens[:-1]]
+    for g, w in zip(got, want_logits):
+        assert_logits_close(g, w)
+    assert [int(np.argmax(g)) for g in got] == want_tokens
+    matmuls = [p for p in lm.placements["decode"] if p["op"] == "relax.matmul"]
+    dense = [p for p in matmuls if p["composite"].startswith("npu.dense")]
+    assert len(dense) == 7 and all(p["device"] == "npu" for p in dense)  # Q, K, V, out, fc, proj, LM head

@@ -17,7 +17,7 @@ CODES = {e["name"]: e["value"] for e in spec.ERRORS}
 # loop itself; their values start at 100 so the runtime's codes can grow below them.
 HOST_ERRORS = [
     {"name": "ERR_LLM_CONTEXT", "value": 100, "doc": "a prompt or sequence longer than the compiled max_context"},
-    {"name": "ERR_LLM_TOKEN", "value": 101, "doc": "a token id outside [0, vocab), or ids of the wrong dtype or shape"},
+    {"name": "ERR_LLM_TOKEN", "value": 101, "doc": "a token id outside [0, vocab)"},
     {"name": "ERR_LLM_STATE", "value": 102, "doc": "decode before prefill (no sequence started)"},
 ]
 CODES.update({e["name"]: e["value"] for e in HOST_ERRORS})
