@@ -84,3 +84,9 @@ def test_step_model_without_metadata():
     with pytest.raises(tvm_npu.NPUError) as info:
         tvm_npu.llm.compile(model)
     assert info.value.code == "ERR_INVALID_MODEL" and "tvm_npu.step" in str(info.value)
+
+
+def test_prefill_bucket_longer_than_max_context():
+    with pytest.raises(tvm_npu.NPUError) as info:
+        tvm_npu.llm.compile(gpt2_step, max_context=16, prefill_len=17)
+    assert info.value.code == "ERR_LLM_CONTEXT" and "17" in str(info.value)

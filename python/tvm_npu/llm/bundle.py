@@ -72,6 +72,9 @@ def read_bundle(path) -> tuple[dict, dict]:
                 found = index.get("format")
                 raise NPUError("ERR_BAD_ARTIFACT", f"{path}: LLM artifact format {found}, this tvm_npu reads {FORMAT}")
             loaded = {}
+            names = set(index["sha256"])
+            if not names <= {"prefill.so", "decode.so"} or not set(index["libraries"].values()) <= names:
+                raise NPUError("ERR_BAD_ARTIFACT", f"{path}: llm.json names libraries {sorted(names)}; {_AGAIN}")
             for f, digest in index["sha256"].items():
                 data = tar.extractfile(f).read()
                 if hashlib.sha256(data).hexdigest() != digest:

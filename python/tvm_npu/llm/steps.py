@@ -88,9 +88,11 @@ def resolve(model, max_context: int | None, prefill_len: int | None) -> tuple:
     if callable(model) and not isinstance(model, tvm.IRModule):
         if max_context is None:
             raise NPUError("ERR_LLM_CONTEXT", "give max_context= (the static cache's rows) with a step-model builder")
-        S = min(prefill_len or 32, max_context)
-        if S < 1:
-            raise NPUError("ERR_LLM_CONTEXT", f"prefill_len {prefill_len} must be >= 1")
+        S = min(32, max_context) if prefill_len is None else prefill_len
+        if not 1 <= S <= max_context:
+            raise NPUError(
+                "ERR_LLM_CONTEXT", f"prefill_len {prefill_len}: give a bucket of 1 to max_context ({max_context})"
+            )
         steps = [load_step(model(seq_len=s, max_context=max_context)) for s in (S, 1)]
     elif isinstance(model, (tuple, list)) and len(model) == 2:
         steps = [load_step(m) for m in model]
@@ -104,6 +106,8 @@ def resolve(model, max_context: int | None, prefill_len: int | None) -> tuple:
             )
         steps = [step, step]
     (_, pre), (_, dec) = steps
+    if not 1 <= pre["seq_len"] <= pre["max_context"]:
+        raise NPUError("ERR_INVALID_MODEL", f"the prefill step's seq_len {pre['seq_len']} is not 1 to max_context")
     if dec["seq_len"] != 1:
         raise NPUError("ERR_INVALID_MODEL", f"the decode step model has seq_len {dec['seq_len']}, not 1")
     same = {k: (pre[k], dec[k]) for k in INFO_KEYS if k != "seq_len" and pre[k] != dec[k]}
