@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tvm_npu
-from conftest import BUILDERS, OrtDecoder, assert_logits_close
+from llm.reference import BUILDERS, OrtDecoder, assert_logits_close
 
 
 def test_export_load_round_trip_gives_identical_logits(lm, tmp_path):

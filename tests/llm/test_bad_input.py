@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import tvm_npu
-from conftest import T
+from llm.reference import T
 from tvm_npu.models.decoder import gpt2_step
 
 

@@ -5,7 +5,7 @@ import re
 
 import onnx
 
-from conftest import OrtDecoder
+from llm.reference import OrtDecoder
 from tvm_npu.models.decoder import gpt2_step
 from tvm_npu.tools.cli import main
 

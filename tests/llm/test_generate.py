@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tvm_npu
-from conftest import OrtDecoder, S, T, assert_logits_close
+from llm.reference import OrtDecoder, S, T, assert_logits_close
 from tvm_npu.models.decoder import gpt2_step
 
 PROMPTS = {"one": 1, "within": 5, "bucket": S, "chunked": 13}
