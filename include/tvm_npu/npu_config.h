@@ -63,6 +63,9 @@ enum class NPUStatus : uint32_t {
   kInvalidModel = 8,
   kInvalidConfig = 9,
   kBadArtifact = 10,
+  kLlmContext = 11,
+  kLlmToken = 12,
+  kLlmState = 13,
 };
 
 /*! \brief The code's name as written in docs/npu.md, e.g. "ERR_BAD_STREAM". */
@@ -79,6 +82,9 @@ inline const char* StatusName(NPUStatus status) {
     case NPUStatus::kInvalidModel: return "ERR_INVALID_MODEL";
     case NPUStatus::kInvalidConfig: return "ERR_INVALID_CONFIG";
     case NPUStatus::kBadArtifact: return "ERR_BAD_ARTIFACT";
+    case NPUStatus::kLlmContext: return "ERR_LLM_CONTEXT";
+    case NPUStatus::kLlmToken: return "ERR_LLM_TOKEN";
+    case NPUStatus::kLlmState: return "ERR_LLM_STATE";
   }
   return "ERR_UNKNOWN";
 }

@@ -4,7 +4,7 @@
     ex = tvm.compile(mod, target="npu", relax_pipeline="npu")      # or tvm_npu.build(mod, params=...)
 
 The package is laid out by pipeline stage (docs/architecture.md); imports run one way, down it:
-tools, dse -> build -> backend -> partition -> quantization -> rewrite -> frontend -> ir, runtime,
+tools -> llm, dse -> build -> backend -> partition -> quantization -> rewrite -> frontend -> ir, runtime,
 models -> contract.
 """
 
@@ -32,6 +32,7 @@ from .backend.plan.energy import EnergyModel
 from .runtime import export_library, load_module
 from .build import build, npu_pipeline
 from .dse import SweepResult, estimate, sweep
+from . import llm  # tvm_npu.llm.compile: prefill / decode of a decoder (docs/llm.md)
 from .tools import (
     AsyncModel,
     StreamingSession,
@@ -66,6 +67,7 @@ __all__ = [
     "from_onnx",
     "get_config",
     "layer_sqnr",
+    "llm",
     "load_module",
     "npu_pipeline",
     "partition_for_npu",

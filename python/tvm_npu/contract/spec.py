@@ -403,6 +403,10 @@ ERRORS: list[dict[str, Any]] = [
          "an NPU configuration that is unknown or inconsistent, or a swept value that does not parse"),
         ("ERR_BAD_ARTIFACT", 10, "kBadArtifact",
          "an exported library that is truncated, damaged (its checksum trailer disagrees) or without the trailer"),
+        ("ERR_LLM_CONTEXT", 11, "kLlmContext",
+         "an LLM prompt or sequence longer than the compiled max_context; the cache is left unchanged"),
+        ("ERR_LLM_TOKEN", 12, "kLlmToken", "an LLM token id outside [0, vocab); the cache is left unchanged"),
+        ("ERR_LLM_STATE", 13, "kLlmState", "an LLM decode before any prefill (no sequence started)"),
     ]
 ]
 # fmt: on

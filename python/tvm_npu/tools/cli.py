@@ -1,4 +1,4 @@
-"""`tvm-npu`: the command line: demo, compile, quantize, run, profile, report, sweep (commands: commands.py).
+"""`tvm-npu`: the command line: demo, compile, quantize, run, profile, report, sweep, generate (commands.py).
 
 Every failure is one line on stderr: `tvm-npu: error: CODE: what to change` with exit code 2 for a coded
 error (NPUError, a user mistake), 3 for an unexpected one (`--traceback` shows its trace).
@@ -99,6 +99,23 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: all cores)")
     sw.add_argument("--out", default="npu_sweep", help="folder for results.jsonl (resumable), CSV, plots")
     sw.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    gen = sub.add_parser(
+        "generate", help="compile a decoder's prefill and decode steps, generate tokens, print tokens/s (docs/llm.md)"
+    )
+    gen.add_argument(
+        "model",
+        help="an ONNX step model (seq_len 1; with --prefill-model the decode one), an artifact of "
+        "LLM.export_library, or gpt2 / llama (tvm_npu.models.decoder's seeded builders)",
+    )
+    gen.add_argument("--prompt-ids", required=True, help="the prompt's token ids, comma-separated, e.g. 1,2,3")
+    gen.add_argument("--max-new-tokens", type=int, default=32, help="tokens to generate (default: %(default)s)")
+    gen.add_argument("--max-context", type=int, help="the static cache's rows (default: the model's; 64 for a builder)")
+    gen.add_argument("--prefill-len", type=int, help="the prefill bucket (a builder's; default 32)")
+    gen.add_argument("--prefill-model", help="the prefill step model (ONNX) to go with MODEL as the decode step")
+    gen.add_argument("--top-k", type=int, help="sample from the k most likely tokens (default: greedy)")
+    gen.add_argument("--top-p", type=float, help="sample from the smallest set of tokens reaching probability p")
+    gen.add_argument("--seed", type=int, default=0, help="the sampler's (and a builder's weights') seed")
+    config(gen)
     return parser
 
 

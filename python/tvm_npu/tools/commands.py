@@ -1,4 +1,4 @@
-"""The `tvm-npu` subcommands compile, quantize, run, profile, report and sweep (argument parsing: cli.py).
+"""The `tvm-npu` subcommands compile, quantize, run, profile, report, sweep and generate (argument parsing: cli.py).
 
 Each command takes the parsed argparse namespace and returns the exit code. A user mistake raises
 `CLIError` or `NPUError`; cli.main turns either into one line on stderr.
@@ -237,7 +237,66 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+def _llm(args):
+    """The LLM `tvm-npu generate` runs: an artifact of LLM.export_library, an ONNX step model (with
+    --prefill-model, the pair), or a seeded builder of tvm_npu.models.decoder by name."""
+    import functools
+    import tarfile
+
+    from .. import llm
+    from ..models import decoder
+
+    builders = {"gpt2": decoder.gpt2_step, "llama": decoder.llama_step}
+    path = Path(args.model)
+    if not path.is_file() and args.model in builders:
+        build = functools.partial(builders[args.model], seed=args.seed)
+        return llm.compile(build, max_context=args.max_context or 64, config=args.config, prefill_len=args.prefill_len)
+    _existing(args.model, "model file")
+    if tarfile.is_tarfile(path):
+        return llm.load(path)
+    model = str(path) if args.prefill_model is None else (str(_existing(args.prefill_model, "model file")), str(path))
+    return llm.compile(model, max_context=args.max_context, config=args.config, prefill_len=args.prefill_len)
+
+
+def _speed(name: str, p: dict, clock_mhz: int) -> str:
+    if not p["tokens"]:
+        return f"{name}: no tokens"
+    npu = f"{p['tokens_per_s']:.1f} tokens/s" if p["tokens_per_s"] else "nothing on the NPU"
+    return (
+        f"{name}: {p['tokens']} tokens, {p['cycles']} NPU cycles, {p['ddr_bytes']} DDR bytes, MAC util "
+        f"{100 * p['mac_util']:.1f}%: cycle model {npu} at {clock_mhz} MHz (NPU regions only); "
+        f"host wall {p['host_tokens_per_s']:.1f} tokens/s (emulator + CPU ops)"
+    )
+
+
+def cmd_generate(args) -> int:
+    """Compile (or load) a decoder, prefill the prompt ids, decode --max-new-tokens tokens with a progress
+    bar; print the tokens and the tokens/s of the cycle model and of the host."""
+    from tqdm import tqdm
+
+    from .. import llm
+
+    try:
+        ids = [int(t) for t in args.prompt_ids.split(",")]
+    except ValueError:
+        raise CLIError(f"--prompt-ids {args.prompt_ids!r}: give token ids as integers separated by commas") from None
+    sampler = None
+    if args.top_k is not None:
+        sampler = llm.top_k(args.top_k, seed=args.seed)
+    elif args.top_p is not None:
+        sampler = llm.top_p(args.top_p, seed=args.seed)
+    lm = _llm(args)
+    with tqdm(total=args.max_new_tokens, desc="generate", unit="tok") as bar:
+        new = lm.generate(ids, max_new_tokens=args.max_new_tokens, sampler=sampler, on_token=lambda _: bar.update(1))
+    print("new tokens: " + ",".join(str(t) for t in new.tolist()))
+    prof, clock = lm.profile(), lm.meta["config"]["clock_mhz"]
+    print(_speed("prefill", prof["prefill"], clock))
+    print(_speed("decode", prof["decode"], clock))
+    return 0
+
+
 COMMANDS = {
+    "generate": cmd_generate,
     "compile": cmd_compile,
     "quantize": cmd_quantize,
     "run": cmd_run,

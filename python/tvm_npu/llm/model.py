@@ -1,0 +1,261 @@
+"""`tvm_npu.llm.compile` and the `LLM` it returns: prefill, decode, generate on two compiled step models.
+
+The KV cache is held here, by the host (a list of float32 tensors, K and V per layer, T = max_context
+rows each), and passed to every step call; the step returns the new cache. Every argument is checked
+before anything runs, so a bad call raises a coded NPUError and leaves the cache and the sequence as
+they were (docs/llm.md, "Errors").
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import tvm
+
+from ..build import build
+from ..contract.config import get_config
+from ..contract.errors import NPUError
+from ..partition.report import BuildReport
+from . import sampling, steps
+from .step_runner import StepRunner, add_counters
+
+
+def _placements(report: BuildReport) -> list[dict]:
+    return [{"op": p.op, "device": p.device, "composite": p.composite, "code": p.code} for p in report.placements]
+
+
+def _regions(report: BuildReport) -> dict:
+    """What the profile needs of each region: the command -> layer map and the layers' dtypes."""
+    return {
+        sym: {
+            "command_layers": list(r.get("command_layers", [])),
+            "layers": [{"name": lay["name"], "dtype": lay["dtype"]} for lay in r.get("layers", [])],
+        }
+        for sym, r in report.regions.items()
+    }
+
+
+def compile(model, max_context: int | None = None, config="npu-ref", weights: str = "fp16", prefill_len=None):
+    """Compile a decoder's prefill and decode steps for the NPU (NPU regions, the rest on the CPU).
+
+    Parameters
+    ----------
+    model : callable, (step model, step model) or step model
+        A builder `model(seq_len=S, max_context=T)` returning a step model (e.g.
+        `functools.partial(tvm_npu.models.decoder.gpt2_step, layers=2)`), a (prefill, decode) pair, or
+        one step model at seq_len 1. A step model is an ONNX ModelProto, a path or a Relax IRModule
+        with the `tvm_npu.step` metadata (docs/llm.md).
+    max_context : int, optional
+        T, the static cache's rows (required with a builder; checked against the step models).
+    config : NPUConfig or str
+        The NPU to compile for.
+    weights : str
+        "fp16" (the NPU's fp16 datapath). "int8" is refused with ERR_OP_NOT_SUPPORTED: no int8 weight
+        path exists for the decoder's ops yet.
+    prefill_len : int, optional
+        The prefill bucket S (default 32, at most max_context) with a builder.
+
+    Returns
+    -------
+    LLM
+    """
+    if weights == "int8":
+        raise NPUError(
+            "ERR_OP_NOT_SUPPORTED",
+            'weights="int8": the LLM driver has no int8 weight path for the decoder\'s ops yet (weight-only int8 '
+            'dense layers with fp16 activations); compile with weights="fp16"',
+        )
+    if weights != "fp16":
+        raise NPUError("ERR_INVALID_CONFIG", f'weights={weights!r}: use "fp16" ("int8" is not available yet)')
+    cfg = get_config(config)
+    (pre_mod, pre_info), (dec_mod, dec_info) = steps.resolve(model, max_context, prefill_len)
+    built = {}
+    for name, mod in (("prefill", pre_mod), ("decode", dec_mod)):
+        if name == "prefill" and pre_mod is dec_mod:
+            continue
+        report = BuildReport()
+        built[name] = (build(mod, config=cfg, report=report), report)
+    meta = {
+        "step": dec_info,
+        "prefill_len": pre_info["seq_len"],
+        "config": cfg.to_dict(),
+        "weights": weights,
+        "shared": pre_mod is dec_mod,
+        "placements": {k: _placements(r) for k, (_, r) in built.items()},
+        "regions": {k: _regions(r) for k, (_, r) in built.items()},
+    }
+    lm = LLM({k: ex for k, (ex, _) in built.items()}, meta)
+    lm.reports = {k: r for k, (_, r) in built.items()}
+    return lm
+
+
+class LLM:
+    """A compiled decoder: `prefill(ids)`, `decode(token)`, `generate(ids, ...)`, `reset()`, `profile()`,
+    `export_library(path)`; `placements` says where each op of each step ran."""
+
+    def __init__(self, executables: dict, meta: dict):
+        self.meta = meta
+        info = meta["step"]
+        self.layers, self.vocab, self.max_context = info["layers"], info["vocab"], info["max_context"]
+        self.prefill_len = meta["prefill_len"]
+        self._cache_shape = (1, info["kv_heads"], self.max_context, info["head_dim"])
+        self._runners = {
+            name: StepRunner(
+                ex,
+                dict(info, seq_len=1 if name == "decode" else self.prefill_len),
+                meta["regions"][name],
+                meta["config"],
+            )
+            for name, ex in executables.items()
+        }
+        if "prefill" not in self._runners:  # one step model at seq_len 1 serves both
+            self._runners["prefill"] = self._runners["decode"]
+        self.placements = meta["placements"]
+        self.reports: dict = {}
+        self.reset()
+
+    # -- the sequence ------------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget the sequence: zero the cache, and the profile; decode needs a prefill again."""
+        zeros = np.zeros(self._cache_shape, np.float32)
+        self._cache = [tvm.runtime.tensor(zeros) for _ in range(2 * self.layers)]
+        self.length: int | None = None  # tokens in the cache; None before a prefill
+        self._stats: dict = {"prefill": {}, "decode": {}}
+
+    def cache(self) -> list[np.ndarray]:
+        """The KV cache as numpy copies: [key 0, value 0, key 1, ...], each [1, H_kv, T, D]."""
+        return [c.numpy() for c in self._cache]
+
+    def prefill(self, ids) -> np.ndarray:
+        """Start a new sequence with the prompt `ids` (int64 [n], 1 <= n <= max_context): the logits
+        float32 [vocab] of its last token. A prompt longer than the prefill bucket runs in chunks."""
+        ids = self._ids(ids)
+        n, S, T = len(ids), self.prefill_len, self.max_context
+        if n > T:
+            raise NPUError(
+                "ERR_LLM_CONTEXT",
+                f"a prompt of {n} tokens is longer than max_context {T}: shorten it, or compile with a "
+                "larger max_context",
+            )
+        runner = self._runners["prefill"]
+        cache = [tvm.runtime.tensor(np.zeros(self._cache_shape, np.float32)) for _ in range(2 * self.layers)]
+        stats: dict = {}
+        for start in range(0, n, S):
+            # The last chunk is padded at its end (the causal mask keeps padding out of every real token's
+            # attention; decode overwrites its cache rows). Where padding would pass T, the chunk starts
+            # earlier instead and recomputes rows it already wrote, with the same tokens: the same values.
+            begin = min(start, T - S)
+            chunk = np.zeros((1, S), np.int64)
+            real = ids[begin : begin + S]
+            chunk[0, : len(real)] = real
+            logits, cache = runner.run(chunk, begin, cache)
+            stats = add_counters(stats, runner.last)
+        self._cache, self.length = cache, n
+        self._stats = {"prefill": dict(stats, tokens=n), "decode": {}}
+        return logits[n - 1 - begin].copy()
+
+    def decode(self, token) -> np.ndarray:
+        """Append one token to the sequence: the logits float32 [vocab] after it."""
+        token = self._token(token)
+        if self.length is None:
+            raise NPUError("ERR_LLM_STATE", "decode before prefill: start a sequence with prefill(ids) first")
+        if self.length >= self.max_context:
+            raise NPUError(
+                "ERR_LLM_CONTEXT",
+                f"the sequence already holds max_context {self.max_context} tokens: no cache row is left for "
+                "another; start a new sequence (prefill) or compile with a larger max_context",
+            )
+        runner = self._runners["decode"]
+        logits, self._cache = runner.run(np.array([[token]], np.int64), self.length, self._cache)
+        self.length += 1
+        self._stats["decode"] = add_counters(self._stats["decode"], dict(runner.last, tokens=1))
+        return logits[0].copy()
+
+    def generate(self, ids, max_new_tokens: int = 32, sampler=None, on_token=None) -> np.ndarray:
+        """Prefill `ids`, then sample and decode up to `max_new_tokens` tokens: the new tokens, int64.
+
+        `sampler(logits) -> int` picks each token on the CPU (default: greedy, `sampling.greedy`; see
+        `sampling.top_k` / `sampling.top_p`); `on_token(token)` is called after each (a progress bar)."""
+        ids = self._ids(ids)
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) or max_new_tokens < 0:
+            raise NPUError("ERR_SHAPE_MISMATCH", f"max_new_tokens must be an int >= 0, not {max_new_tokens!r}")
+        if max_new_tokens and len(ids) + max_new_tokens - 1 > self.max_context:
+            raise NPUError(
+                "ERR_LLM_CONTEXT",
+                f"{len(ids)} prompt tokens + {max_new_tokens} new ones need {len(ids) + max_new_tokens - 1} cache "
+                f"rows, max_context is {self.max_context}: ask for at most {self.max_context - len(ids) + 1} "
+                "new tokens or compile with a larger max_context",
+            )
+        sampler = sampler or sampling.greedy
+        logits = self.prefill(ids)
+        out: list[int] = []
+        for i in range(max_new_tokens):
+            token = self._token(sampler(logits))
+            out.append(token)
+            if on_token is not None:
+                on_token(token)
+            if i + 1 < max_new_tokens:
+                logits = self.decode(token)
+        return np.array(out, np.int64)
+
+    # -- checks ------------------------------------------------------------------------------------------
+
+    def _ids(self, ids) -> np.ndarray:
+        arr = np.asarray(ids) if isinstance(ids, (list, tuple)) else ids
+        if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "iu" or arr.ndim != 1 or arr.size == 0:
+            what = f"{arr.dtype} {list(arr.shape)}" if isinstance(arr, np.ndarray) else type(ids).__name__
+            raise NPUError(
+                "ERR_SHAPE_MISMATCH", f"prompt ids must be a non-empty 1-D integer array (int64 [n]), not {what}"
+            )
+        bad = (arr < 0) | (arr >= self.vocab)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise NPUError(
+                "ERR_LLM_TOKEN", f"token id {int(arr[i])} at index {i} is outside the vocabulary [0, {self.vocab})"
+            )
+        return arr.astype(np.int64)
+
+    def _token(self, token) -> int:
+        if isinstance(token, np.ndarray) and token.ndim == 0:
+            token = token[()]
+        if isinstance(token, bool) or not isinstance(token, numbers.Integral):
+            raise NPUError("ERR_SHAPE_MISMATCH", f"a token must be one int, not {type(token).__name__} {token!r}")
+        if not 0 <= int(token) < self.vocab:
+            raise NPUError("ERR_LLM_TOKEN", f"token id {int(token)} is outside the vocabulary [0, {self.vocab})")
+        return int(token)
+
+    # -- cost and artifact -------------------------------------------------------------------------------
+
+    def profile(self) -> dict:
+        """{"prefill": ..., "decode": ...}: the last prefill (all its chunks) and every decode step since,
+        on the NPU regions of the cycle model (CPU ops are not counted): cycles, ddr_bytes, macs,
+        mac_util (MACs over the MAC slots of the cycles), tokens, tokens_per_s at the config's clock,
+        host_s and host_tokens_per_s (wall time of the whole step, CPU ops included), kv_bytes (the static
+        cache every step reads and writes: float32, K and V of every layer)."""
+        conf = self.meta["config"]
+        clock = conf["clock_mhz"] * 1e6
+        kv = 2 * self.layers * int(np.prod(self._cache_shape)) * 4
+        out = {}
+        for name, s in self._stats.items():
+            cycles, tokens, host = s.get("cycles", 0), s.get("tokens", 0), s.get("host_s", 0.0)
+            slots = cycles * conf["mac_rows"] * conf["mac_cols"]
+            out[name] = {
+                "tokens": tokens,
+                "cycles": cycles,
+                "ddr_bytes": s.get("ddr_bytes", 0),
+                "macs": s.get("macs", 0),
+                "mac_util": s.get("slot_macs", 0) / slots if slots else 0.0,
+                "tokens_per_s": tokens * clock / cycles if cycles else None,
+                "host_s": host,
+                "host_tokens_per_s": tokens / host if host else None,
+                "kv_bytes": kv,
+            }
+        return out
+
+    def export_library(self, path):
+        """Write both steps and the metadata to one file (llm/bundle.py); `tvm_npu.llm.load` reads it."""
+        from .bundle import write_bundle
+
+        return write_bundle(self, path)

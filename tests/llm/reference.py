@@ -1,0 +1,57 @@
+"""The two decoders of tests/llm, compiled once per session (`compiled`), and an independent reference: onnxruntime
+running the same step models in a numpy host loop (its own cache, token by token with the decode step)."""
+
+import functools
+
+import numpy as np
+import onnxruntime as ort
+
+import tvm_npu
+from tvm_npu.models.decoder import gpt2_step, llama_step
+
+T, S = 44, 8  # max_context, prefill bucket: T is not a multiple of S on purpose (the last chunk moves)
+BUILDERS = {
+    "gpt2": functools.partial(gpt2_step, layers=2, d=64, heads=4, ffn=256, vocab=256),
+    "llama": functools.partial(llama_step, layers=2, d=64, heads=4, kv_heads=2, ffn=128, vocab=256),
+}
+
+
+class OrtDecoder:
+    """onnxruntime on the decode step model (S = 1), the cache as numpy arrays held by this loop."""
+
+    def __init__(self, builder, max_context=T):
+        model = builder(seq_len=1, max_context=max_context)
+        self.sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        self.names = [i.name for i in self.sess.get_inputs()]
+        self.shape = [d.dim_value for d in model.graph.input[2].type.tensor_type.shape.dim]
+
+    def run(self, ids, new_tokens: int):
+        """(logits after each prompt token's position n-1 and each greedy token, the greedy tokens)."""
+        cache = [np.zeros(self.shape, np.float32) for _ in self.names[2:]]
+        logits, seq, out = [], list(ids), []
+        for p in range(len(ids) + new_tokens - 1):
+            token = seq[p]
+            res = self.sess.run(
+                None, dict(zip(self.names, [np.array([[token]], np.int64), np.array([p], np.int64), *cache]))
+            )
+            cache = res[1:]
+            if p >= len(ids) - 1:
+                logits.append(res[0][0, 0])
+                out.append(int(np.argmax(res[0][0, 0])))
+                seq.append(out[-1])
+        return logits, out
+
+
+_COMPILED: dict = {}
+
+
+def compiled(name):
+    if name not in _COMPILED:
+        _COMPILED[name] = tvm_npu.llm.compile(BUILDERS[name], max_context=T, prefill_len=S)
+    return _COMPILED[name]
+
+
+def assert_logits_close(got, want):
+    bound = 1e-2 * max(1.0, float(np.abs(want).max()))
+    err = float(np.abs(got - want).max())
+    assert err <= bound, f"max |npu - onnxruntime| {err:.3g} > {bound:.3g}"

@@ -1,0 +1,56 @@
+"""LLM.export_library / tvm_npu.llm.load: one file with both steps; the loaded LLM gives the same logits,
+bit for bit; a damaged file is ERR_BAD_ARTIFACT. One step model at seq_len 1 serving both steps."""
+
+import tarfile
+
+import numpy as np
+import pytest
+
+import tvm_npu
+from llm.reference import BUILDERS, OrtDecoder, assert_logits_close
+
+
+def test_export_load_round_trip_gives_identical_logits(lm, tmp_path):
+    path = lm.export_library(tmp_path / "lm.so")
+    with tarfile.open(path) as tar:
+        assert sorted(tar.getnames()) == ["decode.so", "llm.json", "prefill.so"]
+    loaded = tvm_npu.llm.load(path)
+    ids = np.array([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5])  # 11 tokens: two chunks
+    assert np.array_equal(loaded.prefill(ids), lm.prefill(ids))
+    for t in (7, 0, 255):
+        assert np.array_equal(loaded.decode(t), lm.decode(t))
+    assert loaded.placements == lm.placements
+    assert loaded.profile()["decode"]["cycles"] == lm.profile()["decode"]["cycles"] > 0
+
+
+def test_damaged_artifact_is_refused(lm, tmp_path):
+    path = lm.export_library(tmp_path / "lm.so")
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x40  # inside a library
+    bad = tmp_path / "bad.so"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(tvm_npu.NPUError) as info:
+        tvm_npu.llm.load(bad)
+    assert info.value.code == "ERR_BAD_ARTIFACT"
+    (tmp_path / "short.so").write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(tvm_npu.NPUError) as info:
+        tvm_npu.llm.load(tmp_path / "short.so")
+    assert info.value.code == "ERR_BAD_ARTIFACT"
+
+
+def test_one_decode_step_model_serves_both(tmp_path):
+    """A single step model at seq_len 1 (here from an ONNX file): prefill runs it once per prompt token."""
+    path = tmp_path / "step.onnx"
+    builder = BUILDERS["gpt2"]
+    import onnx
+
+    onnx.save(builder(seq_len=1, max_context=16), path)
+    lm = tvm_npu.llm.compile(str(path))
+    assert lm.prefill_len == 1
+    ref = OrtDecoder(builder, max_context=16)
+    ids = np.array([1, 2, 3, 4])
+    want_logits, want_tokens = ref.run(ids, 3)
+    assert lm.generate(ids, max_new_tokens=3).tolist() == want_tokens
+    assert_logits_close(lm.prefill(ids), want_logits[0])
+    loaded = tvm_npu.llm.load(lm.export_library(tmp_path / "one.so"))
+    assert np.array_equal(loaded.prefill(ids), lm.prefill(ids))

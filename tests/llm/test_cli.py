@@ -1,0 +1,47 @@
+"""`tvm-npu generate`: the tokens onnxruntime's greedy loop gives, a progress bar, the tokens/s lines; a bad
+prompt is one coded line and exit code 2."""
+
+import re
+
+import onnx
+
+from llm.reference import OrtDecoder
+from tvm_npu.models.decoder import gpt2_step
+from tvm_npu.tools.cli import main
+
+
+def _tokens(out: str) -> list[int]:
+    return [int(t) for t in re.search(r"new tokens: ([\d,]+)", out).group(1).split(",")]
+
+
+def test_generate_with_a_builder_prints_tokens_and_tokens_per_s(capsys):
+    argv = ["generate", "gpt2", "--prompt-ids", "1,2,3", "--max-new-tokens", "5", "--max-context", "16"]
+    assert main([*argv, "--prefill-len", "2"]) == 0
+    out, err = capsys.readouterr()
+    _, want = OrtDecoder(gpt2_step, max_context=16).run([1, 2, 3], 5)
+    assert _tokens(out) == want
+    assert "generate: 100%" in err and "5/5" in err  # tqdm's bar
+    for step, tokens in (("prefill", 3), ("decode", 4)):
+        line = re.search(
+            rf"^{step}: {tokens} tokens, (\d+) NPU cycles.*cycle model ([\d.]+) tokens/s at 1000 MHz.*"
+            r"host wall ([\d.]+) tokens/s",
+            out,
+            re.M,
+        )
+        assert line, out
+        cycles, npu_tps = int(line.group(1)), float(line.group(2))
+        assert abs(npu_tps - tokens * 1e9 / cycles) <= 0.05 + 1e-6 * npu_tps
+
+
+def test_generate_with_an_onnx_step_model_and_a_bad_token(tmp_path, capsys):
+    path = tmp_path / "step.onnx"
+    onnx.save(gpt2_step(seq_len=1, max_context=8), path)
+    assert main(["generate", str(path), "--prompt-ids", "4,5", "--max-new-tokens", "3"]) == 0
+    out, _ = capsys.readouterr()
+    _, want = OrtDecoder(gpt2_step, max_context=8).run([4, 5], 3)
+    assert _tokens(out) == want
+    assert main(["generate", str(path), "--prompt-ids", "4,999", "--max-new-tokens", "3"]) == 2
+    assert "ERR_LLM_TOKEN" in capsys.readouterr().err
+    assert main(["generate", str(path), "--prompt-ids", "4,x"]) == 2
+    assert main(["generate", str(path), "--prompt-ids", "1", "--max-new-tokens", "9"]) == 2  # 1 + 9 - 1 > 8
+    assert "ERR_LLM_CONTEXT" in capsys.readouterr().err
