@@ -63,6 +63,8 @@ enum class NPUStatus : uint32_t {
   kInvalidModel = 8,
   kInvalidConfig = 9,
   kBadArtifact = 10,
+  kPositionRange = 11,
+  kMemoryOverflow = 12,
 };
 
 /*! \brief The code's name as written in docs/npu.md, e.g. "ERR_BAD_STREAM". */
@@ -79,6 +81,8 @@ inline const char* StatusName(NPUStatus status) {
     case NPUStatus::kInvalidModel: return "ERR_INVALID_MODEL";
     case NPUStatus::kInvalidConfig: return "ERR_INVALID_CONFIG";
     case NPUStatus::kBadArtifact: return "ERR_BAD_ARTIFACT";
+    case NPUStatus::kPositionRange: return "ERR_POSITION_RANGE";
+    case NPUStatus::kMemoryOverflow: return "ERR_MEMORY_OVERFLOW";
   }
   return "ERR_UNKNOWN";
 }
