@@ -94,7 +94,11 @@ uint32_t FindPositionLimit(const std::vector<stream::Command>& commands,
       try {
         check(Resolve(commands[i], p), i);
       } catch (const std::exception& e) {
-        if (what != nullptr) *what = e.what();
+        if (what != nullptr) {  // the check's message without its code: the call's code leads
+          *what = e.what();
+          const size_t colon = what->find(": ");
+          if (colon != std::string::npos && what->rfind("ERR_", 0) == 0) what->erase(0, colon + 2);
+        }
         return true;
       }
     }

@@ -40,6 +40,7 @@ void CheckPosition(const std::string& where, const TensorDesc& t, ParsedStream* 
                           << ")";
   }
   ps->position_input = t.io_index;
+  ps->inputs[t.io_index] = static_cast<uint32_t>(&t - ps->tensors.data());
 }
 
 void CheckState(const std::string& where, const TensorDesc& t, size_t i, ParsedStream* ps) {
