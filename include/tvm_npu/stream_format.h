@@ -190,8 +190,8 @@ struct Header {
   uint32_t num_outputs;
   uint32_t crc32;
   uint32_t qparams_offset;  // format 1.3: the quantization table's offset in the blob, 0 = none
-  uint32_t state_bytes;     // format 1.4: the state region DDR [ddr_bytes, ddr_bytes + state_bytes); 0 = none
-  uint32_t state_space;     // format 1.4: 0 = the module's own state; k = shared with the modules saying k
+  uint32_t state_bytes;     // format 1.4: state region bytes after ddr_bytes; 0 = none
+  uint32_t state_space;     // format 1.4: 0 = own state; k = shared by slot
 };
 
 /*!
@@ -429,7 +429,7 @@ struct SoftmaxOperands {
   uint32_t mask_stride;  // format 1.4: bytes between mask rows; 0 without a mask
   uint32_t mask_rows;    // format 1.4: mask rows; 0 = no mask
   uint32_t mask_row0;    // format 1.4: row r reads mask row (mask_row0 + r) % mask_rows
-  uint32_t pos_mode;     // format 1.4: bit 0 causal: row_elems + p elements, e > p + r % row_elems masked
+  uint32_t pos_mode;     // format 1.4: bit 0 causal (row_elems + p, docs/npu.md 3)
 };
 constexpr uint32_t kSoftmaxOperandWords = 13;
 // A 1.1 stream has 7 SOFTMAX operands.

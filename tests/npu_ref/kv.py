@@ -9,29 +9,18 @@ cache and between the commands, with the roundings of npu_ref.fp16.matmul and np
 
 import numpy as np
 
-from . import fp16
-
-F32 = np.float32
+from . import fp16, softmax
 
 
 def causal_softmax(x, position, queries, scale=None):
-    """SOFTMAX with pos_mode 1 on `x` [rows, queries + position] (fp16 values): row r normalizes its first
-    position + r % queries + 1 elements in the order of npu_ref.softmax.softmax; the rest are +0.0."""
-    z = np.asarray(x, np.float16).astype(F32)
-    if scale is not None:
-        z = z * F32(scale)
-    out = np.zeros(z.shape, np.float16)
-    for r, row in enumerate(z):
-        valid = row[: position + r % queries + 1]
-        m = valid[0]
-        for v in valid[1:]:
-            if v > m:
-                m = v
-        e = np.exp((valid - m).astype(np.float64)).astype(F32)
-        s = F32(0.0)
-        for v in e:
-            s = F32(s + v)
-        out[r, : len(valid)] = (e / s).astype(np.float16)
+    """SOFTMAX with pos_mode 1 on `x` [rows, queries + position] (fp16 values): row r is npu_ref.softmax's
+    softmax of its first position + r % queries + 1 elements (the masked ones are never read); the rest
+    are +0.0."""
+    x = np.asarray(x, np.float16)
+    out = np.zeros(x.shape, np.float16)
+    for r in range(x.shape[0]):
+        valid = position + r % queries + 1
+        out[r, :valid] = softmax.softmax(x[r : r + 1, :valid], scale)[0]
     return out
 
 

@@ -86,10 +86,10 @@ HEADER: dict[str, Any] = {
          "comment": "format 1.3: the quantization table's offset in the blob, 0 = none"},
         {"name": "state_bytes", "since": 4,
          "doc": "bytes of the state region, DDR [ddr_bytes, ddr_bytes + state_bytes), kept across calls",
-         "comment": "format 1.4: the state region DDR [ddr_bytes, ddr_bytes + state_bytes); 0 = none"},
+         "comment": "format 1.4: state region bytes after ddr_bytes; 0 = none"},
         {"name": "state_space", "since": 4,
          "doc": "0: the state is the module's own; k: shared by slot with every module whose stream says k",
-         "comment": "format 1.4: 0 = the module's own state; k = shared with the modules saying k"},
+         "comment": "format 1.4: 0 = own state; k = shared by slot"},
     ],
 }
 
@@ -354,7 +354,7 @@ OPCODES: list[dict[str, Any]] = [
                   "mask_stride": "format 1.4: bytes between mask rows; 0 without a mask",
                   "mask_rows": "format 1.4: mask rows; 0 = no mask",
                   "mask_row0": "format 1.4: row r reads mask row (mask_row0 + r) % mask_rows",
-                  "pos_mode": "format 1.4: bit 0 causal: row_elems + p elements, e > p + r % row_elems masked"},
+                  "pos_mode": "format 1.4: bit 0 causal (row_elems + p, docs/npu.md 3)"},
      "notes": ["each of `rows` rows of `row_elems` fp16 elements normalized on its own.",
                "",
                ("format 1.4: z = x * scale + mask[(mask_row0 + r) % mask_rows][e] in fp32 (two roundings, "
