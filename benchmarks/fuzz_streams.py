@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # kv_streams: hand-packed seeds
+
 EDGE = (0, 1, 2, 0x7F, 0x80, 0xFF, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFFFFFE, 128, 4096)
 
 
@@ -30,8 +32,9 @@ def seeds() -> list:
     """Streams of small compiled models: a CNN (fp16), its int8 form, a concat / eltwise model, a
     quantized LSTM (its cell state int16 ELTWISE operands, c0 / c_T int16 region I/O: format 1.2), a
     LayerNorm -> MatMul -> RMSNorm block (NORM, format 1.4), grouped-query attention (MATMUL with b_group
-    and b_transposed, format 1.4; row-tiled on npu-small) and rotary embeddings (ROPE, format 1.4) with
-    constant and with run-time cos / sin tables."""
+    and b_transposed, format 1.4; row-tiled on npu-small), rotary embeddings (ROPE, format 1.4) with
+    constant and with run-time cos / sin tables, and two attention steps over a KV cache at a run-time
+    position (state tensors and pos_mode, format 1.4)."""
     import tvm_npu
     from tvm_npu import runtime
     from tvm_npu.models import gqa_attention, lstm, op_zoo, small_cnn
@@ -70,6 +73,11 @@ def seeds() -> list:
         for run_time in (False, True):
             ex = tvm_npu.build(tvm_npu.from_onnx(_rope_block(run_time)), config=config)
             out += [bytes(m["get_stream"]()) for m in runtime.npu_modules(ex)]
+    # Hand-packed (the compiler does not emit them yet): attention steps over a KV cache at a run-time
+    # position (format 1.4: state tensors, the position input, pos_mode), a prefill and a decode shape.
+    from kv_streams import kv_stream
+
+    out += [kv_stream(2, 12, 16, 4, 2, 0.25), kv_stream(1, 10, 16, 4, 1, 0.25, space=5)]
     return out
 
 
@@ -172,14 +180,15 @@ def execute(blob: bytes, rt, rng) -> str:
     except NPUError:
         return "undecodable"
     args = []
-    for role in ("input", "output"):
-        for t in sorted((t for t in parsed.tensors if t.role == role), key=lambda t: t.io_index):
-            dtype = np.dtype(t.host_dtype)  # float32, int8 or int16
-            value = (
-                rng.standard_normal(t.host_shape).astype(dtype)
-                if dtype == np.float32
-                else rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, t.host_shape, dtype=dtype)
-            )
+    for roles in (("input", "position"), ("output",)):  # a position is an input argument (format 1.4)
+        for t in sorted((t for t in parsed.tensors if t.role in roles), key=lambda t: t.io_index):
+            dtype = np.dtype(t.host_dtype)  # float32, int8 or int16; a position's int32 or int64
+            if t.role == "position":  # mostly within a cache's rows, sometimes past them or negative
+                value = rng.integers(-2, 16, t.host_shape).astype(dtype)
+            elif dtype == np.float32:
+                value = rng.standard_normal(t.host_shape).astype(dtype)
+            else:
+                value = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, t.host_shape, dtype=dtype)
             args.append(tvm.runtime.tensor(value))
     try:
         mod["f"](*args)

@@ -137,6 +137,8 @@ def pack_stream(
     version=(1, 0),
     qparams=None,
     qparams_offset=None,
+    state_bytes=0,
+    state_space=0,
 ):
     """`qparams` (format 1.3): one (scale, zero point) per tensor, (0.0, 0) for those not staged with
     quantization, written right after the command table (or at `qparams_offset`, in the blob)."""
@@ -152,6 +154,8 @@ def pack_stream(
         version=version,
         qparams=qparams,
         qparams_offset=qparams_offset,
+        state_bytes=state_bytes,
+        state_space=state_space,
     )
 
 

@@ -63,9 +63,11 @@ enum class NPUStatus : uint32_t {
   kInvalidModel = 8,
   kInvalidConfig = 9,
   kBadArtifact = 10,
-  kLlmContext = 11,
-  kLlmToken = 12,
-  kLlmState = 13,
+  kPositionRange = 11,
+  kMemoryOverflow = 12,
+  kLlmContext = 13,
+  kLlmToken = 14,
+  kLlmState = 15,
 };
 
 /*! \brief The code's name as written in docs/npu.md, e.g. "ERR_BAD_STREAM". */
@@ -82,6 +84,8 @@ inline const char* StatusName(NPUStatus status) {
     case NPUStatus::kInvalidModel: return "ERR_INVALID_MODEL";
     case NPUStatus::kInvalidConfig: return "ERR_INVALID_CONFIG";
     case NPUStatus::kBadArtifact: return "ERR_BAD_ARTIFACT";
+    case NPUStatus::kPositionRange: return "ERR_POSITION_RANGE";
+    case NPUStatus::kMemoryOverflow: return "ERR_MEMORY_OVERFLOW";
     case NPUStatus::kLlmContext: return "ERR_LLM_CONTEXT";
     case NPUStatus::kLlmToken: return "ERR_LLM_TOKEN";
     case NPUStatus::kLlmState: return "ERR_LLM_STATE";

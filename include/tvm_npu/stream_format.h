@@ -9,7 +9,10 @@
  *        (host fp32 <-> device int8 / int16) and the quantization table; 1.4: UNARY's silu (5) and
  *        gelu_tanh (6); SOFTMAX's scale and additive mask (attention); the opcodes NORM (LayerNorm
  *        and RMSNorm over a row), MATMUL (batched activation x activation, grouped B) and ROPE
- *        (rotary position embedding, rotate-half form).
+ *        (rotary position embedding, rotate-half form); the DDR state region (state_bytes,
+ *        state_space; tensor roles state and position; host dtype int64 of a position) and the
+ *        operand pos_mode of DMA_LOAD, DMA_STORE, SOFTMAX and MATMUL (a KV cache kept across calls,
+ *        addressed at a run-time position).
  *
  * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
  * little-endian host reads one with a memcpy. The structs carry no behaviour: what operand values
@@ -35,7 +38,10 @@ constexpr uint16_t kInt16Minor = 2;
 constexpr uint16_t kQuantIoMinor = 3;
 // 1.4: UNARY's silu (5) and gelu_tanh (6); SOFTMAX's scale and additive mask (attention); the
 // opcodes NORM (LayerNorm and RMSNorm over a row), MATMUL (batched activation x activation, grouped
-// B) and ROPE (rotary position embedding, rotate-half form).
+// B) and ROPE (rotary position embedding, rotate-half form); the DDR state region (state_bytes,
+// state_space; tensor roles state and position; host dtype int64 of a position) and the operand
+// pos_mode of DMA_LOAD, DMA_STORE, SOFTMAX and MATMUL (a KV cache kept across calls, addressed at a
+// run-time position).
 constexpr uint16_t kLlmMinor = 4;
 
 constexpr uint32_t kHeaderBytes = 64;
@@ -102,6 +108,7 @@ enum DType : uint32_t {
   kInt32 = 3,
   kFP32 = 4,
   kInt16 = 5,  // format 1.2: ELTWISE operands and results, region inputs and outputs
+  kInt64 = 6,  // format 1.4: the host dtype of a position input only
 };
 
 enum Role : uint32_t {
@@ -109,6 +116,8 @@ enum Role : uint32_t {
   kRoleOutput = 2,
   kRoleWeight = 3,
   kRoleBias = 4,
+  kRoleState = 5,     // format 1.4: in the state region, kept across calls; io_index = slot
+  kRolePosition = 6,  // format 1.4: the input read into the position register
 };
 
 enum HostLayout : uint32_t {
@@ -185,7 +194,8 @@ struct Header {
   uint32_t num_outputs;
   uint32_t crc32;
   uint32_t qparams_offset;  // format 1.3: the quantization table's offset in the blob, 0 = none
-  uint32_t reserved[2];
+  uint32_t state_bytes;     // format 1.4: state region bytes after ddr_bytes; 0 = none
+  uint32_t state_space;     // format 1.4: 0 = own state; k = shared by slot
 };
 
 /*!
@@ -222,7 +232,7 @@ struct Command {
 };
 
 /*!
- * \brief Operands of DMA_LOAD and DMA_STORE, words 1..7.
+ * \brief Operands of DMA_LOAD and DMA_STORE, words 1..8.
  *
  * Both list channel, source, destination, rows, row_bytes, source stride, destination stride: DDR
  * to SRAM for DMA_LOAD, SRAM to DDR for DMA_STORE.
@@ -235,8 +245,17 @@ struct DmaOperands {
   uint32_t row_bytes;
   uint32_t src_stride;
   uint32_t dst_stride;
+  uint32_t pos_mode;  // format 1.4: bit 0 ddr_addr += p * ddr_stride, bit 1 rows += p
 };
-constexpr uint32_t kDmaOperandWords = 7;
+constexpr uint32_t kDmaOperandWords = 8;
+// A 1.0 stream has 7 DMA_LOAD operands.
+constexpr uint32_t kDmaOperandWords10 = 7;
+// A 1.1 stream has 7 DMA_LOAD operands.
+constexpr uint32_t kDmaOperandWords11 = 7;
+// A 1.2 stream has 7 DMA_LOAD operands.
+constexpr uint32_t kDmaOperandWords12 = 7;
+// A 1.3 stream has 7 DMA_LOAD operands.
+constexpr uint32_t kDmaOperandWords13 = 7;
 
 /*!
  * \brief Operands of CONV2D, words 1..30: addresses are SRAM offsets, strides are bytes.
@@ -395,7 +414,7 @@ struct UnaryOperands {
 constexpr uint32_t kUnaryOperandWords = 10;
 
 /*!
- * \brief Operands of SOFTMAX, words 1..12: each of `rows` rows of `row_elems` fp16 elements
+ * \brief Operands of SOFTMAX, words 1..13: each of `rows` rows of `row_elems` fp16 elements
  *        normalized on its own.
  *
  * format 1.4: z = x * scale + mask[(mask_row0 + r) % mask_rows][e] in fp32 (two roundings, no fused
@@ -414,8 +433,9 @@ struct SoftmaxOperands {
   uint32_t mask_stride;  // format 1.4: bytes between mask rows; 0 without a mask
   uint32_t mask_rows;    // format 1.4: mask rows; 0 = no mask
   uint32_t mask_row0;    // format 1.4: row r reads mask row (mask_row0 + r) % mask_rows
+  uint32_t pos_mode;     // format 1.4: bit 0 causal (row_elems + p, docs/npu.md 3)
 };
-constexpr uint32_t kSoftmaxOperandWords = 12;
+constexpr uint32_t kSoftmaxOperandWords = 13;
 // A 1.1 stream has 7 SOFTMAX operands.
 constexpr uint32_t kSoftmaxOperandWords11 = 7;
 // A 1.2 stream has 7 SOFTMAX operands.
@@ -465,7 +485,7 @@ struct RopeOperands {
 constexpr uint32_t kRopeOperandWords = 12;
 
 /*!
- * \brief Operands of MATMUL, words 1..16: out[o] = A[o] x B[o / b_group] for o in [0, batch): A[o]
+ * \brief Operands of MATMUL, words 1..17: out[o] = A[o] x B[o / b_group] for o in [0, batch): A[o]
  *        is [m, k], out[o] is [m, n], all in SRAM, strides in bytes.
  *
  * fp16 only (format 1.4): fp32 accumulation in k order, one rounding to fp16.
@@ -487,8 +507,9 @@ struct MatmulOperands {
   uint32_t out_addr;
   uint32_t out_stride;
   uint32_t out_bstride;
+  uint32_t pos_mode;  // format 1.4: bit 0 n += p, bit 1 k += p
 };
-constexpr uint32_t kMatmulOperandWords = 16;
+constexpr uint32_t kMatmulOperandWords = 17;
 
 static_assert(sizeof(Header) == kHeaderBytes, "header layout");
 static_assert(sizeof(TensorDesc) == kTensorBytes, "tensor descriptor layout");
@@ -513,6 +534,7 @@ inline uint32_t DTypeBytes(uint32_t dtype) {
     case kInt32: return 4;
     case kFP32: return 4;
     case kInt16: return 2;
+    case kInt64: return 8;
     default: return 0;
   }
 }

@@ -16,6 +16,7 @@
 
 #include "kernels/ref/ref_common.h"
 #include "runtime/npu_error.h"
+#include "runtime/state_checks.h"
 
 namespace tvm_npu {
 namespace {
@@ -219,6 +220,7 @@ void CheckDma(const std::string& where, const stream::Command& cmd, const Parsed
   }
   if (op.rows == 0 || op.row_bytes == 0) NPU_THROW(kBadStream) << where << ": moves no data";
   const bool load = cmd.opcode() == stream::kDmaLoad;
+  if (CheckStateDma(where, op, load, ps)) return;  // format 1.4: a state tensor's rows
   const uint64_t sram = c.sram_bytes;
   const uint64_t ddr_lo = load ? 0 : ps.header.weights_bytes;  // the weight region is read-only
   const uint64_t ddr = ps.header.ddr_bytes;

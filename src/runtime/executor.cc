@@ -30,8 +30,10 @@
 #include "kernels/ref/norm_ref.h"
 #include "kernels/ref/pool_ref.h"
 #include "kernels/ref/rope_ref.h"
+#include "kernels/ref/softmax_causal_ref.h"
 #include "runtime/cycle_model.h"
 #include "runtime/npu_error.h"
+#include "runtime/position.h"
 #include "runtime/sram_provenance.h"
 
 namespace tvm_npu {
@@ -57,7 +59,7 @@ void CheckHostTensor(const char* kind, size_t k, const DLTensor* t, const Tensor
   // tensor staged with quantization, format 1.3).
   const bool fp = d.host_dtype == stream::kFP32;
   const uint8_t code = fp ? kDLFloat : kDLInt;
-  const uint8_t bits = fp ? 32 : (d.host_dtype == stream::kInt16 ? 16 : 8);
+  const uint8_t bits = fp ? 32 : static_cast<uint8_t>(8 * stream::DTypeBytes(d.host_dtype));
   if (t->dtype.code != code || t->dtype.bits != bits || t->dtype.lanes != 1) {
     NPU_THROW(kShapeMismatch) << kind << " " << k << " has dtype code " << int(t->dtype.code)
                               << " bits " << int(t->dtype.bits) << "; the model was compiled "
@@ -138,11 +140,14 @@ void DequantizeRun(const T* q, float* x, uint64_t n, uint64_t step, float scale,
 class Machine {
  public:
   // `buffers` hold a zeroed SRAM of sram_bytes and a zeroed arena of ddr_bytes - weights_bytes.
-  Machine(const ParsedStream& ps, ExecCache::Buffers* buffers, ExecCache* cache)
+  Machine(const ParsedStream& ps, ExecCache::Buffers* buffers, ExecCache* cache,
+          const StateBinding* state, uint32_t position)
       : ps_(ps),
         sram_(buffers->sram),
         arena_(buffers->arena),
-        weights_(cache != nullptr ? &cache->weights : nullptr) {}
+        weights_(cache != nullptr ? &cache->weights : nullptr),
+        state_(state),
+        position_(position) {}
 
   // Host fp32 -> device fp16 (RNE; a finite value beyond the fp16 range saturated to +-65504),
   // host fp32 -> device int8 / int16 quantized (format 1.3), or int8 / int16 unchanged (re-layout
@@ -217,7 +222,7 @@ class Machine {
       if (load) {
         ReadDdr(src, sram_.data() + dst, op.row_bytes);
       } else {
-        std::memcpy(Arena(dst), sram_.data() + src, op.row_bytes);
+        std::memcpy(Writable(dst), sram_.data() + src, op.row_bytes);
       }
     }
   }
@@ -257,6 +262,10 @@ class Machine {
 
   void Softmax(const stream::Command& cmd) {
     const stream::SoftmaxOperands op = OperandsOf<stream::SoftmaxOperands>(cmd);
+    if (op.pos_mode != 0) {  // format 1.4: causal at the position (cmd is resolved)
+      SoftmaxCausalRef(op, position_, sram_.data() + op.in_addr, sram_.data() + op.out_addr);
+      return;
+    }
     SoftmaxRef(op, sram_.data() + op.in_addr, op.mask_rows ? sram_.data() + op.mask_addr : nullptr,
                sram_.data() + op.out_addr);
   }
@@ -289,8 +298,23 @@ class Machine {
     return arena_.data() + (ddr_addr - ps_.header.weights_bytes);
   }
 
-  // A read may straddle the weight region (in the blob) and the activation arena.
+  // A DMA_STORE's destination: the activation arena, or a state tensor (format 1.4), whose range
+  // the parser checked to lie inside one of them.
+  uint8_t* Writable(uint64_t ddr_addr) {
+    if (ddr_addr < ps_.header.ddr_bytes) return Arena(ddr_addr);
+    for (const StateView& v : state_->views()) {
+      if (ddr_addr >= v.begin && ddr_addr < v.end) return v.data + (ddr_addr - v.begin);
+    }
+    return nullptr;  // unreachable: CheckStateDma
+  }
+
+  // A read may straddle the weight region (in the blob) and the activation arena; one from the
+  // state region lies in one state tensor.
   void ReadDdr(uint64_t addr, uint8_t* dst, uint64_t n) {
+    if (addr >= ps_.header.ddr_bytes) {
+      std::memcpy(dst, Writable(addr), n);
+      return;
+    }
     const uint64_t wb = ps_.header.weights_bytes;
     if (addr < wb) {
       const uint64_t k = std::min(n, wb - addr);
@@ -306,6 +330,8 @@ class Machine {
   std::vector<uint8_t>& sram_;
   std::vector<uint8_t>& arena_;
   fast::WeightCache* weights_;
+  const StateBinding* state_;
+  uint32_t position_;
 };
 
 // Nominal MACs: one per weight tap and output element; depthwise reads one channel per output.
@@ -322,9 +348,10 @@ ExecCache::ExecCache(const ParsedStream& ps)
       sram_dirty_(0),
       arena_dirty_(0) {
   const uint64_t wb = ps.header.weights_bytes;
-  for (const stream::Command& cmd : ps.commands) {
+  for (const stream::Command& cmd : ps.widest) {  // the widest footprints of any position
     sram_dirty_ = std::max(sram_dirty_, SramWrites(cmd, sram_bytes_).end);
-    if (cmd.opcode() == stream::kDmaStore) {
+    if (cmd.opcode() == stream::kDmaStore &&
+        OperandsOf<stream::DmaOperands>(cmd).dst_addr < ps.header.ddr_bytes) {
       const auto op = OperandsOf<stream::DmaOperands>(cmd);
       arena_dirty_ = std::max(
           arena_dirty_, op.dst_addr - wb + SatMul(op.rows, std::max(op.dst_stride, op.row_bytes)));
@@ -332,6 +359,7 @@ ExecCache::ExecCache(const ParsedStream& ps)
   }
   for (uint32_t k : ps.inputs) {
     const TensorDesc& d = ps.tensors[k];
+    if (d.role == stream::kRolePosition) continue;  // a register, never staged
     arena_dirty_ = std::max(
         arena_dirty_, d.ddr_addr - wb + SatMul(uint64_t{d.view[0]} * d.view[1], d.row_stride));
   }
@@ -418,13 +446,14 @@ void ExecCache::Release(std::unique_ptr<Buffers> b, bool completed) {
   if (idle.size() < kIdleBuffersPerSize) idle.push_back(std::move(b));
 }
 
-Stats TimeStream(const ParsedStream& ps) {
+Stats TimeStream(const ParsedStream& ps, uint32_t position) {
   const NPUConfig& cfg = ps.config;
   CycleModel model(cfg);
   Stats st;
   st.records.reserve(ps.commands.size());
   for (size_t i = 0; i < ps.commands.size(); ++i) {
-    const stream::Command& cmd = ps.commands[i];
+    // Format 1.4: a pos_mode command is timed with its effective operands (section 5).
+    const stream::Command cmd = Resolve(ps.commands[i], position);
     const CommandTiming t = model.OnCommand(cmd);
     CommandRecord rec{
         static_cast<uint32_t>(i), cmd.opcode(), t.engine, t.issue, t.start, t.end, 0, 0};
@@ -450,7 +479,8 @@ Stats TimeStream(const ParsedStream& ps) {
 }
 
 std::vector<uint64_t> Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
-                              const std::vector<DLTensor*>& outputs, ExecCache* cache) {
+                              const std::vector<DLTensor*>& outputs, ExecCache* cache,
+                              const StateBinding* state) {
   if (inputs.size() != ps.inputs.size() || outputs.size() != ps.outputs.size()) {
     NPU_THROW(kShapeMismatch) << "got " << inputs.size() << " inputs and " << outputs.size()
                               << " outputs, the model was compiled for " << ps.inputs.size()
@@ -461,6 +491,13 @@ std::vector<uint64_t> Execute(const ParsedStream& ps, const std::vector<const DL
   }
   for (size_t k = 0; k < outputs.size(); ++k) {
     CheckHostTensor("output", k, outputs[k], ps.tensors[ps.outputs[k]]);
+  }
+  // Format 1.4: out of range is refused here, before anything is staged or run (state unchanged).
+  const uint32_t position = CallPosition(ps, inputs);
+  const StateBinding no_state(ParsedStream{});
+  if (state == nullptr) state = &no_state;
+  if (state->empty() && !ps.state_tensors.empty()) {
+    NPU_THROW(kBadStream) << "a stream with state tensors runs on a module that binds them";
   }
 
   // Buffers go back to the cache (cleared) however the call ends, also by an exception.
@@ -483,16 +520,17 @@ std::vector<uint64_t> Execute(const ParsedStream& ps, const std::vector<const DL
   // This stream's resident loads are still in place from its previous call on these buffers.
   const std::vector<bool>* skip =
       cache != nullptr && own->owner == cache->id() ? &cache->resident_loads() : nullptr;
-  Machine machine(ps, own.get(), cache);
+  Machine machine(ps, own.get(), cache, state, position);
   std::vector<uint64_t> saturated(inputs.size());
   for (size_t k = 0; k < inputs.size(); ++k) {
+    if (static_cast<int64_t>(k) == ps.position_input) continue;  // read into the register
     saturated[k] = machine.StageIn(ps.tensors[ps.inputs[k]], inputs[k]);
   }
 
   // One after another in program order; when they would overlap on the hardware is the cycle
   // model's business (TimeStream, once per stream).
   for (size_t i = 0; i < ps.commands.size(); ++i) {
-    const stream::Command& cmd = ps.commands[i];
+    const stream::Command cmd = Resolve(ps.commands[i], position);  // static as it was, or 1.4's
     switch (cmd.opcode()) {
       case stream::kDmaLoad:
         if (skip == nullptr || !(*skip)[i]) machine.Dma(cmd);

@@ -19,6 +19,7 @@
 
 #include "kernels/fast/weight_cache.h"
 #include "runtime/sram_provenance.h"
+#include "runtime/state_store.h"
 #include "runtime/stream_parser.h"
 
 namespace tvm_npu {
@@ -91,9 +92,11 @@ class ExecCache {
  * \brief The cycle model over a validated stream: per-command timing and the call's counters.
  *
  * Timing depends on the commands only, never on the data (docs/npu.md section 5), so a module
- * computes it once and every call reports the same Stats; a call pays nothing for it.
+ * computes it once and every call reports the same Stats; a call pays nothing for it. Format 1.4:
+ * a command with pos_mode is timed with its effective operands at `position`, so a stream that
+ * has one is timed once per position a call passes.
  */
-Stats TimeStream(const ParsedStream& ps);
+Stats TimeStream(const ParsedStream& ps, uint32_t position = 0);
 
 /*!
  * \brief Execute one call functionally: stage the inputs, run the commands, stage the outputs.
@@ -102,15 +105,18 @@ Stats TimeStream(const ParsedStream& ps);
  * \param inputs num_inputs host tensors (fp32, or int8 for int8 descriptors), in io_index order.
  * \param outputs num_outputs host tensors to write, likewise, in io_index order.
  * \param cache The stream's ExecCache, or nullptr to allocate everything for this call.
+ * \param state The module's state tensors (format 1.4), or nullptr for a stream without any; the
+ *        caller holds its CallLock().
  *
  * \return Per input, how many finite fp32 values beyond the fp16 range (abs above 65504) its
  *         staging saturated to +-65504 (docs/npu.md section 2); 0 for int8 / int16 inputs.
  *
  * Throws ERR_SHAPE_MISMATCH if an argument's count, dtype, shape, layout or device differs from
- * the compiled one.
+ * the compiled one, ERR_POSITION_RANGE if the position input is outside the stream's limit.
  */
 std::vector<uint64_t> Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
-                              const std::vector<DLTensor*>& outputs, ExecCache* cache = nullptr);
+                              const std::vector<DLTensor*>& outputs, ExecCache* cache = nullptr,
+                              const StateBinding* state = nullptr);
 
 }  // namespace tvm_npu
 

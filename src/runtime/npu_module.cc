@@ -27,7 +27,9 @@
 #include "runtime/cycle_model.h"
 #include "runtime/executor.h"
 #include "runtime/npu_error.h"
+#include "runtime/position.h"
 #include "runtime/sram_provenance.h"
+#include "runtime/state_store.h"
 #include "runtime/stream_parser.h"
 
 namespace tvm_npu {
@@ -127,6 +129,7 @@ class NPUModuleObj : public ffi::ModuleObj {
     // Parsed from the member copy: ps_.weights points into blob_, which lives as long as this.
     ps_ = ParseStream(blob_.data(), blob_.size());
     cache_ = std::make_unique<ExecCache>(ps_);
+    state_ = std::make_unique<StateBinding>(ps_);  // format 1.4: zero, or shared by state_space
     timing_ = TimeStream(ps_);
     total_saturated_.assign(ps_.inputs.size(), 0);
   }
@@ -157,6 +160,21 @@ class NPUModuleObj : public ffi::ModuleObj {
     }
     if (name == "reset_profile") {
       return ffi::Function::FromTyped([self]() { self->ResetProfile(); });
+    }
+    // Format 1.4 (docs/npu.md section 3): the state region and the position register.
+    if (name == "reset_state") {
+      return ffi::Function::FromTyped([self]() { self->state_->Reset(); });
+    }
+    if (name == "get_state") {
+      return ffi::Function::FromTyped([self](int64_t slot) {
+        const std::string bytes = self->state_->Read(static_cast<uint32_t>(slot));
+        return ffi::Bytes(bytes.data(), bytes.size());
+      });
+    }
+    if (name == "position_limit") {
+      return ffi::Function::FromTyped([self]() {
+        return self->ps_.position_input < 0 ? int64_t{-1} : int64_t{self->ps_.position_limit};
+      });
     }
     if (name == "get_stream") {
       return ffi::Function::FromTyped([self]() {
@@ -210,9 +228,18 @@ class NPUModuleObj : public ffi::ModuleObj {
     for (size_t i = 0; i < ni; ++i) inputs.push_back(args[i].cast<DLTensor*>());
     for (size_t i = 0; i < no; ++i) outputs.push_back(args[ni + i].cast<DLTensor*>());
     const int64_t host_start = SteadyNs();
-    const std::vector<uint64_t> saturated = Execute(ps_, inputs, outputs, cache_.get());
+    std::vector<uint64_t> saturated;
+    {
+      const std::unique_lock<std::mutex> one_call = state_->CallLock();  // shared state: serial
+      saturated = Execute(ps_, inputs, outputs, cache_.get(), state_.get());
+    }
     const int64_t host_end = SteadyNs();
+    const uint32_t position = CallPosition(ps_, inputs);  // in range: Execute ran
     std::lock_guard<std::mutex> lock(mutex_);
+    if (position != timed_position_) {  // format 1.4: the timing depends on the position only
+      timing_ = TimeStream(ps_, position);
+      timed_position_ = position;
+    }
     Accumulate(&total_, timing_);
     last_host_ns_[0] = host_start;
     last_host_ns_[1] = host_end;
@@ -259,6 +286,7 @@ class NPUModuleObj : public ffi::ModuleObj {
     const Stats none;
     const Stats& last = calls_ > 0 ? timing_ : none;
     StatsJson(os, last);
+    os << ", \"position\": " << (calls_ > 0 ? timed_position_ : 0);
     CountsJson(os, calls_ > 0 ? last_saturated_ : std::vector<uint64_t>(ps_.inputs.size(), 0));
     os << ", \"host_start_ns\": " << last_host_ns_[0] << ", \"host_end_ns\": " << last_host_ns_[1]
        << ", \"records\": ";
@@ -282,8 +310,10 @@ class NPUModuleObj : public ffi::ModuleObj {
   std::vector<uint8_t> blob_;
   ParsedStream ps_;
   std::unique_ptr<ExecCache> cache_;  // buffers and packed weights kept between calls
+  std::unique_ptr<StateBinding> state_;  // format 1.4: the state tensors, kept between calls
   std::mutex mutex_;  // guards the profile below; execution itself shares nothing mutable
-  Stats timing_;  // every call's cycle-model result (TimeStream), computed at creation
+  Stats timing_;  // the cycle-model result (TimeStream) of a call at timed_position_
+  uint32_t timed_position_ = 0;
   Stats total_;
   int64_t last_host_ns_[2] = {0, 0};  // host wall clock (steady_clock) around the last call
   uint64_t calls_ = 0;

@@ -136,10 +136,10 @@ ByteRange SramWrites(const stream::Command& cmd, uint64_t sram_bytes) {
 }
 
 std::vector<bool> ConstantWeightCommands(const ParsedStream& ps) {
-  std::vector<bool> constant(ps.commands.size(), false);
+  std::vector<bool> constant(ps.widest.size(), false);
   ByteSet var;  // a call starts from zeroed SRAM: nothing variable yet
-  for (size_t i = 0; i < ps.commands.size(); ++i) {
-    const stream::Command& cmd = ps.commands[i];
+  for (size_t i = 0; i < ps.widest.size(); ++i) {
+    const stream::Command& cmd = ps.widest[i];
     if (cmd.opcode() == stream::kDmaLoad) {
       OnDmaLoad(OperandsOf<stream::DmaOperands>(cmd), ps.header.weights_bytes, &var);
       continue;
@@ -241,11 +241,11 @@ std::vector<ByteRange> SramReads(const stream::Command& cmd, const NPUConfig& cf
 }
 
 std::vector<bool> ResidentLoads(const ParsedStream& ps) {
-  const size_t n = ps.commands.size();
+  const size_t n = ps.widest.size();
   std::vector<bool> resident(n, false);
   ByteSet touched;  // read or written by an earlier command
   for (size_t i = 0; i < n; ++i) {
-    const stream::Command& cmd = ps.commands[i];
+    const stream::Command& cmd = ps.widest[i];
     if (cmd.opcode() == stream::kDmaLoad) {
       const auto op = OperandsOf<stream::DmaOperands>(cmd);
       const bool constant =
@@ -258,7 +258,7 @@ std::vector<bool> ResidentLoads(const ParsedStream& ps) {
   }
   ByteSet written;  // written by a later command
   for (size_t i = n; i-- > 0;) {
-    const stream::Command& cmd = ps.commands[i];
+    const stream::Command& cmd = ps.widest[i];
     if (resident[i]) resident[i] = !written.Any(DmaDst(OperandsOf<stream::DmaOperands>(cmd)));
     written.Mark(SramWrites(cmd, ps.config.sram_bytes), true);
   }
@@ -267,9 +267,9 @@ std::vector<bool> ResidentLoads(const ParsedStream& ps) {
 
 std::vector<ByteRange> LoadedBytes(const ParsedStream& ps, const std::vector<bool>& loads) {
   ByteSet bytes;
-  for (size_t i = 0; i < ps.commands.size(); ++i) {
+  for (size_t i = 0; i < ps.widest.size(); ++i) {
     if (!loads[i]) continue;
-    const auto op = OperandsOf<stream::DmaOperands>(ps.commands[i]);
+    const auto op = OperandsOf<stream::DmaOperands>(ps.widest[i]);
     for (uint64_t r = 0; r < op.rows; ++r) {
       const uint64_t dst = op.dst_addr + r * op.dst_stride;
       bytes.Mark({dst, dst + op.row_bytes}, true);

@@ -14,6 +14,8 @@
 
 #include "runtime/command_checks.h"
 #include "runtime/npu_error.h"
+#include "runtime/position.h"
+#include "runtime/state_checks.h"
 
 namespace tvm_npu {
 namespace {
@@ -43,11 +45,16 @@ void CheckHeader(const stream::Header& h, size_t size) {
     NPU_THROW(kBadStream) << "header flags are 0x" << std::hex << h.flags
                           << ", must be 0 (no flags are defined)";
   }
-  for (int i = 0; i < 2; ++i) {
-    if (h.reserved[i] != 0) {
-      NPU_THROW(kBadStream) << "reserved header word " << offsetof(stream::Header, reserved) / 4 + i
-                            << " is " << h.reserved[i] << ", must be 0";
-    }
+  // Words 14-15 were reserved (0) before format 1.4 gave them to the state region.
+  if ((h.state_bytes != 0 || h.state_space != 0) && h.version_minor < stream::kLlmMinor) {
+    NPU_THROW(kBadStream) << "reserved header word " << (h.state_bytes != 0 ? 14 : 15) << " is "
+                          << (h.state_bytes != 0 ? h.state_bytes : h.state_space)
+                          << ", must be 0 (state_bytes / state_space need stream format 1."
+                          << stream::kLlmMinor << ", the stream says 1." << h.version_minor << ")";
+  }
+  if (uint64_t{h.ddr_bytes} + h.state_bytes > (uint64_t{1} << 32)) {
+    NPU_THROW(kInvalidAddr) << "ddr_bytes " << h.ddr_bytes << " + state_bytes " << h.state_bytes
+                            << " pass the 2^32 bytes a 32-bit DDR address reaches";
   }
   if (h.qparams_offset != 0 && h.version_minor < stream::kQuantIoMinor) {
     NPU_THROW(kBadStream) << "header word 13 (qparams_offset) is " << h.qparams_offset
@@ -198,8 +205,15 @@ void CheckTensors(ParsedStream* ps) {
     const TensorDesc& t = ps->tensors[i];
     const bool is_io = t.role == stream::kRoleInput || t.role == stream::kRoleOutput;
     const std::string where = Where("tensor", i, std::string("role ") + std::to_string(t.role));
-    if (t.role < stream::kRoleInput || t.role > stream::kRoleBias) {
+    if (t.role < stream::kRoleInput || t.role > stream::kRolePosition) {
       NPU_THROW(kBadStream) << where << ": unknown role";
+    }
+    if (t.role == stream::kRoleState || t.role == stream::kRolePosition) {
+      CheckStateOrPosition(where, i, ps);  // format 1.4
+      continue;
+    }
+    if (t.dtype == stream::kInt64 || t.host_dtype == stream::kInt64) {
+      NPU_THROW(kBadStream) << where << ": dtype int64 is a position's host dtype only";
     }
     const uint32_t elem = stream::DTypeBytes(t.dtype);
     if (elem == 0) NPU_THROW(kBadStream) << where << ": unknown dtype " << t.dtype;
@@ -237,6 +251,7 @@ void CheckTensors(ParsedStream* ps) {
                 SatMul(SatMul(t.view[2], t.view[3]), elem), t.row_stride, c,
                 is_io ? "the DDR activation region" : "the DDR weight region", lo, hi);
   }
+  CheckStatesDisjoint(*ps);
   for (const auto* slots : {&ps->inputs, &ps->outputs}) {
     for (size_t k = 0; k < slots->size(); ++k) {
       if ((*slots)[k] == stream::kNoIoIndex) {
@@ -252,7 +267,9 @@ void CheckTensors(ParsedStream* ps) {
 uint32_t UsedOperandWords(uint32_t opcode, uint32_t version_minor) {
   switch (opcode) {
     case stream::kDmaLoad:
-    case stream::kDmaStore: return stream::kDmaOperandWords;
+    case stream::kDmaStore:  // pos_mode: format 1.4
+      return version_minor < stream::kLlmMinor ? stream::kDmaOperandWords13
+                                               : stream::kDmaOperandWords;
     case stream::kConv2D: return stream::kConv2DOperandWords;
     case stream::kAdd: return stream::kAddOperandWords;
     case stream::kPool: return stream::kPoolOperandWords;
@@ -270,8 +287,63 @@ uint32_t UsedOperandWords(uint32_t opcode, uint32_t version_minor) {
   }
 }
 
-void CheckCommands(const ParsedStream& ps) {
+// One command's operands (with pos_mode: its effective operands at some position).
+void CheckCommand(const Command& cmd, size_t i, const ParsedStream& ps) {
   const size_t n = ps.commands.size();
+  const uint32_t opcode = cmd.opcode();
+  const std::string where = Where("command", i, stream::OpcodeName(opcode));
+  switch (opcode) {
+    case stream::kEnd:
+      if (i + 1 != n) NPU_THROW(kBadStream) << where << ": END before the last command";
+      break;
+    case stream::kDmaLoad:
+    case stream::kDmaStore: CheckDma(where, cmd, ps); break;
+    case stream::kConv2D: CheckConv2D(where, cmd, ps.config); break;
+    case stream::kAdd: CheckAdd(where, cmd, ps.config); break;
+    case stream::kPool: CheckPool(where, cmd, ps.config); break;
+    case stream::kEltwise:
+    case stream::kUnary:
+    case stream::kSoftmax:
+      // A 1.0 reader does not know these opcodes: a stream that says 1.0 may not carry them.
+      if (ps.header.version_minor < stream::kVectorOpsMinor) {
+        NPU_THROW(kBadStream) << where << ": opcode 0x" << std::hex << opcode << std::dec
+                              << " needs stream format 1." << stream::kVectorOpsMinor
+                              << ", the stream says 1." << ps.header.version_minor;
+      }
+      if (opcode == stream::kEltwise) CheckEltwise(where, cmd, ps.config);
+      if (opcode == stream::kUnary) {
+        // silu and gelu tanh came in 1.4: an older reader would refuse them as unknown.
+        const uint32_t func = OperandsOf<stream::UnaryOperands>(cmd).func;
+        if (func >= stream::kUnarySilu && func <= stream::kUnaryGeluTanh &&
+            ps.header.version_minor < stream::kLlmMinor) {
+          NPU_THROW(kBadStream) << where << ": func " << func << " needs stream format 1."
+                                << stream::kLlmMinor << ", the stream says 1."
+                                << ps.header.version_minor;
+        }
+        CheckUnary(where, cmd, ps.config);
+      }
+      if (opcode == stream::kSoftmax) CheckSoftmax(where, cmd, ps.config);
+      break;
+    case stream::kNorm:
+    case stream::kMatmul:
+    case stream::kRope:
+      if (ps.header.version_minor < stream::kLlmMinor) {
+        NPU_THROW(kBadStream) << where << ": opcode 0x" << std::hex << opcode << std::dec
+                              << " needs stream format 1." << stream::kLlmMinor
+                              << ", the stream says 1." << ps.header.version_minor;
+      }
+      if (opcode == stream::kNorm) CheckNorm(where, cmd, ps.config);
+      if (opcode == stream::kMatmul) CheckMatmul(where, cmd, ps.config);
+      if (opcode == stream::kRope) CheckRope(where, cmd, ps.config);
+      break;
+    default: NPU_THROW(kBadStream) << where << ": unknown opcode 0x" << std::hex << opcode;
+  }
+}
+
+void CheckCommands(ParsedStream* out) {
+  const ParsedStream& ps = *out;
+  const size_t n = ps.commands.size();
+  bool dynamic = false;
   for (size_t i = 0; i < n; ++i) {
     const Command& cmd = ps.commands[i];
     const uint32_t opcode = cmd.opcode();
@@ -280,52 +352,15 @@ void CheckCommands(const ParsedStream& ps) {
       NPU_THROW(kBadStream) << where << ": word 0 = 0x" << std::hex << cmd.words[0]
                             << " has bits 24-31 set; only opcode and the 4 wait fields exist";
     }
-    switch (opcode) {
-      case stream::kEnd:
-        if (i + 1 != n) NPU_THROW(kBadStream) << where << ": END before the last command";
-        break;
-      case stream::kDmaLoad:
-      case stream::kDmaStore: CheckDma(where, cmd, ps); break;
-      case stream::kConv2D: CheckConv2D(where, cmd, ps.config); break;
-      case stream::kAdd: CheckAdd(where, cmd, ps.config); break;
-      case stream::kPool: CheckPool(where, cmd, ps.config); break;
-      case stream::kEltwise:
-      case stream::kUnary:
-      case stream::kSoftmax:
-        // A 1.0 reader does not know these opcodes: a stream that says 1.0 may not carry them.
-        if (ps.header.version_minor < stream::kVectorOpsMinor) {
-          NPU_THROW(kBadStream) << where << ": opcode 0x" << std::hex << opcode << std::dec
-                                << " needs stream format 1." << stream::kVectorOpsMinor
-                                << ", the stream says 1." << ps.header.version_minor;
-        }
-        if (opcode == stream::kEltwise) CheckEltwise(where, cmd, ps.config);
-        if (opcode == stream::kUnary) {
-          // silu and gelu tanh came in 1.4: an older reader would refuse them as unknown.
-          const uint32_t func = OperandsOf<stream::UnaryOperands>(cmd).func;
-          if (func >= stream::kUnarySilu && func <= stream::kUnaryGeluTanh &&
-              ps.header.version_minor < stream::kLlmMinor) {
-            NPU_THROW(kBadStream) << where << ": func " << func << " needs stream format 1."
-                                  << stream::kLlmMinor << ", the stream says 1."
-                                  << ps.header.version_minor;
-          }
-          CheckUnary(where, cmd, ps.config);
-        }
-        if (opcode == stream::kSoftmax) CheckSoftmax(where, cmd, ps.config);
-        break;
-      case stream::kNorm:
-      case stream::kMatmul:
-      case stream::kRope:
-        if (ps.header.version_minor < stream::kLlmMinor) {
-          NPU_THROW(kBadStream) << where << ": opcode 0x" << std::hex << opcode << std::dec
-                                << " needs stream format 1." << stream::kLlmMinor
-                                << ", the stream says 1." << ps.header.version_minor;
-        }
-        if (opcode == stream::kNorm) CheckNorm(where, cmd, ps.config);
-        if (opcode == stream::kMatmul) CheckMatmul(where, cmd, ps.config);
-        if (opcode == stream::kRope) CheckRope(where, cmd, ps.config);
-        break;
-      default: NPU_THROW(kBadStream) << where << ": unknown opcode 0x" << std::hex << opcode;
+    // The unused-word check below refuses a pos_mode in a stream that says 1.3 or older.
+    CheckPosMode(where, cmd);
+    const uint32_t mode = PosModeOf(cmd);
+    if (mode != 0 && ps.position_input < 0) {
+      NPU_THROW(kBadStream) << where << ": pos_mode " << mode << " in a stream without a position "
+                            << "input (a tensor descriptor of role position)";
     }
+    dynamic = dynamic || mode != 0;
+    CheckCommand(Resolve(cmd, 0), i, ps);
     const uint32_t used = UsedOperandWords(opcode, ps.header.version_minor);
     for (uint32_t k = 1 + used; k < stream::kCommandWords; ++k) {
       if (cmd.words[k] != 0) {
@@ -336,6 +371,12 @@ void CheckCommands(const ParsedStream& ps) {
   if (ps.commands.back().opcode() != stream::kEnd) {
     NPU_THROW(kBadStream) << "the last command must be END; the stream may be truncated";
   }
+  out->widest = ps.commands;
+  if (!dynamic) return;
+  out->position_limit = FindPositionLimit(
+      ps.commands, [&](const Command& c, size_t i) { CheckCommand(c, i, ps); },
+      &out->position_limit_reason);
+  out->widest = ResolveAll(ps.commands, out->position_limit);
 }
 
 }  // namespace
@@ -390,7 +431,7 @@ ParsedStream ParseStream(const uint8_t* data, size_t size) {
     }
   }
   CheckTensors(&ps);
-  CheckCommands(ps);
+  CheckCommands(&ps);
   return ps;
 }
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 namespace tvm_npu {
@@ -33,6 +34,15 @@ struct ParsedStream {
   const uint8_t* weights = nullptr;
   // The quantization table (format 1.3): qparams[i] belongs to tensors[i]; empty without a table.
   std::vector<stream::QParams> qparams;
+  // Format 1.4 (docs/npu.md section 3): the input argument read into the position register (-1:
+  // none), the largest position the stream accepts and why the next one fails, the state tensors
+  // (indices in `tensors`), and the commands resolved at the limit (the widest footprints every
+  // position stays within; `commands` itself when no command has pos_mode).
+  int64_t position_input = -1;
+  uint32_t position_limit = 0;
+  std::string position_limit_reason;
+  std::vector<uint32_t> state_tensors;
+  std::vector<stream::Command> widest;
 };
 
 /*! \brief An input or output staged with quantization (format 1.3): fp32 on the host, int8 or

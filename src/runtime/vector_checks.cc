@@ -167,6 +167,10 @@ void CheckSoftmaxParams(const std::string& where, const stream::SoftmaxOperands&
     NPU_THROW(kBadStream) << where << ": without a mask (mask_rows 0) mask_addr, mask_stride and "
                           << "mask_row0 must be 0";
   }
+  if (op.pos_mode != 0 && op.mask_rows != 0) {  // format 1.4: the register gives the mask
+    NPU_THROW(kBadStream) << where << ": a causal softmax (pos_mode 1) takes no mask (mask_rows "
+                          << op.mask_rows << ")";
+  }
   if (op.mask_rows != 0 && op.mask_row0 >= op.mask_rows) {
     NPU_THROW(kBadStream) << where << ": mask_row0 " << op.mask_row0 << " must be below mask_rows "
                           << op.mask_rows;

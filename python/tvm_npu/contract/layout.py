@@ -171,6 +171,8 @@ def assemble(
     version: tuple = (VERSION_MAJOR, VERSION_MINOR),
     qparams: Sequence[tuple] | None = None,
     qparams_offset: int | None = None,
+    state_bytes: int = 0,
+    state_space: int = 0,
 ) -> bytes:
     """A stream blob from its packed parts (docs/npu.md section 6).
 
@@ -178,7 +180,8 @@ def assemble(
     `commands` are packed records. `qparams` (format 1.3), one (scale, zero point) per tensor, is
     the quantization table, written right after the command table or, for tests of bad tables, at
     `qparams_offset` (a blob offset; one inside the header is recorded but not written). The weight
-    region starts at the next WEIGHTS_ALIGNMENT boundary.
+    region starts at the next WEIGHTS_ALIGNMENT boundary. `state_bytes` and `state_space` (format 1.4)
+    are the header's state-region words (docs/npu.md section 3).
     """
     block = CONFIG.pack(config if isinstance(config, Mapping) else dict(zip(CONFIG.names, config)))
     tables_end = TENSOR_TABLE_OFFSET + TENSOR.size * len(tensors) + COMMAND_BYTES * len(commands)
@@ -203,5 +206,7 @@ def assemble(
         num_outputs=num_outputs,
         crc32=crc32(body),
         qparams_offset=at,
+        state_bytes=state_bytes,
+        state_space=state_space,
     )
     return header + bytes(body)

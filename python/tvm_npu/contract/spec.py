@@ -31,7 +31,10 @@ MINORS: list[dict[str, Any]] = [
     {"minor": 4, "c": "Llm",
      "added": "UNARY's silu (5) and gelu_tanh (6); SOFTMAX's scale and additive mask (attention); "
               "the opcodes NORM (LayerNorm and RMSNorm over a row), MATMUL (batched activation x "
-              "activation, grouped B) and ROPE (rotary position embedding, rotate-half form)"},
+              "activation, grouped B) and ROPE (rotary position embedding, rotate-half form); the DDR "
+              "state region (state_bytes, state_space; tensor roles state and position; host dtype int64 "
+              "of a position) and the operand pos_mode of DMA_LOAD, DMA_STORE, SOFTMAX and MATMUL (a KV "
+              "cache kept across calls, addressed at a run-time position)"},
 ]
 
 # Named values of the format. "c" is the C++ constant, "py" the Python one (contract/stream.py).
@@ -82,7 +85,12 @@ HEADER: dict[str, Any] = {
         {"name": "qparams_offset", "since": 3,
          "doc": "byte offset of the quantization table in the blob, 0 = none; a reserved word before",
          "comment": "format 1.3: the quantization table's offset in the blob, 0 = none"},
-        {"name": "reserved", "count": 2, "value": 0, "doc": ""},
+        {"name": "state_bytes", "since": 4,
+         "doc": "bytes of the state region, DDR [ddr_bytes, ddr_bytes + state_bytes), kept across calls",
+         "comment": "format 1.4: state region bytes after ddr_bytes; 0 = none"},
+        {"name": "state_space", "since": 4,
+         "doc": "0: the state is the module's own; k: shared by slot with every module whose stream says k",
+         "comment": "format 1.4: 0 = own state; k = shared by slot"},
     ],
 }
 
@@ -178,12 +186,21 @@ ENUMS: dict[str, dict[str, Any]] = {
          "comment": "format 1.2: ELTWISE operands and results, region inputs and outputs",
          "use": "16-bit tensors of the integer datapath (an LSTM's cell state): `ELTWISE` operands and "
                 "results, region inputs and outputs (format 1.2)"},
+        {"name": "int64", "code": 6, "c": "kInt64", "bytes": 8, "since": 4,
+         "comment": "format 1.4: the host dtype of a position input only",
+         "use": "the host dtype of a `position` input (the step model's int64 position; format 1.4)"},
     ]},
     "role": {"c": "Role", "field": "tensor `role`", "values": [
         {"name": "input", "code": 1, "c": "kRoleInput"},
         {"name": "output", "code": 2, "c": "kRoleOutput"},
         {"name": "weight", "code": 3, "c": "kRoleWeight"},
         {"name": "bias", "code": 4, "c": "kRoleBias"},
+        {"name": "state", "code": 5, "c": "kRoleState", "since": 4,
+         "doc": "a tensor of the state region, kept across calls; `io_index` is its slot",
+         "comment": "format 1.4: in the state region, kept across calls; io_index = slot"},
+        {"name": "position", "code": 6, "c": "kRolePosition", "since": 4,
+         "doc": "the input read into the position register, never staged",
+         "comment": "format 1.4: the input read into the position register"},
     ]},
     "layout": {"c": "HostLayout", "field": "tensor `host_layout`", "values": [
         {"name": "NHWC", "code": 0, "c": "kLayoutNHWC"},
@@ -251,7 +268,9 @@ ENUMS: dict[str, dict[str, Any]] = {
 # completes its brief, the others after an empty one are its details).
 # ---------------------------------------------------------------------------------------------------
 
-_DMA_C_FIELDS = ["channel", "src_addr", "dst_addr", "rows", "row_bytes", "src_stride", "dst_stride"]
+_DMA_C_FIELDS = ["channel", "src_addr", "dst_addr", "rows", "row_bytes", "src_stride", "dst_stride", "pos_mode"]
+# pos_mode (format 1.4): which operands add the run-time position p (docs/npu.md section 3).
+_DMA_POS = {"pos_mode": "format 1.4: bit 0 ddr_addr += p * ddr_stride, bit 1 rows += p"}
 _DMA_NOTES = ["", "", ("Both list channel, source, destination, rows, row_bytes, source stride, destination "
                        "stride: DDR to SRAM for DMA_LOAD, SRAM to DDR for DMA_STORE.")]
 
@@ -259,10 +278,12 @@ OPCODES: list[dict[str, Any]] = [
     {"name": "END", "code": 0x00, "c": "kEnd", "engine": None, "operands": [],
      "doc": "end of stream (must be the last command, and only there)"},
     {"name": "DMA_LOAD", "code": 0x01, "c": "kDmaLoad", "engine": "dma", "c_struct": "DmaOperands",
-     "operands": ["channel", "ddr_addr", "sram_addr", "rows", "row_bytes", "ddr_stride", "sram_stride"],
+     "operands": ["channel", "ddr_addr", "sram_addr", "rows", "row_bytes", "ddr_stride", "sram_stride", "pos_mode"],
+     "operands_since": {"pos_mode": 4}, "comments": _DMA_POS,
      "c_fields": _DMA_C_FIELDS, "notes": _DMA_NOTES, "doc": "2-D copy DDR -> SRAM"},
     {"name": "DMA_STORE", "code": 0x02, "c": "kDmaStore", "engine": "dma", "c_struct": "DmaOperands",
-     "operands": ["channel", "sram_addr", "ddr_addr", "rows", "row_bytes", "sram_stride", "ddr_stride"],
+     "operands": ["channel", "sram_addr", "ddr_addr", "rows", "row_bytes", "sram_stride", "ddr_stride", "pos_mode"],
+     "operands_since": {"pos_mode": 4}, "comments": _DMA_POS,
      "c_fields": _DMA_C_FIELDS, "notes": _DMA_NOTES, "doc": "2-D copy SRAM -> DDR"},
     {"name": "CONV2D", "code": 0x10, "c": "kConv2D", "engine": "mac", "c_struct": "Conv2DOperands",
      "operands": ["dtype", "in_addr", "in_h", "in_w", "in_c", "in_stride", "w_addr", "w_stride", "kh", "kw",
@@ -326,13 +347,15 @@ OPCODES: list[dict[str, Any]] = [
     {"name": "SOFTMAX", "code": 0x24, "c": "kSoftmax", "engine": "vector", "c_struct": "SoftmaxOperands",
      "since": 1,
      "operands": ["dtype", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems", "scale",
-                  "mask_addr", "mask_stride", "mask_rows", "mask_row0"],
-     "operands_since": {"scale": 4, "mask_addr": 4, "mask_stride": 4, "mask_rows": 4, "mask_row0": 4},
+                  "mask_addr", "mask_stride", "mask_rows", "mask_row0", "pos_mode"],
+     "operands_since": {"scale": 4, "mask_addr": 4, "mask_stride": 4, "mask_rows": 4, "mask_row0": 4,
+                        "pos_mode": 4},
      "comments": {"scale": "format 1.4: fp32 bits of the factor on x; 0 = none (x as is)",
                   "mask_addr": "format 1.4: SRAM address of the fp16 mask rows; 0 without a mask",
                   "mask_stride": "format 1.4: bytes between mask rows; 0 without a mask",
                   "mask_rows": "format 1.4: mask rows; 0 = no mask",
-                  "mask_row0": "format 1.4: row r reads mask row (mask_row0 + r) % mask_rows"},
+                  "mask_row0": "format 1.4: row r reads mask row (mask_row0 + r) % mask_rows",
+                  "pos_mode": "format 1.4: bit 0 causal (row_elems + p, docs/npu.md 3)"},
      "notes": ["each of `rows` rows of `row_elems` fp16 elements normalized on its own.",
                "",
                ("format 1.4: z = x * scale + mask[(mask_row0 + r) % mask_rows][e] in fp32 (two roundings, "
@@ -367,10 +390,12 @@ OPCODES: list[dict[str, Any]] = [
     {"name": "MATMUL", "code": 0x30, "c": "kMatmul", "engine": "mac", "c_struct": "MatmulOperands",
      "since": 4,
      "operands": ["dtype", "batch", "b_group", "m", "k", "n", "b_transposed", "a_addr", "a_stride",
-                  "a_bstride", "b_addr", "b_stride", "b_bstride", "out_addr", "out_stride", "out_bstride"],
+                  "a_bstride", "b_addr", "b_stride", "b_bstride", "out_addr", "out_stride", "out_bstride",
+                  "pos_mode"],
      "comments": {"b_group": "batches sharing one B: batch o reads B batch o / b_group (>= 1)",
                   "b_transposed": "0: B stored [K, N] (rows of N); 1: B stored [N, K] (rows of K)",
-                  "a_bstride": "bytes between A's batches (as the *_bstride of B and out)"},
+                  "a_bstride": "bytes between A's batches (as the *_bstride of B and out)",
+                  "pos_mode": "format 1.4: bit 0 n += p, bit 1 k += p"},
      "notes": [("out[o] = A[o] x B[o / b_group] for o in [0, batch): A[o] is [m, k], out[o] is [m, n], "
                 "all in SRAM, strides in bytes."),
                "",
@@ -403,10 +428,16 @@ ERRORS: list[dict[str, Any]] = [
          "an NPU configuration that is unknown or inconsistent, or a swept value that does not parse"),
         ("ERR_BAD_ARTIFACT", 10, "kBadArtifact",
          "an exported library that is truncated, damaged (its checksum trailer disagrees) or without the trailer"),
-        ("ERR_LLM_CONTEXT", 11, "kLlmContext",
+        ("ERR_POSITION_RANGE", 11, "kPositionRange",
+         "a run-time position outside what the stream accepts (position + tokens > max_context); the state is "
+         "left unchanged: reset, or compile with a larger max_context"),
+        ("ERR_MEMORY_OVERFLOW", 12, "kMemoryOverflow",
+         "a state (a KV cache of max_context rows) that does not fit the memory the NPU addresses; the message "
+         "gives bytes needed and available: lower max_context"),
+        ("ERR_LLM_CONTEXT", 13, "kLlmContext",
          "an LLM prompt or sequence longer than the compiled max_context; the cache is left unchanged"),
-        ("ERR_LLM_TOKEN", 12, "kLlmToken", "an LLM token id outside [0, vocab); the cache is left unchanged"),
-        ("ERR_LLM_STATE", 13, "kLlmState", "an LLM decode before any prefill (no sequence started)"),
+        ("ERR_LLM_TOKEN", 14, "kLlmToken", "an LLM token id outside [0, vocab); the cache is left unchanged"),
+        ("ERR_LLM_STATE", 15, "kLlmState", "an LLM decode before any prefill (no sequence started)"),
     ]
 ]
 # fmt: on

@@ -134,10 +134,12 @@ class Stream:
     sram_bytes_used: int
     version: tuple | None = None  # None: the lowest the commands allow (written_minor)
     info: dict = field(default_factory=dict)  # the planner's statistics for reports; not encoded
+    state_bytes: int = 0  # format 1.4: the state region after ddr_bytes (docs/npu.md section 3)
+    state_space: int = 0  # format 1.4: 0 = the module's own state; k = shared with streams saying k
 
     @property
     def num_inputs(self) -> int:
-        return sum(t.role == "input" for t in self.tensors)
+        return sum(t.role in ("input", "position") for t in self.tensors)  # a position is an input (1.4)
 
     @property
     def num_outputs(self) -> int:
@@ -171,6 +173,28 @@ def written_minor(commands) -> int:
     return minor
 
 
+# Format 1.4's state region and position register (docs/npu.md section 3).
+_STATE_MINOR = 4
+_ADDRESS_SPACE = 1 << 32  # DDR addresses are 32 bits
+
+
+def _stream_minor(stream: Stream) -> int:
+    stateful = stream.state_bytes or stream.state_space or any(t.role in ("state", "position") for t in stream.tensors)
+    return max(written_minor(stream.commands), _STATE_MINOR if stateful else 0)
+
+
+def check_state_fits(ddr_bytes: int, state_bytes: int, what: str = "the KV cache") -> None:
+    """ERR_MEMORY_OVERFLOW unless a stream's DDR (weights and activations, `ddr_bytes`) and its state region
+    (`state_bytes`, reserved at compile time) fit the 2^32 bytes its 32-bit DDR addresses reach."""
+    if ddr_bytes + state_bytes > _ADDRESS_SPACE:
+        raise NPUError(
+            "ERR_MEMORY_OVERFLOW",
+            f"{what} needs {state_bytes} bytes of state next to the stream's {ddr_bytes} bytes of DDR: "
+            f"{ddr_bytes + state_bytes} bytes needed, {_ADDRESS_SPACE} available (32-bit DDR addresses); "
+            f"lower max_context",
+        )
+
+
 def encode(stream: Stream) -> bytes:
     """Pack a stream into its binary form (the last command must be END)."""
     if not stream.commands or stream.commands[-1].op != "END":
@@ -187,8 +211,10 @@ def encode(stream: Stream) -> bytes:
         sram_bytes_used=stream.sram_bytes_used,
         num_inputs=stream.num_inputs,
         num_outputs=stream.num_outputs,
-        version=stream.version or (VERSION_MAJOR, written_minor(stream.commands)),
+        version=stream.version or (VERSION_MAJOR, _stream_minor(stream)),
         qparams=qparams,
+        state_bytes=stream.state_bytes,
+        state_space=stream.state_space,
     )
 
 
@@ -240,6 +266,8 @@ def decode(blob: bytes) -> Stream:
     for _ in range(num_commands):
         commands.append(Command(*layout.unpack_command(blob, off)))
         off += COMMAND_BYTES
-    return Stream(
+    stream = Stream(
         config, tensors, commands, blob[weights_offset:], h["ddr_bytes"], h["sram_bytes_used"], (major, minor)
     )
+    stream.state_bytes, stream.state_space = h["state_bytes"], h["state_space"]
+    return stream

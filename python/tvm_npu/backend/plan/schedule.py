@@ -117,7 +117,7 @@ def emit_dma(sb: Scoreboard, op, channel, ddr, sram, rows, row_bytes, ddr_stride
     span_ddr = ("ddr", ddr, ddr + (rows - 1) * ddr_stride + row_bytes)
     span_sram = ("sram", sram, sram + (rows - 1) * sram_stride + row_bytes)
     values = {"channel": channel, "ddr_addr": ddr, "sram_addr": sram, "rows": rows, "row_bytes": row_bytes}
-    values.update(ddr_stride=ddr_stride, sram_stride=sram_stride)
+    values.update(ddr_stride=ddr_stride, sram_stride=sram_stride, pos_mode=0)  # static (format 1.4's 0)
     args = {name: values[name] for name in OPERANDS[op]}  # in the contract's word order
     src, dst = (span_ddr, span_sram) if op == "DMA_LOAD" else (span_sram, span_ddr)
     return sb.emit(Command(op, args, {}, note), reads=[src], writes=[dst])

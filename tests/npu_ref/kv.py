@@ -1,0 +1,37 @@
+"""A KV cache at a run-time position (format 1.4, docs/npu.md section 3), in numpy, from the contract text.
+
+A step of S query rows at position p writes its S new key / value rows at cache rows [p, p + S), then each
+query head attends over cache rows [0, p + S): Q x K^T (MATMUL, n = S + p), a causal SOFTMAX whose row r
+(query r % S) keeps elements e <= p + r % S and writes +0.0 at the others, and P x V (MATMUL, k = S + p).
+Grouped-query attention: query head h reads key / value head h // group. Everything is fp16 in the
+cache and between the commands, with the roundings of npu_ref.fp16.matmul and npu_ref.softmax.
+"""
+
+import numpy as np
+
+from . import fp16, softmax
+
+
+def causal_softmax(x, position, queries, scale=None):
+    """SOFTMAX with pos_mode 1 on `x` [rows, queries + position] (fp16 values): row r is npu_ref.softmax's
+    softmax of its first position + r % queries + 1 elements (the masked ones are never read); the rest
+    are +0.0."""
+    x = np.asarray(x, np.float16)
+    out = np.zeros(x.shape, np.float16)
+    for r in range(x.shape[0]):
+        valid = position + r % queries + 1
+        out[r, :valid] = softmax.softmax(x[r : r + 1, :valid], scale)[0]
+    return out
+
+
+def attention_step(cache_k, cache_v, q, k_new, v_new, position, scale=None):
+    """One step: `cache_k`, `cache_v` fp16 [H_kv, T, D] (updated in place), `q` [H, S, D], `k_new`, `v_new`
+    [H_kv, S, D] (fp16 values). Returns the attention output, fp16 [H, S, D]."""
+    heads, queries, _ = q.shape
+    group = heads // cache_k.shape[0]
+    end = position + queries
+    cache_k[:, position:end] = k_new
+    cache_v[:, position:end] = v_new
+    scores = fp16.matmul(q, cache_k[:, :end], b_group=group, b_transposed=True)  # [H, S, end]
+    probs = causal_softmax(scores.reshape(heads * queries, end), position, queries, scale)
+    return fp16.matmul(probs.reshape(heads, queries, end), cache_v[:, :end], b_group=group)
