@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
@@ -129,7 +130,8 @@ def to_step_model(model: onnx.ModelProto | str, max_context: int, seq_len: int) 
     not a decoder-with-past this importer can map (no Concat of a past along the sequence axis, a mask
     that is not causal-and-padding, an input missing, ...).
     """
-    if not (isinstance(seq_len, int) and isinstance(max_context, int) and 1 <= seq_len <= max_context):
+    integers = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (seq_len, max_context))
+    if not (integers and 1 <= seq_len <= max_context):
         raise NPUError(
             "ERR_INVALID_CONFIG",
             f"seq_len {seq_len!r} and max_context {max_context!r}: need integers with 1 <= seq_len <= max_context",
@@ -145,7 +147,8 @@ def to_step_model(model: onnx.ModelProto | str, max_context: int, seq_len: int) 
     decoder_cache.position_ids(model, seq_len)
     _interface(model, layers, heads, dim, seq_len, max_context)
     vocab = model.graph.output[0].type.tensor_type.shape.dim[2].dim_value
-    step = dict(layers=layers, kv_heads=heads, head_dim=dim, max_context=max_context, vocab=vocab, seq_len=seq_len)
+    step = dict(layers=layers, kv_heads=heads, head_dim=dim, max_context=int(max_context), vocab=vocab)
+    step["seq_len"] = int(seq_len)
     del model.metadata_props[:]
     helper.set_model_props(model, {STEP_KEY: json.dumps(step)})
     try:

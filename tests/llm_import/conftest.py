@@ -1,0 +1,22 @@
+"""Fixtures of the decoder importer's tests: Hugging Face exports made once per session (torch and
+transformers, the optional extra `llm`; the tests skip without them)."""
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def hf_export(tmp_path_factory):
+    """export(arch) -> path of the tiny `arch` decoder-with-past export, made once per session."""
+    pytest.importorskip("torch", reason="needs torch to export the decoder (pip install '.[llm]')")
+    pytest.importorskip("transformers", reason="needs transformers to build the decoder (pip install '.[llm]')")
+    import export_hf
+
+    folder = tmp_path_factory.mktemp("hf_exports")
+    made = {}
+
+    def get(arch: str) -> str:
+        if arch not in made:
+            made[arch] = export_hf.export(arch, str(folder / f"{arch}.onnx"))
+        return made[arch]
+
+    return get
