@@ -6,7 +6,8 @@ import pytest
 
 @pytest.fixture(scope="session")
 def hf_export(tmp_path_factory):
-    """export(arch) -> path of the tiny `arch` decoder-with-past export, made once per session."""
+    """export(arch, attn="eager") -> path of the tiny `arch` decoder-with-past export, made once per
+    session."""
     pytest.importorskip("torch", reason="needs torch to export the decoder (pip install '.[llm]')")
     pytest.importorskip("transformers", reason="needs transformers to build the decoder (pip install '.[llm]')")
     import export_hf
@@ -14,9 +15,9 @@ def hf_export(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hf_exports")
     made = {}
 
-    def get(arch: str) -> str:
-        if arch not in made:
-            made[arch] = export_hf.export(arch, str(folder / f"{arch}.onnx"))
-        return made[arch]
+    def get(arch: str, attn: str = "eager") -> str:
+        if (arch, attn) not in made:
+            made[arch, attn] = export_hf.export(arch, str(folder / f"{arch}_{attn}.onnx"), attn=attn)
+        return made[arch, attn]
 
     return get

@@ -13,7 +13,7 @@ import os
 TINY = dict(layers=2, d_model=64, heads=4, vocab=256)
 
 
-def _config(arch: str):
+def _config(arch: str, attn: str):
     import transformers
 
     if arch == "gpt2":
@@ -23,7 +23,7 @@ def _config(arch: str):
             n_embd=TINY["d_model"],
             n_layer=TINY["layers"],
             n_head=TINY["heads"],
-            attn_implementation="eager",
+            attn_implementation=attn,
         )
     if arch == "llama":
         return transformers.LlamaConfig(
@@ -34,17 +34,17 @@ def _config(arch: str):
             num_attention_heads=TINY["heads"],
             num_key_value_heads=2,
             max_position_embeddings=128,
-            attn_implementation="eager",
+            attn_implementation=attn,
         )
     raise ValueError(arch)
 
 
-def build_model(arch: str, seed: int = 0):
+def build_model(arch: str, seed: int = 0, attn: str = "eager"):
     import torch
     import transformers
 
     torch.manual_seed(seed)
-    config = _config(arch)
+    config = _config(arch, attn)
     model = (transformers.GPT2LMHeadModel if arch == "gpt2" else transformers.LlamaForCausalLM)(config)
     # Random init is small around zero; scale the weights up a little so the logits spread and greedy
     # decoding picks tokens by clear margins (ties would make the greedy-token comparison fragile).
@@ -84,11 +84,12 @@ class _WithPast:
         return WithPast()
 
 
-def export(arch: str, path: str, seed: int = 0) -> str:
-    """Export the tiny `arch` ("gpt2" or "llama") decoder-with-past to `path` (opset 17)."""
+def export(arch: str, path: str, seed: int = 0, attn: str = "eager") -> str:
+    """Export the tiny `arch` ("gpt2" or "llama") decoder-with-past to `path` (opset 17), its attention
+    written out ("eager") or as torch's scaled_dot_product_attention ("sdpa", transformers' default)."""
     import torch
 
-    model = build_model(arch, seed)
+    model = build_model(arch, seed, attn)
     cfg = model.config
     layers = cfg.num_hidden_layers
     kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads

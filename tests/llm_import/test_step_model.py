@@ -82,13 +82,16 @@ def _walk(path, runner, check_logits):
     return got_tokens, ref_tokens
 
 
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
 @pytest.mark.parametrize("arch", ARCHS)
-def test_step_model_matches_export_in_onnxruntime(hf_export, arch):
+def test_step_model_matches_export_in_onnxruntime(hf_export, arch, attn):
+    """Both of transformers' attention forms: written out, and torch's scaled_dot_product_attention."""
+
     def close(got, want):
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, atol=1e-4, rtol=0)
 
-    got, want = _walk(hf_export(arch), _ort_runner, close)
+    got, want = _walk(hf_export(arch, attn), _ort_runner, close)
     assert got == want
 
 

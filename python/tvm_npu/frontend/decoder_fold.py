@@ -70,6 +70,14 @@ def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def _shape_of(node: onnx.NodeProto, shape: tuple[int, ...]) -> np.ndarray:
+    """Shape (with its start / end, opset 15) or Size of a tensor of static `shape`."""
+    if node.op_type == "Size":
+        return np.array(int(np.prod(shape, dtype=np.int64)), np.int64)
+    attrs = {a.name: a.i for a in node.attribute}
+    return np.array(shape[slice(attrs.get("start", 0), attrs.get("end"))], np.int64)
+
+
 def _fold_pass(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> bool:
     """One topological pass: Shape/Size of static tensors and all-constant nodes become constants
     (recorded in `values`, the node dropped). Returns whether anything was folded."""
@@ -82,7 +90,7 @@ def _fold_pass(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> bool:
             result = _evaluate(node, {}, opset)
         elif node.domain in ("", "ai.onnx") and node.op_type not in _NOT_FOLDED:
             if node.op_type in ("Shape", "Size") and node.input[0] in shapes:
-                result = _evaluate(node, {node.input[0]: np.zeros(shapes[node.input[0]], np.float32)}, opset)
+                result = [_shape_of(node, shapes[node.input[0]])]
             elif all(not i or i in values for i in node.input):
                 result = _evaluate(node, {i: values[i] for i in node.input if i}, opset)
         if result is None:
