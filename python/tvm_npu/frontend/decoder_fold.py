@@ -49,16 +49,27 @@ def _evaluate(node: onnx.NodeProto, inputs: dict[str, np.ndarray], opset: int) -
     return list(ReferenceEvaluator(model).run(None, {k: inputs[k] for k in (g.name for g in graph_inputs)}))
 
 
-def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
-    """Every tensor whose shape shape inference proves static, by name (graph inputs included)."""
-    light = onnx.ModelProto()
-    light.CopyFrom(model)
-    del light.graph.initializer[:]
+def light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` with its weights as typed graph inputs instead of data: what the checker and shape
+    inference need, without copying the weights (nor meeting protobuf's 2 GB limit on a real LLM)."""
+    graph = onnx.GraphProto(name=model.graph.name)
+    graph.node.extend(model.graph.node)
+    graph.input.extend(model.graph.input)
+    graph.output.extend(model.graph.output)
+    graph.value_info.extend(model.graph.value_info)
+    light = helper.make_model(graph, opset_imports=list(model.opset_import))
+    light.ir_version = model.ir_version
     for t in model.graph.initializer:
         if np.prod(t.dims, dtype=np.int64) <= _SMALL:
             light.graph.initializer.append(t)
         else:  # a weight: its shape is all inference needs
             light.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    return light
+
+
+def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+    """Every tensor whose shape shape inference proves static, by name (graph inputs included)."""
+    light = light_copy(model)
     inferred = shape_inference.infer_shapes(light, data_prop=True)
     shapes = {}
     for vi in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
