@@ -1,10 +1,11 @@
 """The fixture itself: the ONNX export computes what the transformers model computes (a tracer that
 froze a shape-dependent branch would make every other test compare against a wrong model)."""
 
-import export_hf
 import numpy as np
 import onnxruntime as ort
 import pytest
+
+from llm_import import export_hf
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
