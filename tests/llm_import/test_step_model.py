@@ -120,3 +120,31 @@ def test_step_interface(hf_export, arch):
     assert shape(model.graph.output[0]) == [1, 4, 256]
     step = json.loads({p.key: p.value for p in model.metadata_props}["tvm_npu.step"])
     assert step == dict(layers=2, kv_heads=heads, head_dim=16, max_context=24, vocab=256, seq_len=4)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_chunked_and_padded_prefill(hf_export, arch):
+    """The two other ways a runtime uses a prefill model: a prompt in chunks (S = 5 at position 5, the
+    mask's diagonal off row 0), and a short prompt padded at the end of the bucket (the padding's rows
+    are written but seen by no real token, and the next call overwrites them)."""
+    path = hf_export(arch)
+    prefill = to_step_model(path, T, 5)
+    layers, heads, dim = _kv(prefill)
+    run_prefill, run_decode = _ort_runner(prefill), _ort_runner(to_step_model(path, T, 1))
+    prompt = np.array([[3, 17, 200, 45, 9, 101, 7, 250, 0, 64]], np.int64)
+    start = list(np.random.default_rng(3).standard_normal((2 * layers, 1, heads, T, dim)).astype(np.float32))
+
+    ref = _Reference(path, layers, heads, dim)
+    want, _ = ref(prompt)  # the whole prompt at once
+    first = run_prefill(prompt[:, :5], np.array([0]), *start)
+    second = run_prefill(prompt[:, 5:], np.array([5]), *first[1:])
+    np.testing.assert_allclose(np.concatenate([first[0], second[0]], 1), want, atol=1e-4, rtol=0)
+
+    short = np.array([[3, 17, 200, 0, 0]], np.int64)  # 3 real tokens, 2 of padding
+    ref = _Reference(path, layers, heads, dim)
+    want, _ = ref(short[:, :3])
+    padded = run_prefill(short, np.array([0]), *start)
+    np.testing.assert_allclose(padded[0][:, :3], want, atol=1e-4, rtol=0)
+    want, _ = ref(np.array([[42]]))  # the next token goes to position 3, over the padding's row
+    got = run_decode(np.array([[42]]), np.array([3]), *padded[1:])
+    np.testing.assert_allclose(got[0], want, atol=1e-4, rtol=0)
