@@ -14,6 +14,7 @@ past/present Concat turned into a cache write at `position` (decoder_cache.py).
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import onnx
@@ -121,7 +122,7 @@ def _interface(model: onnx.ModelProto, layers: int, heads: int, dim: int, seq: i
             raise NPUError("ERR_OP_NOT_SUPPORTED", f"{gone} is still read after the rewrite: an unmapped use")
 
 
-def to_step_model(model: onnx.ModelProto | str, max_context: int, seq_len: int) -> onnx.ModelProto:
+def to_step_model(model: onnx.ModelProto | str | os.PathLike, max_context: int, seq_len: int) -> onnx.ModelProto:
     """The step model (S = seq_len tokens against a static cache of max_context rows) of a Hugging Face
     style ONNX decoder-with-past export (a ModelProto or a path). The input is not changed.
 
