@@ -5,12 +5,14 @@
 - a callable `model(seq_len=S, max_context=T)` returning a step model: the cleanest form, since one
   builder gives both instances (e.g. `functools.partial(tvm_npu.models.decoder.gpt2_step, layers=2)`);
 - a pair `(prefill, decode)` of step models (decode at seq_len 1, the same max_context);
-- one step model at seq_len 1: it serves both steps (a prompt is prefilled one token per call).
+- one step model at seq_len 1: it serves both steps (a prompt is prefilled one token per call);
+- a Hugging Face decoder-with-past export (ONNX ModelProto or path, inputs `past_key_values.*`, lengths
+  symbolic): the frontend's `to_step_model` specializes it to each step (docs/llm_import.md).
 
 A step model is an ONNX ModelProto, a path to one, or a Relax IRModule whose `main` has the step
 signature; each carries the `tvm_npu.step` metadata (docs/llm.md). An ONNX step model at seq_len S
-cannot be re-specialized to another S here (its shapes are baked into its constants): importing the
-standard decoder-with-past export with symbolic lengths is the frontend's work (issue 20, item 4).
+cannot be re-specialized to another S here (its shapes are baked into its constants); a
+decoder-with-past export can, since its lengths are symbolic.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import onnx
 import tvm
 
 from ..contract.errors import NPUError
+from ..frontend.decoder import to_step_model
 from ..frontend.onnx import from_onnx
 from ..models.decoder import STEP_KEY, step_info
 
@@ -35,19 +38,35 @@ def _info_of(mod: tvm.IRModule) -> dict | None:
     return json.loads(str(attrs[STEP_KEY]))
 
 
+def _read_onnx(model):
+    """`model` as a ModelProto when it is a path (coded errors for what is not a readable ONNX file)."""
+    if isinstance(model, (str, os.PathLike)):
+        if not os.path.isfile(model):
+            raise NPUError("ERR_INVALID_MODEL", f"no step model at {model}")
+        try:
+            return onnx.load(os.fspath(model))
+        except Exception as err:  # noqa: BLE001  (onnx raises DecodeError, ValueError, ...)
+            raise NPUError("ERR_INVALID_MODEL", f"{model} is not an ONNX model: {err}") from None
+    return model
+
+
+def _decoder_with_past(model):
+    """A builder over `to_step_model` when `model` is a decoder-with-past export, else None."""
+    model = _read_onnx(model)
+    if not isinstance(model, onnx.ModelProto):
+        return None
+    if not any(i.name.startswith("past_key_values.") for i in model.graph.input):
+        return None
+    return lambda seq_len, max_context: to_step_model(model, max_context=max_context, seq_len=seq_len)
+
+
 def load_step(model) -> tuple[tvm.IRModule, dict]:
     """(the Relax module, its step metadata) of one step model (ModelProto, path or IRModule)."""
     if isinstance(model, tvm.IRModule):
         info = _info_of(model)
         mod = model
     else:
-        if isinstance(model, (str, os.PathLike)):
-            if not os.path.isfile(model):
-                raise NPUError("ERR_INVALID_MODEL", f"no step model at {model}")
-            try:
-                model = onnx.load(os.fspath(model))
-            except Exception as err:  # noqa: BLE001  (onnx raises DecodeError, ValueError, ...)
-                raise NPUError("ERR_INVALID_MODEL", f"{model} is not an ONNX model: {err}") from None
+        model = _read_onnx(model)
         if not isinstance(model, onnx.ModelProto):
             raise NPUError(
                 "ERR_INVALID_MODEL",
@@ -85,6 +104,8 @@ def _check_signature(mod: tvm.IRModule, info: dict) -> None:
 
 def resolve(model, max_context: int | None, prefill_len: int | None) -> tuple:
     """((prefill module, info), (decode module, info)) for `model` (see the module docstring)."""
+    if not callable(model) and not isinstance(model, (tvm.IRModule, tuple, list)):
+        model = _decoder_with_past(model) or model
     if callable(model) and not isinstance(model, tvm.IRModule):
         if max_context is None:
             raise NPUError("ERR_LLM_CONTEXT", "give max_context= (the static cache's rows) with a step-model builder")

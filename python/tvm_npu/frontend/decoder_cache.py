@@ -1,0 +1,96 @@
+"""The past/present pairs of a decoder export become the step model's static cache.
+
+In the export, layer i's attention reads `present = Concat(past_key_values.i.key, new, axis=2)` and
+returns `present` as `present.i.key`. In the step model the past is the whole cache [1, H_kv, T, D]
+and the Concat becomes a write of the S new rows at `position` (ScatterND, which TVM's importer
+reads): the attention then runs over all T rows (the rebuilt mask hides rows > position + s), and the
+written cache is the output `cache_out.i.key`. With the past length fixed at T - S while folding,
+every shape after the Concat is already [.., T, ..]: nothing downstream changes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ..contract.errors import NPUError
+
+
+def _missing(what: str) -> NPUError:
+    return NPUError(
+        "ERR_OP_NOT_SUPPORTED",
+        f"no {what}; the importer maps a decoder-with-past export whose layers concatenate each past "
+        "key/value with the new one along the sequence axis and return the result as present.{i}.key/value",
+    )
+
+
+def _row_indices(heads: int, seq: int) -> np.ndarray:
+    """ScatterND indices [1, H, S, 3] of rows (0, h, s); `position` is added to the last component."""
+    idx = np.zeros((1, heads, seq, 3), np.int64)
+    idx[..., 1] = np.arange(heads)[None, :, None]
+    idx[..., 2] = np.arange(seq)[None, None, :]
+    return idx
+
+
+def write_caches(model: onnx.ModelProto, layers: int, heads: int, seq: int) -> None:
+    """Each Concat(past_key_values.{i}.{kv}, new, axis=2) -> ScatterND(cache.{i}.{kv}, rows at
+    position, new), its output renamed cache_out.{i}.{kv} (it must be present.{i}.{kv})."""
+    graph = model.graph
+    graph.initializer.extend(
+        [
+            numpy_helper.from_array(_row_indices(heads, seq), "cache/rows"),
+            numpy_helper.from_array(np.array([0, 0, 1], np.int64), "cache/axis2"),
+        ]
+    )
+    write = [
+        helper.make_node("Mul", ["position", "cache/axis2"], ["cache/offset"]),  # [0, 0, position]
+        helper.make_node("Add", ["cache/rows", "cache/offset"], ["cache/indices"]),
+    ]
+    rename = {}
+    for i in range(layers):
+        for kv in ("key", "value"):
+            past, present = f"past_key_values.{i}.{kv}", f"present.{i}.{kv}"
+            concat = next(
+                (
+                    n
+                    for n in graph.node
+                    if n.op_type == "Concat"
+                    and len(n.input) == 2
+                    and n.input[0] == past
+                    and next((a.i for a in n.attribute if a.name == "axis"), None) in (2, -2)
+                ),
+                None,
+            )
+            if concat is None:
+                raise _missing(f"Concat of {past} along axis 2")
+            if concat.output[0] != present:
+                raise _missing(f"{present} as the Concat of {past} (it is computed otherwise)")
+            readers = [n for n in graph.node if past in n.input and n is not concat]
+            if readers:
+                raise _missing(f"{past} read only by its Concat (also read by {readers[0].op_type})")
+            concat.op_type = "ScatterND"
+            del concat.attribute[:]
+            new = concat.input[1]
+            del concat.input[:]
+            concat.input.extend([f"cache.{i}.{kv}", "cache/indices", new])
+            rename[present] = f"cache_out.{i}.{kv}"
+    for node in graph.node:
+        for k, name in enumerate(node.input):
+            node.input[k] = rename.get(name, name)
+        for k, name in enumerate(node.output):
+            node.output[k] = rename.get(name, name)
+    nodes = write + list(graph.node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
+def position_ids(model: onnx.ModelProto, seq: int) -> None:
+    """The input position_ids [1, S] becomes position + arange(S), computed in the graph."""
+    model.graph.initializer.append(
+        numpy_helper.from_array(np.arange(seq, dtype=np.int64).reshape(1, seq), "position_ids/offsets")
+    )
+    node = helper.make_node("Add", ["position", "position_ids/offsets"], ["position_ids"])
+    nodes = [node, *model.graph.node]
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)

@@ -1,0 +1,155 @@
+"""The attention mask of a decoder export, rebuilt from the step model's `position`.
+
+A decoder-with-past export builds its mask from `attention_mask` (padding) and the past length (the
+causal part). With the past length fixed at T - S for folding, the causal part became a constant that
+says "query s sees rows t <= T - S + s", right only when the cache is full. The step model needs
+"t <= position + s" for a run-time `position`.
+
+The mask is found, not assumed: the *cone* of `attention_mask` is every node computed from it and
+constants only; the cone's *frontier* is what the rest of the graph reads (in Hugging Face's exports,
+one additive [1, 1, S, T] mask that every layer adds to its scores). Each frontier tensor is evaluated
+(onnx's reference evaluator) for a few attention masks and must equal the causal-and-padding mask in
+one known encoding: additive (0 where seen, one negative value where hidden) or boolean (True where
+seen, or True where hidden). Only then is it replaced by the same encoding of t <= position + s;
+anything else is a coded error naming the tensor.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from ..contract.errors import NPUError
+
+_HIDDEN_MAX = -1e4  # an additive mask hides a row with a value at most this (HF uses finfo.min)
+
+
+def _cone(graph: onnx.GraphProto, source: str, consts: set[str]) -> tuple[list[onnx.NodeProto], list[str]]:
+    """The nodes computed from `source` and constants only, and the cone tensors read outside it."""
+    cone_tensors = {source}
+    nodes = []
+    for node in graph.node:
+        inputs = [i for i in node.input if i]
+        if any(i in cone_tensors for i in inputs) and all(i in cone_tensors or i in consts for i in inputs):
+            nodes.append(node)
+            cone_tensors.update(node.output)
+    in_cone = {id(n) for n in nodes}
+    read_outside = {i for n in graph.node if id(n) not in in_cone for i in n.input}
+    read_outside |= {o.name for o in graph.output}
+    return nodes, [t for t in cone_tensors if t in read_outside]
+
+
+def _evaluate(model, nodes, frontier, values, mask: np.ndarray) -> list[np.ndarray]:
+    used = {i for n in nodes for i in n.input}
+    graph = helper.make_graph(
+        nodes,
+        "mask",
+        [helper.make_tensor_value_info("attention_mask", helper.np_dtype_to_tensor_dtype(mask.dtype), mask.shape)],
+        [helper.make_empty_tensor_value_info(f) for f in frontier],
+        [numpy_helper.from_array(v, k) for k, v in values.items() if k in used],
+    )
+    sub = helper.make_model(graph, opset_imports=list(model.opset_import))
+    sub.ir_version = model.ir_version
+    return list(ReferenceEvaluator(sub).run(None, {"attention_mask": mask}))
+
+
+def _encoding(name: str, got: np.ndarray, keep: np.ndarray) -> tuple[str, float | None]:
+    """How `got` encodes `keep` ([S, T] bool, True where a row is seen): ("keep" | "hide" | "add", the
+    additive value of a hidden row; None when nothing is hidden)."""
+    if not 2 <= got.ndim <= 4 or got.shape[-2:] != keep.shape:
+        raise _not_causal(name, f"of shape {list(got.shape)}, not [..., {keep.shape[0]}, {keep.shape[1]}]")
+    slices = got.reshape(-1, *keep.shape)
+    if any(not np.array_equal(one, slices[0]) for one in slices[1:]):
+        raise _not_causal(name, "a mask that differs between heads")
+    got = slices[0]
+    if got.dtype == np.bool_:
+        if np.array_equal(got, keep):
+            return "keep", None
+        if np.array_equal(got, ~keep):
+            return "hide", None
+        raise _not_causal(name, "a boolean mask that is not causal-and-padding")
+    if np.issubdtype(got.dtype, np.floating):
+        hidden = np.unique(got[~keep])
+        if np.all(got[keep] == 0) and hidden.size <= 1 and np.all(hidden <= _HIDDEN_MAX):
+            # nothing hidden (all ones, one token): the value comes from the other trials
+            return "add", float(hidden[0]) if hidden.size else None
+    raise _not_causal(name, "not 0 where a row is seen and one large negative value where it is hidden")
+
+
+def _not_causal(name: str, why: str) -> NPUError:
+    return NPUError(
+        "ERR_OP_NOT_SUPPORTED",
+        f"no causal attention mask built from attention_mask: {name} is {why}; the importer rebuilds the "
+        "mask from `position` only when the export's mask is causal AND attention_mask (Hugging Face's)",
+    )
+
+
+def _trials(seq: int, total: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Attention masks to evaluate the cone with: all ones, then padding patterns (the last `seq`
+    columns, this call's tokens, always seen)."""
+    masks = [np.ones(total, np.int64)]
+    for _ in range(2):
+        m = rng.integers(0, 2, total).astype(np.int64)
+        m[0] = 0  # at least one row hidden by padding, where there are past rows
+        m[total - seq :] = 1
+        masks.append(m)
+    return masks
+
+
+def _step_mask(name: str, encoding: tuple[str, float], shape: tuple[int, ...], dtype, seq: int, total: int):
+    """Nodes computing the frontier tensor `name` from `position`: seen[s, t] = t <= position + s."""
+    p = f"{name}/step_"
+    rows = numpy_helper.from_array(np.arange(total, dtype=np.int64).reshape(1, total), p + "rows")
+    offs = numpy_helper.from_array(np.arange(seq, dtype=np.int64).reshape(seq, 1), p + "offsets")
+    full = numpy_helper.from_array(np.array(shape, np.int64), p + "shape")
+    inits = [rows, offs, full]
+    nodes = [
+        helper.make_node("Add", ["position", p + "offsets"], [p + "last"]),  # [S, 1]: position + s
+        helper.make_node("LessOrEqual", [p + "rows", p + "last"], [p + "seen"]),  # [S, T]
+    ]
+    kind, value = encoding
+    if kind == "hide":
+        nodes.append(helper.make_node("Not", [p + "seen"], [p + "bool"]))
+    elif kind == "add":
+        zero = numpy_helper.from_array(np.zeros((), dtype), p + "zero")
+        hide = numpy_helper.from_array(np.array(value, dtype), p + "hidden")
+        inits += [zero, hide]
+        nodes.append(helper.make_node("Where", [p + "seen", p + "zero", p + "hidden"], [p + "bool"]))
+    else:
+        nodes.append(helper.make_node("Identity", [p + "seen"], [p + "bool"]))
+    nodes.append(helper.make_node("Expand", [p + "bool", p + "shape"], [name]))
+    return nodes, inits
+
+
+def rebuild_mask(model: onnx.ModelProto, values: dict[str, np.ndarray], seq: int, total: int) -> None:
+    """Replace the export's mask (from `attention_mask`, checked as described above) by one computed
+    from the graph input `position` [1]; `attention_mask` is then read by nothing."""
+    graph = model.graph
+    nodes, frontier = _cone(graph, "attention_mask", set(values))
+    if not frontier:
+        raise _not_causal("attention_mask", "read by nothing")
+    rng = np.random.default_rng(0)
+    past = total - seq
+    keeps, outs = [], []
+    for m in _trials(seq, total, rng):
+        keeps.append((np.arange(total)[None, :] <= past + np.arange(seq)[:, None]) & (m[None, :] == 1))
+        outs.append(_evaluate(model, nodes, frontier, values, m.reshape(1, total)))
+    new_nodes, new_inits = [], []
+    for k, name in enumerate(frontier):
+        codes = [_encoding(name, out[k], keep) for keep, out in zip(keeps, outs)]
+        kinds = {kind for kind, _ in codes}
+        hidden = {value for _, value in codes if value is not None}
+        if len(kinds) != 1 or len(hidden) > 1:
+            raise _not_causal(name, "encoded differently for different attention masks")
+        got = outs[0][k]
+        value = hidden.pop() if hidden else float(np.finfo(got.dtype).min) if got.dtype != np.bool_ else 0.0
+        n, i = _step_mask(name, (kinds.pop(), value), got.shape, got.dtype, seq, total)
+        new_nodes += n
+        new_inits += i
+    producers = {o for n in nodes for o in n.output if o in frontier}
+    kept = [n for n in graph.node if not any(o in producers for o in n.output)]
+    del graph.node[:]
+    graph.node.extend(new_nodes + kept)
+    graph.initializer.extend(new_inits)

@@ -1,0 +1,1 @@
+"""The decoder-with-past importer (frontend/decoder*.py) against Hugging Face exports."""

@@ -1,0 +1,23 @@
+"""Fixtures of the decoder importer's tests: Hugging Face exports made once per session (torch and
+transformers, the optional extra `llm`; the tests skip without them)."""
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def hf_export(tmp_path_factory):
+    """export(arch, attn="eager") -> path of the tiny `arch` decoder-with-past export, made once per
+    session."""
+    pytest.importorskip("torch", reason="needs torch to export the decoder (pip install '.[llm]')")
+    pytest.importorskip("transformers", reason="needs transformers to build the decoder (pip install '.[llm]')")
+    from llm_import import export_hf
+
+    folder = tmp_path_factory.mktemp("hf_exports")
+    made = {}
+
+    def get(arch: str, attn: str = "eager") -> str:
+        if (arch, attn) not in made:
+            made[arch, attn] = export_hf.export(arch, str(folder / f"{arch}_{attn}.onnx"), attn=attn)
+        return made[arch, attn]
+
+    return get
