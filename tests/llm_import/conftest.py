@@ -10,7 +10,7 @@ def hf_export(tmp_path_factory):
     session."""
     pytest.importorskip("torch", reason="needs torch to export the decoder (pip install '.[llm]')")
     pytest.importorskip("transformers", reason="needs transformers to build the decoder (pip install '.[llm]')")
-    from llm_import import export_hf
+    from tvm_npu.models import hf_export as export_hf
 
     folder = tmp_path_factory.mktemp("hf_exports")
     made = {}

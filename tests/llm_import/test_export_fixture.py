@@ -5,7 +5,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from llm_import import export_hf
+from tvm_npu.models import hf_export as export_hf
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])

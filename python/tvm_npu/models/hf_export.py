@@ -1,5 +1,6 @@
-"""Hugging Face decoder-with-past ONNX exports of tiny GPT-2 and Llama models, the fixtures of the
-importer's tests (torch + transformers: the optional extra `llm`).
+"""Hugging Face decoder-with-past ONNX exports of small GPT-2 and Llama models: the importer's test
+fixtures and the LLM tutorial's models (torch + transformers, the optional extra `llm`; imported only
+when called).
 
 The export is what users ship: inputs `input_ids`, `attention_mask`, `position_ids`,
 `past_key_values.{i}.key/value`; outputs `logits`, `present.{i}.key/value`; batch, sequence and past
@@ -13,25 +14,27 @@ import os
 TINY = dict(layers=2, d_model=64, heads=4, vocab=256)
 
 
-def _config(arch: str, attn: str):
+def _config(arch: str, attn: str, sizes: dict):
     import transformers
+
+    sizes = {**TINY, **sizes}
 
     if arch == "gpt2":
         return transformers.GPT2Config(
-            vocab_size=TINY["vocab"],
+            vocab_size=sizes["vocab"],
             n_positions=128,
-            n_embd=TINY["d_model"],
-            n_layer=TINY["layers"],
-            n_head=TINY["heads"],
+            n_embd=sizes["d_model"],
+            n_layer=sizes["layers"],
+            n_head=sizes["heads"],
             attn_implementation=attn,
         )
     if arch == "llama":
         return transformers.LlamaConfig(
-            vocab_size=TINY["vocab"],
-            hidden_size=TINY["d_model"],
-            intermediate_size=2 * TINY["d_model"],
-            num_hidden_layers=TINY["layers"],
-            num_attention_heads=TINY["heads"],
+            vocab_size=sizes["vocab"],
+            hidden_size=sizes["d_model"],
+            intermediate_size=2 * sizes["d_model"],
+            num_hidden_layers=sizes["layers"],
+            num_attention_heads=sizes["heads"],
             num_key_value_heads=2,
             max_position_embeddings=128,
             attn_implementation=attn,
@@ -39,12 +42,14 @@ def _config(arch: str, attn: str):
     raise ValueError(arch)
 
 
-def build_model(arch: str, seed: int = 0, attn: str = "eager"):
+def build_model(arch: str, seed: int = 0, attn: str = "eager", **sizes):
+    """The `arch` ("gpt2" or "llama") causal LM with seeded weights; `sizes` override TINY's (layers,
+    d_model, heads, vocab)."""
     import torch
     import transformers
 
     torch.manual_seed(seed)
-    config = _config(arch, attn)
+    config = _config(arch, attn, sizes)
     model = (transformers.GPT2LMHeadModel if arch == "gpt2" else transformers.LlamaForCausalLM)(config)
     # Random init is small around zero; scale the weights up a little so the logits spread and greedy
     # decoding picks tokens by clear margins (ties would make the greedy-token comparison fragile).
@@ -84,12 +89,12 @@ class _WithPast:
         return WithPast()
 
 
-def export(arch: str, path: str, seed: int = 0, attn: str = "eager") -> str:
+def export(arch: str, path: str, seed: int = 0, attn: str = "eager", **sizes) -> str:
     """Export the tiny `arch` ("gpt2" or "llama") decoder-with-past to `path` (opset 17), its attention
     written out ("eager") or as torch's scaled_dot_product_attention ("sdpa", transformers' default)."""
     import torch
 
-    model = build_model(arch, seed, attn)
+    model = build_model(arch, seed, attn, **sizes)
     cfg = model.config
     layers = cfg.num_hidden_layers
     kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
