@@ -284,3 +284,44 @@ def test_w8a16_weight_rows_are_one_byte_per_code(rt):
     rt["validate"](_one(_conv(w_stride=16)))
     raises_code("ERR_BAD_STREAM", rt["validate"], _one(_conv(w_stride=16, w_dtype=0)))
     raises_code("ERR_BAD_STREAM", rt["validate"], _one(_conv(w_stride=15)))
+
+
+@pytest.mark.parametrize("level", ["portable", "avx2", "avx512vnni"])
+def test_fast_levels_give_the_reference_bits(rt, level):
+    """The fast kernels run the reference kernel for W8A16 (conv2d_fast.cc): every level's bits are the
+    reference level's, through tvm_npu.kernels.run_conv2d (the command alone, buffers as bytes)."""
+    import tvm_npu
+    from npu_stream_pack import runtime_functions
+
+    order = ["portable", "avx2", "avx512vnni"]
+    if order.index(level) > order.index(tvm_npu.runtime.best_kernel_level()):
+        pytest.skip(f"this CPU has no {level}")
+    run = runtime_functions({"conv": "tvm_npu.kernels.run_conv2d"})["conv"]
+    rng = np.random.default_rng(5)
+    h, w, c, oc, k = 4, 5, 24, 20, 3
+    in_stride, out_stride, q_row = w * c * 2, w * oc * 2, align(oc * 4)
+    ops = dict(dtype=FP16, in_h=h, in_w=w, in_c=c, in_stride=in_stride, w_stride=k * k * c, kh=k, kw=k, oc=oc)
+    ops.update(out_h=h, out_w=w, out_stride=out_stride, stride_h=1, stride_w=1, dil_h=1, dil_w=1, pad_top=1)
+    ops.update(pad_left=1, act=1, groups=1, w_dtype=W8)
+    words = command(0x10, ops)[4:]
+    x = (rng.standard_normal(h * w * c) * 3).astype(np.float16).tobytes()
+    codes = rng.integers(-128, 128, oc * k * k * c).astype(np.int8).tobytes()
+    block = np.zeros((2, q_row // 4), np.float32)
+    block[0, :oc], block[1, :oc] = rng.standard_normal(oc), rng.uniform(1e-3, 1e-1, oc)
+    out = bytes(h * out_stride)
+    want = run("ref", words, x, codes, block.tobytes(), out, 128, -1)
+    got = run(level, words, x, codes, block.tobytes(), out, 128, -1)
+    assert bytes(got) == bytes(want)
+    ref = fp16.conv2d_w8(
+        np.frombuffer(x, np.float16).reshape(1, h, w, c),
+        np.frombuffer(codes, np.int8).reshape(oc, k, k, c),
+        block[1, :oc],
+        block[0, :oc],
+        (h, w),
+        pad=(1, 1),
+        act=1,
+    )
+    assert bytes(want) == ref.tobytes()
+    # The entry checks its buffers against the command: 1 byte a code, two rows in the block.
+    raises_code("ERR_INVALID_ADDR", run, level, words, x, codes[:-1], block.tobytes(), out, 128, -1)
+    raises_code("ERR_INVALID_ADDR", run, level, words, x, codes, block.tobytes()[: oc * 4], out, 128, -1)
