@@ -34,10 +34,12 @@ def seeds() -> list:
     LayerNorm -> MatMul -> RMSNorm block (NORM, format 1.4), grouped-query attention (MATMUL with b_group
     and b_transposed, format 1.4; row-tiled on npu-small), rotary embeddings (ROPE, format 1.4) with
     constant and with run-time cos / sin tables, and two attention steps over a KV cache at a run-time
-    position (state tensors and pos_mode, format 1.4)."""
+    position (state tensors and pos_mode, format 1.4), and the norm block with its dense weight int8
+    (CONV2D's w_dtype, format 1.4: 1-byte rows and the dequantization block)."""
     import tvm_npu
     from tvm_npu import runtime
     from tvm_npu.models import gqa_attention, lstm, op_zoo, small_cnn
+    from tvm_npu.quantization import quantize_weights_int8
 
     out = []
     for config in ("npu-ref", "npu-small"):
@@ -78,6 +80,8 @@ def seeds() -> list:
     from kv_streams import kv_stream
 
     out += [kv_stream(2, 12, 16, 4, 2, 0.25), kv_stream(1, 10, 16, 4, 1, 0.25, space=5)]
+    wmod = quantize_weights_int8(tvm_npu.from_onnx(_norm_block()))
+    out += [bytes(m["get_stream"]()) for m in runtime.npu_modules(tvm_npu.build(wmod))]
     return out
 
 

@@ -77,6 +77,7 @@ def conv_cmd(
     out_zp=0,
     pstride=(0, 0),
     wait=None,
+    w_dtype=0,
 ):
     lo, hi = clip_words(dtype, clip)
     return command(
@@ -112,6 +113,7 @@ def conv_cmd(
             out_zp=out_zp,
             in_pstride=pstride[0],
             out_pstride=pstride[1],
+            w_dtype=w_dtype,
         ),
         wait,
     )

@@ -31,6 +31,20 @@ inline uint64_t RequantRowStride(uint64_t oc, uint64_t alignment) {
  *         always the dense mapping, also when in_c == oc == 1. */
 inline bool IsDepthwise(const Conv2DOperands& op) { return op.groups != 1; }
 
+/*! \brief Format 1.4: fp16 activations with int8 weight codes (w_dtype int8, checked at load);
+ *         bias_addr is then the dequantization block, laid out as the requantization block
+ *         (bias fp32, then the weights' scale fp32). */
+inline bool IsW8A16(const Conv2DOperands& op) { return op.dtype == kFP16 && op.w_dtype == kInt8; }
+
+/*! \brief Bytes of one weight element: the weights' own dtype (w_dtype) or the command's. */
+inline uint64_t WeightBytes(const Conv2DOperands& op) {
+  return DTypeBytes(op.w_dtype != 0 ? op.w_dtype : op.dtype);
+}
+
+/*! \brief True when bias_addr points at a two-row block (int8 requantization, or W8A16's
+ *         dequantization) rather than OC fp32 biases. */
+inline bool HasScaleBlock(const Conv2DOperands& op) { return op.dtype == kInt8 || IsW8A16(op); }
+
 /*! \brief Bytes between consecutive pixels of a row: the pixel stride operand, or packed. */
 inline uint64_t PixelStride(uint32_t pstride, uint64_t channels, uint64_t elem) {
   return pstride != 0 ? pstride : channels * elem;

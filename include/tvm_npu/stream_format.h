@@ -12,7 +12,8 @@
  *        (rotary position embedding, rotate-half form); the DDR state region (state_bytes,
  *        state_space; tensor roles state and position; host dtype int64 of a position) and the
  *        operand pos_mode of DMA_LOAD, DMA_STORE, SOFTMAX and MATMUL (a KV cache kept across calls,
- *        addressed at a run-time position).
+ *        addressed at a run-time position); CONV2D's w_dtype (fp16 activations with int8 weights
+ *        and one fp32 scale per output channel).
  *
  * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
  * little-endian host reads one with a memcpy. The structs carry no behaviour: what operand values
@@ -41,7 +42,8 @@ constexpr uint16_t kQuantIoMinor = 3;
 // B) and ROPE (rotary position embedding, rotate-half form); the DDR state region (state_bytes,
 // state_space; tensor roles state and position; host dtype int64 of a position) and the operand
 // pos_mode of DMA_LOAD, DMA_STORE, SOFTMAX and MATMUL (a KV cache kept across calls, addressed at a
-// run-time position).
+// run-time position); CONV2D's w_dtype (fp16 activations with int8 weights and one fp32 scale per
+// output channel).
 constexpr uint16_t kLlmMinor = 4;
 
 constexpr uint32_t kHeaderBytes = 64;
@@ -258,11 +260,13 @@ constexpr uint32_t kDmaOperandWords12 = 7;
 constexpr uint32_t kDmaOperandWords13 = 7;
 
 /*!
- * \brief Operands of CONV2D, words 1..30: addresses are SRAM offsets, strides are bytes.
+ * \brief Operands of CONV2D, words 1..31: addresses are SRAM offsets, strides are bytes.
  *
  * fp16: clip_lo / clip_hi are fp32 bits, in_zp = out_zp = 0, bias_addr may be kNoBias.
  * int8: clip_lo / clip_hi are the int32 clamp bounds, zero points int32 (two's complement), act 0,
  * bias_addr is the requantization block. groups is 1, or in_c (= oc) for depthwise.
+ * fp16 with w_dtype int8 (format 1.4): the weights are int8 codes, bias_addr is the dequantization
+ * block: two rows of OC fp32, bias then the weights' scale, laid out as the requantization block.
  */
 struct Conv2DOperands {
   uint32_t dtype;
@@ -295,10 +299,17 @@ struct Conv2DOperands {
   uint32_t out_zp;
   uint32_t in_pstride;   // bytes between input pixels; 0: packed (in_c elements)
   uint32_t out_pstride;  // bytes between output pixels; 0: packed (oc elements)
+  uint32_t w_dtype;      // format 1.4: the weights' dtype, 0 = `dtype`; int8 (2) under fp16
 };
-constexpr uint32_t kConv2DOperandWords = 30;
+constexpr uint32_t kConv2DOperandWords = 31;
 // A 1.0 stream has 28 CONV2D operands.
 constexpr uint32_t kConv2DOperandWords10 = 28;
+// A 1.1 stream has 30 CONV2D operands.
+constexpr uint32_t kConv2DOperandWords11 = 30;
+// A 1.2 stream has 30 CONV2D operands.
+constexpr uint32_t kConv2DOperandWords12 = 30;
+// A 1.3 stream has 30 CONV2D operands.
+constexpr uint32_t kConv2DOperandWords13 = 30;
 
 /*! \brief Operands of ADD, words 1..18: out = a + b over `rows` rows of `row_elems` elements. */
 struct AddOperands {

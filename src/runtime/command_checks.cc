@@ -152,8 +152,17 @@ void CheckConv2DParams(const std::string& where, const stream::Conv2DOperands& o
       op.out_h == 0 || op.out_w == 0 || op.dil_h == 0 || op.dil_w == 0) {
     NPU_THROW(kBadStream) << where << ": a size or dilation is 0";
   }
+  if (op.w_dtype != 0 && !stream::IsW8A16(op)) {
+    NPU_THROW(kBadStream)
+        << where << ": w_dtype " << op.w_dtype << " with dtype " << op.dtype
+        << "; it is 0 (the weights have dtype) or int8 (2) under fp16 (format 1.4)";
+  }
   if (op.dtype == stream::kFP16) {
     CheckFp16Epilogue(where, op.act, {op.in_zp, op.out_zp});
+    if (stream::IsW8A16(op) && op.bias_addr == stream::kNoBias) {
+      NPU_THROW(kBadStream) << where << ": int8 weights need their dequantization block (bias, "
+                            << "scale) at bias_addr";
+    }
     return;
   }
   CheckInt8Epilogue(where, op.act, op.clip_lo, op.clip_hi, {op.in_zp, op.out_zp});
@@ -239,7 +248,7 @@ void CheckConv2D(const std::string& where, const stream::Command& cmd, const NPU
   const uint64_t w_tap = stream::IsDepthwise(op) ? 1 : op.in_c;  // depthwise: [C][KH][KW][1]
   const uint64_t in_row =
       PixelRowBytes(where, "input", op.in_w, SatMul(op.in_c, elem), op.in_pstride, elem);
-  const uint64_t w_row = SatMul(SatMul(SatMul(op.kh, op.kw), w_tap), elem);
+  const uint64_t w_row = SatMul(SatMul(SatMul(op.kh, op.kw), w_tap), stream::WeightBytes(op));
   const uint64_t out_row =
       PixelRowBytes(where, "output", op.out_w, SatMul(op.oc, elem), op.out_pstride, elem);
   // Input and output may start at a channel slice of a tensor (section 3): beat-aligned.
@@ -251,11 +260,11 @@ void CheckConv2D(const std::string& where, const stream::Command& cmd, const NPU
               false, stream::kSliceAlignment);
   const uint64_t out_bytes = uint64_t{op.out_h} * op.out_stride;  // bounded by the check above
   uint64_t bias_bytes = 0;
-  if (op.dtype == stream::kInt8) {
-    // Two rows (bias int32, S fp32) of OC words, align(OC * 4, alignment) bytes apart.
+  if (stream::HasScaleBlock(op)) {
+    // Two rows (bias int32 or fp32, scale fp32) of OC words, align(OC * 4, alignment) bytes apart.
     const uint64_t row = stream::RequantRowStride(op.oc, c.alignment);
-    CheckBuffer(where, "requantization block", op.bias_addr, stream::kRequantRows,
-                uint64_t{op.oc} * 4, row, c, "SRAM", 0, sram);
+    CheckBuffer(where, op.dtype == stream::kInt8 ? "requantization block" : "dequantization block",
+                op.bias_addr, stream::kRequantRows, uint64_t{op.oc} * 4, row, c, "SRAM", 0, sram);
     bias_bytes = stream::kRequantRows * row;
   } else if (op.bias_addr != stream::kNoBias) {
     bias_bytes = uint64_t{op.oc} * 4;

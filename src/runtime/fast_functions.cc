@@ -106,12 +106,15 @@ ffi::Bytes RunConv2D(const std::string& level, const ffi::Bytes& words, const ff
             (op.in_h - 1) * uint64_t{op.in_stride} + (op.in_w - 1) * stream::InPixelStride(op) +
                 uint64_t{op.in_c} * elem,
             "in");
-  NeedBytes(w, (op.oc - 1) * uint64_t{op.w_stride} + uint64_t{op.kh} * op.kw * w_tap * elem, "w");
+  NeedBytes(w,
+            (op.oc - 1) * uint64_t{op.w_stride} +
+                uint64_t{op.kh} * op.kw * w_tap * stream::WeightBytes(op),
+            "w");
   NeedBytes(out,
             (op.out_h - 1) * uint64_t{op.out_stride} + (op.out_w - 1) * stream::OutPixelStride(op) +
                 uint64_t{op.oc} * elem,
             "out");
-  if (op.dtype == stream::kInt8) {
+  if (stream::HasScaleBlock(op)) {  // int8's requantization or W8A16's dequantization block
     NeedBytes(bias, stream::kRequantRows * stream::RequantRowStride(op.oc, alignment), "bias");
   } else if (bias.size() != 0) {
     NeedBytes(bias, uint64_t{op.oc} * 4, "bias");

@@ -35,17 +35,18 @@ ByteRange Span(uint64_t addr, uint64_t rows, uint64_t stride, uint64_t len) {
   return rows == 0 ? ByteRange{addr, addr} : ByteRange{addr, addr + SatMul(rows - 1, stride) + len};
 }
 
-// CONV2D's bias: fp16's oc floats, or int8's requantization block (bias and scale rows).
+// CONV2D's bias: fp16's oc floats, or int8's requantization block / W8A16's dequantization block
+// (bias and scale rows).
 uint64_t BiasBytes(const stream::Conv2DOperands& op, uint64_t alignment) {
   if (op.bias_addr == stream::kNoBias) return 0;
-  return op.dtype == stream::kInt8
+  return stream::HasScaleBlock(op)
              ? stream::kRequantRows * stream::RequantRowStride(op.oc, alignment)
              : uint64_t{op.oc} * 4;
 }
 
 ByteRange ConvWeights(const stream::Conv2DOperands& op) {
   const uint64_t taps = uint64_t{op.kh} * op.kw * (stream::IsDepthwise(op) ? 1 : op.in_c);
-  return Span(op.w_addr, op.oc, op.w_stride, taps * stream::DTypeBytes(op.dtype));
+  return Span(op.w_addr, op.oc, op.w_stride, taps * stream::WeightBytes(op));
 }
 
 ByteRange DmaDst(const stream::DmaOperands& op) {

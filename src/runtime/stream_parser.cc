@@ -270,7 +270,9 @@ uint32_t UsedOperandWords(uint32_t opcode, uint32_t version_minor) {
     case stream::kDmaStore:  // pos_mode: format 1.4
       return version_minor < stream::kLlmMinor ? stream::kDmaOperandWords13
                                                : stream::kDmaOperandWords;
-    case stream::kConv2D: return stream::kConv2DOperandWords;
+    case stream::kConv2D:  // w_dtype: format 1.4
+      return version_minor < stream::kLlmMinor ? stream::kConv2DOperandWords13
+                                               : stream::kConv2DOperandWords;
     case stream::kAdd: return stream::kAddOperandWords;
     case stream::kPool: return stream::kPoolOperandWords;
     case stream::kEltwise:

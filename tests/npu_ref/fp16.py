@@ -50,27 +50,46 @@ def _round(y):
         return np.asarray(y, F32).astype(np.float16)
 
 
-def conv2d(x, w, bias, out_hw, stride=(1, 1), dil=(1, 1), pad=(0, 0), act=0, clip=(0.0, 6.0), groups=1):
-    """CONV2D on fp16 (section 2): x [N, H, W, C], w [OC, KH, KW, C] (groups 1) or [C, KH, KW, 1]
-    (depthwise, groups = C = OC), bias [OC] fp32 or None, `pad` = (top, left) and `out_hw` = (OH, OW)
-    (bottom / right padding implicit, section 4). Each output's fp32 accumulator starts at +0.0 and adds
-    the exact fp16 x fp16 products one at a time in the order kernel row, kernel column, input channel;
-    taps in the padding are skipped; then + bias, the activation in fp32, and one rounding to fp16."""
-    x, w = widen(x), widen(w)
+def _conv_sum(x, w, out_hw, stride, dil, pad, groups):
+    """The fp32 accumulators of an fp16 CONV2D: from +0.0, the exact products x * w (fp32 values) added one at a
+    time in the order kernel row, kernel column, input channel; taps in the padding skipped."""
     oc, kh, kw, ic = w.shape
     depthwise = groups != 1
     assert not depthwise or groups == x.shape[3] == oc and ic == 1, "groups is 1 or in_c (= oc)"
     acc = np.zeros((x.shape[0], *out_hw, oc), F32)
     # Copies that keep what one step reads contiguous: input channel c [N, H, W, 1], weights [KH, KW, IC, OC].
     x_c, w_t = np.moveaxis(x, 3, 0).copy()[..., None], np.moveaxis(w, 0, 3).copy()
-    for i, j, at, src in taps(x.shape[1:3], kh, kw, out_hw, stride, dil, pad):
-        if depthwise:
-            acc[at] += x[src] * w_t[i, j, 0]
-            continue
-        for c in range(ic):
-            acc[at] += x_c[c][src] * w_t[i, j, c]
+    with np.errstate(invalid="ignore", over="ignore"):  # IEEE: inf * 0 and inf - inf are NaN, no warning
+        for i, j, at, src in taps(x.shape[1:3], kh, kw, out_hw, stride, dil, pad):
+            if depthwise:
+                acc[at] += x[src] * w_t[i, j, 0]
+                continue
+            for c in range(ic):
+                acc[at] += x_c[c][src] * w_t[i, j, c]
+    return acc
+
+
+def conv2d(x, w, bias, out_hw, stride=(1, 1), dil=(1, 1), pad=(0, 0), act=0, clip=(0.0, 6.0), groups=1):
+    """CONV2D on fp16 (section 2): x [N, H, W, C], w [OC, KH, KW, C] (groups 1) or [C, KH, KW, 1]
+    (depthwise, groups = C = OC), bias [OC] fp32 or None, `pad` = (top, left) and `out_hw` = (OH, OW)
+    (bottom / right padding implicit, section 4). Each output's fp32 accumulator starts at +0.0 and adds
+    the exact fp16 x fp16 products one at a time in the order kernel row, kernel column, input channel;
+    taps in the padding are skipped; then + bias, the activation in fp32, and one rounding to fp16."""
+    acc = _conv_sum(widen(x), widen(w), out_hw, stride, dil, pad, groups)
     if bias is not None:
         acc += np.asarray(bias, F32)
+    return _round(activation(acc, act, clip))
+
+
+def conv2d_w8(x, codes, scale, bias, out_hw, stride=(1, 1), dil=(1, 1), pad=(0, 0), act=0, clip=(0.0, 6.0), groups=1):
+    """CONV2D on fp16 with int8 weights (section 2, format 1.4): `codes` int8 in CONV2D's weight shape, `scale`
+    [OC] fp32 (the weight stands for scale[o] * code), `bias` [OC] fp32 (the block's bias row: zeros for none).
+    The exact products x * code summed as fp16 CONV2D sums, then one fp32 multiply by scale[o], then one fp32
+    add of bias[o], the activation in fp32, one rounding to fp16."""
+    acc = _conv_sum(widen(x), np.asarray(codes, np.int8).astype(F32), out_hw, stride, dil, pad, groups)
+    with np.errstate(invalid="ignore", over="ignore"):
+        acc = acc * np.asarray(scale, F32)
+        acc = acc + np.asarray(bias, F32)
     return _round(activation(acc, act, clip))
 
 

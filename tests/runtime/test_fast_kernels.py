@@ -233,6 +233,7 @@ class Conv2DTester:
             *tail,
             in_px if self._in_px else 0,
             out_px if self._out_px else 0,
+            0,  # w_dtype: the weights have dtype (int8 weights under fp16 run the reference kernel)
         )
         return op, x, wt, bias_bytes, out
 

@@ -114,11 +114,12 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
     if op == "CONV2D":
         tap = 1 if a["groups"] > 1 else a["in_c"]  # depthwise weights are [C][KH][KW][1]
         in_row = _pixel_row(a["in_w"], a["in_c"] * elem, a["in_pstride"])
+        w8 = a.get("w_dtype", 0) != 0  # format 1.4: int8 weight codes under fp16 activations
         reads = [
             ("SRAM", "input", a["in_addr"], a["in_h"], in_row, a["in_stride"]),
-            ("SRAM", "weights", a["w_addr"], a["oc"], a["kh"] * a["kw"] * tap * elem, a["w_stride"]),
+            ("SRAM", "weights", a["w_addr"], a["oc"], a["kh"] * a["kw"] * tap * (1 if w8 else elem), a["w_stride"]),
         ]
-        if elem == 1:  # int8: the requantization block, two rows of OC words
+        if elem == 1 or w8:  # int8's requantization or W8A16's dequantization block: two rows of OC words
             vec = _align(a["oc"] * 4, alignment)
             reads.append(("SRAM", "requantization block", a["bias_addr"], 2, a["oc"] * 4, vec))
         elif a["bias_addr"] != NO_BIAS:

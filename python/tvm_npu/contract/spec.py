@@ -34,7 +34,8 @@ MINORS: list[dict[str, Any]] = [
               "activation, grouped B) and ROPE (rotary position embedding, rotate-half form); the DDR "
               "state region (state_bytes, state_space; tensor roles state and position; host dtype int64 "
               "of a position) and the operand pos_mode of DMA_LOAD, DMA_STORE, SOFTMAX and MATMUL (a KV "
-              "cache kept across calls, addressed at a run-time position)"},
+              "cache kept across calls, addressed at a run-time position); CONV2D's w_dtype (fp16 "
+              "activations with int8 weights and one fp32 scale per output channel)"},
 ]
 
 # Named values of the format. "c" is the C++ constant, "py" the Python one (contract/stream.py).
@@ -173,7 +174,7 @@ QPARAMS: dict[str, Any] = {
 # ---------------------------------------------------------------------------------------------------
 
 ENUMS: dict[str, dict[str, Any]] = {
-    "dtype": {"c": "DType", "field": "`dtype`, `host_dtype`, `a_dtype`, `b_dtype`, `out_dtype`", "values": [
+    "dtype": {"c": "DType", "field": "`dtype`, `host_dtype`, `a_dtype`, `b_dtype`, `out_dtype`, `w_dtype`", "values": [
         {"name": "float16", "code": 1, "c": "kFP16", "doc_name": "fp16", "bytes": 2,
          "use": "activations and weights on the float datapath"},
         {"name": "int8", "code": 2, "c": "kInt8", "bytes": 1,
@@ -289,15 +290,19 @@ OPCODES: list[dict[str, Any]] = [
      "operands": ["dtype", "in_addr", "in_h", "in_w", "in_c", "in_stride", "w_addr", "w_stride", "kh", "kw",
                   "oc", "bias_addr", "out_addr", "out_h", "out_w", "out_stride", "stride_h", "stride_w",
                   "dil_h", "dil_w", "pad_top", "pad_left", "act", "clip_lo", "clip_hi", "groups", "in_zp",
-                  "out_zp", "in_pstride", "out_pstride"],
-     "operands_since": {"in_pstride": 1, "out_pstride": 1},
+                  "out_zp", "in_pstride", "out_pstride", "w_dtype"],
+     "operands_since": {"in_pstride": 1, "out_pstride": 1, "w_dtype": 4},
      "comments": {"in_pstride": "bytes between input pixels; 0: packed (in_c elements)",
-                  "out_pstride": "bytes between output pixels; 0: packed (oc elements)"},
+                  "out_pstride": "bytes between output pixels; 0: packed (oc elements)",
+                  "w_dtype": "format 1.4: the weights' dtype, 0 = `dtype`; int8 (2) under fp16"},
      "notes": ["addresses are SRAM offsets, strides are bytes.",
                "",
                "fp16: clip_lo / clip_hi are fp32 bits, in_zp = out_zp = 0, bias_addr may be kNoBias.",
                ("int8: clip_lo / clip_hi are the int32 clamp bounds, zero points int32 (two's complement), "
-                "act 0, bias_addr is the requantization block. groups is 1, or in_c (= oc) for depthwise.")],
+                "act 0, bias_addr is the requantization block. groups is 1, or in_c (= oc) for depthwise."),
+               ("fp16 with w_dtype int8 (format 1.4): the weights are int8 codes, bias_addr is the "
+                "dequantization block: two rows of OC fp32, bias then the weights' scale, laid out as the "
+                "requantization block.")],
      "doc": "convolution (dense = 1x1 conv; depthwise = groups == channels) + bias + activation "
             "(+ requantization)"},
     {"name": "ADD", "code": 0x20, "c": "kAdd", "engine": "vector", "c_struct": "AddOperands",

@@ -27,12 +27,14 @@ namespace tvm_npu {
  *        or [c][kh][kw][1] for depthwise (op.groups == op.in_c == op.oc).
  * \param bias fp16: op.oc fp32 values, or nullptr for no bias. int8: the requantization block,
  *        two rows of op.oc words, bias (int32) then S (fp32 bits),
- *        stream::RequantRowStride(op.oc, alignment) bytes apart.
+ *        stream::RequantRowStride(op.oc, alignment) bytes apart. fp16 with int8 weights
+ *        (stream::IsW8A16, format 1.4): the dequantization block, the same rows with an fp32 bias
+ *        and the weights' scales.
  * \param out The output tile: op.out_h rows of op.out_w * op.oc elements, op.out_stride apart.
- * \param alignment The configuration's alignment (int8 only: it sets the requantization rows).
+ * \param alignment The configuration's alignment (it sets the rows of a two-row bias block).
  *
  * The caller guarantees the operands passed the stream checks (CheckConv2DParams) and every
- * footprint is in bounds. An int8 scale that is not finite and > 0 (data in SRAM, so only known
+ * footprint is in bounds. An int8 (or W8A16) scale that is not finite and > 0 (data in SRAM, so only known
  * now) throws ERR_BAD_STREAM before anything is written.
  */
 void Conv2DRef(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,

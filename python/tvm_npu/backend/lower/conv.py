@@ -37,6 +37,8 @@ def lower_conv(comp: Composite) -> Layer:
         out_shape = static_shape(call)
         out_view = rows_view(out_shape)
     layer.weight, w_scale = _weight(comp, call.args[1], kernel_layout)
+    if w_scale is not None and not comp.int8:  # W8A16: int8 codes, their scales in the block
+        layer.scale = w_scale.astype(np.float32)
     if layer.groups > 1:
         layer.groups = out_view[3]
     if "add" in calls and not comp.int8:
@@ -59,6 +61,8 @@ def _weight(comp: Composite, wexpr, kernel_layout: str) -> tuple:
     if comp.int8:  # dequantize(codes, scales, zero points): keep the codes
         value = constant_value(wexpr.args[0])
         w_scale = np.asarray(constant_value(wexpr.args[1]), np.float64).reshape(-1)
+    elif kernel_layout == "IO" and (w8 := weight_only_codes(comp, wexpr, perms)) is not None:
+        return w8
     else:
         value = eval_const(wexpr, comp.region.graph.label, "weight", comp.env)
     for axes in reversed(perms):  # innermost first, each as permute_dims defines it (None: reversed)
@@ -68,6 +72,38 @@ def _weight(comp: Composite, wexpr, kernel_layout: str) -> tuple:
         return np.ascontiguousarray(value[:, None, None, :].astype(value.dtype if comp.int8 else np.float16)), w_scale
     value = value.transpose([kernel_layout.index(d) for d in "OHWI"])
     return np.ascontiguousarray(value.astype(np.int8 if comp.int8 else np.float16)), w_scale
+
+
+def weight_only_codes(comp: Composite, wexpr, perms: list) -> tuple | None:
+    """A float dense's weight `dequantize(codes, scale, zero point)` that CONV2D's w_dtype (format 1.4)
+    computes exactly as docs/npu.md states it: (codes [N, 1, 1, K] int8, scales [N] fp32), or None, and
+    then the weight is dequantized at compile time and rounded to fp16 as any float weight is.
+
+    Exact means: int8 codes, every zero point 0 (symmetric), float32 output, scales finite and > 0, and
+    one scale per output column N (after the permutes: constant along K). A per-tensor scale is the same
+    scale for every column. Anything else (a scale per row K, blocks, asymmetric codes) keeps the fp16
+    weight, never a W8A16 command that would compute something else."""
+    if not (isinstance(wexpr, relax.Call) and wexpr.op.name == "relax.dequantize"):
+        return None
+    codes, scale, zp = (constant_value(comp.resolve(a)) for a in wexpr.args[:3])
+    if codes is None or scale is None or zp is None or codes.dtype != np.int8 or codes.ndim != 2:
+        return None
+    if str(wexpr.attrs.out_dtype) != "float32" or np.any(np.asarray(zp) != 0):
+        return None
+    scale = np.asarray(scale, np.float32)
+    if not np.all(np.isfinite(scale) & (scale > 0)):
+        return None
+    shape = [1, 1]
+    if scale.size > 1:
+        shape[int(wexpr.attrs.axis) % 2] = -1
+    full = np.broadcast_to(scale.reshape(shape), codes.shape)
+    for axes in reversed(perms):
+        order = None if axes is None else [int(a) for a in axes]
+        codes, full = codes.transpose(order), full.transpose(order)
+    codes, full = codes.T, full.T  # x [M, K] @ w [K, N]: the NPU wants [N, 1, 1, K], one scale a row
+    if not np.all(full == full[:, :1]):
+        return None
+    return np.ascontiguousarray(codes[:, None, None, :]), np.ascontiguousarray(full[:, 0])
 
 
 def _bias_operand(comp: Composite, op_call):

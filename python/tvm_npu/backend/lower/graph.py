@@ -51,7 +51,7 @@ class Layer:
     # int8 only (docs section 2): zero points, multipliers, shift(s), clamp.
     in_zps: tuple = ()
     out_zp: int = 0
-    scale: np.ndarray | None = None  # fp32 requantization scales: [OC] for conv, [1] for pool
+    scale: np.ndarray | None = None  # fp32 requantization scales: [OC] for conv, [1] for pool; W8A16's weight scales
     mult: np.ndarray | None = None  # add: integer multipliers of both inputs, and one shift
     shift: int = 0
     clamp: tuple = (-128, 127)
@@ -86,6 +86,14 @@ class Layer:
         else:
             kh = self.window[0]
         return kh, self.stride[0], self.dilation[0], self.padding[0]
+
+    @property
+    def w8a16(self) -> bool:
+        """A float conv / dense whose weights stay int8 codes, `scale` their per-channel fp32 scales
+        (CONV2D's w_dtype, format 1.4): 1 byte a weight in the weight region and on the DMA."""
+        return (
+            self.kind == "conv" and self.dtype == "float16" and self.weight is not None and self.weight.dtype == np.int8
+        )
 
 
 @dataclass

@@ -139,7 +139,8 @@ def _compute(
             a.update(in_zp=layer.in_zps[0], out_zp=layer.out_zp, scale=f32_bits(float(layer.scale[0])))
         return Command("POOL", a, {}, layer.name)
     _, kh, kw, _ = layer.weight.shape
-    has_bias = int8 or layer.bias is not None
+    w8 = layer.w8a16
+    has_bias = int8 or w8 or layer.bias is not None
     a.update(
         in_c=s.view[3],
         w_addr=w_slot,
@@ -154,6 +155,8 @@ def _compute(
     )
     if int8:
         a.update(in_zp=layer.in_zps[0], out_zp=layer.out_zp)
+    if w8:  # int8 codes, the dequantization block (bias, scale) after them (format 1.4)
+        a.update(w_dtype=DTYPES["int8"])
     return Command("CONV2D", a, {}, layer.name)
 
 
@@ -176,7 +179,7 @@ def footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
     if cmd.op == "CONV2D":
         reads.append(("sram", a["w_addr"], a["w_addr"] + a["oc"] * a["w_stride"]))
         if a["bias_addr"] != NO_BIAS:
-            rows = 2 if a["dtype"] == DTYPES["int8"] else 1
+            rows = 2 if a["dtype"] == DTYPES["int8"] or a.get("w_dtype", 0) else 1
             reads.append(("sram", a["bias_addr"], a["bias_addr"] + rows * align(a["oc"] * 4, cfg.alignment)))
     return reads, [("sram", a["out_addr"], a["out_addr"] + a["out_h"] * a["out_stride"])]
 

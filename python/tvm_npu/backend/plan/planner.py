@@ -39,7 +39,8 @@ RESIDENT_SHARES = (0.0, 0.5, 0.7, 0.85)
 
 
 def constant_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[bytes, int, int]:
-    """Weights rows [oc0, oc1) then the fp32 bias or the int8 requantization block (bias, scale); for a
+    """Weights rows [oc0, oc1) then the fp32 bias, the int8 requantization block (bias, scale) or the W8A16
+    dequantization block (fp32 bias, zeros without one, then the weights' scales); for a
     vector layer its one constant row (ELTWISE's b, or UNARY's int8 table), a SOFTMAX's mask rows, a
     ROPE's cos and sin rows, or a NORM's fp32 gamma and beta rows, each padded to the alignment (the command
     finds beta one aligned row after gamma)."""
@@ -59,8 +60,9 @@ def constant_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[by
     data = np.ascontiguousarray(w).tobytes()
     data = data.ljust(align(len(data), cfg.alignment), b"\0")
     vec = align(oc * 4, cfg.alignment)
-    if layer.dtype == "int8":
-        data += np.asarray(layer.bias[oc0:oc1], "<i4").tobytes().ljust(vec, b"\0")
+    if layer.dtype == "int8" or layer.w8a16:  # int32 or (W8A16) fp32 bias, then the scales
+        bias = np.zeros(oc, "<f4") if layer.bias is None else layer.bias[oc0:oc1]
+        data += np.asarray(bias, "<i4" if layer.dtype == "int8" else "<f4").tobytes().ljust(vec, b"\0")
         data += np.asarray(layer.scale[oc0:oc1], "<f4").tobytes().ljust(vec, b"\0")
     elif layer.bias is not None:
         data += layer.bias[oc0:oc1].astype("<f4").tobytes().ljust(vec, b"\0")
