@@ -66,10 +66,10 @@ def test_decode_past_max_context(lm):
     _unchanged(lm, before)
 
 
-def test_int8_weights_are_refused_not_run_as_fp16():
+def test_unknown_weights_dtype_is_refused():
     with pytest.raises(tvm_npu.NPUError) as info:
-        tvm_npu.llm.compile(gpt2_step, max_context=16, weights="int8")
-    assert info.value.code == "ERR_OP_NOT_SUPPORTED" and "int8" in str(info.value)
+        tvm_npu.llm.compile(gpt2_step, max_context=16, weights="int4")
+    assert info.value.code == "ERR_INVALID_CONFIG" and "int4" in str(info.value)
 
 
 def test_max_context_other_than_the_step_models():

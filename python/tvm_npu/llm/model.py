@@ -17,6 +17,7 @@ from ..build import build
 from ..contract.config import get_config
 from ..contract.errors import NPUError
 from ..partition.report import BuildReport
+from ..quantization import quantize_weights_int8
 from . import sampling, steps
 from .step_runner import StepRunner, add_counters
 
@@ -51,8 +52,9 @@ def compile(model, max_context: int | None = None, config="npu-ref", weights: st
     config : NPUConfig or str
         The NPU to compile for.
     weights : str
-        "fp16" (the NPU's fp16 datapath). "int8" is refused with ERR_OP_NOT_SUPPORTED: no int8 weight
-        path exists for the decoder's ops yet.
+        "fp16" (the NPU's fp16 datapath), or "int8": every constant dense weight as int8 codes with one
+        fp32 scale per output column (symmetric max-abs, `tvm_npu.quantization.quantize_weights_int8`),
+        activations fp16 (W8A16, CONV2D's `w_dtype`): one byte per weight read per token instead of two.
     prefill_len : int, optional
         The prefill bucket S (default 32, at most max_context) with a builder.
 
@@ -60,16 +62,14 @@ def compile(model, max_context: int | None = None, config="npu-ref", weights: st
     -------
     LLM
     """
-    if weights == "int8":
-        raise NPUError(
-            "ERR_OP_NOT_SUPPORTED",
-            'weights="int8": the LLM driver has no int8 weight path for the decoder\'s ops yet (weight-only int8 '
-            'dense layers with fp16 activations); compile with weights="fp16"',
-        )
-    if weights != "fp16":
-        raise NPUError("ERR_INVALID_CONFIG", f'weights={weights!r}: use "fp16" ("int8" is not available yet)')
+    if weights not in ("fp16", "int8"):
+        raise NPUError("ERR_INVALID_CONFIG", f'weights={weights!r}: use "fp16" or "int8"')
     cfg = get_config(config)
     (pre_mod, pre_info), (dec_mod, dec_info) = steps.resolve(model, max_context, prefill_len)
+    if weights == "int8":  # W8A16: every constant dense weight as int8 codes and per-column fp32 scales
+        same = pre_mod is dec_mod
+        dec_mod = quantize_weights_int8(dec_mod)
+        pre_mod = dec_mod if same else quantize_weights_int8(pre_mod)
     built = {}
     for name, mod in (("prefill", pre_mod), ("decode", dec_mod)):
         if name == "prefill" and pre_mod is dec_mod:
