@@ -16,7 +16,25 @@ BUILDERS = {
 }
 
 
-class OrtDecoder:
+class HostLoop:
+    """A decode step model run token by token by a numpy host loop holding the cache; subclasses give
+    `step(args) -> outputs` (numpy in, numpy out) and `shape` (one cache tensor's) and `names`."""
+
+    def run(self, ids, new_tokens: int):
+        """(logits after each prompt token's position n-1 and each greedy token, the greedy tokens)."""
+        cache = [np.zeros(self.shape, np.float32) for _ in self.names[2:]]
+        logits, seq, out = [], list(ids), []
+        for p in range(len(ids) + new_tokens - 1):
+            res = self.step([np.array([[seq[p]]], np.int64), np.array([p], np.int64), *cache])
+            cache = res[1:]
+            if p >= len(ids) - 1:
+                logits.append(res[0][0, 0])
+                out.append(int(np.argmax(res[0][0, 0])))
+                seq.append(out[-1])
+        return logits, out
+
+
+class OrtDecoder(HostLoop):
     """onnxruntime on the decode step model (S = 1), the cache as numpy arrays held by this loop."""
 
     def __init__(self, builder, max_context=T):
@@ -25,21 +43,8 @@ class OrtDecoder:
         self.names = [i.name for i in self.sess.get_inputs()]
         self.shape = [d.dim_value for d in model.graph.input[2].type.tensor_type.shape.dim]
 
-    def run(self, ids, new_tokens: int):
-        """(logits after each prompt token's position n-1 and each greedy token, the greedy tokens)."""
-        cache = [np.zeros(self.shape, np.float32) for _ in self.names[2:]]
-        logits, seq, out = [], list(ids), []
-        for p in range(len(ids) + new_tokens - 1):
-            token = seq[p]
-            res = self.sess.run(
-                None, dict(zip(self.names, [np.array([[token]], np.int64), np.array([p], np.int64), *cache]))
-            )
-            cache = res[1:]
-            if p >= len(ids) - 1:
-                logits.append(res[0][0, 0])
-                out.append(int(np.argmax(res[0][0, 0])))
-                seq.append(out[-1])
-        return logits, out
+    def step(self, args):
+        return self.sess.run(None, dict(zip(self.names, args)))
 
 
 _COMPILED: dict = {}

@@ -8,35 +8,25 @@ import tvm
 from tvm import relax
 
 import tvm_npu
-from llm.reference import BUILDERS, S, T, assert_logits_close, compiled
+from llm.reference import BUILDERS, HostLoop, S, T, assert_logits_close, compiled
 from tvm_npu.quantization import quantize_weights_int8
 
 PROMPT = np.array([3, 14, 15, 92, 65], np.int64)
 NEW = 8
 
 
-class _LlvmDecoder:
-    """The decode step model, weight-quantized, built for llvm; the cache held by this loop."""
+class _LlvmDecoder(HostLoop):
+    """The decode step model, weight-quantized, built for llvm; the cache held by the loop."""
 
     def __init__(self, builder):
         model = builder(seq_len=1, max_context=T)
         mod = quantize_weights_int8(tvm_npu.from_onnx(model))
         self.vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
         self.shape = [d.dim_value for d in model.graph.input[2].type.tensor_type.shape.dim]
-        self.layers = len(model.graph.input) - 2
+        self.names = [i.name for i in model.graph.input]
 
-    def run(self, ids, new_tokens):
-        cache = [np.zeros(self.shape, np.float32) for _ in range(self.layers)]
-        logits, seq, out = [], list(ids), []
-        for p in range(len(ids) + new_tokens - 1):
-            args = [np.array([[seq[p]]], np.int64), np.array([p], np.int64), *cache]
-            res = [r.numpy() for r in self.vm["main"](*[tvm.runtime.tensor(a) for a in args])]
-            cache = res[1:]
-            if p >= len(ids) - 1:
-                logits.append(res[0][0, 0])
-                out.append(int(np.argmax(res[0][0, 0])))
-                seq.append(out[-1])
-        return logits, out
+    def step(self, args):
+        return [r.numpy() for r in self.vm["main"](*[tvm.runtime.tensor(a) for a in args])]
 
 
 def _dense_weight_bytes(lm) -> int:
