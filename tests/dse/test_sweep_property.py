@@ -63,7 +63,7 @@ def _estimate(mod, **changes):
 def test_more_sram_never_increases_ddr_traffic(mod, sizes, bw):
     small, large = sorted(sizes)
     lo = _estimate(mod, sram_bytes=small * 1024, ddr_bytes_per_cycle=bw)
-    assume(lo is not None)
+    assume(lo is not None and lo["cpu_macs"] == 0)  # the whole model on the NPU (no layer left to the CPU)
     hi = _estimate(mod, sram_bytes=large * 1024, ddr_bytes_per_cycle=bw)
     assert hi is not None, f"fits {small} KiB of SRAM but not {large} KiB"
     assert hi["ddr_bytes"] <= lo["ddr_bytes"] or hi["cycles"] < lo["cycles"], (

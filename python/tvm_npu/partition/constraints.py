@@ -196,14 +196,15 @@ def constraint_dense_fits(k: int, n: int, elem: int, cfg: NPUConfig):
     """NPU_E_SRAM: a dense layer's inner dimension K and its output columns N are not limited by max_width
     (the MAC array takes K in passes of mac_rows and the planner streams output columns in blocks), but
     its smallest weight block must fit SRAM: the weights of one block of output columns (mac_cols,
-    rounded up to whole alignment-byte lines) for the whole of K, with two input rows and two output
-    rows of the block; and for int8, K at most 132104, so the int32 accumulator cannot overflow. A larger
-    layer runs on the CPU; a configuration with more SRAM keeps it on the NPU."""
+    rounded up to whole alignment-byte lines; a layer of fewer than twice that many columns is one
+    block) for the whole of K, with two input rows and two output rows of the block; and for int8, K at
+    most 132104, so the int32 accumulator cannot overflow. A larger layer runs on the CPU; a
+    configuration with more SRAM keeps it on the NPU."""
     line = lambda nbytes: -(-nbytes // cfg.alignment) * cfg.alignment  # noqa: E731 (an SRAM line)
     if elem == 1 and k > INT8_MAX_TERMS:
         return f"K {k} > {INT8_MAX_TERMS} int8 terms (int32 accumulator)"
     step = math.lcm(cfg.mac_cols, max(1, cfg.alignment // elem))
-    block = min(n, step)
+    block = step if n >= 2 * step else n  # the planner halves a layer into blocks of `step` columns or more
     need = block * line(k * elem) + 2 * line(block * 4) + 2 * line(k * elem) + 2 * line(block * elem)
     if need > cfg.sram_bytes:
         return f"K {k}: a {block}-column weight block needs {need} bytes > {cfg.sram_bytes}"
