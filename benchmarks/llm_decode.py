@@ -1,0 +1,176 @@
+"""LLM benchmark (issue 20): decode against its DDR roofline, prefill MAC utilization, the host emulator
+next to onnxruntime, and a Qwen2-1.5B-shaped estimate on npu-ref and npu-laptop.
+
+Three parts, printed side by side in one run (a benchmark, not a test: it prints numbers; compare them on
+one machine, in one run):
+
+1. Measured on the reference NPU, through `tvm_npu.llm` with a GPT-2-like and a Llama-like step model
+   (tvm_npu.models.decoder, seeded weights): one decode step's cycles next to its DDR roofline (the
+   bytes it moved / ddr_bytes_per_cycle, and the ideal: weights + the KV rows read, once), and a
+   128-token prefill's MAC utilization.
+2. Host emulator: the wall time of one decode step of the GPT-2-like model on the reference NPU
+   (tvm_npu, CPU ops included) next to onnxruntime's CPU time for the same step model, same machine,
+   interleaved rounds.
+3. A Qwen2-1.5B-shaped configuration (28 layers, d 1536, 12 query / 2 KV heads, FFN 8960, vocab
+   151936), cost model only: one decoder layer's step (decode S=1, prefill S=128) estimated by the
+   compiler (tvm_npu.dse.estimator: every NPU region planned and costed, nothing run), times 28, plus
+   the LM head (one eighth of the vocabulary, times 8: its cost is linear in the columns); random
+   weights. Prefill ms and decode tokens/s at the preset's clock, fp16 and int8 (W8A16) weights, next
+   to the field's 22 tokens/s reference (issue 20).
+
+    python benchmarks/llm_decode.py [--skip-measured] [--skip-host] [--skip-qwen] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import statistics
+import time
+import warnings
+
+import numpy as np
+import onnxruntime as ort
+from tvm import relax
+
+import tvm_npu
+from tvm_npu.dse.estimator import estimate
+from tvm_npu.models.decoder import gpt2_step, llama_step
+from tvm_npu.quantization import quantize_weights_int8
+
+QWEN = dict(layers=28, d=1536, heads=12, kv_heads=2, ffn=8960, vocab=151936)
+FIELD_TOKENS_PER_S = 22  # issue 20: a Qwen2-1.5B-class model on a laptop NPU after weight re-layout
+
+
+def _measured(name, builder, config: str) -> dict:
+    """Decode roofline and prefill utilization of one small model on the reference NPU."""
+    lm = tvm_npu.llm.compile(functools.partial(builder), max_context=256, prefill_len=128, config=config)
+    cfg = tvm_npu.get_config(config)
+    lm.prefill(np.arange(128, dtype=np.int64) % 200)
+    prefill = lm.profile()["prefill"]
+    lm.decode(7)
+    decode = lm.profile()["decode"]
+    regions = lm.reports["decode"].regions.values()
+    weights = sum(layer["weight_bytes"] for r in regions for layer in r.get("layers", []))
+    info = lm.meta["step"]
+    kv_read = 2 * info["layers"] * info["kv_heads"] * 129 * info["head_dim"] * 2  # fp16 K and V, 129 rows
+    return {
+        "model": name,
+        "decode_cycles": decode["cycles"],
+        "decode_ddr_bytes": decode["ddr_bytes"],
+        "roofline_moved": decode["ddr_bytes"] / cfg.ddr_bytes_per_cycle,
+        "roofline_ideal": (weights + kv_read) / cfg.ddr_bytes_per_cycle,
+        "prefill_mac_util": prefill["mac_util"],
+        "prefill_cycles": prefill["cycles"],
+    }
+
+
+def _print_measured(rows: list) -> None:
+    print("1. Measured on the reference NPU (npu-ref; 128-token prefill, then one decode step at position 128)")
+    print(f"   {'model':12s} {'decode cycles':>14s} {'roofline(moved)':>16s} {'% of it':>8s} "
+          f"{'roofline(ideal)':>16s} {'% of it':>8s} {'prefill MAC util':>17s}")  # fmt: skip
+    for r in rows:
+        print(
+            f"   {r['model']:12s} {r['decode_cycles']:>14,} {r['roofline_moved']:>16,.0f} "
+            f"{100 * r['roofline_moved'] / r['decode_cycles']:>7.1f}% {r['roofline_ideal']:>16,.0f} "
+            f"{100 * r['roofline_ideal'] / r['decode_cycles']:>7.1f}% {100 * r['prefill_mac_util']:>16.1f}%"
+        )
+
+
+def _host(rounds: int) -> None:
+    """One decode step of the GPT-2-like model: tvm_npu (reference NPU + CPU ops) vs onnxruntime (CPU)."""
+    T = 64
+    step = gpt2_step(layers=4, d=128, heads=4, ffn=512, vocab=512, max_context=T, seq_len=1)
+    lm = tvm_npu.llm.compile(step, max_context=T)
+    lm.prefill(np.array([1], np.int64))
+    sess = ort.InferenceSession(step.SerializeToString())
+    names = [i.name for i in step.graph.input]
+    cache = [np.zeros((1, 4, T, 32), np.float32) for _ in names[2:]]
+    feed = dict(zip(names, [np.array([[5]], np.int64), np.array([1], np.int64), *cache]))
+    npu, cpu = [], []
+    for _ in range(rounds):  # interleaved, so background load hits both alike
+        lm.reset()
+        lm.prefill(np.array([1], np.int64))
+        t = time.perf_counter()
+        lm.decode(5)
+        npu.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        sess.run(None, feed)
+        cpu.append(time.perf_counter() - t)
+    a, b = statistics.median(npu), statistics.median(cpu)
+    print("2. Host emulator, one decode step (GPT-2-like, 4 layers, d 128), median of", rounds, "rounds")
+    print(f"   tvm_npu {1e3 * a:.2f} ms, onnxruntime {1e3 * b:.2f} ms: ratio {a / b:.2f}x (target <= 2x)")
+
+
+def _layer_estimate(config: str, seq_len: int, max_context: int, weights: str) -> dict:
+    mod = tvm_npu.from_onnx(
+        llama_step(layers=1, d=QWEN["d"], heads=QWEN["heads"], kv_heads=QWEN["kv_heads"], ffn=QWEN["ffn"], vocab=64,
+                   max_context=max_context, seq_len=seq_len)
+    )  # fmt: skip
+    return estimate(quantize_weights_int8(mod) if weights == "int8" else mod, config)
+
+
+def _head_estimate(config: str, rows: int, weights: str) -> dict:
+    cols = QWEN["vocab"] // 8
+    w = (np.random.default_rng(0).standard_normal((QWEN["d"], cols)) / np.sqrt(QWEN["d"])).astype("float32")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((rows, QWEN["d"]), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(relax.op.matmul(x, relax.const(w))))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    return estimate(quantize_weights_int8(mod) if weights == "int8" else mod, config)
+
+
+def _qwen(config: str, weights: str) -> None:
+    cfg = tvm_npu.get_config(config)
+    clock = cfg.clock_mhz * 1e6
+    dec, pre = _layer_estimate(config, 1, 1024, weights), _layer_estimate(config, 128, 1024, weights)
+    head1 = head_last = _head_estimate(config, 1, weights)  # prefill computes the last row's logits only
+    decode_cycles = QWEN["layers"] * dec["cycles"] + 8 * head1["cycles"]
+    prefill_cycles = QWEN["layers"] * pre["cycles"] + 8 * head_last["cycles"]
+    weight_bytes = QWEN["layers"] * dec["weight_bytes"] + 8 * head1["weight_bytes"]
+    roofline = weight_bytes / cfg.ddr_bytes_per_cycle
+    peak_fp16 = cfg.mac_rows * cfg.mac_cols / cfg.fp16_rate_div
+    util = QWEN["layers"] * pre["macs"] / (QWEN["layers"] * pre["cycles"] * peak_fp16)
+    cpu_codes = sorted(set(dec.get("cpu_codes", {})) | set(pre.get("cpu_codes", {})))
+    print(
+        f"   {config:11s} {weights}: decode {clock / decode_cycles:6.1f} tokens/s ({decode_cycles / 1e6:.1f} M cycles, "
+        f"{100 * roofline / decode_cycles:.0f}% of the weight roofline, {weight_bytes / 1e9:.2f} GB/token); "
+        f"prefill of 128 {1e3 * prefill_cycles / clock:.1f} ms (layer MAC util {100 * util:.0f}%); "
+        f"field reference {FIELD_TOKENS_PER_S} tokens/s"
+    )
+    print(f"   {'':11s} ops on the CPU (not timed): {', '.join(cpu_codes) or 'none'}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--skip-measured", action="store_true")
+    ap.add_argument("--skip-host", action="store_true")
+    ap.add_argument("--skip-qwen", action="store_true")
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args(argv)
+    warnings.simplefilter("ignore")  # TVM's importer renames dotted inputs; fallbacks are in the report
+    logging.getLogger("tvm_npu").setLevel(logging.ERROR)  # a fallback's traceback: the report names it
+    if not args.skip_measured:
+        rows = [
+            _measured("gpt2-like", functools.partial(gpt2_step, layers=4, d=256, heads=4, ffn=1024, vocab=2048),
+                      "npu-ref"),
+            _measured("llama-like", functools.partial(llama_step, layers=4, d=256, heads=4, kv_heads=2, ffn=768,
+                                                      vocab=2048), "npu-ref"),
+        ]  # fmt: skip
+        _print_measured(rows)
+    if not args.skip_host:
+        _host(args.rounds)
+    if not args.skip_qwen:
+        print("3. Qwen2-1.5B-shaped estimate (cost model, random weights; position 0..1023 cache of 1024)")
+        for config in ("npu-ref", "npu-laptop"):
+            for weights in ("fp16", "int8"):
+                _qwen(config, weights)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
