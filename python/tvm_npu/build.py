@@ -85,6 +85,11 @@ def _kv_cache(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:
             "resident": bool(ctx.kv_regions),
             "state_space": ctx.kv_cache["state_space"] if ctx.kv_regions else 0,
             "regions": sorted(ctx.kv_regions),
+            "refused": [
+                {"code": r.code, "reason": r.reason, "detail": r.detail}
+                for r in ctx.rejections
+                if r.pattern == "npu.kv_attention"
+            ],
         }
     return mod
 

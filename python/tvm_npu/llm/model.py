@@ -42,6 +42,13 @@ def _regions(report: BuildReport) -> dict:
     }
 
 
+# State space -> id of the LLM whose sequence its cache holds. The runtime shares a space's cache between
+# every module naming it; two LLMs of one artifact loaded in one process name the same space, so one of
+# them may overwrite the other's cache. A decode checks it still owns the cache (ERR_LLM_STATE otherwise)
+# rather than continue on another sequence's rows. Process-wide by nature, like the runtime's state store.
+_OWNER: dict = {}
+
+
 def _state_space() -> int:
     """A state space for one compiled LLM: non-zero, and unlike another LLM's of this process (a space is
     one cache for every module that names it, docs/npu.md section 3)."""
@@ -111,6 +118,7 @@ def compile(
         "weights": weights,
         "shared": pre_mod is dec_mod,
         "kv_cache": "npu" if resident else "host",
+        "state_space": space if resident else 0,
         "placements": {k: _placements(r) for k, (_, r) in built.items()},
         "regions": {k: _regions(r) for k, (_, r) in built.items()},
     }
@@ -152,6 +160,7 @@ class LLM:
         """Forget the sequence: zero the cache, and the profile; decode needs a prefill again."""
         if self.resident:
             self._runners["decode"].reset_state()
+            _OWNER[self.meta["state_space"]] = id(self)
             self._cache: list = []
         else:
             zeros = np.zeros(self._cache_shape, np.float32)
@@ -180,6 +189,7 @@ class LLM:
         runner = self._runners["prefill"]
         if self.resident:  # a new sequence starts from a zero cache
             runner.reset_state()
+            _OWNER[self.meta["state_space"]] = id(self)
             cache: list = []
         else:
             cache = [tvm.runtime.tensor(np.zeros(self._cache_shape, np.float32)) for _ in range(2 * self.layers)]
@@ -208,6 +218,12 @@ class LLM:
                 "ERR_LLM_CONTEXT",
                 f"the sequence already holds max_context {self.max_context} tokens: no cache row is left for "
                 "another; start a new sequence (prefill) or compile with a larger max_context",
+            )
+        if self.resident and _OWNER.get(self.meta["state_space"]) != id(self):
+            raise NPUError(
+                "ERR_LLM_STATE",
+                "another LLM sharing this one's state space (the same artifact loaded twice) has used the NPU's "
+                "KV cache since this sequence's prefill: prefill again (or run the two one after the other)",
             )
         runner = self._runners["decode"]
         logits, self._cache = runner.run(np.array([[token]], np.int64), self.length, self._cache)

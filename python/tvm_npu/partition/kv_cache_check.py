@@ -118,9 +118,8 @@ KV_CONSTRAINTS = [
 
 def _reject(log: list, var, constraint, detail: str) -> None:
     code, reason = constraint.__doc__.split(":", 1)
-    log.append(
-        Rejection(var.name if var is not None else "", "kv_cache", "npu.kv_attention", code, reason.strip(), detail)
-    )
+    name = var.name if var is not None else ""
+    log.append(Rejection(name, "kv_cache", "npu.kv_attention", code, " ".join(reason.split()), detail))
 
 
 class _NoMatch(Exception):
