@@ -50,6 +50,13 @@ def make_resident(mod: tvm.IRModule, cfg: NPUConfig, step: dict, state_space: in
 
     `step` is the step metadata (docs/llm.md); `state_space` the non-zero space the prefill and decode
     steps of one LLM share."""
+    # The whole cache (every layer's slots, one state space) against the 32-bit DDR addresses first: a
+    # max_context that cannot fit is a compile-time error naming the bytes, not a quiet host fallback.
+    L, H_kv, T, D = (step[k] for k in ("layers", "kv_heads", "max_context", "head_dim"))
+    row = -(-D * 2 // cfg.alignment) * cfg.alignment
+    stream.check_state_fits(
+        0, 2 * L * H_kv * T * row, f"the KV cache ({L} layers x 2 x {H_kv} heads x {T} rows x {row} B)"
+    )
     main = mod["main"]
     layers = find_layers(main, step, cfg, log)
     if layers is None:
