@@ -27,7 +27,7 @@ from ..contract import stream
 from ..contract.config import NPUConfig
 from ..ir.graph import BLOCK_BUILDER_LOCK, Graph, free_vars, subst
 from ..partition.kv_cache_check import find_layers
-from ..partition.report import Placement
+from ..partition.report import Placement, op_macs
 from .plan.kv_plan import plan_kv_attention
 from .verify import verify
 
@@ -106,10 +106,13 @@ def make_resident(mod: tvm.IRModule, cfg: NPUConfig, step: dict, state_space: in
     funcs = {gv: f for gv, f in mod.functions.items() if gv.name_hint != "main"}
     funcs.update(dict(built.functions.items()))
     new = tvm.IRModule(funcs, attrs=mod.attrs).with_attr("external_mods", ext)
-    done = {}
+    done, call_of = {}, {v.name: e for v, e in g.bindings}
     for symbol, (planned, _, layer) in regions.items():
+        # MACs from the Relax shapes, as for any op: the attention over all T rows, the bound a step
+        # reaches at the last position (the runtime's profile has a call's own).
         rows = [
-            Placement(var, op, "npu", symbol, "npu.kv_attention", precision="fp16", macs=0) for var, op in layer.ops
+            Placement(var, op, "npu", symbol, "npu.kv_attention", precision="fp16", macs=op_macs(call_of[var]))
+            for var, op in layer.ops
         ]
         done[symbol] = (planned, rows, layer.out.name)
     return new, done
