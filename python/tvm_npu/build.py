@@ -22,7 +22,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from .backend import codegen, fallback
+from .backend import codegen, fallback, kv_cache
 from .contract.config import NPUConfig, get_config
 from .contract.errors import NPUError
 from .partition import partitioner as partition
@@ -42,6 +42,9 @@ class BuildContext:
     rejections: list = field(default_factory=list)  # partition -> report: every refused match
     streams: dict = field(default_factory=dict)  # codegen: symbol -> planned Stream
     layers: dict = field(default_factory=dict)  # codegen: symbol -> report.region_layers(...)
+    # An LLM step model whose KV cache stays on the NPU: {"step": metadata, "state_space": k} (kv_cache).
+    kv_cache: dict | None = None
+    kv_regions: dict = field(default_factory=dict)  # kv_cache: symbol -> (stream, placements, call var)
 
 
 def cpu_pipeline() -> tvm.transform.Pass:
@@ -68,8 +71,32 @@ def _bind_params(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:
     return bind_params(mod, ctx.params)
 
 
+def _kv_cache(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:
+    if ctx.kv_cache is None:
+        return mod
+    mod, ctx.kv_regions = kv_cache.make_resident(
+        mod, ctx.config, ctx.kv_cache["step"], ctx.kv_cache["state_space"], ctx.rejections
+    )
+    ctx.streams.update({s: planned for s, (planned, _, _) in ctx.kv_regions.items()})
+    ctx.layers.update({s: kv_cache.region_layers(planned) for s, (planned, _, _) in ctx.kv_regions.items()})
+    if ctx.report is not None:
+        ctx.report.kv_placements = {var: rows for _, rows, var in ctx.kv_regions.values()}
+        ctx.report.kv_cache = {
+            "resident": bool(ctx.kv_regions),
+            "state_space": ctx.kv_cache["state_space"] if ctx.kv_regions else 0,
+            "regions": sorted(ctx.kv_regions),
+            "refused": [
+                {"code": r.code, "reason": r.reason, "detail": r.detail}
+                for r in ctx.rejections
+                if r.pattern == "npu.kv_attention"
+            ],
+        }
+    return mod
+
+
 def _partition(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:
     mod = partition.partition_for_npu(mod, ctx.config, ctx.rejections)
+    mod = kv_cache.link(mod, ctx.kv_regions)
     if ctx.report is not None:
         ctx.report.config = ctx.config.to_dict()
         ctx.report.record_partition(mod, ctx.rejections)
@@ -96,6 +123,7 @@ def _cpu_lowering(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:  # noqa
 # The stages of a build, in order: (name for dump_after and the log, function(mod, ctx) -> mod).
 STAGES = (
     ("bind_params", _bind_params),
+    ("kv_cache", _kv_cache),
     ("partition", _partition),
     ("codegen", _codegen),
     ("cpu_lowering", _cpu_lowering),
@@ -137,6 +165,7 @@ def npu_pipeline(
     report: report_mod.BuildReport | None = None,
     dump_after: str | None = None,
     params: dict | None = None,
+    kv_cache: dict | None = None,
 ) -> tvm.transform.Pass:
     """The Relax pipeline "npu": every stage of STAGES on the module `tvm.compile` gives it.
 
@@ -150,13 +179,16 @@ def npu_pipeline(
         Print the module after this stage (a name in STAGES) — for debugging.
     params : dict, optional
         Weights to bind into `main` as constants, by parameter name.
+    kv_cache : dict, optional
+        For an LLM step model (docs/llm.md): {"step": its metadata, "state_space": k != 0} keeps its KV
+        cache on the NPU (backend/kv_cache.py; `main` becomes (input_ids, position) -> (logits,)).
     """
     cfg = get_config(config)
 
     @tvm.transform.module_pass(opt_level=0, name="NPUPipeline")
     def _pipeline(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         # A fresh context per module: a pipeline object applied twice keeps the two builds apart.
-        return run_stages(mod, BuildContext(cfg, report, params, dump_after))
+        return run_stages(mod, BuildContext(cfg, report, params, dump_after, kv_cache=kv_cache))
 
     return _pipeline
 
@@ -220,6 +252,7 @@ def build(
     config: NPUConfig | str | None = None,
     report: report_mod.BuildReport | None = None,
     dump_after: str | None = None,
+    kv_cache: dict | None = None,
 ):
     """Compile a Relax module: NPU-supported regions for the NPU, the rest for the host CPU.
 
@@ -237,10 +270,12 @@ def build(
         Filled with where each op ran and the plan of each NPU region.
     dump_after : str, optional
         Print the module after this stage (a name in STAGES) — for debugging.
+    kv_cache : dict, optional
+        An LLM step model's resident KV cache: {"step": metadata, "state_space": k} (tvm_npu.llm sets it).
 
     Returns
     -------
     tvm.relax.Executable
         Run it with `tvm.relax.VirtualMachine(ex, tvm.cpu())`, or `tvm_npu.export_library(ex, path)`.
     """
-    return tvm.compile(mod, target=target, relax_pipeline=npu_pipeline(config, report, dump_after, params))
+    return tvm.compile(mod, target=target, relax_pipeline=npu_pipeline(config, report, dump_after, params, kv_cache))

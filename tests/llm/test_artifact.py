@@ -16,11 +16,25 @@ def test_export_load_round_trip_gives_identical_logits(lm, tmp_path):
         assert sorted(tar.getnames()) == ["decode.so", "llm.json", "prefill.so"]
     loaded = tvm_npu.llm.load(path)
     ids = np.array([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5])  # 11 tokens: two chunks
-    assert np.array_equal(loaded.prefill(ids), lm.prefill(ids))
-    for t in (7, 0, 255):
-        assert np.array_equal(loaded.decode(t), lm.decode(t))
+    # One sequence after the other: the loaded LLM names the same state space as `lm` (one NPU cache).
+    want = [lm.prefill(ids)] + [lm.decode(t) for t in (7, 0, 255)]
+    got = [loaded.prefill(ids)] + [loaded.decode(t) for t in (7, 0, 255)]
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
     assert loaded.placements == lm.placements
     assert loaded.profile()["decode"]["cycles"] == lm.profile()["decode"]["cycles"] > 0
+
+
+def test_two_llms_on_one_cache_refuse_to_decode_on_the_others_rows(lm, tmp_path):
+    """The same artifact loaded twice shares the NPU's cache (one state space): after the other's prefill,
+    a decode is ERR_LLM_STATE, never a step on the other sequence's rows; a prefill takes the cache back."""
+    loaded = tvm_npu.llm.load(lm.export_library(tmp_path / "lm.so"))
+    first = lm.prefill(np.array([5, 6, 7]))
+    loaded.prefill(np.array([9, 9]))
+    with pytest.raises(tvm_npu.NPUError) as err:
+        lm.decode(1)
+    assert err.value.code == "ERR_LLM_STATE"
+    assert np.array_equal(lm.prefill(np.array([5, 6, 7])), first)
+    lm.decode(1)
 
 
 def test_damaged_artifact_is_refused(lm, tmp_path):

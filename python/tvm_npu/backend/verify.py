@@ -38,6 +38,7 @@ from ..contract.stream import (
     SLICE_ALIGNMENT,
     UNARY_TABLE_BYTES,
     Stream,
+    at_position,
     operand_dtype,
 )
 
@@ -213,7 +214,7 @@ def _check_static(i: int, cmd, stream: Stream, reads: list, writes: list) -> Non
     for e, k in cmd.waits.items():
         if e not in ENGINES or not 0 <= k <= NO_WAIT:
             _fail(i, cmd, f"invalid wait {e}={k}")
-    limits = {"SRAM": (0, cfg.sram_bytes), "DDR": (0, stream.ddr_bytes)}
+    limits = {"SRAM": (0, cfg.sram_bytes), "DDR": (0, stream.ddr_bytes + stream.state_bytes)}
     for n, (space, what, addr, rows, row_bytes, stride) in enumerate(reads + writes):
         if rows <= 0 or row_bytes <= 0:
             _fail(i, cmd, f"{what} moves no data ({rows} rows of {row_bytes} bytes)")
@@ -250,6 +251,11 @@ def verify(stream: Stream) -> None:
         A planned (or decoded) stream; its config, weights and ddr_bytes give the address spaces,
         its input and output tensor descriptors the DDR bytes staged before and read after the run.
 
+    A command with a `pos_mode` (format 1.4) is checked as it runs at position 0 and at the planner's
+    position limit (`stream.info["position_limit"]`): its footprints only grow with the position, so the
+    two bound every call the runtime accepts; the hazards are decided on the widest footprints. The state
+    region after `ddr_bytes` holds what the previous call left, so it counts as written before command 0.
+
     Raises
     ------
     NPUError
@@ -260,7 +266,9 @@ def verify(stream: Stream) -> None:
     if not cmds or cmds[-1].op != "END":
         raise NPUError("ERR_BAD_STREAM", "the stream does not end with END")
     sram = _Bytes(stream.config.sram_bytes, (_NEVER,) + _NO_READERS)
-    ddr = _Bytes(stream.ddr_bytes, (_NEVER,) + _NO_READERS)
+    ddr = _Bytes(stream.ddr_bytes + stream.state_bytes, (_NEVER,) + _NO_READERS)
+    ddr.update(stream.ddr_bytes, stream.ddr_bytes + stream.state_bytes, lambda lo, hi, s: (_BEFORE,) + _NO_READERS)
+    limit = stream.info.get("position_limit", 0)
     # The runtime copies the weight image and stages the inputs before command 0.
     ddr.update(0, len(stream.weights), lambda lo, hi, s: (_BEFORE,) + _NO_READERS)
     tensor_spans = {}
@@ -285,9 +293,12 @@ def verify(stream: Stream) -> None:
     for i, cmd in enumerate(cmds):
         if cmd.op == "END" and i != len(cmds) - 1:
             _fail(i, cmd, "END before the last command")
-        reads, writes = _footprints(cmd, stream.config.alignment)
         if cmd.op not in ("END", "DMA_LOAD", "DMA_STORE") + COMPUTE_OPS:
             _fail(i, cmd, "unknown opcode")
+        if cmd.args.get("pos_mode", 0) and limit:  # at p = 0, then the widest at the limit
+            _check_static(i, cmd, stream, *_footprints(cmd, stream.config.alignment))
+            cmd = at_position(cmd, limit)
+        reads, writes = _footprints(cmd, stream.config.alignment)
         _check_static(i, cmd, stream, reads, writes)
         # Issue is in stream order, so what was complete at the previous issue still is; each wait
         # adds the forced prefix and everything that was complete when its last command started.

@@ -183,6 +183,26 @@ def _stream_minor(stream: Stream) -> int:
     return max(written_minor(stream.commands), _STATE_MINOR if stateful else 0)
 
 
+def at_position(cmd: Command, p: int) -> Command:
+    """The command a `pos_mode` command runs as at position `p` (its effective operands, docs/npu.md
+    section 3); a command with pos_mode 0 is returned as it is."""
+    mode = cmd.args.get("pos_mode", 0)
+    if not mode or not p:
+        return cmd
+    a = dict(cmd.args)
+    if cmd.op in ("DMA_LOAD", "DMA_STORE"):
+        if mode & 1:
+            a["ddr_addr"] += p * a["ddr_stride"]
+        if mode & 2:
+            a["rows"] += p
+    elif cmd.op == "SOFTMAX":
+        a["row_elems"] += p
+    elif cmd.op == "MATMUL":
+        a["n"] += p if mode & 1 else 0
+        a["k"] += p if mode & 2 else 0
+    return Command(cmd.op, a, cmd.waits, cmd.note)
+
+
 def check_state_fits(ddr_bytes: int, state_bytes: int, what: str = "the KV cache") -> None:
     """ERR_MEMORY_OVERFLOW unless a stream's DDR (weights and activations, `ddr_bytes`) and its state region
     (`state_bytes`, reserved at compile time) fit the 2^32 bytes its 32-bit DDR addresses reach."""

@@ -1,14 +1,19 @@
 """`tvm_npu.llm.compile` and the `LLM` it returns: prefill, decode, generate on two compiled step models.
 
-The KV cache is held here, by the host (a list of float32 tensors, K and V per layer, T = max_context
-rows each), and passed to every step call; the step returns the new cache. Every argument is checked
-before anything runs, so a bad call raises a coded NPUError and leaves the cache and the sequence as
-they were (docs/llm.md, "Errors").
+The KV cache stays on the NPU when the compiler takes every layer's attention (kv_cache="npu", the
+default; backend/kv_cache.py): the two steps are compiled as their resident variants, whose attention
+regions share one state space, so the cache is one set of state slots both steps read and write, and a
+call passes only the ids and the position. Otherwise (kv_cache="host", or a model whose attention the
+compiler refuses; the build reports say why) the host holds it (a list of float32 tensors, K and V per
+layer, T = max_context rows each), passed to every step call, which returns the new cache. Every
+argument is checked before anything runs, so a bad call raises a coded NPUError and leaves the cache and
+the sequence as they were (docs/llm.md, "Errors").
 """
 
 from __future__ import annotations
 
 import numbers
+import secrets
 
 import numpy as np
 import tvm
@@ -37,7 +42,22 @@ def _regions(report: BuildReport) -> dict:
     }
 
 
-def compile(model, max_context: int | None = None, config="npu-ref", weights: str = "fp16", prefill_len=None):
+# State space -> id of the LLM whose sequence its cache holds. The runtime shares a space's cache between
+# every module naming it; two LLMs of one artifact loaded in one process name the same space, so one of
+# them may overwrite the other's cache. A decode checks it still owns the cache (ERR_LLM_STATE otherwise)
+# rather than continue on another sequence's rows. Process-wide by nature, like the runtime's state store.
+_OWNER: dict = {}
+
+
+def _state_space() -> int:
+    """A state space for one compiled LLM: non-zero, and unlike another LLM's of this process (a space is
+    one cache for every module that names it, docs/npu.md section 3)."""
+    return secrets.randbits(31) | 1
+
+
+def compile(
+    model, max_context: int | None = None, config="npu-ref", weights: str = "fp16", prefill_len=None, kv_cache="npu"
+):
     """Compile a decoder's prefill and decode steps for the NPU (NPU regions, the rest on the CPU).
 
     Parameters
@@ -57,6 +77,9 @@ def compile(model, max_context: int | None = None, config="npu-ref", weights: st
         activations fp16 (W8A16, CONV2D's `w_dtype`): one byte per weight read per token instead of two.
     prefill_len : int, optional
         The prefill bucket S (default 32, at most max_context) with a builder.
+    kv_cache : str
+        "npu" (default): the cache resident on the NPU when the compiler takes every layer's attention
+        (else held by the host, the reports' rejections saying why); "host": held by the host.
 
     Returns
     -------
@@ -64,24 +87,38 @@ def compile(model, max_context: int | None = None, config="npu-ref", weights: st
     """
     if weights not in ("fp16", "int8"):
         raise NPUError("ERR_INVALID_CONFIG", f'weights={weights!r}: use "fp16" or "int8"')
+    if kv_cache not in ("npu", "host"):
+        raise NPUError("ERR_INVALID_CONFIG", f'kv_cache={kv_cache!r}: use "npu" or "host"')
     cfg = get_config(config)
     (pre_mod, pre_info), (dec_mod, dec_info) = steps.resolve(model, max_context, prefill_len)
     if weights == "int8":  # W8A16: every constant dense weight as int8 codes and per-column fp32 scales
         same = pre_mod is dec_mod
         dec_mod = quantize_weights_int8(dec_mod)
         pre_mod = dec_mod if same else quantize_weights_int8(pre_mod)
-    built = {}
-    for name, mod in (("prefill", pre_mod), ("decode", dec_mod)):
-        if name == "prefill" and pre_mod is dec_mod:
-            continue
-        report = BuildReport()
-        built[name] = (build(mod, config=cfg, report=report), report)
+    pairs = [("prefill", pre_mod, pre_info), ("decode", dec_mod, dec_info)]
+    pairs = pairs[1:] if pre_mod is dec_mod else pairs
+    space = _state_space()
+
+    def build_all(resident: bool) -> dict:
+        out = {}
+        for name, mod, info in pairs:
+            report = BuildReport()
+            kv = {"step": info, "state_space": space} if resident else None
+            out[name] = (build(mod, config=cfg, report=report, kv_cache=kv), report)
+        return out
+
+    built = build_all(kv_cache == "npu")
+    resident = all(r.kv_cache.get("resident") for _, r in built.values())
+    if kv_cache == "npu" and not resident and any(r.kv_cache.get("resident") for _, r in built.values()):
+        built = build_all(False)  # one step took the cache and the other did not: both keep it on the host
     meta = {
         "step": dec_info,
         "prefill_len": pre_info["seq_len"],
         "config": cfg.to_dict(),
         "weights": weights,
         "shared": pre_mod is dec_mod,
+        "kv_cache": "npu" if resident else "host",
+        "state_space": space if resident else 0,
         "placements": {k: _placements(r) for k, (_, r) in built.items()},
         "regions": {k: _regions(r) for k, (_, r) in built.items()},
     }
@@ -100,12 +137,14 @@ class LLM:
         self.layers, self.vocab, self.max_context = info["layers"], info["vocab"], info["max_context"]
         self.prefill_len = meta["prefill_len"]
         self._cache_shape = (1, info["kv_heads"], self.max_context, info["head_dim"])
+        self.resident = meta.get("kv_cache") == "npu"  # the cache is the steps' shared NPU state
         self._runners = {
             name: StepRunner(
                 ex,
                 dict(info, seq_len=1 if name == "decode" else self.prefill_len),
                 meta["regions"][name],
                 meta["config"],
+                self.resident,
             )
             for name, ex in executables.items()
         }
@@ -119,13 +158,21 @@ class LLM:
 
     def reset(self) -> None:
         """Forget the sequence: zero the cache, and the profile; decode needs a prefill again."""
-        zeros = np.zeros(self._cache_shape, np.float32)
-        self._cache = [tvm.runtime.tensor(zeros) for _ in range(2 * self.layers)]
+        if self.resident:
+            self._runners["decode"].reset_state()
+            _OWNER[self.meta["state_space"]] = id(self)
+            self._cache: list = []
+        else:
+            zeros = np.zeros(self._cache_shape, np.float32)
+            self._cache = [tvm.runtime.tensor(zeros) for _ in range(2 * self.layers)]
         self.length: int | None = None  # tokens in the cache; None before a prefill
         self._stats: dict = {"prefill": {}, "decode": {}}
 
     def cache(self) -> list[np.ndarray]:
-        """The KV cache as numpy copies: [key 0, value 0, key 1, ...], each [1, H_kv, T, D]."""
+        """The KV cache as numpy copies: [key 0, value 0, key 1, ...], each [1, H_kv, T, D] (float32; a
+        resident cache's fp16 rows widened)."""
+        if self.resident:
+            return self._runners["decode"].state(self.layers, self._cache_shape)
         return [c.numpy() for c in self._cache]
 
     def prefill(self, ids) -> np.ndarray:
@@ -140,7 +187,12 @@ class LLM:
                 "larger max_context",
             )
         runner = self._runners["prefill"]
-        cache = [tvm.runtime.tensor(np.zeros(self._cache_shape, np.float32)) for _ in range(2 * self.layers)]
+        if self.resident:  # a new sequence starts from a zero cache
+            runner.reset_state()
+            _OWNER[self.meta["state_space"]] = id(self)
+            cache: list = []
+        else:
+            cache = [tvm.runtime.tensor(np.zeros(self._cache_shape, np.float32)) for _ in range(2 * self.layers)]
         stats: dict = {}
         for start in range(0, n, S):
             # The last chunk is padded at its end (the causal mask keeps padding out of every real token's
@@ -166,6 +218,12 @@ class LLM:
                 "ERR_LLM_CONTEXT",
                 f"the sequence already holds max_context {self.max_context} tokens: no cache row is left for "
                 "another; start a new sequence (prefill) or compile with a larger max_context",
+            )
+        if self.resident and _OWNER.get(self.meta["state_space"]) != id(self):
+            raise NPUError(
+                "ERR_LLM_STATE",
+                "another LLM sharing this one's state space (the same artifact loaded twice) has used the NPU's "
+                "KV cache since this sequence's prefill: prefill again (or run the two one after the other)",
             )
         runner = self._runners["decode"]
         logits, self._cache = runner.run(np.array([[token]], np.int64), self.length, self._cache)
@@ -232,8 +290,10 @@ class LLM:
         """{"prefill": ..., "decode": ...}: the last prefill (all its chunks) and every decode step since,
         on the NPU regions of the cycle model (CPU ops are not counted): cycles, ddr_bytes, macs,
         mac_util (MACs over the MAC slots of the cycles), tokens, tokens_per_s at the config's clock,
-        host_s and host_tokens_per_s (wall time of the whole step, CPU ops included), kv_bytes (the static
-        cache every step reads and writes: float32, K and V of every layer)."""
+        host_s and host_tokens_per_s (wall time of the whole step, CPU ops included), kv_bytes: with the
+        cache on the NPU the fp16 K and V rows the steps read ([0, position + S) of every layer and KV
+        head, summed over the calls), with a host-held cache the static cache every step reads and
+        writes (float32, K and V of every layer)."""
         conf = self.meta["config"]
         clock = conf["clock_mhz"] * 1e6
         kv = 2 * self.layers * int(np.prod(self._cache_shape)) * 4
@@ -250,7 +310,7 @@ class LLM:
                 "tokens_per_s": tokens * clock / cycles if cycles else None,
                 "host_s": host,
                 "host_tokens_per_s": tokens / host if host else None,
-                "kv_bytes": kv,
+                "kv_bytes": s.get("kv_bytes", 0) if self.resident else kv,
             }
         return out
 

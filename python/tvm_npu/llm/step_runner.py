@@ -1,7 +1,10 @@
 """One compiled step (prefill or decode): its Relax VM, its NPU modules and what one call cost on them.
 
-The cache is not held here: a call takes the cache tensors and returns the new ones (the step model's
-outputs), so a call that fails leaves the caller's cache as it was.
+Two kinds of step (docs/llm.md, "The cache on the NPU"):
+- resident (the default): the cache is the state of the step's attention regions, shared with the other
+  step through their state space; a call takes the ids and the position only.
+- host-held: a call takes the cache tensors and returns the new ones (the step model's outputs), so a
+  call that fails leaves the caller's cache as it was.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from tvm import relax
 
 from .. import runtime
 
+KV_SYMBOL = "tvm_npu_kv_attention_"  # backend/kv_cache.py's region symbols, then the layer
+
 
 class StepRunner:
     """A compiled step model: `run(ids [1, S], position, cache)` -> (logits [S, vocab], new cache).
@@ -21,24 +26,49 @@ class StepRunner:
     `regions` is the build report's region summaries (symbol -> {"command_layers", "layers", ...}),
     kept to weigh each command's MACs by its layer's dtype for the MAC utilization."""
 
-    def __init__(self, executable, info: dict, regions: dict, config: dict):
+    def __init__(self, executable, info: dict, regions: dict, config: dict, resident: bool = False):
         self.executable = executable
         self.info = info
         self.regions = regions
         self.config = config
+        self.resident = resident
         self.vm = relax.VirtualMachine(executable, tvm.cpu())
         self.modules = runtime.npu_modules(self.vm)
+        # The attention regions by layer: their state slots (2i, 2i + 1) are layer i's keys and values.
+        self.kv_modules = {}
+        for m in self.modules:
+            symbol = runtime.profile_of(m)["symbol"]
+            if symbol.startswith(KV_SYMBOL):
+                self.kv_modules[int(symbol[len(KV_SYMBOL) :])] = m
         self.last: dict = {}  # the counters of the last call (see `_counters`)
 
     def run(self, ids: np.ndarray, position: int, cache: list) -> tuple[np.ndarray, list]:
         for m in self.modules:
             m["reset_profile"]()
-        args = [tvm.runtime.tensor(ids), tvm.runtime.tensor(np.array([position], np.int64)), *cache]
+        args = [tvm.runtime.tensor(ids), tvm.runtime.tensor(np.array([position], np.int64))]
+        args += [] if self.resident else cache
         start = time.perf_counter()
         out = self.vm["main"](*args)
         logits = out[0].numpy()[0]
         self.last = self._counters(time.perf_counter() - start)
+        if self.resident:  # fp16 K and V rows [0, position + S) read per layer and KV head
+            i = self.info
+            self.last["kv_bytes"] = 2 * i["layers"] * i["kv_heads"] * (position + ids.shape[1]) * i["head_dim"] * 2
         return logits, [out[i] for i in range(1, len(out))]
+
+    def reset_state(self) -> None:
+        """Zero the resident cache (every module of the state space sees it)."""
+        for m in self.kv_modules.values():
+            m["reset_state"]()
+
+    def state(self, layers: int, shape: tuple) -> list[np.ndarray]:
+        """The resident cache as float32 copies [key 0, value 0, key 1, ...] of `shape` each."""
+        out = []
+        for i in range(layers):
+            for slot in (2 * i, 2 * i + 1):
+                raw = bytes(self.kv_modules[i]["get_state"](slot))
+                out.append(np.frombuffer(raw, np.float16).astype(np.float32).reshape(shape))
+        return out
 
     def _counters(self, host_s: float) -> dict:
         """What the last call cost on the NPU regions (the cycle model; CPU ops are not in the cycles):

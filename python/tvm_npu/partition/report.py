@@ -49,10 +49,14 @@ class BuildReport:
     placements: list = field(default_factory=list)
     regions: dict = field(default_factory=dict)  # symbol -> summary
     boundaries: dict = field(default_factory=dict)  # symbol -> {"inputs": [...], "outputs": [...], ...}
+    # A step model's resident KV cache (backend/kv_cache.py): the region call's var -> its op rows, and
+    # {"resident", "state_space", "regions"}.
+    kv_placements: dict = field(default_factory=dict)
+    kv_cache: dict = field(default_factory=dict)
 
     def record_partition(self, mod: tvm.IRModule, rejections: list) -> None:
         """Fill placements and boundaries from a partitioned module (before RunCodegen)."""
-        self.placements = placements(mod, rejections)
+        self.placements = placements(mod, rejections, self.kv_placements)
         self.boundaries = {}
         try:
             self.boundaries, cpu_costs = boundaries(mod)
@@ -455,8 +459,9 @@ def _composite_ops(func: relax.Function):
                         yield str(comp.attrs["Composite"]), call.op.name, cb.var.name, call, env
 
 
-def placements(mod: tvm.IRModule, rejections: list) -> list[Placement]:
-    """One Placement per op call in `main` of a partitioned module (before RunCodegen)."""
+def placements(mod: tvm.IRModule, rejections: list, kv: dict | None = None) -> list[Placement]:
+    """One Placement per op call in `main` of a partitioned module (before RunCodegen); `kv` maps the var
+    of a resident KV cache region's call to the rows of the ops it replaced."""
     refused = {r.var: r for r in rejections}
     # A bias add or clip refused as part of a conv / dense says why it could not fuse; that beats
     # its own check's refusal as a lone op (a constant operand, no lone clip pattern).
@@ -467,6 +472,9 @@ def placements(mod: tvm.IRModule, rejections: list) -> list[Placement]:
         for b in block.bindings:
             call = b.value
             if not isinstance(call, relax.Call):
+                continue
+            if kv and b.var.name in kv:
+                rows.extend(kv[b.var.name])
                 continue
             if isinstance(call.op, tvm.ir.GlobalVar):
                 func = mod[call.op]

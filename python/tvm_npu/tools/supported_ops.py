@@ -16,7 +16,7 @@ from tvm.relax import dpl
 from ..frontend import onnx_attributes as OA
 from ..partition import attributes as A
 from ..partition import constraints as C
-from ..partition import internal, patterns, regions
+from ..partition import internal, kv_cache_check, patterns, regions
 
 UNSUPPORTED = ("NPU_E_UNSUPPORTED_OP", "no NPU pattern covers the op (the report names the op).")
 
@@ -150,6 +150,9 @@ def render() -> str:
     # Whole NPU regions: after merging (regions.py), and after a failed compile (unpartition.py).
     for c in regions.REGION_CONSTRAINTS + [internal.constraint_internal_error]:
         lines.append(f"| `{C.reason_code(c)}` | {_text(c)} | (region) |")
+    # An LLM step model's resident KV cache (kv_cache_check.py): refused, the model keeps a host-held cache.
+    for c in kv_cache_check.KV_CONSTRAINTS:
+        lines.append(f"| `{C.reason_code(c)}` | {_text(c)} | (KV cache) |")
     return "\n".join(lines + _onnx_section()) + "\n"
 
 

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 from ...contract.config import NPUConfig
-from ...contract.stream import DTYPE_NAMES, ENGINES, NORM_KINDS, Command, two_byte_lanes
+from ...contract.stream import DTYPE_NAMES, ENGINES, NORM_KINDS, Command, at_position, two_byte_lanes
 from ...contract.stream import DTYPES as DTYPES_BY_NAME
 
 
@@ -130,14 +130,16 @@ class Estimate:
     schedule: list = field(default_factory=list)  # (issue, start, end) per command
 
 
-def estimate(cfg: NPUConfig, commands: list[Command]) -> Estimate:
-    """Time a command list with the issue rule and engine formulas of docs/npu.md section 5."""
+def estimate(cfg: NPUConfig, commands: list[Command], position: int = 0) -> Estimate:
+    """Time a command list with the issue rule and engine formulas of docs/npu.md section 5; a `pos_mode`
+    command (format 1.4) with its effective operands at `position` (docs/npu.md section 3)."""
     est = Estimate()
     ends = {e: [] for e in ENGINES}  # end cycle of each command issued to an engine, in order
     busy = dict.fromkeys(ENGINES, 0)
     ddr_busy = 0
     prev_issue = -1
     for cmd in commands:
+        cmd = at_position(cmd, position)
         t_issue = prev_issue + 1
         for engine, k in cmd.waits.items():
             n = len(ends[engine])

@@ -1,0 +1,165 @@
+"""Stage 2a (LLM step models only) — the KV cache resident on the NPU (docs/llm.md, "The cache on the NPU").
+
+For a step model compiled with `kv_cache=` (tvm_npu.llm does), each layer's cache write and attention
+(partition/kv_cache_check.py recognises them) becomes one NPU region whose keys and values are two state
+slots (2i, 2i + 1) of a shared state space, and `main` becomes the *resident variant* of the step:
+
+    main(input_ids, position) -> (logits,)
+
+The cache parameters and the `cache_out.*` outputs are gone: the state region is the cache, kept by the
+runtime between calls and shared by every module of the state space (prefill and decode). The region is
+planned, verified and encoded here (backend/plan/kv_plan.py), and `main` calls its runtime module
+directly (`call_dps_packed` of its symbol; the module goes to the IRModule's `external_mods`, as
+RunCodegen's do), before the rest of the model is partitioned as usual. A model whose attention does not
+match in every layer keeps its signature and its host-held cache; the rejections say why.
+
+Unlike an ordinary region, a resident one cannot fall back to the CPU (the CPU has no cache once the
+signature has dropped it): any failure to plan it is raised, coded, before `main` is rewritten.
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import relax
+
+from .. import runtime
+from ..contract import stream
+from ..contract.config import NPUConfig
+from ..ir.graph import BLOCK_BUILDER_LOCK, Graph, free_vars, subst
+from ..partition.kv_cache_check import find_layers
+from ..partition.report import Placement, op_macs
+from .plan.kv_plan import plan_kv_attention
+from .verify import verify
+
+
+def _live(g: Graph, roots: list, replaced: dict) -> set:
+    """The bindings `roots` need, reading a replaced binding's region inputs instead of its own."""
+    need, todo = set(), list(roots)
+    while todo:
+        v = todo.pop()
+        if v in need or v not in g.value:
+            continue
+        need.add(v)
+        todo.extend(replaced[v] if v in replaced else free_vars(g.value[v]))
+    return need
+
+
+def make_resident(mod: tvm.IRModule, cfg: NPUConfig, step: dict, state_space: int, log: list) -> tuple:
+    """(the resident variant of `mod`, {symbol: (planned stream, placements)}), or (`mod`, {}) when a
+    layer is refused (the Rejections appended to `log`).
+
+    `step` is the step metadata (docs/llm.md); `state_space` the non-zero space the prefill and decode
+    steps of one LLM share."""
+    # The whole cache (every layer's slots, one state space) against the 32-bit DDR addresses first: a
+    # max_context that cannot fit is a compile-time error naming the bytes, not a quiet host fallback.
+    L, H_kv, T, D = (step[k] for k in ("layers", "kv_heads", "max_context", "head_dim"))
+    row = -(-D * 2 // cfg.alignment) * cfg.alignment
+    stream.check_state_fits(
+        0, 2 * L * H_kv * T * row, f"the KV cache ({L} layers x 2 x {H_kv} heads x {T} rows x {row} B)"
+    )
+    main = mod["main"]
+    layers = find_layers(main, step, cfg, log)
+    if layers is None:
+        return mod, {}
+    g = Graph(main)
+    position = g.params[1]
+    regions, replaced, calls = {}, {}, {}
+    for layer in layers:
+        symbol = f"tvm_npu_kv_attention_{layer.layer}"
+        planned = plan_kv_attention(cfg, layer, (2 * layer.layer, 2 * layer.layer + 1), state_space)
+        verify(planned)  # a planner bug is a compile-time error here, never a wrong cache
+        regions[symbol] = (planned, stream.encode(planned), layer)
+        replaced[layer.out] = [layer.q, layer.k_new, layer.v_new, position]
+        calls[layer.out] = symbol
+    out = main.body.body
+    logits = (g.value[out] if isinstance(out, relax.Var) and out in g.value else out).fields[0]
+    need = _live(g, [logits], replaced)
+
+    bb = relax.BlockBuilder()
+    stand_ins = {}
+    for layer in layers:
+        symbol = calls[layer.out]
+        args = [relax.Var(f"x{j}", x.ty) for j, x in enumerate(replaced[layer.out])]
+        body = relax.op.zeros(layer.out.ty.shape, "float32")
+        stand_ins[symbol] = bb.add_func(
+            relax.Function(args, body, layer.out.ty).with_attr("global_symbol", symbol), symbol
+        )
+    params = [relax.Var(p.name, p.ty) for p in g.params[:2]]
+    m = dict(zip(g.params[:2], params))
+    attrs = dict(main.attrs) if main.attrs else {}
+    attrs["num_input"] = 2
+    with BLOCK_BUILDER_LOCK, bb.function("main", params, attrs=attrs):
+        with bb.dataflow():
+            for v, e in g.bindings:
+                if v not in need:
+                    continue
+                if v in calls:  # a stand-in until the partition is done (see `link`)
+                    e = relax.Call(stand_ins[calls[v]], [m[x] for x in replaced[v]])
+                else:
+                    e = subst(e, m)
+                m[v] = bb.emit(e, name_hint=v.name)
+            result = bb.emit_output(relax.Tuple([m[logits]]))
+        bb.emit_func_output(result)
+    built = bb.get()
+    ext = list(mod.attrs["external_mods"]) if mod.attrs is not None and "external_mods" in mod.attrs else []
+    ext += [runtime.create_module(symbol, blob) for symbol, (_, blob, _) in regions.items()]
+    funcs = {gv: f for gv, f in mod.functions.items() if gv.name_hint != "main"}
+    funcs.update(dict(built.functions.items()))
+    new = tvm.IRModule(funcs, attrs=mod.attrs).with_attr("external_mods", ext)
+    done, call_of = {}, {v.name: e for v, e in g.bindings}
+    for symbol, (planned, _, layer) in regions.items():
+        # MACs from the Relax shapes, as for any op: the attention over all T rows, the bound a step
+        # reaches at the last position (the runtime's profile has a call's own).
+        rows = [
+            Placement(var, op, "npu", symbol, "npu.kv_attention", precision="fp16", macs=op_macs(call_of[var]))
+            for var, op in layer.ops
+        ]
+        done[symbol] = (planned, rows, layer.out.name)
+    return new, done
+
+
+def region_layers(planned) -> dict:
+    """report.region_layers's summary of a resident attention region: one fp16 layer per KV head (its
+    commands' note); MACs and bytes depend on the position, so the runtime's per-call profile has them."""
+    notes = [c.note for c in planned.commands]
+    empty = {"macs": 0, "vector_steps": 0, "weight_bytes": 0, "input_bytes": [], "output_bytes": 0}
+    layers = [
+        {
+            "name": n,
+            "composite": "npu.kv_attention",
+            "kind": "matmul",
+            "dtype": "float16",
+            **empty,
+            "region_io_bytes": 0,
+        }
+        for n in dict.fromkeys(n for n in notes if n)
+    ]
+    io = lambda role: [t.view[1] * t.row_stride for t in planned.tensors if t.role == role]  # noqa: E731
+    return {"layers": layers, "input_bytes": io("input"), "output_bytes": io("output"), "command_layers": notes}
+
+
+@relax.expr_functor.mutator
+class _Link(relax.PyExprMutator):
+    def __init__(self, mod, symbols):
+        super().__init__(mod)
+        self.symbols = symbols
+
+    def visit_call_(self, call):
+        call = super().visit_call_(call)
+        if isinstance(call.op, tvm.ir.GlobalVar) and call.op.name_hint in self.symbols:
+            return relax.call_dps_packed(call.op.name_hint, relax.Tuple(list(call.args)), call.ty)
+        return call
+
+
+def link(mod: tvm.IRModule, symbols) -> tvm.IRModule:
+    """`mod` with each stand-in call of a resident region (make_resident) turned into the call of its
+    runtime module's symbol, and the stand-ins removed: after the partition, whose MergeCompositeFunctions
+    takes no external function in `main`."""
+    symbols = set(symbols)
+    if not symbols:
+        return mod
+    main = _Link(mod, symbols).visit_expr(mod["main"])
+    funcs = {
+        gv: (main if gv.name_hint == "main" else f) for gv, f in mod.functions.items() if gv.name_hint not in symbols
+    }
+    return tvm.IRModule(funcs, attrs=mod.attrs)
