@@ -170,7 +170,8 @@ def test_a_region_cut_into_tasks_keeps_each_conversion_with_its_op():
     whole = tvm_npu.build(qmod)
     cut = tvm_npu.build(qmod, config=tvm_npu.get_config("npu-ref").replace(max_tensors=5))
     assert len(npu_modules(whole)) == 1 and len(npu_modules(cut)) >= 2
-    assert len(staged_descriptors(cut)) == len(staged_descriptors(whole)) == 5  # Y's reshape stays on the CPU
+    # Y's 4-D reshape runs on the NPU too (its tensor stored as rows, partition/layouts.py): 6 staged.
+    assert len(staged_descriptors(cut)) == len(staged_descriptors(whole)) == 6
     for seed in (7, 8):
         feeds = feeds_of(model, seed=seed)
         args = [feeds[i.name] for i in model.graph.input]

@@ -63,8 +63,8 @@ def test_reset_and_a_new_prefill_forget_the_sequence(lm):
 # Dense layers per model: gpt2 2 x (Q, K, V columns of the fused QKV, out, fc, proj) + the tied LM head;
 # llama 2 x (q, k, v, o, gate, up, down) + the LM head. Attention has 2 matmuls per layer.
 DENSE = {"gpt2": 13, "llama": 15}
-# Attention matmuls on the NPU: both per layer, in the resident KV cache regions (backend/kv_cache.py), which
-# also keep llama's Q x K^T away from the region that merged RoPE's 4-D add with it (docs/llm.md).
+# Attention matmuls on the NPU: both of every layer (Q x K^T and P x V), for both decoders, in the
+# resident KV cache regions (backend/kv_cache.py).
 ATTENTION_ON_NPU = {"gpt2": 4, "llama": 4}
 
 

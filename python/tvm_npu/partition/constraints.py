@@ -257,26 +257,44 @@ def constraint_fp16_constants(constants):
     return None
 
 
-def _rows_of(shape) -> tuple:
-    """(rows, elements per row) of a tensor as the NPU stores it (docs/npu.md section 3): NCHW maps
-    are N*H rows of W*C; other ranks are row-major with the last dimension as the row."""
-    if len(shape) == 4:
-        return shape[0] * shape[2], shape[3] * shape[1]
+NCHW, NHWC, ROWS = "NCHW", "NHWC", "ROWS"  # how the NPU stores a tensor (docs/npu.md section 3; layouts.py)
+
+
+def rows_of(shape, layout: str = ROWS) -> tuple:
+    """(rows, elements per row) of a tensor as the NPU stores it (docs/npu.md section 3): a 4-D NCHW map
+    is N*H rows of W*C; ROWS (every other rank, and a 4-D tensor of row-wise ops) is row-major with the
+    last dimension as the row."""
+    if len(shape) == 4 and layout != ROWS:
+        n, c, h, w = shape if layout == NCHW else (shape[0], shape[3], shape[1], shape[2])
+        return n * h, w * c
     rows = 1
     for d in shape[:-1]:
-        rows *= d
-    return rows, shape[-1]
+        rows *= int(d)
+    return rows, int(shape[-1])
+
+
+def reshape_layouts(src, dst) -> frozenset:
+    """The layouts of the 4-D side(s) in which a reshape `src` -> `dst` keeps the stored rows: NCHW when
+    the map's spatial dims are 1 x 1 (a larger map interleaves channels into its rows), ROWS when the
+    rows of the last axis stay the same."""
+    ok = set()
+    for layout in (NCHW, ROWS):
+        spatial = any(len(s) == 4 and s[2] * s[3] != 1 for s in (src, dst))
+        if not (layout == NCHW and spatial) and rows_of(src, layout) == rows_of(dst, layout):
+            ok.add(layout)
+    return frozenset(ok)
 
 
 def constraint_reshape_keeps_rows(call):
-    """NPU_E_LAYOUT: on the NPU a reshape is free only when it keeps the stored rows (e.g. flattening
-    [N, C, 1, 1] to [N, C]); other reshapes move data and stay on the CPU."""
+    """NPU_E_LAYOUT: on the NPU a reshape is free only when it keeps the stored rows: flattening an
+    [N, C, 1, 1] map to [N, C], or, for tensors stored as rows of their last axis (every rank but a 4-D
+    map; a 4-D tensor of matmuls, softmax, norms, rope), keeping the last axis and the product of the
+    others (e.g. [1, S, H, D] -> [1, S, H * D] is not, [1, H, S, D] -> [H, S, D] is); other reshapes move
+    data and stay on the CPU."""
     if constant_value(call.args[0]) is not None:
         return "constant input (folded at compile time instead)"
     src, dst = static_shape(call.args[0]), static_shape(call)
-    if len(src) == 4 and src[2] * src[3] != 1 or len(dst) == 4 and dst[2] * dst[3] != 1:
-        return f"reshape {list(src)} -> {list(dst)} crosses NCHW spatial dimensions"
-    return None if _rows_of(src) == _rows_of(dst) else f"reshape {list(src)} -> {list(dst)}"
+    return None if reshape_layouts(src, dst) else f"reshape {list(src)} -> {list(dst)}"
 
 
 def constraint_same_quantization(dq, q):
@@ -341,7 +359,7 @@ COMMUTATIVE = ("relax.add", "relax.multiply", "relax.maximum", "relax.minimum")
 
 def _b_mode(out, a, b) -> str | None:
     """The b_mode of ELTWISE for a = `a`, b = `b` (docs/npu.md section 6), or None. The channel axis is
-    1 of a 4-D NCHW map, else the last (a matrix row, section 3)."""
+    1 of a 4-D NCHW map, else the last (a matrix row, section 3; a 4-D tensor stored as rows)."""
     sa, sb = static_shape(a), static_shape(b)
     if sa != out or constant_value(a) is not None or len(sb) > len(out):
         return None
@@ -349,13 +367,14 @@ def _b_mode(out, a, b) -> str | None:
     if sb == out:
         return None if const_b else "same"  # a full-size constant would cost a full-size DMA per tile
     full = [1] * (len(out) - len(sb)) + list(sb)
-    axis = 1 if len(out) == 4 else len(out) - 1
     if all(d == 1 for d in full):
         return "scalar" if const_b else None
-    if full[axis] != out[axis] or any(d != 1 for i, d in enumerate(full) if i != axis):
-        return None
-    # A tensor b is a region input staged by the runtime: its host form must be one stored row.
-    return "channel" if const_b or len(out) != 4 or len(sb) == 4 else None
+    # A 4-D result's channel: axis 1 of an NCHW map, or the last axis of rows / an NHWC map (layouts.py).
+    for axis in (1, 3) if len(out) == 4 else (len(out) - 1,):
+        if full[axis] == out[axis] and all(d == 1 for i, d in enumerate(full) if i != axis):
+            # A tensor b is a region input staged by the runtime: its host form must be one stored row.
+            return "channel" if const_b or len(out) != 4 or len(sb) == 4 or axis == 3 else None
+    return None
 
 
 def broadcast_mode(call, lhs, rhs) -> tuple:
@@ -375,8 +394,9 @@ def broadcast_mode(call, lhs, rhs) -> tuple:
 
 def constraint_broadcast(call, lhs, rhs):
     """NPU_E_BROADCAST: the second operand of an elementwise add / subtract / multiply / maximum /
-    minimum must be a tensor of the output's shape, a per-channel vector (axis 1 of an NCHW map, the last
-    axis otherwise; as a tensor only [C], [1, C] or [1, C, 1, 1]) or a scalar constant; the first
+    minimum must be a tensor of the output's shape, a per-channel vector (axis 1 of an NCHW map, as a
+    tensor only [C], [1, C] or [1, C, 1, 1]; or the last axis, of any rank: a 4-D result is then stored as
+    rows of its last axis) or a scalar constant; the first
     operand must have the output's shape (a broadcast first operand only for add, multiply, maximum,
     minimum); not both constants."""
     mode, detail = broadcast_mode(call, lhs, rhs)
@@ -431,11 +451,12 @@ def constraint_staged_reshape(reshape, quantized):
 
 
 def constraint_softmax_axis(call):
-    """NPU_E_AXIS: softmax must run over the last axis of a tensor of rank 1 to 3 (a matrix's rows); a 4-D
-    map's last axis (W) is not contiguous in the NPU's NHWC layout, and other axes stay on the CPU."""
+    """NPU_E_AXIS: softmax must run over the last axis (a matrix's rows; a 4-D tensor such as attention's
+    [1, H, S, T] scores is then stored as rows of its last axis, ROWS, and a region whose conv or pool
+    needs that tensor as an NCHW map is cut there, layouts.py); other axes stay on the CPU."""
     rank = len(static_shape(call))
     axis = int(call.attrs.axis) % max(rank, 1)
-    if rank == 4 or axis != rank - 1:
+    if axis != rank - 1:
         return f"axis {int(call.attrs.axis)} of a rank-{rank} tensor"
     return None
 

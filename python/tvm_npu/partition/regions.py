@@ -3,8 +3,10 @@
 - A region too small to pay for its boundary (constraint_region_size) goes back to the CPU: its
   composites are inlined into `main`, and every op of it is reported with NPU_E_REGION_TOO_SMALL.
 - A region whose inputs plus outputs exceed `max_tensors` (the tensor table of one command stream,
-  docs/npu.md section 1) is cut into several regions, each a run of its ops in order, so every cut
-  only reads what earlier ones wrote; ERR_TASK_TOO_COMPLEX only when a single op cannot fit. The
+  docs/npu.md section 1), or in which two ops want one 4-D tensor stored in two layouts (layouts.py: a
+  conv's NCHW map read by a softmax over its last axis), is cut into several regions, each a run of its
+  ops in order, so every cut only reads what earlier ones wrote; ERR_TASK_TOO_COMPLEX only when a single
+  op cannot fit. The
   size check runs before the cut and not again: the cuts of a large region pass data to each other.
 
 Both run after MergeCompositeFunctions and before RunCodegen (partition.partition_for_npu).
@@ -22,6 +24,7 @@ from ..contract.errors import NPUError
 from ..ir import graph as relax_graph
 from ..ir.values import static_shape
 from .constraints import Rejection, reason_code, reason_text
+from .layouts import Layouts
 from .patterns import IO_COMPOSITES, QUANTIZE_INPUTS
 
 
@@ -174,9 +177,16 @@ def inline_region(bb, func, args, fresh, rejections, detail, constraint=constrai
 
 
 def _chunks(
-    calls: list, result_vars: set, limit: int, symbol: str, staged_in: set = frozenset(), staged_out: set = frozenset()
+    calls: list,
+    result_vars: set,
+    limit: int,
+    symbol: str,
+    staged_in: set = frozenset(),
+    staged_out: set = frozenset(),
+    defs: dict | None = None,
 ) -> list:
-    """Cut the calls into runs [s, e) in order, each with at most `limit` inputs plus outputs. A model
+    """Cut the calls into runs [s, e) in order, each with at most `limit` inputs plus outputs and (given the
+    composite `defs`) one layout for each of its tensors (layouts.Layouts). A model
     input's quantize stays with the calls after it and a model output's dequantize with those before it
     (`staged_in`, `staged_out`: their vars): staging converts a task's own input or output only."""
     where = {var: i for i, (var, _, _) in enumerate(calls)}
@@ -195,6 +205,11 @@ def _chunks(
         outs = [v for v, _, _ in calls[s:e] if v in result_vars or any(not s <= u < e for u in users.get(v, ()))]
         return len(ins) + len(outs)
 
+    def fits(s, e) -> bool:
+        if tensors(s, e) > limit:
+            return False
+        return defs is None or Layouts([(v, defs[c].value, args) for v, c, args in calls[s:e]]).conflict is None
+
     cuts, s = [], 0
     while s < len(calls):
         if tensors(s, s + 1) > limit:
@@ -204,9 +219,9 @@ def _chunks(
                 f"NPU takes {limit} per task",
             )
         e = s + 1
-        while e < len(calls) and tensors(s, e + 1) <= limit:  # greedy: the longest run that fits
+        while e < len(calls) and fits(s, e + 1):  # greedy: the longest run that fits
             e += 1
-        while e < len(calls) and calls[e][0] in staged_out and tensors(s, e + 1) <= limit:
+        while e < len(calls) and calls[e][0] in staged_out and fits(s, e + 1):
             e += 1  # it trades the integer output for the float one (unless that is read later too)
         while e - 1 > s and calls[e - 1][0] in staged_in:
             e -= 1
@@ -247,7 +262,7 @@ def _split(gv, func, limit: int) -> list:
     staged_in = {v for v, k in kinds.items() if k in QUANTIZE_INPUTS}
     staged_out = {v for v, k in kinds.items() if k in IO_COMPOSITES and k not in QUANTIZE_INPUTS}
     calls = _staging_beside_its_op(calls, staged_in, staged_out)
-    for k, (s, e) in enumerate(_chunks(calls, set(result), limit, gv.name_hint, staged_in, staged_out)):
+    for k, (s, e) in enumerate(_chunks(calls, set(result), limit, gv.name_hint, staged_in, staged_out, defs)):
         run = calls[s:e]
         defined = {v for v, _, _ in run}
         ins = list(
@@ -276,6 +291,12 @@ def _split(gv, func, limit: int) -> list:
         relax.expr._update_type(part, new.ty)  # calls to it in main are normalized against this type
         parts.append((part, new, ins, outs))
     return parts
+
+
+def _mixed_layouts(func: relax.Function) -> bool:
+    """Whether two ops of a region want one of its tensors in two layouts (cut then, see _chunks)."""
+    calls, defs = _calls(func)
+    return Layouts([(v, defs[c].value, args) for v, c, args in calls]).conflict is not None
 
 
 def apply(mod: tvm.IRModule, cfg: NPUConfig, rejections: list) -> tvm.IRModule:
@@ -316,7 +337,8 @@ def apply(mod: tvm.IRModule, cfg: NPUConfig, rejections: list) -> tvm.IRModule:
     too_big = {
         gv: f
         for gv, f in regions.items()
-        if gv not in small and len(f.params) + len(getattr(f.body.body, "fields", [f.body.body])) > cfg.max_tensors
+        if gv not in small
+        and (len(f.params) + len(getattr(f.body.body, "fields", [f.body.body])) > cfg.max_tensors or _mixed_layouts(f))
     }
     if not small and not too_big:
         return mod

@@ -90,12 +90,12 @@ def constraint_softmax_mask(const, shape, scale: float, in_shape):
 
 
 def constraint_norm_axes(call):
-    """NPU_E_AXIS: layer_norm and rms_norm must normalize over the last axis alone of a tensor of rank 1 to
-    3 (a matrix's rows: NORM works on rows); several axes, another axis, or a 4-D map's last axis (W, not
-    contiguous in the NPU's NHWC layout) stay on the CPU."""
+    """NPU_E_AXIS: layer_norm and rms_norm must normalize over the last axis alone (a matrix's rows: NORM
+    works on rows; a 4-D tensor is then stored as rows of its last axis, ROWS, and a region whose conv or
+    pool needs it as an NCHW map is cut there, layouts.py); several axes or another axis stay on the CPU."""
     rank = len(static_shape(call))
     axes = [int(a) % max(rank, 1) for a in call.attrs.axes]
-    if rank == 4 or axes != [rank - 1]:
+    if axes != [rank - 1]:
         return f"axes {[int(a) for a in call.attrs.axes]} of a rank-{rank} tensor"
     return None
 

@@ -1,5 +1,6 @@
 """Stage 2 — graph rewrites before quantization and partitioning: uint8 QDQ tensors as int8 ones,
-compute on constants folded, a dense layer's column split pushed into its weights, views as reshapes,
+compute on constants folded, a dense layer's column split pushed into its weights, a split into halves
+as two slices, views as reshapes,
 zero pads into conv padding, batch norm folded into convs, x * sigmoid(x) and the decomposed tanh GELU
 as the one activation each is. `run` applies them in the order of
 `PASSES`; `partition.prepare` and the quantizer call it.
@@ -18,6 +19,7 @@ from .fuse_gelu_tanh import fuse_gelu_tanh
 from .fuse_pad import fuse_pad_into_conv
 from .fuse_silu import fuse_silu
 from .split_dense_columns import split_dense_columns
+from .split_halves import split_halves
 from .uint8_as_int8 import uint8_as_int8
 from .views import views_as_reshape
 
@@ -26,6 +28,7 @@ PASSES = (
     uint8_as_int8,
     fold_constant_compute,
     split_dense_columns,
+    split_halves,
     views_as_reshape,
     fuse_pad_into_conv,
     fold_batch_norm,

@@ -19,6 +19,7 @@ from tvm import relax
 
 from ...contract.errors import NPUError
 from ...ir.graph import brief
+from ...partition.layouts import Layouts
 from .composite import Composite
 from .graph import Graph, Layer, TensorInfo
 from .region import Region
@@ -49,21 +50,26 @@ def lower_function(func: relax.Function) -> Graph:
     symbol = str(func.attrs["global_symbol"])
     region = Region(Graph(symbol), func.params)
     graph = region.graph
-    composites = {}
+    composites, calls = {}, []
     for block in func.body.blocks:
         for binding in block.bindings:
             value = binding.value
             if isinstance(value, relax.Function):
                 composites[binding.var] = value
             elif isinstance(value, relax.Call) and value.op in composites:
-                comp = Composite(region, composites[value.op], value.args, binding.var)
-                layer = lowering_for(comp.name)(comp)
-                if layer is not None:
-                    graph.layers.append(layer)
+                calls.append((binding.var, composites[value.op], value.args))
             else:
                 raise NPUError(
                     "ERR_OP_NOT_SUPPORTED", f"{brief(symbol)}: unexpected binding {binding.var.name} in an NPU region"
                 )
+    region.layouts = Layouts(calls)  # one layout per 4-D tensor; regions.py cut every region with a conflict
+    if region.layouts.conflict is not None:
+        raise NPUError("ERR_OP_NOT_SUPPORTED", f"{brief(symbol)}: {region.layouts.conflict}")
+    for var, composite, args in calls:
+        comp = Composite(region, composite, args, var)
+        layer = lowering_for(comp.name)(comp)
+        if layer is not None:
+            graph.layers.append(layer)
     body = func.body.body
     outs = list(body.fields) if isinstance(body, relax.Tuple) else [body]
     missing = [v.name for v in list(func.params) + outs if v not in graph.var_names]

@@ -87,6 +87,10 @@ class Composite:
         """The region tensor of `var` (a parameter of the composite: the region value passed to it)."""
         return self.region.tensor(self.params.get(var, var), view, layout, *self.dtypes, shape)
 
+    def layout_view(self, var, shape=None) -> tuple:
+        """(layout, device view) of the region tensor of `var` (a parameter of the composite, or its result)."""
+        return self.region.layout_view(self.params.get(var, var), shape)
+
     def connect(self, layer: Layer, data, in_view, layout, out_shape, out_view) -> Layer:
         """`layer` with its one input (`data`; in int8 the region tensor under its dequantize) and its
         output tensor: the tail of every single-input family."""

@@ -13,7 +13,7 @@ from ...partition.constraints import broadcast_mode
 from ...partition.patterns import ELTWISE_OPS
 from . import quant_params as qp
 from .composite import Composite, qparams
-from .graph import Layer, layout_view
+from .graph import Layer
 from .registry import both_datapaths, lowers
 
 
@@ -23,7 +23,7 @@ def lower_add(comp: Composite) -> Layer:
     layer = comp.layer("add")
     call = comp.calls["add"][0]
     shape = static_shape(call)
-    layout, view = layout_view(shape)
+    layout, view = comp.layout_view(comp.out_var, shape)
     for arg in call.args[:2]:
         if comp.int8:  # add(dequantize(a), dequantize(b))
             arg = comp.resolve(arg).args[0]
@@ -46,7 +46,7 @@ def lower_eltwise(comp: Composite) -> Layer:
     layer = comp.layer("eltwise", func=func)
     call = comp.calls[func][0]
     shape = static_shape(call)
-    layout, view = layout_view(shape)
+    layout, view = comp.layout_view(comp.out_var, shape)
     dqs = [comp.resolve(arg) for arg in call.args[:2]]
     ops = [comp.resolve(dq.args[0]) if comp.int8 else comp.resolve(arg) for dq, arg in zip(dqs, call.args)]
     mode, swapped = broadcast_mode(call, *ops)
@@ -61,9 +61,9 @@ def lower_eltwise(comp: Composite) -> Layer:
     if value is not None:  # carried in the weight region, loaded like weights
         layer.const = value.reshape(-1).astype(np.int8 if comp.int8 else np.float16)
     else:
-        b_shape = static_shape(b)
-        b_view = view if mode == "same" else (1, 1, 1, b_shape[1] if len(b_shape) == 4 else b_shape[-1])
-        layer.inputs.append(comp.tensor(b, b_view, "NCHW" if len(b_shape) == 4 else "ROWS"))
+        # same: b is stored as a is (layouts.py groups them); channel: one row of the row's elements
+        b_layout, b_view = comp.layout_view(b)
+        layer.inputs.append(comp.tensor(b, b_view, b_layout))
     return _output(comp, layer, view, layout, shape, dqs)
 
 
@@ -73,7 +73,7 @@ def lower_requantize(comp: Composite) -> Layer:
     layer = comp.layer("eltwise", func="add", b_mode="scalar")
     dq = comp.calls["dequantize"][0]
     shape = static_shape(dq)
-    layout, view = layout_view(shape)
+    layout, view = comp.layout_view(comp.out_var, shape)
     layer.inputs = [comp.tensor(dq.args[0], view, layout)]
     layer.const = np.zeros(1, np.int8)  # b: read, but b_mult 0 drops it
     return _output(comp, layer, view, layout, shape, [dq, None])

@@ -126,8 +126,3 @@ def conv_view(shape, layout: str) -> tuple:
 def rows_view(shape) -> tuple:
     """[1, rows, 1, K]: a tensor of another rank, as rows of its last dimension."""
     return (1, int(np.prod(shape[:-1])), 1, shape[-1])
-
-
-def layout_view(shape) -> tuple:
-    """A vector op's host layout and device view: NCHW for a 4-D map, else rows."""
-    return ("NCHW", conv_view(shape, "NCHW")) if len(shape) == 4 else ("ROWS", rows_view(shape))

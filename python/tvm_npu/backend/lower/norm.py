@@ -9,7 +9,7 @@ import numpy as np
 from ...contract.errors import NPUError
 from ...ir.values import constant_value, static_shape
 from .composite import Composite
-from .graph import Layer, layout_view
+from .graph import Layer
 from .registry import lowers
 
 
@@ -36,5 +36,5 @@ def lower_norm(comp: Composite) -> Layer:
     layer.norm_params = names
     layer.const = np.stack([_param(comp, arg) for arg in call.args[1 : 1 + len(names)]])
     shape = static_shape(call)
-    layout, view = layout_view(shape)
+    layout, view = comp.layout_view(comp.out_var, shape)  # rows (layouts.py)
     return comp.connect(layer, call.args[0], view, layout, shape, view)

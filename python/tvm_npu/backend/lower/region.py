@@ -7,7 +7,8 @@ from dataclasses import replace
 
 from ...contract.errors import NPUError
 from ...ir.values import dtype_of, static_shape
-from .graph import Graph, TensorInfo, rows_view
+from ...partition.layouts import Layouts
+from .graph import Graph, TensorInfo, conv_view, rows_view
 
 
 class Region:
@@ -18,6 +19,14 @@ class Region:
         self.params = set(params)  # the region's inputs
         self.staged_in = {}  # a model input's quantize result -> (the region's float32 input, scale, zp)
         self.staged = {}  # a region input or output staged with quantization -> its host form
+        self.layouts = Layouts([])  # how each 4-D tensor is stored (lower_function sets it)
+
+    def layout_view(self, var, shape=None) -> tuple:
+        """(layout, device view) of region tensor `var` (of `shape`, default its own): an NCHW / NHWC map
+        or rows, as layouts.Layouts decided for the whole region."""
+        shape = tuple(shape or static_shape(var))
+        layout = self.layouts.layout(var)
+        return layout, rows_view(shape) if layout == "ROWS" else conv_view(shape, layout)
 
     def tensor(self, var, view, layout, dtype, host_dtype, shape=None) -> str:
         """Name of the region tensor bound to `var` (Relax names are not unique: key by the Var)."""

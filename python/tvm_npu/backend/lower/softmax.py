@@ -10,7 +10,7 @@ from ...contract.errors import NPUError
 from ...ir.values import constant_value, static_shape
 from ...partition.transformer_constraints import softmax_mask, softmax_scale
 from .composite import Composite
-from .graph import Layer, layout_view
+from .graph import Layer
 from .registry import lowers
 
 
@@ -28,7 +28,7 @@ def lower_softmax(comp: Composite) -> Layer:
     call = comp.calls["nn.softmax"][-1]
     layer.act = "none"
     shape = static_shape(call)
-    layout, view = layout_view(shape)
+    layout, view = comp.layout_view(comp.out_var, shape)  # rows (layouts.py)
     data, scale, mask = call.args[0], 1.0, None
     if "add" in comp.calls:
         data, mask = _split(comp, comp.calls["add"][0])

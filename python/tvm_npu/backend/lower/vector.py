@@ -7,7 +7,7 @@ from ...ir.values import static_shape
 from ...partition.patterns import UNARY_OPS
 from . import quant_params as qp
 from .composite import Composite, qparams
-from .graph import Layer, layout_view
+from .graph import Layer
 from .registry import both_datapaths, lowers
 
 # The op each UNARY composite is built around (patterns.unary_patterns): hardswish's is its final
@@ -25,7 +25,7 @@ def lower_unary(comp: Composite) -> Layer:
     if layer.func == "leaky_relu":
         layer.alpha = float(call.attrs.alpha)
     shape = static_shape(call)
-    layout, view = layout_view(shape)
+    layout, view = comp.layout_view(comp.out_var, shape)
     if comp.int8:
         s_y, z_y = comp.output_quantization(layer)
         s_x, z_x = qparams(comp.data_dq())

@@ -9,21 +9,21 @@ import numpy as np
 from ...ir.values import static_shape
 from . import quant_params as qp
 from .composite import Composite, qparams
-from .graph import Layer, conv_view, layout_view, rows_view
+from .graph import Layer, conv_view, rows_view
 from .registry import both_datapaths, lowers
 
 
 @lowers(*both_datapaths("reshape"))
 def lower_reshape(comp: Composite) -> Layer:
-    """A reshape that keeps the stored rows (constraints.constraint_reshape_keeps_rows): no command, the
-    output aliases the input's bytes."""
+    """A reshape that keeps the stored rows (constraints.constraint_reshape_keeps_rows) in the layout
+    layouts.py chose: no command, the output aliases the input's bytes."""
     layer = comp.layer("view")
     call = comp.calls["reshape"][0]
     data, out_shape = call.args[0], static_shape(call)
-    layout, in_view = layout_view(static_shape(call.args[0]))
-    out_layout, out_view = layout_view(out_shape)
     if comp.int8:
         data = comp.data_dq().args[0]
+    layout, in_view = comp.layout_view(data, static_shape(call.args[0]))  # rows kept (layouts.py)
+    out_layout, out_view = comp.layout_view(comp.out_var, out_shape)
     layer.inputs = [comp.tensor(data, in_view, layout)]
     layer.out = comp.tensor(comp.out_var, out_view, out_layout, out_shape)
     return layer
