@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <sstream>
 #include <string>
 
 #include "runtime/command_checks.h"
@@ -290,6 +291,22 @@ uint32_t UsedOperandWords(uint32_t opcode, uint32_t version_minor) {
 }
 
 // One command's operands (with pos_mode: its effective operands at some position).
+// `what` came in stream format 1.`minor`: a stream that says an older minor may not carry it (a reader of
+// that minor would refuse it as unknown).
+void RequireMinor(const std::string& where, const std::string& what, uint32_t minor,
+                  const ParsedStream& ps) {
+  if (ps.header.version_minor < minor) {
+    NPU_THROW(kBadStream) << where << ": " << what << " needs stream format 1." << minor
+                          << ", the stream says 1." << ps.header.version_minor;
+  }
+}
+
+std::string OpcodeText(uint32_t opcode) {
+  std::ostringstream text;
+  text << "opcode 0x" << std::hex << opcode;
+  return text.str();
+}
+
 void CheckCommand(const Command& cmd, size_t i, const ParsedStream& ps) {
   const size_t n = ps.commands.size();
   const uint32_t opcode = cmd.opcode();
@@ -306,21 +323,12 @@ void CheckCommand(const Command& cmd, size_t i, const ParsedStream& ps) {
     case stream::kEltwise:
     case stream::kUnary:
     case stream::kSoftmax:
-      // A 1.0 reader does not know these opcodes: a stream that says 1.0 may not carry them.
-      if (ps.header.version_minor < stream::kVectorOpsMinor) {
-        NPU_THROW(kBadStream) << where << ": opcode 0x" << std::hex << opcode << std::dec
-                              << " needs stream format 1." << stream::kVectorOpsMinor
-                              << ", the stream says 1." << ps.header.version_minor;
-      }
+      RequireMinor(where, OpcodeText(opcode), stream::kVectorOpsMinor, ps);
       if (opcode == stream::kEltwise) CheckEltwise(where, cmd, ps.config);
       if (opcode == stream::kUnary) {
-        // silu and gelu tanh came in 1.4: an older reader would refuse them as unknown.
         const uint32_t func = OperandsOf<stream::UnaryOperands>(cmd).func;
-        if (func >= stream::kUnarySilu && func <= stream::kUnaryGeluTanh &&
-            ps.header.version_minor < stream::kLlmMinor) {
-          NPU_THROW(kBadStream) << where << ": func " << func << " needs stream format 1."
-                                << stream::kLlmMinor << ", the stream says 1."
-                                << ps.header.version_minor;
+        if (func >= stream::kUnarySilu && func <= stream::kUnaryGeluTanh) {  // silu, gelu tanh: 1.4
+          RequireMinor(where, "func " + std::to_string(func), stream::kLlmMinor, ps);
         }
         CheckUnary(where, cmd, ps.config);
       }
@@ -329,11 +337,7 @@ void CheckCommand(const Command& cmd, size_t i, const ParsedStream& ps) {
     case stream::kNorm:
     case stream::kMatmul:
     case stream::kRope:
-      if (ps.header.version_minor < stream::kLlmMinor) {
-        NPU_THROW(kBadStream) << where << ": opcode 0x" << std::hex << opcode << std::dec
-                              << " needs stream format 1." << stream::kLlmMinor
-                              << ", the stream says 1." << ps.header.version_minor;
-      }
+      RequireMinor(where, OpcodeText(opcode), stream::kLlmMinor, ps);
       if (opcode == stream::kNorm) CheckNorm(where, cmd, ps.config);
       if (opcode == stream::kMatmul) CheckMatmul(where, cmd, ps.config);
       if (opcode == stream::kRope) CheckRope(where, cmd, ps.config);
