@@ -18,7 +18,7 @@ one machine, in one run):
    weights. Prefill ms and decode tokens/s at the preset's clock, fp16 and int8 (W8A16) weights, next
    to the field's 22 tokens/s reference (issue 20).
 
-    python benchmarks/llm_decode.py [--skip-measured] [--skip-host] [--skip-qwen] [--rounds 5]
+    python benchmarks/llm_decode.py [--skip-measured] [--skip-host] [--skip-qwen] [--rounds 51]
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-measured", action="store_true")
     ap.add_argument("--skip-host", action="store_true")
     ap.add_argument("--skip-qwen", action="store_true")
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=51)
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")  # TVM's importer renames dotted inputs; fallbacks are in the report
     logging.getLogger("tvm_npu").setLevel(logging.ERROR)  # a fallback's traceback: the report names it

@@ -45,6 +45,9 @@ struct Stats {
   uint64_t macs = 0;  // nominal MACs per CONV2D: out_h*out_w*oc*kh*kw*in_c (depthwise: *1)
   uint64_t commands = 0;
   std::vector<CommandRecord> records;
+  // Summed over calls (a module's "total" only): each command's MACs, so a caller can weigh them by
+  // the command's dtype without reading every call's records.
+  std::vector<uint64_t> command_macs;
 };
 
 /*!

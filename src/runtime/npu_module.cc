@@ -15,6 +15,7 @@
 #include <tvm/ffi/reflection/registry.h>
 #include <tvm/ffi/string.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -81,6 +82,8 @@ void Accumulate(Stats* total, const Stats& st) {
   total->ddr_write_bytes += st.ddr_write_bytes;
   total->macs += st.macs;
   total->commands += st.commands;
+  total->command_macs.resize(std::max(total->command_macs.size(), st.records.size()), 0);
+  for (size_t i = 0; i < st.records.size(); ++i) total->command_macs[i] += st.records[i].macs;
 }
 
 std::string ConfigJson(const NPUConfig& c) {
@@ -294,6 +297,11 @@ class NPUModuleObj : public ffi::ModuleObj {
     os << "}, \"total\": {";
     StatsJson(os, total_);
     CountsJson(os, total_saturated_);
+    os << ", \"command_macs\": [";
+    for (size_t i = 0; i < total_.command_macs.size(); ++i) {
+      os << (i ? ", " : "") << total_.command_macs[i];
+    }
+    os << "]";
     os << "}}";
     return os.str();
   }

@@ -24,7 +24,7 @@ from ..contract.errors import NPUError
 from ..partition.report import BuildReport
 from ..quantization import quantize_weights_int8
 from . import sampling, steps
-from .step_runner import StepRunner, add_counters
+from .step_runner import StepRunner
 
 
 def _placements(report: BuildReport) -> list[dict]:
@@ -193,7 +193,7 @@ class LLM:
             cache: list = []
         else:
             cache = [tvm.runtime.tensor(np.zeros(self._cache_shape, np.float32)) for _ in range(2 * self.layers)]
-        stats: dict = {}
+        runner.begin()
         for start in range(0, n, S):
             # The last chunk is padded at its end (the causal mask keeps padding out of every real token's
             # attention; decode overwrites its cache rows). Where padding would pass T, the chunk starts
@@ -203,9 +203,10 @@ class LLM:
             real = ids[begin : begin + S]
             chunk[0, : len(real)] = real
             logits, cache = runner.run(chunk, begin, cache)
-            stats = add_counters(stats, runner.last)
         self._cache, self.length = cache, n
-        self._stats = {"prefill": dict(stats, tokens=n), "decode": {}}
+        self._stats = {"prefill": dict(runner.counters(), tokens=n), "decode": {}}
+        self._decoded = 0
+        self._runners["decode"].begin()  # after the prefill's counters were read: it may be the same runner
         return logits[n - 1 - begin].copy()
 
     def decode(self, token) -> np.ndarray:
@@ -228,7 +229,7 @@ class LLM:
         runner = self._runners["decode"]
         logits, self._cache = runner.run(np.array([[token]], np.int64), self.length, self._cache)
         self.length += 1
-        self._stats["decode"] = add_counters(self._stats["decode"], dict(runner.last, tokens=1))
+        self._decoded += 1
         return logits[0].copy()
 
     def generate(self, ids, max_new_tokens: int = 32, sampler=None, on_token=None) -> np.ndarray:
@@ -297,6 +298,8 @@ class LLM:
         conf = self.meta["config"]
         clock = conf["clock_mhz"] * 1e6
         kv = 2 * self.layers * int(np.prod(self._cache_shape)) * 4
+        if self._decoded:
+            self._stats["decode"] = dict(self._runners["decode"].counters(), tokens=self._decoded)
         out = {}
         for name, s in self._stats.items():
             cycles, tokens, host = s.get("cycles", 0), s.get("tokens", 0), s.get("host_s", 0.0)

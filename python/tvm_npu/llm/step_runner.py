@@ -40,20 +40,28 @@ class StepRunner:
             symbol = runtime.profile_of(m)["symbol"]
             if symbol.startswith(KV_SYMBOL):
                 self.kv_modules[int(symbol[len(KV_SYMBOL) :])] = m
-        self.last: dict = {}  # the counters of the last call (see `_counters`)
+        # What the calls since `begin()` cost: host wall time and KV bytes summed here, the cycle-model
+        # counters summed by each module (its profile's "total"), read only by `counters()`: reading a
+        # module's profile costs more host time than a decode step's NPU work.
+        self._host_s = 0.0
+        self._kv_bytes = 0
 
-    def run(self, ids: np.ndarray, position: int, cache: list) -> tuple[np.ndarray, list]:
+    def begin(self) -> None:
+        """Start counting: `counters()` covers the calls from here on."""
         for m in self.modules:
             m["reset_profile"]()
+        self._host_s, self._kv_bytes = 0.0, 0
+
+    def run(self, ids: np.ndarray, position: int, cache: list) -> tuple[np.ndarray, list]:
         args = [tvm.runtime.tensor(ids), tvm.runtime.tensor(np.array([position], np.int64))]
         args += [] if self.resident else cache
         start = time.perf_counter()
         out = self.vm["main"](*args)
         logits = out[0].numpy()[0]
-        self.last = self._counters(time.perf_counter() - start)
+        self._host_s += time.perf_counter() - start
         if self.resident:  # fp16 K and V rows [0, position + S) read per layer and KV head
             i = self.info
-            self.last["kv_bytes"] = 2 * i["layers"] * i["kv_heads"] * (position + ids.shape[1]) * i["head_dim"] * 2
+            self._kv_bytes += 2 * i["layers"] * i["kv_heads"] * (position + ids.shape[1]) * i["head_dim"] * 2
         return logits, [out[i] for i in range(1, len(out))]
 
     def reset_state(self) -> None:
@@ -70,10 +78,11 @@ class StepRunner:
                 out.append(np.frombuffer(raw, np.float16).astype(np.float32).reshape(shape))
         return out
 
-    def _counters(self, host_s: float) -> dict:
-        """What the last call cost on the NPU regions (the cycle model; CPU ops are not in the cycles):
-        cycles, DDR bytes read + written, MACs and MAC slots (an fp16 MAC fills fp16_rate_div int8
-        slots, as tools/profiler.py counts them), and the host's wall time."""
+    def counters(self) -> dict:
+        """What the calls since `begin()` cost on the NPU regions (the cycle model; CPU ops are not in the
+        cycles): cycles, DDR bytes read + written, MACs and MAC slots (an fp16 MAC fills fp16_rate_div int8
+        slots, as tools/profiler.py counts them), the host's wall time and, with the cache resident, the KV
+        bytes read."""
         cycles = ddr = macs = slot_macs = 0
         for m in self.modules:
             prof = runtime.profile_of(m)
@@ -86,12 +95,10 @@ class StepRunner:
             region = self.regions.get(prof["symbol"], {})
             dtypes = {lay["name"]: lay["dtype"] for lay in region.get("layers", [])}
             notes = region.get("command_layers", [])
-            for r in prof["last"]["records"]:
-                dtype = dtypes.get(notes[r["index"]]) if r["index"] < len(notes) else None
-                slot_macs += r["macs"] * (self.config["fp16_rate_div"] if dtype == "float16" else 1)
-        return {"cycles": cycles, "ddr_bytes": ddr, "macs": macs, "slot_macs": slot_macs, "host_s": host_s}
-
-
-def add_counters(a: dict, b: dict) -> dict:
-    """The counters of two calls together (the chunks of one prefill)."""
-    return {k: a.get(k, 0) + b[k] for k in b}
+            for index, command_macs in enumerate(total["command_macs"]):
+                dtype = dtypes.get(notes[index]) if index < len(notes) else None
+                slot_macs += command_macs * (self.config["fp16_rate_div"] if dtype == "float16" else 1)
+        out = {"cycles": cycles, "ddr_bytes": ddr, "macs": macs, "slot_macs": slot_macs, "host_s": self._host_s}
+        if self.resident:
+            out["kv_bytes"] = self._kv_bytes
+        return out
