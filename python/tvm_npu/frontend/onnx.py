@@ -4,9 +4,10 @@
 patterns cannot see (Clip becomes two TIR calls in TVM 0.27; here it stays one `R.clip`, so relu6
 fuses into the convolution before it; constant Pad stays one `R.nn.pad`, so a zero pad can fold into
 the convolution after it), LSTM and ConvInteger, which TVM's frontend lacks (onnx_lstm.py; ConvInteger
-as an int32 convolution for the CPU), and QOperator-format
+as an int32 convolution for the CPU), QOperator-format
 quantized models (QLinearConv, QLinearMatMul) are rewritten into the QDQ format the NPU patterns match
-(onnx_qlinear.py).
+(onnx_qlinear.py), and group-wise quantized weights (MatMulNBits, blocked DequantizeLinear, int4
+initializers) are read by blockwise.py.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tvm.relax.frontend.onnx import onnx_frontend
 from ..contract.errors import NPUError
 from ..ir.graph import BLOCK_BUILDER_LOCK
 from ..ir.values import constant_value
+from .blockwise import DequantizeLinear, MatMulNBits, widen_int4_initializers
 from .lstm import LSTM
 from .onnx_attributes import check_model
 from .qlinear import qoperator_to_qdq
@@ -142,6 +144,8 @@ CONVERTERS = {
     "ConvInteger": ConvInteger,
     "MaxPool": MaxPool,
     "AveragePool": AveragePool,
+    "DequantizeLinear": DequantizeLinear,
+    "MatMulNBits": MatMulNBits,
 }
 
 
@@ -209,7 +213,7 @@ def from_onnx(model: onnx.ModelProto | str | bytes, shape_dict: dict | None = No
         onnx.checker.check_model(model)
     except (onnx.checker.ValidationError, ValueError) as err:
         raise NPUError("ERR_INVALID_MODEL", f"invalid ONNX model: {err}") from None
-    model = qoperator_to_qdq(initializers_as_constants(model))
+    model = widen_int4_initializers(qoperator_to_qdq(initializers_as_constants(model)))
     check_model(model)  # attribute values the importer cannot give the meaning of: a coded error
     # TVM's importer builds main in a BlockBuilder function scope; under the same lock no other import
     # sees the converter map patched or restored half-way.

@@ -241,7 +241,10 @@ ONNX_OPS: dict[str, OnnxOp] = {
         ("relax.dequantize",),
         {
             "axis": becomes("relax.dequantize", "axis"),
-            "block_size": refused("blocked quantization: refused", lambda v: v != 0),
+            "block_size": imported(
+                "blocked quantization (opset 21): group-wise scales and zero points along `axis`, "
+                "`(float(q) - float(z)) * s` per element (frontend/blockwise.py)"
+            ),
             "output_dtype": becomes(
                 "relax.dequantize", "out_dtype", "`relax.dequantize` out_dtype (float32 on the NPU)"
             ),
