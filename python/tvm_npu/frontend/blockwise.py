@@ -24,6 +24,7 @@ from tvm import relax
 from tvm.relax.frontend.onnx import onnx_frontend
 
 from ..contract.errors import NPUError
+from ..ir.group_quant import group_dequantize
 from ..ir.values import constant_value
 
 # Initializer types TVM's importer cannot hold, and the type holding the same values one per byte.
@@ -66,21 +67,6 @@ def _finite_scales(scales: np.ndarray, where: str) -> None:
         )
 
 
-def group_dequantize(bb, codes, scales, zero_points, block: int, axis: int, out_dtype: str):
-    """Relax for ``(float(codes) - float(zero_points)) * scales`` with one scale and zero point per `block`
-    elements along `axis` (scales and zero points hold ceil(dim / block) there). `zero_points` may be None
-    (zero)."""
-    dim = int(codes.ty.shape[axis])
-    groups = relax.const(np.arange(dim, dtype=np.int64) // block)
-    value = bb.normalize(relax.op.astype(codes, "float32"))
-    if zero_points is not None:
-        zp = bb.normalize(relax.op.take(relax.op.astype(zero_points, "float32"), groups, axis=axis))
-        value = bb.normalize(relax.op.subtract(value, zp))
-    scale = bb.normalize(relax.op.take(relax.op.astype(scales, "float32"), groups, axis=axis))
-    value = bb.normalize(relax.op.multiply(value, scale))
-    return value if out_dtype == "float32" else bb.normalize(relax.op.astype(value, out_dtype))
-
-
 class DequantizeLinear(onnx_frontend.DequantizeLinear):
     """DequantizeLinear with `block_size` (opset 21): group-wise scales and zero points along `axis`, each
     holding ceil(dim / block_size) entries there (ONNX: the last block may be partial). Without
@@ -112,7 +98,7 @@ class DequantizeLinear(onnx_frontend.DequantizeLinear):
             _finite_scales(constant_value(scale), where)
         out_dtype = attr.get("output_dtype", 0)
         out = scale.ty.dtype if not out_dtype else onnx.helper.tensor_dtype_to_np_dtype(out_dtype).name
-        return group_dequantize(bb, x, scale, zp, block, axis, out)
+        return bb.normalize(group_dequantize(x, scale, zp, block, axis, int(x.ty.shape[axis]), out))
 
 
 def _unpack(packed: np.ndarray, bits: int) -> np.ndarray:
@@ -184,16 +170,11 @@ class MatMulNBits(onnx_frontend.OnnxOpConverter):
                     "ERR_INVALID_MODEL",
                     f"{where}: zero points of A's type have {value.size} values, expected {N * blocks}",
                 )
-        dtype = a.ty.dtype
-        weight = group_dequantize(
-            bb,
+        codes, scales = (
             relax.const(np.ascontiguousarray(codes)),
             relax.const(scales.reshape(N, blocks).astype(np.float32)),
-            relax.const(zeros),
-            block,
-            1,
-            dtype,
         )
+        weight = group_dequantize(codes, scales, relax.const(zeros), block, 1, K, a.ty.dtype)
         out = bb.normalize(relax.op.matmul(a, relax.op.permute_dims(weight, [1, 0])))
         if len(inputs) > 5 and inputs[5] is not None:
             out = bb.normalize(relax.op.add(out, inputs[5]))

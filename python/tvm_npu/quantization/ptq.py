@@ -40,6 +40,7 @@ from ..ir.graph import Graph, rebuild, run_probe, with_main
 from ..ir.graph import is_f32_tensor as _f32
 from ..ir.graph import op_name as _op
 from . import calibrate as cal
+from .weight_int4 import quantize_weights_int4
 
 WEIGHTED = ("relax.nn.conv2d", "relax.matmul")
 ACTS = ("relax.nn.relu", "relax.clip", "relax.nn.relu6")
@@ -381,14 +382,19 @@ def _quantize_weights(u: _Unit, s_x: float) -> None:
 
 def quantize(
     mod: tvm.IRModule,
-    calibration_data,
+    calibration_data=None,
     method: str = "minmax",
     percentile: float = 99.99,
     skip=(),
     progress: bool = True,
     state_bits: int = 16,
+    weight_bits: int = 8,
+    group_size: int = 128,
+    symmetric: bool = True,
+    weight_method: str = "rtn",
 ):
-    """Post-training int8 quantization of a float32 Relax module into QDQ form.
+    """Post-training int8 quantization of a float32 Relax module into QDQ form; with ``weight_bits=4``,
+    group-wise int4 weight-only quantization of its dense layers instead (weight_int4.py).
 
     Parameters
     ----------
@@ -408,12 +414,26 @@ def quantize(
     state_bits : int
         16 (default): LSTM cell states, their products and the state carried in are int16 (see above);
         8: everything int8, as onnxruntime's QDQ quantizer would.
+    weight_bits : int
+        8 (default): the int8 QDQ quantization above. 4: int4 weights with one fp16 scale per
+        `group_size` weights along K, activations float (W4A16); `calibration_data` is needed by
+        ``weight_method="gptq"`` only, and `method`, `percentile`, `skip` and `state_bits` do not apply.
+    group_size, symmetric, weight_method :
+        With ``weight_bits=4``: 32, 64 or 128; int4 around 0 or uint4 with a zero point per group;
+        "rtn" (round to nearest) or "gptq" (error-minimizing, from the calibration inputs).
 
     Returns
     -------
     (tvm.IRModule, QuantReport)
-        The QDQ module (int8 on quantized ops, float elsewhere) and what was quantized or skipped.
+        The QDQ module (int8 on quantized ops, float elsewhere) and what was quantized or skipped; with
+        ``weight_bits=4`` the int4 module and a WeightQuantReport.
     """
+    if weight_bits == 4:
+        return quantize_weights_int4(mod, group_size, symmetric, weight_method, calibration_data, progress)
+    if weight_bits != 8:
+        raise ValueError(f"quantize: weight_bits must be 8 or 4, not {weight_bits}")
+    if calibration_data is None:
+        raise ValueError("quantize: int8 quantization needs calibration_data (batches of model inputs)")
     cal.make_observer(method, percentile)  # a bad method fails now, not after compiling the probe
     # Fold batch norms into convs and pads into conv padding (what the NPU will run), then constant
     # subgraphs (reshaped biases, transposed weights), so every weight is one constant.

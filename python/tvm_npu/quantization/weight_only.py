@@ -16,6 +16,8 @@ docs/npu.md section 2) computes the layer with 1-byte weights. Batched matmuls o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import tvm
 from tvm import relax
@@ -41,10 +43,33 @@ def _float_constant(g: rg.Graph, w) -> bool:
     return constant_value(w) is not None
 
 
-def _dense(g: rg.Graph, var, e) -> dict | None:
-    """The plan writing matmul binding `var` with a dequantized int8 weight, or None. A weight binding that
-    only this matmul reads is dropped (each plan names its matmul and such a binding, read by it alone, so no
-    two plans name one binding)."""
+@dataclass
+class DenseWeight:
+    """A dense layer ``var = matmul(x, W)`` whose weight `W` is a float32 constant [K, N] (inline, or a
+    binding of a constant or of a constant's transpose that only this matmul reads)."""
+
+    var: relax.Var
+    call: relax.Call
+    x: relax.Expr
+    weight: np.ndarray
+    weight_var: relax.Var | None  # W's own binding, dropped with the rewrite
+
+    def plan(self, new_weight) -> dict:
+        """The rebuild plan writing this matmul with `new_weight` (a Relax expression) as its weight. No two
+        plans name one binding: each names its matmul and a weight binding read by it alone."""
+
+        def emit(m, e=self.call):
+            return relax.Call(e.op, [rg.subst(e.args[0], m), new_weight], e.attrs, e.ty_args)
+
+        plan = {self.var: emit}
+        if self.weight_var is not None:
+            plan[self.weight_var] = False
+        return plan
+
+
+def dense_weight(g: rg.Graph, var, e) -> DenseWeight | None:
+    """Binding `var = e` as a DenseWeight, or None when it is not a float dense layer with its own constant
+    weight."""
     if rg.op_name(e) != "relax.matmul" or not rg.is_f32_tensor(var):
         return None
     w = e.args[1]
@@ -55,19 +80,23 @@ def _dense(g: rg.Graph, var, e) -> dict | None:
     value = const_value(g, w, "weight")
     if value is None or value.dtype != np.float32 or value.ndim != 2:
         return None
-    codes, scales = int8_columns(value)
+    return DenseWeight(var, e, e.args[0], value, w if isinstance(w, relax.Var) else None)
+
+
+def dense_weights(g: rg.Graph) -> list[DenseWeight]:
+    """Every DenseWeight of `g`, in model order."""
+    return [d for d in (dense_weight(g, v, e) for v, e in g.bindings) if d is not None]
+
+
+def _dense(g: rg.Graph, var, e) -> dict | None:
+    """The plan writing matmul binding `var` with a dequantized int8 weight, or None."""
+    d = dense_weight(g, var, e)
+    if d is None:
+        return None
+    codes, scales = int8_columns(d.weight)
     zeros = np.zeros(scales.size, np.int8)
-
-    def emit(m, e=e):
-        deq = relax.op.dequantize(
-            relax.const(codes), relax.const(scales), relax.const(zeros), axis=1, out_dtype="float32"
-        )
-        return relax.Call(e.op, [rg.subst(e.args[0], m), deq], e.attrs, e.ty_args)
-
-    plan = {var: emit}
-    if isinstance(w, relax.Var):
-        plan[w] = False
-    return plan
+    deq = relax.op.dequantize(relax.const(codes), relax.const(scales), relax.const(zeros), axis=1, out_dtype="float32")
+    return d.plan(deq)
 
 
 def quantize_weights_int8(mod: tvm.IRModule) -> tvm.IRModule:

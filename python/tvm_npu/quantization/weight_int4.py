@@ -1,0 +1,236 @@
+"""Group-wise int4 weight-only quantization (W4A16) of a float model's dense layers: Relax -> Relax.
+
+Decode reads every weight once per token (issue 21): int4 codes with one fp16 scale per group of
+`group_size` weights along K cost 0.5 + 2 / group_size bytes per weight, against 1 for int8 and 2 for
+fp16, and group-wise scales lose far less than one scale per column. Each ``matmul(x, W)`` whose `W` is a
+float32 constant ``[K, N]`` (as weight_only.py finds them) becomes
+
+    matmul(x, permute_dims((float(codes) - float(zero_points)) * scales))    (ir/group_quant.py)
+
+with codes ``[N, K]`` (int8 holding [-8, 7] when symmetric, uint8 holding [0, 15] with a uint4 zero point
+per group otherwise) and scales ``[N, K / group_size]``, each rounded to fp16 before the codes are chosen,
+so the CPU build and an NPU with fp16 scales compute with the same numbers. The importer writes
+MatMulNBits and blocked DequantizeLinear models in the same form.
+
+Two ways to choose the codes:
+- "rtn": round to nearest, each group's scale from its own range;
+- "gptq": GPTQ (Frantar et al., 2022): the columns of K are quantized in order and each one's rounding
+  error is spread over the columns not yet quantized, weighted by the inverse of ``H = X^T X`` over the
+  layer's calibration inputs X, so the layer's *output* error is minimized rather than the weights'.
+  Needs calibration data; the inputs X come from the float model (one pass for all layers).
+
+The report lists every dense layer with its weight SQNR; `tvm_npu.layer_sqnr(mod, qmod, report, batch)`
+gives each layer's output SQNR, as for int8.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import tvm
+from tqdm import tqdm
+from tvm import relax
+
+from ..ir import graph as rg
+from ..ir.group_quant import group_dequantize
+from .weight_only import dense_weights
+
+GROUP_SIZES = (32, 64, 128)
+METHODS = ("rtn", "gptq")
+MIN_SCALE = 2.0**-14  # the smallest normal fp16: an all-zero group's scale
+
+
+@dataclass
+class WeightLayer:
+    """One quantized dense layer: its output var (the same name in both modules) and what it lost."""
+
+    name: str
+    qdq_name: str  # = name: what `layer_sqnr` probes in the quantized module
+    op: str
+    k: int
+    n: int
+    weight_sqnr_db: float
+
+
+@dataclass
+class WeightQuantReport:
+    """What `quantize_weights_int4` did: `tensors` (WeightLayer per dense layer, in model order)."""
+
+    method: str
+    group_size: int
+    symmetric: bool
+    batches: int = 0
+    tensors: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)  # (name, reason) of dense layers left float
+
+    def summary(self) -> str:
+        kind = "symmetric" if self.symmetric else "asymmetric"
+        lines = [f"int4 weights, group {self.group_size}, {kind}, {self.method}: {len(self.tensors)} dense layers"]
+        lines += [f"  {t.name:<16} K {t.k:<6} N {t.n:<6} weight SQNR {t.weight_sqnr_db:6.2f} dB" for t in self.tensors]
+        lines += [f"  float: {name}: {reason}" for name, reason in self.skipped]
+        return "\n".join(lines)
+
+
+def _fp16_scales(scales: np.ndarray) -> np.ndarray:
+    return np.maximum(scales, MIN_SCALE).astype(np.float16).astype(np.float32)
+
+
+def group_params(w: np.ndarray, symmetric: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(scales, zero points) of a group `w` [N, g] per row: symmetric max|w| / 7 around 0, or the
+    [min, max] range (widened to hold 0) over 15 steps with a zero point in [0, 15]; scales fp16."""
+    if symmetric:
+        return _fp16_scales(np.abs(w).max(axis=1) / 7.0), np.zeros(w.shape[0], np.float32)
+    lo, hi = np.minimum(w.min(axis=1), 0.0), np.maximum(w.max(axis=1), 0.0)
+    scale = _fp16_scales((hi - lo) / 15.0)
+    return scale, np.clip(np.round(-lo / scale), 0, 15).astype(np.float32)
+
+
+def searched_params(w: np.ndarray, symmetric: bool, steps: int = 12) -> tuple[np.ndarray, np.ndarray]:
+    """As `group_params`, with each row's range shrunk by the factor in [0.6, 1] (of `steps`) whose
+    round-to-nearest codes give the smallest squared error on the row: clipping a few large weights
+    buys a finer step for all the others."""
+    best_err = np.full(w.shape[0], np.inf)
+    best_s, best_z = group_params(w, symmetric)
+    for r in np.linspace(1.0, 0.6, steps):
+        s, z = group_params(w * r, symmetric)
+        err = np.sum((w - (_codes(w, s, z, symmetric) - z[:, None]) * s[:, None]) ** 2, axis=1)
+        better = err < best_err
+        best_err[better], best_s[better], best_z[better] = err[better], s[better], z[better]
+    return best_s, best_z
+
+
+def _codes(w: np.ndarray, scale: np.ndarray, zp: np.ndarray, symmetric: bool) -> np.ndarray:
+    lo, hi = (-8, 7) if symmetric else (0, 15)
+    return np.clip(np.round(w / scale[:, None]) + zp[:, None], lo, hi)
+
+
+def quantize_rtn(w: np.ndarray, group: int, symmetric: bool):
+    """Round to nearest: (codes [N, K], scales [N, G], zero points [N, G]) of `w` [N, K]."""
+    n, k = w.shape
+    codes, scales, zps = np.empty((n, k)), np.empty((n, k // group), np.float32), np.empty((n, k // group))
+    for j in range(k // group):
+        cols = slice(j * group, (j + 1) * group)
+        scales[:, j], zps[:, j] = group_params(w[:, cols], symmetric)
+        codes[:, cols] = _codes(w[:, cols], scales[:, j], zps[:, j], symmetric)
+    return codes, scales, zps
+
+
+def quantize_gptq(w: np.ndarray, x: np.ndarray, group: int, symmetric: bool, damp: float = 0.01):
+    """GPTQ of `w` [N, K] for inputs `x` [samples, K]: as `quantize_rtn`, codes chosen column by column
+    with each column's error compensated in the later columns through the Cholesky factor of H^-1. A group's
+    scale is taken when the group starts, from its columns as updated so far."""
+    n, k = w.shape
+    w = w.astype(np.float64).copy()
+    h = x.T.astype(np.float64) @ x.astype(np.float64)
+    dead = np.diag(h) == 0  # an input that is always 0: its weights do not matter
+    h[dead, dead] = 1.0
+    w[:, dead] = 0.0
+    h += damp * np.mean(np.diag(h)) * np.eye(k)
+    u = np.linalg.cholesky(np.linalg.inv(h)).T  # upper: H^-1 = U^T U
+    codes, scales, zps = np.empty((n, k)), np.empty((n, k // group), np.float32), np.empty((n, k // group))
+    for i in range(k):
+        j = i // group
+        if i % group == 0:
+            scales[:, j], zps[:, j] = searched_params(w[:, i : i + group], symmetric)
+        q = _codes(w[:, i : i + 1], scales[:, j], zps[:, j], symmetric)[:, 0]
+        codes[:, i] = q
+        err = (w[:, i] - (q - zps[:, j]) * scales[:, j]) / u[i, i]
+        w[:, i:] -= np.outer(err, u[i, i:])
+    return codes, scales, zps
+
+
+def _sqnr(w: np.ndarray, approx: np.ndarray) -> float:
+    noise = float(np.sum((w - approx) ** 2))
+    return float("inf") if noise == 0 else 10 * np.log10(float(np.sum(w * w)) / noise)
+
+
+def _inputs(mod: tvm.IRModule, xs: list, data, progress: bool, report) -> list:
+    """Each dense layer's input rows [samples, K] over the calibration batches (the float model, llvm)."""
+    g = rg.Graph(mod["main"])
+    ex = tvm.compile(rg.with_main(mod, rg.rebuild(g, probes=xs)[0]), target="llvm")
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    rows: list = [[] for _ in xs]
+    for batch in tqdm(data, desc="calibrating", unit="batch", disable=not progress):
+        for acc, arr in zip(rows, rg.run_probe(vm, g.params, batch)):
+            acc.append(arr.reshape(-1, arr.shape[-1]))
+        report.batches += 1
+    if report.batches == 0:
+        raise ValueError("quantize: calibration_data gave no batches")
+    return [np.concatenate(r) for r in rows]
+
+
+def quantize_weights_int4(
+    mod: tvm.IRModule,
+    group_size: int = 128,
+    symmetric: bool = True,
+    method: str = "rtn",
+    calibration_data=None,
+    progress: bool = True,
+):
+    """Group-wise int4 weight-only quantization of `mod`'s dense layers (see the module docstring).
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        A float model with its weights as constants (e.g. from `tvm_npu.from_onnx`).
+    group_size : int
+        Weights per scale along K: 32, 64 or 128 (the NPU's group sizes). A layer whose K it does not
+        divide stays float (in `report.skipped`, with the reason).
+    symmetric : bool
+        int4 codes around 0 (True) or uint4 codes with a zero point per group.
+    method : str
+        "rtn" (round to nearest) or "gptq" (needs `calibration_data`).
+    calibration_data : iterable, optional
+        Batches of inputs for `main`, in any form `tvm_npu.quantize` accepts.
+
+    Returns
+    -------
+    (tvm.IRModule, WeightQuantReport)
+    """
+    if group_size not in GROUP_SIZES:
+        raise ValueError(f"quantize: group_size {group_size}; the NPU's group sizes are {GROUP_SIZES}")
+    if method not in METHODS:
+        raise ValueError(f"quantize: weight method {method!r}; use one of {METHODS}")
+    if method == "gptq" and calibration_data is None:
+        raise ValueError("quantize: weight method 'gptq' needs calibration_data (batches of model inputs)")
+    report = WeightQuantReport(method, group_size, symmetric)
+    layers = []
+    for d in dense_weights(rg.Graph(mod["main"])):
+        if d.weight.shape[0] % group_size:
+            reason = f"K {d.weight.shape[0]} is not a multiple of group_size {group_size}: stays float"
+            report.skipped.append((d.var.name, reason))
+        else:
+            layers.append(d)
+    inputs = _inputs(mod, [d.x for d in layers], calibration_data, progress, report) if method == "gptq" else []
+    chosen = {}
+    for i, d in enumerate(layers):
+        w = d.weight.T.astype(np.float32)  # [N, K]
+        if method == "gptq":
+            codes, scales, zps = quantize_gptq(w, inputs[i], group_size, symmetric)
+        else:
+            codes, scales, zps = quantize_rtn(w, group_size, symmetric)
+        groups = np.arange(w.shape[1]) // group_size
+        approx = (codes - zps[:, groups]) * scales[:, groups]
+        report.tensors.append(WeightLayer(d.var.name, d.var.name, "matmul", w.shape[1], w.shape[0], _sqnr(w, approx)))
+        dtype = np.int8 if symmetric else np.uint8
+        zp = None if symmetric else relax.const(zps.astype(np.uint8))
+        chosen[d.var] = (d, relax.const(codes.astype(dtype)), relax.const(scales), zp, w.shape[1])
+    dropped = {d.weight_var for d in layers if d.weight_var is not None}
+
+    def rewrite(bb, var, value, m, fresh):
+        if var in dropped:
+            return False
+        if var not in chosen:
+            return None
+        d, codes, scales, zp, k = chosen[var]
+
+        def emit(expr):  # named after the layer, so every binding keeps a name of its own (layer_sqnr probes)
+            return bb.emit(expr, fresh(f"{var.name}_w4"))
+
+        weight = emit(relax.op.permute_dims(group_dequantize(codes, scales, zp, group_size, 1, k, emit=emit), [1, 0]))
+        return relax.Call(d.call.op, [rg.subst(d.call.args[0], m), weight], d.call.attrs, d.call.ty_args)
+
+    if not chosen:
+        return mod, report
+    return rg.with_main(mod, rg.rebuild(rg.Graph(mod["main"]), rewrite=rewrite)[0]), report
