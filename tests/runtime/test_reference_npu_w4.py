@@ -52,8 +52,21 @@ def _check_profile(prof, d):
     assert recs[2]["bus_bytes"] == align(block)
 
 
+@pytest.fixture(params=["ref", "best"])
+def level(request):
+    """The kernel level the module runs at: the reference kernel, and the fast one of this CPU."""
+    from npu_stream_pack import runtime_functions
+
+    names = ("kernel_level", "set_kernel_level", "best_kernel_level")
+    get, put, best = runtime_functions({n: f"tvm_npu.runtime.{n}" for n in names}).values()
+    old = get()
+    put(best() if request.param == "best" else "ref")
+    yield request.param
+    put(old)
+
+
 @pytest.mark.parametrize("seed", range(12))
-def test_w4a16_is_bit_exact_to_the_numpy_model(rt, seed):
+def test_w4a16_is_bit_exact_to_the_numpy_model(rt, seed, level):
     """Group 32 / 64 / 128, 1-4 groups, int4 and uint4 with random zero points, fp16 inputs over wide exponents
     (the in-order sums round and cancel), scales 2^-17..2^1, relu / clip / none."""
     _, d = _random_dense(seed, int8=False)
@@ -66,7 +79,7 @@ def test_w4a16_is_bit_exact_to_the_numpy_model(rt, seed):
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_w4a8_is_bit_exact_to_the_numpy_model(rt, seed):
+def test_w4a8_is_bit_exact_to_the_numpy_model(rt, seed, level):
     """int8 activations with a zero point, int4 / uint4 weights: exact group sums, fp32 across groups, the
     fp32 bias and the requantization; a clamp narrower than int8 on some seeds."""
     _, d = _random_dense(seed, int8=True)
@@ -102,7 +115,7 @@ def test_the_numpy_model_is_the_dense_layer_and_its_order_matters():
     assert np.count_nonzero(single != d8.expect()) > 0
 
 
-def test_w4a16_edge_values(rt):
+def test_w4a16_edge_values(rt, level):
     """IEEE in fp32: an infinite input times a code equal to its zero point is NaN, times another code inf;
     NaN spreads; code -8 (int4) is -8; 65504 x 7 over a group overflows fp16 after the scale; a sum of -0.0
     products is +0.0 (every group starts at +0.0)."""
@@ -206,30 +219,36 @@ def test_int4_is_no_tensor_dtype(rt):
     assert "dtype" in raises_code("ERR_BAD_STREAM", rt["validate"], blob)
 
 
-@pytest.mark.parametrize("int8", [False, True])
-def test_fast_levels_give_the_reference_bits(rt, int8):
-    """Every fast level runs int4 weights as the reference level does (conv2d_fast.cc), through
-    tvm_npu.kernels.run_conv2d; the entry checks the packed rows and the whole block against the command."""
+@pytest.mark.parametrize("seed", range(8))
+def test_fast_levels_give_the_reference_bits(rt, seed):
+    """Every fast level's int4 kernel (conv2d_int4_fast.cc) gives the reference level's bits, through
+    tvm_npu.kernels.run_conv2d, over random shapes of both datapaths, with a first output pixel in the padding
+    (its group sums are 0: bias, activation / requantization); the other pixels equal the numpy model. The
+    entry checks the packed rows and the whole block against the command (ERR_INVALID_ADDR)."""
     import tvm_npu
     from npu_stream_pack import runtime_functions
 
     fn = runtime_functions({"conv": "tvm_npu.kernels.run_conv2d"})["conv"]
-    d = Dense(np.random.default_rng(9), 3, 128, 20, 64, signed=False, int8=int8)
+    int8 = seed % 2 == 1
+    _, d = _random_dense(seed + 100, int8)
     elem = 1 if int8 else 2
+    act = 0 if int8 else seed % 3
+    clip = (-120, 100) if int8 else ((-2.0, 3.0) if act == 2 else (0.0, 0.0))
     conv = conv_cmd(
-        INT8 if int8 else FP16, 0, 1, d.M, d.K, d.M * d.K * elem, 0, d.K // 2, 1, 1, d.N, 0, 0, 1, d.M,
-        d.M * d.N * elem, in_zp=d.z_x, out_zp=d.z_y, clip=(-128, 127) if int8 else (0.0, 0.0),
-        w_dtype=int4.w_dtype(False, 64),
-    )  # fmt: skip
-    x = d.x.tobytes()
-    packed = int4.pack_weights(d.codes).tobytes()
-    block = d.block()
-    out = bytes(d.M * d.N * elem)
-    want = fn("ref", conv[4:], x, packed, block, out, 128, -1)
+        INT8 if int8 else FP16, 0, 1, d.M, d.K, d.M * d.K * elem, 0, d.K // 2, 1, 1, d.N, 0, 0, 1, d.M + 1,
+        (d.M + 1) * d.N * elem, pad=(0, 1), act=act, clip=clip, in_zp=d.z_x, out_zp=d.z_y,
+        w_dtype=int4.w_dtype(d.signed, d.group),
+    )[4:]  # fmt: skip
+    x, packed, block = d.x.tobytes(), int4.pack_weights(d.codes).tobytes(), d.block()
+    out = bytes((d.M + 1) * d.N * elem)
+    want = bytes(fn("ref", conv, x, packed, block, out, 128, -1))
     dt = np.int8 if int8 else np.float16
-    np.testing.assert_array_equal(np.frombuffer(bytes(want), dt).reshape(d.M, d.N), d.expect())
-    best = tvm_npu.runtime.best_kernel_level()
-    for level in ["portable", "avx2", "avx512vnni"][: ["portable", "avx2", "avx512vnni"].index(best) + 1]:
-        assert bytes(fn(level, conv[4:], x, packed, block, out, 128, -1)) == bytes(want)
-    raises_code("ERR_INVALID_ADDR", fn, "portable", conv[4:], x, packed[:-1], block, out, 128, -1)
-    raises_code("ERR_INVALID_ADDR", fn, "portable", conv[4:], x, packed, block[:-1], out, 128, -1)
+    got = np.frombuffer(want, dt).reshape(d.M + 1, d.N)
+    model = d.expect(lo=clip[0], hi=clip[1]) if int8 else d.expect(act, clip)
+    np.testing.assert_array_equal(got[1:].astype(model.dtype), model)
+    order = ["portable", "avx2", "avx512vnni"]
+    for lv in order[: order.index(tvm_npu.runtime.best_kernel_level()) + 1]:
+        assert bytes(fn(lv, conv, x, packed, block, out, 128, -1)) == want, lv
+        assert bytes(fn(lv, conv, x, packed, block, out, 128, seed)) == want, lv  # through the weight cache
+    raises_code("ERR_INVALID_ADDR", fn, "portable", conv, x, packed[:-1], block, out, 128, -1)
+    raises_code("ERR_INVALID_ADDR", fn, "portable", conv, x, packed, block[:-1], out, 128, -1)
