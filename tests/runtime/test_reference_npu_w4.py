@@ -35,7 +35,15 @@ def _random_dense(seed, int8):
 
 def _check_profile(prof, d):
     """Section 5: the activation dtype's rate over a dense layer's passes, its MACs, and the DMA bytes of the
-    packed weights (N rows of K / 2 bytes, one row here) and of the block, in whole 128-byte bursts."""
+    packed weights (N rows of K / 2 bytes, one row here) and of the block, in whole 128-byte bursts; the
+    compiler's cost model (backend/plan/cost_model.py) times the stream as the runtime does."""
+    from tvm_npu.backend.plan.cost_model import estimate
+    from tvm_npu.contract import stream
+
+    s = stream.decode(w4_stream(d))
+    est = estimate(s.config, s.commands)
+    assert (est.total_cycles, est.macs) == (prof["total_cycles"], d.M * d.N * d.K)
+    assert (est.ddr_read_bytes, est.ddr_write_bytes) == (prof["ddr_read_bytes"], prof["ddr_write_bytes"])
     passes = d.M * -(-d.K // 32) * -(-d.N // 32)
     recs = prof["records"]
     conv = recs[3]
