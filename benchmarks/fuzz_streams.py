@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # kv_streams: hand-packed seeds
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # kv_streams, int4_streams: hand-packed seeds
 
 EDGE = (0, 1, 2, 0x7F, 0x80, 0xFF, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFFFFFE, 128, 4096)
 
@@ -34,8 +34,9 @@ def seeds() -> list:
     LayerNorm -> MatMul -> RMSNorm block (NORM, format 1.4), grouped-query attention (MATMUL with b_group
     and b_transposed, format 1.4; row-tiled on npu-small), rotary embeddings (ROPE, format 1.4) with
     constant and with run-time cos / sin tables, and two attention steps over a KV cache at a run-time
-    position (state tensors and pos_mode, format 1.4), and the norm block with its dense weight int8
-    (CONV2D's w_dtype, format 1.4: 1-byte rows and the dequantization block)."""
+    position (state tensors and pos_mode, format 1.4), the norm block with its dense weight int8
+    (CONV2D's w_dtype, format 1.4: 1-byte rows and the dequantization block), and two dense layers with
+    group-wise int4 weights (w_dtype int4 / uint4 | g << 8, format 1.4: packed rows, the int4 block)."""
     import tvm_npu
     from tvm_npu import runtime
     from tvm_npu.models import gqa_attention, lstm, op_zoo, small_cnn
@@ -82,6 +83,12 @@ def seeds() -> list:
     out += [kv_stream(2, 12, 16, 4, 2, 0.25), kv_stream(1, 10, 16, 4, 1, 0.25, space=5)]
     wmod = quantize_weights_int8(tvm_npu.from_onnx(_norm_block()))
     out += [bytes(m["get_stream"]()) for m in runtime.npu_modules(tvm_npu.build(wmod))]
+    # Hand-packed too: dense layers with group-wise int4 weights (CONV2D's w_dtype int4 / uint4 | g << 8,
+    # format 1.4), W4A16 with uint4 zero points and W4A8 with int4.
+    from int4_streams import Dense, w4_stream
+
+    rng = np.random.default_rng(21)
+    out += [w4_stream(Dense(rng, 3, 128, 24, 64, signed=False)), w4_stream(Dense(rng, 2, 96, 17, 32, True, True))]
     return out
 
 

@@ -38,7 +38,7 @@ cd "$root"
 # bad-input suite, artifacts, async calls with timeouts, threads); and the C++ host app, which links
 # the sanitized runtime through TVM_NPU_RUNTIME_LIB.
 python -m pytest -q -p no:warnings -p no:cacheprovider tests/runtime/test_reference_npu.py \
-  tests/runtime/test_reference_npu_int8_streams.py tests/runtime/test_int8_stream_validation.py tests/runtime/test_reference_npu_vector.py tests/runtime/test_reference_npu_norm.py tests/runtime/test_reference_npu_rope.py tests/runtime/test_reference_npu_kv_cache.py tests/runtime/test_reference_npu_w8a16.py tests/pipeline/test_bad_inputs.py \
+  tests/runtime/test_reference_npu_int8_streams.py tests/runtime/test_int8_stream_validation.py tests/runtime/test_reference_npu_vector.py tests/runtime/test_reference_npu_norm.py tests/runtime/test_reference_npu_rope.py tests/runtime/test_reference_npu_kv_cache.py tests/runtime/test_reference_npu_w8a16.py tests/runtime/test_reference_npu_w4.py tests/pipeline/test_bad_inputs.py \
   tests/backend/test_verify.py tests/runtime/test_fast_kernels.py tests/pipeline/test_graph_fuzz.py tests/runtime/test_artifact.py tests/tools/test_session.py \
   tests/runtime/test_host_app.py tests/runtime/test_weight_provenance.py tests/quantization/test_lstm_int16.py tests/runtime/test_quantized_staging.py
 python benchmarks/fuzz_streams.py --execs "$execs" --seed 11

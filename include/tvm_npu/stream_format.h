@@ -13,7 +13,8 @@
  *        state_space; tensor roles state and position; host dtype int64 of a position) and the
  *        operand pos_mode of DMA_LOAD, DMA_STORE, SOFTMAX and MATMUL (a KV cache kept across calls,
  *        addressed at a run-time position); CONV2D's w_dtype (fp16 activations with int8 weights
- *        and one fp32 scale per output channel).
+ *        and one fp32 scale per output channel; group-wise int4 / uint4 weights with fp16 scales
+ *        under fp16 or int8 activations).
  *
  * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
  * little-endian host reads one with a memcpy. The structs carry no behaviour: what operand values
@@ -43,7 +44,7 @@ constexpr uint16_t kQuantIoMinor = 3;
 // state_space; tensor roles state and position; host dtype int64 of a position) and the operand
 // pos_mode of DMA_LOAD, DMA_STORE, SOFTMAX and MATMUL (a KV cache kept across calls, addressed at a
 // run-time position); CONV2D's w_dtype (fp16 activations with int8 weights and one fp32 scale per
-// output channel).
+// output channel; group-wise int4 / uint4 weights with fp16 scales under fp16 or int8 activations).
 constexpr uint16_t kLlmMinor = 4;
 
 constexpr uint32_t kHeaderBytes = 64;
@@ -111,6 +112,8 @@ enum DType : uint32_t {
   kFP32 = 4,
   kInt16 = 5,  // format 1.2: ELTWISE operands and results, region inputs and outputs
   kInt64 = 6,  // format 1.4: the host dtype of a position input only
+  kInt4 = 7,   // format 1.4: CONV2D w_dtype only (bits 0-7; the group size in bits 8-15)
+  kUInt4 = 8,  // format 1.4: CONV2D w_dtype only, with a uint4 zero point per group
 };
 
 enum Role : uint32_t {
@@ -267,6 +270,10 @@ constexpr uint32_t kDmaOperandWords13 = 7;
  * bias_addr is the requantization block. groups is 1, or in_c (= oc) for depthwise.
  * fp16 with w_dtype int8 (format 1.4): the weights are int8 codes, bias_addr is the dequantization
  * block: two rows of OC fp32, bias then the weights' scale, laid out as the requantization block.
+ * w_dtype int4 (7) / uint4 (8) | g << 8, g in {32, 64, 128} (format 1.4): dense only (kh = kw = 1,
+ * groups 1, in_c % g == 0), rows of in_c / 2 bytes, low nibble first; bias_addr is the int4
+ * dequantization block: bias row, requantization row (int8 only), fp16 scales [in_c / g][oc], then
+ * (uint4) zero points [in_c / g][ceil(oc / 2)] from the next alignment boundary.
  */
 struct Conv2DOperands {
   uint32_t dtype;
@@ -299,7 +306,7 @@ struct Conv2DOperands {
   uint32_t out_zp;
   uint32_t in_pstride;   // bytes between input pixels; 0: packed (in_c elements)
   uint32_t out_pstride;  // bytes between output pixels; 0: packed (oc elements)
-  uint32_t w_dtype;      // format 1.4: the weights' dtype, 0 = `dtype`; int8 (2) under fp16
+  uint32_t w_dtype;      // format 1.4: weights' dtype, 0 = `dtype`; int8; int4 / uint4 | g << 8
 };
 constexpr uint32_t kConv2DOperandWords = 31;
 // A 1.0 stream has 28 CONV2D operands.
@@ -546,6 +553,8 @@ inline uint32_t DTypeBytes(uint32_t dtype) {
     case kFP32: return 4;
     case kInt16: return 2;
     case kInt64: return 8;
+    case kInt4: return 0;
+    case kUInt4: return 0;
     default: return 0;
   }
 }

@@ -140,6 +140,36 @@ uint64_t PixelRowBytes(const std::string& where, const char* what, uint64_t widt
   return SatMul(width - 1, pixel_stride) + channel_bytes;  // width >= 1: checked before
 }
 
+namespace {
+
+// Group-wise int4 weights (format 1.4): a dense layer whose K splits into groups of 32, 64 or 128,
+// with its dequantization block (the scales live there, so there is always one).
+void CheckInt4Weights(const std::string& where, const stream::Conv2DOperands& op) {
+  const uint32_t g = stream::Int4Group(op);
+  const char* name = stream::WeightCode(op) == stream::kInt4 ? "int4" : "uint4";
+  if ((op.w_dtype >> 16) != 0 || (g != 32 && g != 64 && g != 128)) {
+    NPU_THROW(kBadStream) << where << ": w_dtype 0x" << std::hex << op.w_dtype << std::dec << " ("
+                          << name << ") has group size " << g << " in bits 8-15 and "
+                          << (op.w_dtype >> 16) << " in bits 16-31; the group is 32, 64 or 128 and "
+                          << "bits 16-31 are 0 (format 1.4)";
+  }
+  if (op.kh != 1 || op.kw != 1 || op.groups != 1) {
+    NPU_THROW(kBadStream) << where << ": " << name << " weights with kh " << op.kh << ", kw "
+                          << op.kw << ", groups " << op.groups
+                          << "; int4 weights are dense only: kh = kw = groups = 1";
+  }
+  if (op.in_c % g != 0) {
+    NPU_THROW(kBadStream) << where << ": " << name << " weights with in_c " << op.in_c
+                          << " and group size " << g << "; in_c must be a multiple of the group";
+  }
+  if (op.bias_addr == stream::kNoBias) {
+    NPU_THROW(kBadStream) << where << ": " << name << " weights need their dequantization block "
+                          << "(bias, scales) at bias_addr";
+  }
+}
+
+}  // namespace
+
 void CheckConv2DParams(const std::string& where, const stream::Conv2DOperands& op) {
   CheckDType(where, op.dtype);
   if (op.groups != 1 && !(op.groups == op.in_c && op.in_c == op.oc)) {
@@ -152,10 +182,13 @@ void CheckConv2DParams(const std::string& where, const stream::Conv2DOperands& o
       op.out_h == 0 || op.out_w == 0 || op.dil_h == 0 || op.dil_w == 0) {
     NPU_THROW(kBadStream) << where << ": a size or dilation is 0";
   }
-  if (op.w_dtype != 0 && !stream::IsW8A16(op)) {
+  if (stream::IsInt4Weights(op)) {
+    CheckInt4Weights(where, op);
+  } else if (op.w_dtype != 0 && !stream::IsW8A16(op)) {
     NPU_THROW(kBadStream)
         << where << ": w_dtype " << op.w_dtype << " with dtype " << op.dtype
-        << "; it is 0 (the weights have dtype) or int8 (2) under fp16 (format 1.4)";
+        << "; it is 0 (the weights have dtype), int8 (2) under fp16, or int4 (7) / uint4 (8) | "
+        << "group << 8 (format 1.4)";
   }
   if (op.dtype == stream::kFP16) {
     CheckFp16Epilogue(where, op.act, {op.in_zp, op.out_zp});
@@ -248,7 +281,9 @@ void CheckConv2D(const std::string& where, const stream::Command& cmd, const NPU
   const uint64_t w_tap = stream::IsDepthwise(op) ? 1 : op.in_c;  // depthwise: [C][KH][KW][1]
   const uint64_t in_row =
       PixelRowBytes(where, "input", op.in_w, SatMul(op.in_c, elem), op.in_pstride, elem);
-  const uint64_t w_row = SatMul(SatMul(SatMul(op.kh, op.kw), w_tap), stream::WeightBytes(op));
+  const uint64_t w_row = stream::IsInt4Weights(op)
+                             ? stream::WeightRowBytes(op)  // in_c / 2: kh = kw = 1, checked
+                             : SatMul(SatMul(SatMul(op.kh, op.kw), w_tap), stream::WeightBytes(op));
   const uint64_t out_row =
       PixelRowBytes(where, "output", op.out_w, SatMul(op.oc, elem), op.out_pstride, elem);
   // Input and output may start at a channel slice of a tensor (section 3): beat-aligned.
@@ -260,7 +295,12 @@ void CheckConv2D(const std::string& where, const stream::Command& cmd, const NPU
               false, stream::kSliceAlignment);
   const uint64_t out_bytes = uint64_t{op.out_h} * op.out_stride;  // bounded by the check above
   uint64_t bias_bytes = 0;
-  if (stream::HasScaleBlock(op)) {
+  if (stream::IsInt4Weights(op)) {
+    // Bias row (and S row under int8), fp16 scales, uint4 zero points: one aligned block.
+    bias_bytes = stream::BiasBlockBytes(op, c.alignment);
+    CheckAligned(where, "int4 dequantization block", op.bias_addr, c.alignment);
+    CheckRange(where, "int4 dequantization block", op.bias_addr, bias_bytes, "SRAM", 0, sram);
+  } else if (stream::HasScaleBlock(op)) {
     // Two rows (bias int32 or fp32, scale fp32) of OC words, align(OC * 4, alignment) bytes apart.
     const uint64_t row = stream::RequantRowStride(op.oc, c.alignment);
     CheckBuffer(where, op.dtype == stream::kInt8 ? "requantization block" : "dequantization block",

@@ -101,21 +101,17 @@ ffi::Bytes RunConv2D(const std::string& level, const ffi::Bytes& words, const ff
   const auto op = CheckedOperands(words, "run_conv2d", CheckConv2DParams);
   if (alignment <= 0 || alignment > (1 << 16)) NPU_THROW(kBadStream) << "alignment " << alignment;
   const uint64_t elem = stream::DTypeBytes(op.dtype);
-  const uint64_t w_tap = stream::IsDepthwise(op) ? 1 : op.in_c;
   NeedBytes(in,
             (op.in_h - 1) * uint64_t{op.in_stride} + (op.in_w - 1) * stream::InPixelStride(op) +
                 uint64_t{op.in_c} * elem,
             "in");
-  NeedBytes(w,
-            (op.oc - 1) * uint64_t{op.w_stride} +
-                uint64_t{op.kh} * op.kw * w_tap * stream::WeightBytes(op),
-            "w");
+  NeedBytes(w, (op.oc - 1) * uint64_t{op.w_stride} + stream::WeightRowBytes(op), "w");
   NeedBytes(out,
             (op.out_h - 1) * uint64_t{op.out_stride} + (op.out_w - 1) * stream::OutPixelStride(op) +
                 uint64_t{op.oc} * elem,
             "out");
-  if (stream::HasScaleBlock(op)) {  // int8's requantization or W8A16's dequantization block
-    NeedBytes(bias, stream::kRequantRows * stream::RequantRowStride(op.oc, alignment), "bias");
+  if (stream::HasScaleBlock(op) || stream::IsInt4Weights(op)) {  // a block, never absent
+    NeedBytes(bias, stream::BiasBlockBytes(op, static_cast<uint64_t>(alignment)), "bias");
   } else if (bias.size() != 0) {
     NeedBytes(bias, uint64_t{op.oc} * 4, "bias");
   }

@@ -35,18 +35,14 @@ ByteRange Span(uint64_t addr, uint64_t rows, uint64_t stride, uint64_t len) {
   return rows == 0 ? ByteRange{addr, addr} : ByteRange{addr, addr + SatMul(rows - 1, stride) + len};
 }
 
-// CONV2D's bias: fp16's oc floats, or int8's requantization block / W8A16's dequantization block
-// (bias and scale rows).
+// CONV2D's bias: fp16's oc floats, int8's requantization block / W8A16's dequantization block
+// (bias and scale rows), or the int4 dequantization block (with the group scales).
 uint64_t BiasBytes(const stream::Conv2DOperands& op, uint64_t alignment) {
-  if (op.bias_addr == stream::kNoBias) return 0;
-  return stream::HasScaleBlock(op)
-             ? stream::kRequantRows * stream::RequantRowStride(op.oc, alignment)
-             : uint64_t{op.oc} * 4;
+  return stream::BiasBlockBytes(op, alignment);
 }
 
 ByteRange ConvWeights(const stream::Conv2DOperands& op) {
-  const uint64_t taps = uint64_t{op.kh} * op.kw * (stream::IsDepthwise(op) ? 1 : op.in_c);
-  return Span(op.w_addr, op.oc, op.w_stride, taps * stream::WeightBytes(op));
+  return Span(op.w_addr, op.oc, op.w_stride, stream::WeightRowBytes(op));
 }
 
 ByteRange DmaDst(const stream::DmaOperands& op) {

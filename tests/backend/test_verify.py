@@ -116,6 +116,10 @@ def index(s, op, n):
     return [i for i, c in enumerate(s.commands) if c.op == op][n]
 
 
+def _align(n, a):
+    return -(-n // a) * a
+
+
 def test_double_buffered_pipeline_passes():
     verify(pipeline())
     verify(pipeline(tiles=1))
@@ -372,6 +376,22 @@ def test_compiled_int8_streams_pass():
     assert any(c.args.get("dtype") == 2 for s in streams for c in s.commands if c.op == "CONV2D")
     for s in streams:
         verify(s)
+
+
+@pytest.mark.parametrize("int8", [False, True])
+def test_int4_dense_streams_pass_and_their_block_is_read_whole(int8):
+    """A hand-packed CONV2D with uint4 weights (format 1.4; the compiler does not emit it yet) verifies: rows of
+    K / 2 bytes, the block of bias (+ S), scales and zero points. An output on the zero points (past the two
+    rows a W8A16 block has) overlaps the block, as the runtime says too (ERR_INVALID_ADDR)."""
+    from int4_streams import Dense, w4_stream
+
+    d = Dense(np.random.default_rng(2), 2, 128, 24, 64, signed=False, int8=int8)
+    verify(stream.decode(w4_stream(d)))
+    elem, rows = (1, 2) if int8 else (2, 1)
+    s_q = _align(_align(d.M * d.K * elem, 128) + d.N * d.K // 2, 128)
+    zero_points = rows * _align(d.N * 4, 128) + _align(2 * d.N * 2, 128)
+    with pytest.raises(NPUError, match="overlaps its int4 dequantization block"):
+        verify(stream.decode(w4_stream(d, out_addr=s_q + zero_points)))
 
 
 def test_a_layer_larger_than_sram_names_it_in_a_short_message():

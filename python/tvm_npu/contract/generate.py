@@ -453,7 +453,8 @@ def doc_blocks() -> dict:
             [[f"`{f['name']}`", f["doc"]] + [_display(f, p["values"][f["name"]]) for p in presets] for f in fields],
         ),
         "dtypes": _table(
-            ["code", "name", "size", "use"], [[v["code"], _doc_name(v), v["bytes"], v["use"]] for v in dtypes]
+            ["code", "name", "size", "use"],
+            [[v["code"], _doc_name(v), v.get("doc_size", v["bytes"]), v["use"]] for v in dtypes],
         ),
         "unary-funcs": _table(
             ["`func`", "name", "fp32 evaluation (in this order)", "guarantee"],

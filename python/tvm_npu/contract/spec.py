@@ -35,7 +35,8 @@ MINORS: list[dict[str, Any]] = [
               "state region (state_bytes, state_space; tensor roles state and position; host dtype int64 "
               "of a position) and the operand pos_mode of DMA_LOAD, DMA_STORE, SOFTMAX and MATMUL (a KV "
               "cache kept across calls, addressed at a run-time position); CONV2D's w_dtype (fp16 "
-              "activations with int8 weights and one fp32 scale per output channel)"},
+              "activations with int8 weights and one fp32 scale per output channel; group-wise int4 / uint4 "
+              "weights with fp16 scales under fp16 or int8 activations)"},
 ]
 
 # Named values of the format. "c" is the C++ constant, "py" the Python one (contract/stream.py).
@@ -190,6 +191,15 @@ ENUMS: dict[str, dict[str, Any]] = {
         {"name": "int64", "code": 6, "c": "kInt64", "bytes": 8, "since": 4,
          "comment": "format 1.4: the host dtype of a position input only",
          "use": "the host dtype of a `position` input (the step model's int64 position; format 1.4)"},
+        # bytes 0: no tensor has these dtypes (the tensor table refuses a 0-byte dtype); CONV2D reads
+        # them from w_dtype's low byte, two codes a byte.
+        {"name": "int4", "code": 7, "c": "kInt4", "bytes": 0, "doc_size": "½", "since": 4,
+         "comment": "format 1.4: CONV2D w_dtype only (bits 0-7; the group size in bits 8-15)",
+         "use": "group-wise weights -8..7 with fp16 scales, two a byte: `CONV2D`'s `w_dtype` only (format 1.4)"},
+        {"name": "uint4", "code": 8, "c": "kUInt4", "bytes": 0, "doc_size": "½", "since": 4,
+         "comment": "format 1.4: CONV2D w_dtype only, with a uint4 zero point per group",
+         "use": "group-wise weights 0..15 with fp16 scales and uint4 zero points, two a byte: `CONV2D`'s "
+                "`w_dtype` only (format 1.4)"},
     ]},
     "role": {"c": "Role", "field": "tensor `role`", "values": [
         {"name": "input", "code": 1, "c": "kRoleInput"},
@@ -294,7 +304,7 @@ OPCODES: list[dict[str, Any]] = [
      "operands_since": {"in_pstride": 1, "out_pstride": 1, "w_dtype": 4},
      "comments": {"in_pstride": "bytes between input pixels; 0: packed (in_c elements)",
                   "out_pstride": "bytes between output pixels; 0: packed (oc elements)",
-                  "w_dtype": "format 1.4: the weights' dtype, 0 = `dtype`; int8 (2) under fp16"},
+                  "w_dtype": "format 1.4: weights' dtype, 0 = `dtype`; int8; int4 / uint4 | g << 8"},
      "notes": ["addresses are SRAM offsets, strides are bytes.",
                "",
                "fp16: clip_lo / clip_hi are fp32 bits, in_zp = out_zp = 0, bias_addr may be kNoBias.",
@@ -302,7 +312,11 @@ OPCODES: list[dict[str, Any]] = [
                 "act 0, bias_addr is the requantization block. groups is 1, or in_c (= oc) for depthwise."),
                ("fp16 with w_dtype int8 (format 1.4): the weights are int8 codes, bias_addr is the "
                 "dequantization block: two rows of OC fp32, bias then the weights' scale, laid out as the "
-                "requantization block.")],
+                "requantization block."),
+               ("w_dtype int4 (7) / uint4 (8) | g << 8, g in {32, 64, 128} (format 1.4): dense only (kh = kw = "
+                "1, groups 1, in_c % g == 0), rows of in_c / 2 bytes, low nibble first; bias_addr is the int4 "
+                "dequantization block: bias row, requantization row (int8 only), fp16 scales [in_c / g][oc], "
+                "then (uint4) zero points [in_c / g][ceil(oc / 2)] from the next alignment boundary.")],
      "doc": "convolution (dense = 1x1 conv; depthwise = groups == channels) + bias + activation "
             "(+ requantization)"},
     {"name": "ADD", "code": 0x20, "c": "kAdd", "engine": "vector", "c_struct": "AddOperands",

@@ -21,6 +21,7 @@ void Conv2D(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* 
   // W8A16 (format 1.4) has no fast kernel yet: the reference kernel defines its bits, and decode's
   // dense layers are DMA-bound on the modelled NPU, so the emulator's speed matters less there.
   if (level == kLevelRef || stream::IsW8A16(op)) return Conv2DRef(op, in, w, bias, out, alignment);
+  if (stream::IsInt4Weights(op)) return Conv2DInt4(op, in, w, bias, out, alignment, cache, key);
   if (op.dtype != stream::kInt8) return Conv2DFp16(op, in, w, bias, out, level, cache, key);
   const uint64_t row = stream::RequantRowStride(op.oc, alignment);
   // Per thread and kept: a call allocates nothing once warm (small layers run many times a call).

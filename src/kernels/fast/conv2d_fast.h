@@ -8,7 +8,8 @@
  * and wrap-around is the same mod 2^32), then the fp32 requantization vectorized with explicit
  * round-to-nearest-even. int8 depthwise: vectorized across channels. fp16: vectorized across
  * output channels only, so every accumulator still adds its products in the reference's
- * (kh, kw, ic) order with one fp32 rounding per add (docs/npu.md section 2).
+ * (kh, kw, ic) order with one fp32 rounding per add (docs/npu.md section 2). Group-wise int4
+ * weights (format 1.4): vectorized across output channels the same way.
  */
 #ifndef TVM_NPU_KERNELS_FAST_CONV2D_FAST_H_
 #define TVM_NPU_KERNELS_FAST_CONV2D_FAST_H_
@@ -51,6 +52,11 @@ void Conv2DInt8DepthwiseVnni(const stream::Conv2DOperands& op, const uint8_t* in
 #endif
 void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
                 const uint8_t* bias, uint8_t* out, Level level, WeightCache* cache, size_t key);
+/*! \brief Group-wise int4 weights, fp16 or int8 activations (conv2d_int4_fast.cc): the codes
+ *         unpacked once (cached under `key`), the reference's sums lane by lane. */
+void Conv2DInt4(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
+                const uint8_t* bias, uint8_t* out, uint32_t alignment, WeightCache* cache,
+                size_t key);
 
 }  // namespace fast
 }  // namespace tvm_npu

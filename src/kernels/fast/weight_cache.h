@@ -71,6 +71,10 @@ class WeightCache {
 /*! \brief Tags fp16 entries apart from int8 ones of the same level. */
 constexpr int kFp16Tag = 100;
 
+/*! \brief The tag of unpacked int4 codes (conv2d_int4_fast.cc; + the w_dtype code), one layout
+ *         for every level. */
+constexpr int kInt4Tag = 200;
+
 /*! \brief An entry with `raw` filled from the rows at `w` (shared by every packer). */
 std::shared_ptr<PackedWeights> NewEntry(int level, const uint8_t* w, size_t w_stride,
                                         size_t row_bytes, size_t oc);

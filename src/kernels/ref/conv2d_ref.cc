@@ -71,6 +71,10 @@ void Conv2DFp16(const stream::Conv2DOperands& op, const uint8_t* in, const uint8
 
 void Conv2DRef(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
                const uint8_t* bias, uint8_t* out, uint32_t alignment) {
+  if (stream::IsInt4Weights(op)) {
+    Conv2DInt4Ref(op, in, w, bias, out, alignment);
+    return;
+  }
   if (op.dtype == stream::kInt8) {
     Conv2DInt8Ref(op, in, w, bias, out, alignment);
     return;

@@ -13,6 +13,7 @@
 #include <tvm_npu/stream_format.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace tvm_npu {
 
@@ -29,7 +30,8 @@ namespace tvm_npu {
  *        two rows of op.oc words, bias (int32) then S (fp32 bits),
  *        stream::RequantRowStride(op.oc, alignment) bytes apart. fp16 with int8 weights
  *        (stream::IsW8A16, format 1.4): the dequantization block, the same rows with an fp32 bias
- *        and the weights' scales.
+ *        and the weights' scales. Group-wise int4 weights (stream::IsInt4Weights, format 1.4): the
+ *        int4 dequantization block (stream::Int4BlockLayout).
  * \param out The output tile: op.out_h rows of op.out_w * op.oc elements, op.out_stride apart.
  * \param alignment The configuration's alignment (it sets the rows of a two-row bias block).
  *
@@ -43,6 +45,28 @@ void Conv2DRef(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_
 /*! \brief The int8 half of Conv2DRef (conv2d_int8_ref.cc). */
 void Conv2DInt8Ref(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
                    const uint8_t* requant, uint8_t* out, uint32_t alignment);
+
+/*! \brief The int4 dequantization block (format 1.4), read and checked: the fp32 bias, under int8
+ *         activations the requantization S, and per group j and output o (index j * oc + o) the
+ *         fp16 scale (as fp32) and the zero point (0 for int4). */
+struct Int4Dequant {
+  std::vector<float> bias, requant, scale;
+  std::vector<int8_t> zero_point;
+};
+
+/*! \brief Read the int4 dequantization block at `block`; a scale or S that is not finite and > 0,
+ *         or (int8) a bias that is not finite, throws ERR_BAD_STREAM. */
+Int4Dequant LoadInt4Block(const stream::Conv2DOperands& op, const uint8_t* block,
+                          uint32_t alignment);
+
+/*! \brief The code of weight k of a packed int4 row: the even k in the low nibble; int4 (not
+ *         uint4) sign-extends. */
+int32_t Int4Code(const stream::Conv2DOperands& op, const uint8_t* row, uint64_t k);
+
+/*! \brief The group-wise int4 half of Conv2DRef (conv2d_int4_ref.cc): fp16 or int8 activations,
+ *         bias_addr the int4 dequantization block (stream::Int4BlockLayout). */
+void Conv2DInt4Ref(const stream::Conv2DOperands& op, const uint8_t* in, const uint8_t* w,
+                   const uint8_t* block, uint8_t* out, uint32_t alignment);
 
 }  // namespace tvm_npu
 

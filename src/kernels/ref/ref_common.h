@@ -177,13 +177,18 @@ inline float RoundHalfEven(float v) {
  * that way and a different rounding at a near-tie changes an LSB. The clamp runs in double: the
  * rounded value may be huge or inf (S up to FLT_MAX), and z_y + r is exact for |r| < 2^53 while
  * anything larger is clamped anyway. S is finite and > 0 (checked by every caller), so no NaN.
+ * RequantizeFloat takes the fp32 sum itself (int4 weights under int8 activations: the groups add
+ * in fp32, docs/npu.md section 2); the caller keeps it finite.
  */
-inline int8_t RequantizeFp32(int64_t acc, float scale, int32_t zp, int32_t lo, int32_t hi) {
-  const float prod = static_cast<float>(acc) * scale;
+inline int8_t RequantizeFloat(float sum, float scale, int32_t zp, int32_t lo, int32_t hi) {
+  const float prod = sum * scale;
   const double y = static_cast<double>(zp) + static_cast<double>(RoundHalfEven(prod));
   if (y <= lo) return static_cast<int8_t>(lo);
   if (y >= hi) return static_cast<int8_t>(hi);
   return static_cast<int8_t>(static_cast<int32_t>(y));
+}
+inline int8_t RequantizeFp32(int64_t acc, float scale, int32_t zp, int32_t lo, int32_t hi) {
+  return RequantizeFloat(static_cast<float>(acc), scale, zp, lo, hi);
 }
 
 /*! \brief Two's-complement wrap-around to int32, the int8 datapath's accumulator width. */
