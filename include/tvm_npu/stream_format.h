@@ -523,8 +523,8 @@ struct MatmulOperands {
   uint32_t out_stride;
   uint32_t out_bstride;
   uint32_t pos_mode;      // format 1.4: bit 0 n += p, bit 1 k += p
-  uint32_t b_dtype;       // 0 = `dtype`; int8 (2) under fp16: B holds codes, one fp32 scale per B batch
-  uint32_t b_scale_addr;  // b_dtype int8: SRAM address of the B batches' fp32 scales; else 0
+  uint32_t b_dtype;       // 0 = `dtype`; int8 (2) under fp16: B holds int8 codes
+  uint32_t b_scale_addr;  // b_dtype int8: SRAM address of one fp32 scale per B batch
 };
 constexpr uint32_t kMatmulOperandWords = 19;
 

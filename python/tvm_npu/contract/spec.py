@@ -402,8 +402,8 @@ OPCODES: list[dict[str, Any]] = [
                   "b_transposed": "0: B stored [K, N] (rows of N); 1: B stored [N, K] (rows of K)",
                   "a_bstride": "bytes between A's batches (as the *_bstride of B and out)",
                   "pos_mode": "format 1.4: bit 0 n += p, bit 1 k += p",
-                  "b_dtype": "0 = `dtype`; int8 (2) under fp16: B holds codes, one fp32 scale per B batch",
-                  "b_scale_addr": "b_dtype int8: SRAM address of the B batches' fp32 scales; else 0"},
+                  "b_dtype": "0 = `dtype`; int8 (2) under fp16: B holds int8 codes",
+                  "b_scale_addr": "b_dtype int8: SRAM address of one fp32 scale per B batch"},
      "notes": [("out[o] = A[o] x B[o / b_group] for o in [0, batch): A[o] is [m, k], out[o] is [m, n], "
                 "all in SRAM, strides in bytes."),
                "",
