@@ -11,7 +11,7 @@ import pytest
 import tvm
 
 import tvm_npu
-from llm.reference import BUILDERS, OrtDecoder, S, T
+from llm.reference import BUILDERS, OrtDecoder, S, T, gpt2_mask_minus_50
 from npu_ref import kv
 from tvm_npu.llm import kv_calibration
 from tvm_npu.models.decoder import gpt2_step
@@ -189,3 +189,17 @@ def test_given_calibration_prompts_choose_the_scales():
     mine = np.array(lm.meta["kv_scales"])
     assert mine.shape == default.shape and (mine <= default).all() and (mine < default).any()
     assert np.isfinite(lm.prefill(np.arange(5))).all()
+
+
+def test_int8_on_a_model_whose_cache_stays_on_the_host_warns():
+    """A mask the resident pattern refuses (-50, see test_kv_resident.py) keeps the cache on the host: asked
+    for kv_dtype="int8", compile warns that there is no int8 cache, and the float32 cache gives onnxruntime's
+    tokens."""
+    builder = gpt2_mask_minus_50
+
+    with pytest.warns(UserWarning, match="no int8 cache"):
+        lm = tvm_npu.llm.compile(builder, max_context=T, prefill_len=S, kv_dtype="int8")
+    assert not lm.resident and lm.meta["kv_dtype"] == "float32" and lm.meta["kv_scales"] is None
+    ids = np.arange(3, 9)
+    _, want_tokens = OrtDecoder(builder).run(ids, 4)
+    assert list(lm.generate(ids, max_new_tokens=4)) == want_tokens

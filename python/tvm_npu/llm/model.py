@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numbers
 import secrets
+import warnings
 
 import numpy as np
 import tvm
@@ -140,6 +141,12 @@ def compile(
     resident = all(r.kv_cache.get("resident") for _, r in built.values())
     if kv_cache == "npu" and not resident and any(r.kv_cache.get("resident") for _, r in built.values()):
         built = build_all(False)  # one step took the cache and the other did not: both keep it on the host
+    if kv_dtype == "int8" and not resident:  # not wrong (float32 is exact-er), but not what was asked
+        warnings.warn(
+            'kv_dtype="int8": the compiler keeps this model\'s cache on the host (float32; '
+            'lm.reports[step].kv_cache["refused"] says why), so there is no int8 cache',
+            stacklevel=2,
+        )
     meta = {
         "step": dec_info,
         "prefill_len": pre_info["seq_len"],
