@@ -411,7 +411,7 @@ OPCODES: list[dict[str, Any]] = [
                ("b_dtype int8: B holds int8 codes, the exact products a * q summed as above, then one fp32 "
                 "multiply by the B batch's scale, one rounding to fp16.")],
      "doc": "batched matrix product of two SRAM tensors (attention's Q x K^T and P x V; grouped-query "
-            "attention by `b_group`), fp16 (format 1.4)"},
+            "attention by `b_group`), fp16; `B` fp16 or int8 with one fp32 scale per B batch (format 1.4)"},
 ]
 
 # ---------------------------------------------------------------------------------------------------
