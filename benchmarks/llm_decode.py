@@ -7,7 +7,8 @@ one machine, in one run):
 1. Measured on the reference NPU, through `tvm_npu.llm` with a GPT-2-like and a Llama-like step model
    (tvm_npu.models.decoder, seeded weights): one decode step's cycles next to its DDR roofline (the
    bytes it moved / ddr_bytes_per_cycle, and the ideal: weights + the KV rows read, once), and a
-   128-token prefill's MAC utilization.
+   128-token prefill's MAC utilization; with the fp16 and the int8 KV cache (kv8), and the decode step's DDR
+   bytes and the KV bytes it read.
 2. Host emulator: the wall time of one decode step of the GPT-2-like model on the reference NPU
    (tvm_npu, CPU ops included) next to onnxruntime's CPU time for the same step model, same machine,
    interleaved rounds.
@@ -43,9 +44,12 @@ QWEN = dict(layers=28, d=1536, heads=12, kv_heads=2, ffn=8960, vocab=151936)
 FIELD_TOKENS_PER_S = 22  # issue 20: a Qwen2-1.5B-class model on a laptop NPU after weight re-layout
 
 
-def _measured(name, builder, config: str) -> dict:
-    """Decode roofline and prefill utilization of one small model on the reference NPU."""
-    lm = tvm_npu.llm.compile(functools.partial(builder), max_context=256, prefill_len=128, config=config)
+def _measured(name, builder, config: str, kv_dtype: str = "float16") -> dict:
+    """Decode roofline and prefill utilization of one small model on the reference NPU (`kv_dtype` "int8": the
+    int8 KV cache, calibrated on the default prompts)."""
+    lm = tvm_npu.llm.compile(
+        functools.partial(builder), max_context=256, prefill_len=128, config=config, kv_dtype=kv_dtype
+    )
     cfg = tvm_npu.get_config(config)
     lm.prefill(np.arange(128, dtype=np.int64) % 200)
     prefill = lm.profile()["prefill"]
@@ -54,9 +58,11 @@ def _measured(name, builder, config: str) -> dict:
     regions = lm.reports["decode"].regions.values()
     weights = sum(layer["weight_bytes"] for r in regions for layer in r.get("layers", []))
     info = lm.meta["step"]
-    kv_read = 2 * info["layers"] * info["kv_heads"] * 129 * info["head_dim"] * 2  # fp16 K and V, 129 rows
+    el = 1 if kv_dtype == "int8" else 2
+    kv_read = 2 * info["layers"] * info["kv_heads"] * 129 * info["head_dim"] * el  # K and V, 129 rows
     return {
-        "model": name,
+        "model": name + (" kv8" if kv_dtype == "int8" else ""),
+        "kv_bytes": decode["kv_bytes"],
         "decode_cycles": decode["cycles"],
         "decode_ddr_bytes": decode["ddr_bytes"],
         "roofline_moved": decode["ddr_bytes"] / cfg.ddr_bytes_per_cycle,
@@ -69,12 +75,14 @@ def _measured(name, builder, config: str) -> dict:
 def _print_measured(rows: list) -> None:
     print("1. Measured on the reference NPU (npu-ref; 128-token prefill, then one decode step at position 128)")
     print(f"   {'model':12s} {'decode cycles':>14s} {'roofline(moved)':>16s} {'% of it':>8s} "
-          f"{'roofline(ideal)':>16s} {'% of it':>8s} {'prefill MAC util':>17s}")  # fmt: skip
+          f"{'roofline(ideal)':>16s} {'% of it':>8s} {'prefill MAC util':>17s} {'decode DDR B':>13s} "
+          f"{'KV bytes':>9s}")  # fmt: skip
     for r in rows:
         print(
-            f"   {r['model']:12s} {r['decode_cycles']:>14,} {r['roofline_moved']:>16,.0f} "
+            f"   {r['model']:17s} {r['decode_cycles']:>9,} {r['roofline_moved']:>16,.0f} "
             f"{100 * r['roofline_moved'] / r['decode_cycles']:>7.1f}% {r['roofline_ideal']:>16,.0f} "
-            f"{100 * r['roofline_ideal'] / r['decode_cycles']:>7.1f}% {100 * r['prefill_mac_util']:>16.1f}%"
+            f"{100 * r['roofline_ideal'] / r['decode_cycles']:>7.1f}% {100 * r['prefill_mac_util']:>16.1f}% "
+            f"{r['decode_ddr_bytes']:>13,} {r['kv_bytes']:>9,}"
         )
 
 
@@ -155,12 +163,13 @@ def main(argv=None) -> int:
     warnings.simplefilter("ignore")  # TVM's importer renames dotted inputs; fallbacks are in the report
     logging.getLogger("tvm_npu").setLevel(logging.ERROR)  # a fallback's traceback: the report names it
     if not args.skip_measured:
-        rows = [
-            _measured("gpt2-like", functools.partial(gpt2_step, layers=4, d=256, heads=4, ffn=1024, vocab=2048),
-                      "npu-ref"),
-            _measured("llama-like", functools.partial(llama_step, layers=4, d=256, heads=4, kv_heads=2, ffn=768,
-                                                      vocab=2048), "npu-ref"),
-        ]  # fmt: skip
+        gpt2 = functools.partial(gpt2_step, layers=4, d=256, heads=4, ffn=1024, vocab=2048)
+        llama = functools.partial(llama_step, layers=4, d=256, heads=4, kv_heads=2, ffn=768, vocab=2048)
+        # head_dim 128: an int8 cache row is one 128-byte burst, an fp16 one two (at 64 both are one)
+        llama128 = functools.partial(llama_step, layers=4, d=256, heads=2, kv_heads=1, ffn=768, vocab=2048)
+        rows = [_measured("gpt2-like", gpt2, "npu-ref"), _measured("llama-like", llama, "npu-ref")]
+        rows += [_measured("gpt2-like", gpt2, "npu-ref", "int8"), _measured("llama-like", llama, "npu-ref", "int8")]
+        rows += [_measured("llama-D128", llama128, "npu-ref", k) for k in ("float16", "int8")]
         _print_measured(rows)
     if not args.skip_host:
         _host(args.rounds)

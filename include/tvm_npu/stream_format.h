@@ -14,7 +14,8 @@
  *        operand pos_mode of DMA_LOAD, DMA_STORE, SOFTMAX and MATMUL (a KV cache kept across calls,
  *        addressed at a run-time position); CONV2D's w_dtype (fp16 activations with int8 weights
  *        and one fp32 scale per output channel; group-wise int4 / uint4 weights with fp16 scales
- *        under fp16 or int8 activations).
+ *        under fp16 or int8 activations); MATMUL's b_dtype and b_scale_addr (an int8 B, e.g. an
+ *        int8 KV cache, with one fp32 scale per B batch).
  *
  * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
  * little-endian host reads one with a memcpy. The structs carry no behaviour: what operand values
@@ -44,7 +45,9 @@ constexpr uint16_t kQuantIoMinor = 3;
 // state_space; tensor roles state and position; host dtype int64 of a position) and the operand
 // pos_mode of DMA_LOAD, DMA_STORE, SOFTMAX and MATMUL (a KV cache kept across calls, addressed at a
 // run-time position); CONV2D's w_dtype (fp16 activations with int8 weights and one fp32 scale per
-// output channel; group-wise int4 / uint4 weights with fp16 scales under fp16 or int8 activations).
+// output channel; group-wise int4 / uint4 weights with fp16 scales under fp16 or int8 activations);
+// MATMUL's b_dtype and b_scale_addr (an int8 B, e.g. an int8 KV cache, with one fp32 scale per B
+// batch).
 constexpr uint16_t kLlmMinor = 4;
 
 constexpr uint32_t kHeaderBytes = 64;
@@ -503,10 +506,12 @@ struct RopeOperands {
 constexpr uint32_t kRopeOperandWords = 12;
 
 /*!
- * \brief Operands of MATMUL, words 1..17: out[o] = A[o] x B[o / b_group] for o in [0, batch): A[o]
+ * \brief Operands of MATMUL, words 1..19: out[o] = A[o] x B[o / b_group] for o in [0, batch): A[o]
  *        is [m, k], out[o] is [m, n], all in SRAM, strides in bytes.
  *
  * fp16 only (format 1.4): fp32 accumulation in k order, one rounding to fp16.
+ * b_dtype int8: B holds int8 codes, the exact products a * q summed as above, then one fp32
+ * multiply by the B batch's scale, one rounding to fp16.
  */
 struct MatmulOperands {
   uint32_t dtype;
@@ -525,9 +530,11 @@ struct MatmulOperands {
   uint32_t out_addr;
   uint32_t out_stride;
   uint32_t out_bstride;
-  uint32_t pos_mode;  // format 1.4: bit 0 n += p, bit 1 k += p
+  uint32_t pos_mode;      // format 1.4: bit 0 n += p, bit 1 k += p
+  uint32_t b_dtype;       // 0 = `dtype`; int8 (2) under fp16: B holds int8 codes
+  uint32_t b_scale_addr;  // b_dtype int8: SRAM address of one fp32 scale per B batch
 };
-constexpr uint32_t kMatmulOperandWords = 17;
+constexpr uint32_t kMatmulOperandWords = 19;
 
 static_assert(sizeof(Header) == kHeaderBytes, "header layout");
 static_assert(sizeof(TensorDesc) == kTensorBytes, "tensor descriptor layout");

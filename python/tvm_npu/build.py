@@ -42,7 +42,8 @@ class BuildContext:
     rejections: list = field(default_factory=list)  # partition -> report: every refused match
     streams: dict = field(default_factory=dict)  # codegen: symbol -> planned Stream
     layers: dict = field(default_factory=dict)  # codegen: symbol -> report.region_layers(...)
-    # An LLM step model whose KV cache stays on the NPU: {"step": metadata, "state_space": k} (kv_cache).
+    # An LLM step model whose KV cache stays on the NPU: {"step": metadata, "state_space": k} (kv_cache),
+    # and "kv_scales" [L][2][H_kv] for an int8 cache.
     kv_cache: dict | None = None
     kv_regions: dict = field(default_factory=dict)  # kv_cache: symbol -> (stream, placements, call var)
 
@@ -75,7 +76,12 @@ def _kv_cache(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:
     if ctx.kv_cache is None:
         return mod
     mod, ctx.kv_regions = kv_cache.make_resident(
-        mod, ctx.config, ctx.kv_cache["step"], ctx.kv_cache["state_space"], ctx.rejections
+        mod,
+        ctx.config,
+        ctx.kv_cache["step"],
+        ctx.kv_cache["state_space"],
+        ctx.rejections,
+        ctx.kv_cache.get("kv_scales"),
     )
     ctx.streams.update({s: planned for s, (planned, _, _) in ctx.kv_regions.items()})
     ctx.layers.update({s: kv_cache.region_layers(planned) for s, (planned, _, _) in ctx.kv_regions.items()})
@@ -181,7 +187,8 @@ def npu_pipeline(
         Weights to bind into `main` as constants, by parameter name.
     kv_cache : dict, optional
         For an LLM step model (docs/llm.md): {"step": its metadata, "state_space": k != 0} keeps its KV
-        cache on the NPU (backend/kv_cache.py; `main` becomes (input_ids, position) -> (logits,)).
+        cache on the NPU (backend/kv_cache.py; `main` becomes (input_ids, position) -> (logits,)), an int8
+        one with "kv_scales": fp32 [layers][2][kv_heads] (K then V; docs/npu.md, "The int8 KV cache").
     """
     cfg = get_config(config)
 

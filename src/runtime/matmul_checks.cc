@@ -49,6 +49,14 @@ void CheckMatmulParams(const std::string& where, const stream::MatmulOperands& o
                           << ", k " << op.k << ", n " << op.n << ")";
   }
   if (op.b_group == 0) NPU_THROW(kBadStream) << where << ": b_group is 0 (at least 1)";
+  // An int8 B (an int8 KV cache) under fp16 A: codes and one fp32 scale per B batch.
+  if (op.b_dtype != 0 && op.b_dtype != stream::kInt8) {
+    NPU_THROW(kBadStream) << where << ": b_dtype " << op.b_dtype << " is neither 0 nor int8 (2)";
+  }
+  if (op.b_dtype == 0 && op.b_scale_addr != 0) {
+    NPU_THROW(kBadStream) << where << ": b_scale_addr " << op.b_scale_addr
+                          << " without an int8 B (b_dtype 0)";
+  }
   if (op.b_transposed > 1) {
     NPU_THROW(kBadStream) << where << ": b_transposed " << op.b_transposed << " is not 0 or 1";
   }
@@ -60,7 +68,8 @@ void CheckMatmul(const std::string& where, const stream::Command& cmd, const NPU
   const uint64_t b_batches = (uint64_t{op.batch} - 1) / op.b_group + 1;
   const uint64_t b_rows = op.b_transposed ? op.n : op.k, b_cols = op.b_transposed ? op.k : op.n;
   const Batched a{"a", op.a_addr, op.batch, op.m, uint64_t{op.k} * 2, op.a_stride, op.a_bstride};
-  const Batched b{"b", op.b_addr, b_batches, b_rows, b_cols * 2, op.b_stride, op.b_bstride};
+  const uint64_t b_elem = op.b_dtype == stream::kInt8 ? 1 : 2;
+  const Batched b{"b", op.b_addr, b_batches, b_rows, b_cols * b_elem, op.b_stride, op.b_bstride};
   const Batched out{"output",           op.out_addr,   op.batch,      op.m,
                     uint64_t{op.n} * 2, op.out_stride, op.out_bstride};
   for (const Batched& t : {a, b, out}) CheckBatched(where, c, t);
@@ -68,6 +77,13 @@ void CheckMatmul(const std::string& where, const stream::Command& cmd, const NPU
   for (const Batched& t : {a, b}) {
     if (Overlaps(out.addr, out.end() - out.addr, t.addr, t.end() - t.addr)) {
       NPU_THROW(kInvalidAddr) << where << ": the output overlaps " << t.what << " in SRAM";
+    }
+  }
+  if (op.b_dtype == stream::kInt8) {  // the scale table: one fp32 word per B batch
+    CheckAligned(where, "b scales", op.b_scale_addr, c.alignment);
+    CheckRange(where, "b scales", op.b_scale_addr, b_batches * 4, "SRAM", 0, c.sram_bytes);
+    if (Overlaps(out.addr, out.end() - out.addr, op.b_scale_addr, b_batches * 4)) {
+      NPU_THROW(kInvalidAddr) << where << ": the output overlaps the b scales in SRAM";
     }
   }
 }

@@ -228,10 +228,13 @@ std::vector<ByteRange> SramReads(const stream::Command& cmd, const NPUConfig& cf
       const auto op = OperandsOf<stream::MatmulOperands>(cmd);
       const uint64_t b_batches = (uint64_t{op.batch} - 1) / op.b_group + 1;
       const uint64_t b_rows = op.b_transposed ? op.n : op.k;
-      return {
+      std::vector<ByteRange> reads = {
           {op.a_addr, op.a_addr + SatMul(op.batch - 1, op.a_bstride) + SatMul(op.m, op.a_stride)},
           {op.b_addr,
            op.b_addr + SatMul(b_batches - 1, op.b_bstride) + SatMul(b_rows, op.b_stride)}};
+      // An int8 B's scale table (b_dtype int8): one fp32 word per B batch.
+      if (op.b_dtype != 0) reads.push_back({op.b_scale_addr, op.b_scale_addr + b_batches * 4});
+      return reads;
     }
     default: return {{0, cfg.sram_bytes}};
   }

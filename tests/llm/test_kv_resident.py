@@ -12,7 +12,7 @@ import pytest
 import tvm
 
 import tvm_npu
-from llm.reference import BUILDERS, OrtDecoder, S, T, assert_logits_close
+from llm.reference import BUILDERS, OrtDecoder, S, T, assert_logits_close, gpt2_mask_minus_50
 from npu_ref import kv
 from tvm_npu.contract.config import get_config
 from tvm_npu.frontend.onnx import from_onnx
@@ -152,13 +152,7 @@ def test_a_cache_the_pattern_cannot_take_is_refused_with_a_reason(arch, change, 
 def test_another_mask_keeps_the_host_cache_and_stays_right():
     """A mask value the causal SOFTMAX does not reproduce (-50: its exp is not 0) refuses the resident form
     with NPU_E_MASK; tvm_npu.llm then keeps the cache on the host and still matches onnxruntime."""
-
-    def builder(seq_len, max_context):
-        model = BUILDERS["gpt2"](seq_len=seq_len, max_context=max_context)
-        for init in model.graph.initializer:
-            if init.data_type == 1 and not init.dims and np.frombuffer(init.raw_data, np.float32)[0] == -1e9:
-                init.raw_data = np.float32(-50.0).tobytes()
-        return model
+    builder = gpt2_mask_minus_50
 
     lm = tvm_npu.llm.compile(builder, max_context=T, prefill_len=S)
     assert not lm.resident and lm.meta["kv_cache"] == "host"

@@ -194,3 +194,21 @@ def matmul(a, b, b_group=1, b_transposed=False):
         for p in range(a.shape[2]):  # one fp32 add per product, in k order (vectorized over outputs only)
             acc = acc + a[:, :, p, None] * b[:, None, p, :]
     return _round(acc)
+
+
+def matmul_b8(a, codes, scales, b_group=1, b_transposed=False):
+    """MATMUL with an int8 B (section 2, "MATMUL with an int8 B", format 1.4): a [batch, M, K] fp16, `codes`
+    int8 [batch / b_group, K, N] ([.., N, K] when `b_transposed`), `scales` fp32 [batch / b_group] (B batch q
+    stands for scales[q] * codes[q]). The exact products a * code summed from +0.0 in k order as `matmul`,
+    then one fp32 multiply by the B batch's scale, then one rounding to fp16."""
+    a, b = widen(a), np.asarray(codes, np.int8).astype(F32)
+    if b_transposed:
+        b = np.swapaxes(b, 1, 2)
+    group = np.arange(a.shape[0]) // b_group
+    b = b[group]
+    acc = np.zeros((a.shape[0], a.shape[1], b.shape[2]), F32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for p in range(a.shape[2]):
+            acc = acc + a[:, :, p, None] * b[:, None, p, :]
+        acc = acc * np.asarray(scales, F32)[group][:, None, None]
+    return _round(acc)

@@ -9,7 +9,7 @@ cache and between the commands, with the roundings of npu_ref.fp16.matmul and np
 
 import numpy as np
 
-from . import fp16, softmax
+from . import fp16, int8, softmax
 
 
 def causal_softmax(x, position, queries, scale=None):
@@ -35,3 +35,20 @@ def attention_step(cache_k, cache_v, q, k_new, v_new, position, scale=None):
     scores = fp16.matmul(q, cache_k[:, :end], b_group=group, b_transposed=True)  # [H, S, end]
     probs = causal_softmax(scores.reshape(heads * queries, end), position, queries, scale)
     return fp16.matmul(probs.reshape(heads, queries, end), cache_v[:, :end], b_group=group)
+
+
+def attention_step_int8(cache_k, cache_v, q, k_new, v_new, position, k_scales, v_scales, scale=None):
+    """One step on an int8 cache (docs/npu.md section 2, "The int8 KV cache"): `cache_k`, `cache_v` int8 codes
+    [H_kv, T, D] (updated in place), `q` [H, S, D] fp16 values, `k_new`, `v_new` [H_kv, S, D] float32 (the
+    host's values: the quantized staging of format 1.3 writes head h's rows with its scale, zero point 0),
+    `k_scales`, `v_scales` fp32 [H_kv]. Q x K^T and P x V are MATMULs with an int8 B (npu_ref.fp16.matmul_b8).
+    Returns the attention output, fp16 [H, S, D]."""
+    heads, queries, _ = q.shape
+    group = heads // cache_k.shape[0]
+    end = position + queries
+    for h in range(cache_k.shape[0]):
+        cache_k[h, position:end] = int8.quantize(k_new[h], k_scales[h], 0)
+        cache_v[h, position:end] = int8.quantize(v_new[h], v_scales[h], 0)
+    scores = fp16.matmul_b8(q, cache_k[:, :end], k_scales, b_group=group, b_transposed=True)
+    probs = causal_softmax(scores.reshape(heads * queries, end), position, queries, scale)
+    return fp16.matmul_b8(probs.reshape(heads, queries, end), cache_v[:, :end], v_scales, b_group=group)

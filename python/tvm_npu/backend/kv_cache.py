@@ -44,16 +44,18 @@ def _live(g: Graph, roots: list, replaced: dict) -> set:
     return need
 
 
-def make_resident(mod: tvm.IRModule, cfg: NPUConfig, step: dict, state_space: int, log: list) -> tuple:
+def make_resident(mod: tvm.IRModule, cfg: NPUConfig, step: dict, state_space: int, log: list, kv_scales=None) -> tuple:
     """(the resident variant of `mod`, {symbol: (planned stream, placements)}), or (`mod`, {}) when a
     layer is refused (the Rejections appended to `log`).
 
     `step` is the step metadata (docs/llm.md); `state_space` the non-zero space the prefill and decode
-    steps of one LLM share."""
+    steps of one LLM share; `kv_scales` None (an fp16 cache) or an int8 cache's fp32 scales [L][2][H_kv]
+    (layer, K / V, KV head): each layer's new K and V rows then reach its region split by KV head, the
+    runtime quantizing each with its head's scale (backend/plan/kv_plan.py)."""
     # The whole cache (every layer's slots, one state space) against the 32-bit DDR addresses first: a
     # max_context that cannot fit is a compile-time error naming the bytes, not a quiet host fallback.
     L, H_kv, T, D = (step[k] for k in ("layers", "kv_heads", "max_context", "head_dim"))
-    row = -(-D * 2 // cfg.alignment) * cfg.alignment
+    row = -(-D * (1 if kv_scales is not None else 2) // cfg.alignment) * cfg.alignment
     stream.check_state_fits(
         0, 2 * L * H_kv * T * row, f"the KV cache ({L} layers x 2 x {H_kv} heads x {T} rows x {row} B)"
     )
@@ -66,7 +68,8 @@ def make_resident(mod: tvm.IRModule, cfg: NPUConfig, step: dict, state_space: in
     regions, replaced, calls = {}, {}, {}
     for layer in layers:
         symbol = f"tvm_npu_kv_attention_{layer.layer}"
-        planned = plan_kv_attention(cfg, layer, (2 * layer.layer, 2 * layer.layer + 1), state_space)
+        scales = None if kv_scales is None else kv_scales[layer.layer]
+        planned = plan_kv_attention(cfg, layer, (2 * layer.layer, 2 * layer.layer + 1), state_space, scales)
         verify(planned)  # a planner bug is a compile-time error here, never a wrong cache
         regions[symbol] = (planned, stream.encode(planned), layer)
         replaced[layer.out] = [layer.q, layer.k_new, layer.v_new, position]
@@ -79,7 +82,7 @@ def make_resident(mod: tvm.IRModule, cfg: NPUConfig, step: dict, state_space: in
     stand_ins = {}
     for layer in layers:
         symbol = calls[layer.out]
-        args = [relax.Var(f"x{j}", x.ty) for j, x in enumerate(replaced[layer.out])]
+        args = [relax.Var(f"x{j}", sinfo) for j, sinfo in enumerate(_arg_infos(replaced[layer.out], kv_scales))]
         body = relax.op.zeros(layer.out.ty.shape, "float32")
         stand_ins[symbol] = bb.add_func(
             relax.Function(args, body, layer.out.ty).with_attr("global_symbol", symbol), symbol
@@ -94,7 +97,7 @@ def make_resident(mod: tvm.IRModule, cfg: NPUConfig, step: dict, state_space: in
                 if v not in need:
                     continue
                 if v in calls:  # a stand-in until the partition is done (see `link`)
-                    e = relax.Call(stand_ins[calls[v]], [m[x] for x in replaced[v]])
+                    e = relax.Call(stand_ins[calls[v]], _region_args(bb, [m[x] for x in replaced[v]], kv_scales))
                 else:
                     e = subst(e, m)
                 m[v] = bb.emit(e, name_hint=v.name)
@@ -116,6 +119,34 @@ def make_resident(mod: tvm.IRModule, cfg: NPUConfig, step: dict, state_space: in
         ]
         done[symbol] = (planned, rows, layer.out.name)
     return new, done
+
+
+def _arg_infos(args: list, kv_scales) -> list:
+    """The struct infos of a region's arguments: q, k_new, v_new, position; with an int8 cache k_new and
+    v_new [1, H_kv, S, D] become H_kv arguments [1, 1, S, D] each."""
+    q, k, v, pos = (x.ty for x in args)
+    if kv_scales is None:
+        return [q, k, v, pos]
+    shape = [int(d) for d in k.shape]
+    head = relax.TensorType([shape[0], 1, *shape[2:]], k.dtype)
+    return [q, *[head] * (2 * shape[1]), pos]
+
+
+def _region_args(bb, args: list, kv_scales) -> list:
+    """The call's arguments (see _arg_infos): with an int8 cache, k_new and v_new split by KV head on the
+    CPU (each head is a region input of its own, quantized with its own scale by the runtime)."""
+    if kv_scales is None:
+        return args
+    q, k, v, pos = args
+    heads = int(k.ty.shape[1])
+    parts = []
+    for x in (k, v):
+        if heads == 1:
+            parts.append(x)
+            continue
+        split = bb.emit(relax.op.split(x, heads, axis=1))
+        parts += [bb.emit(relax.TupleGetItem(split, h)) for h in range(heads)]
+    return [q, *parts, pos]
 
 
 def region_layers(planned) -> dict:

@@ -148,14 +148,17 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
         return _vector_footprints(a, op, elem, alignment)
     if op == "MATMUL":  # one block per batch (B's: per B batch); the output's first block first
         rows_b, cols_b = (a["n"], a["k"]) if a["b_transposed"] else (a["k"], a["n"])
+        b8, nb = a.get("b_dtype", 0) == 2, (a["batch"] - 1) // max(a["b_group"], 1) + 1
         reads = [
             ("SRAM", "a", a["a_addr"] + o * a["a_bstride"], a["m"], a["k"] * 2, a["a_stride"])
             for o in range(a["batch"])
         ]
         reads += [
-            ("SRAM", "b", a["b_addr"] + q * a["b_bstride"], rows_b, cols_b * 2, a["b_stride"])
-            for q in range((a["batch"] - 1) // max(a["b_group"], 1) + 1)
+            ("SRAM", "b", a["b_addr"] + q * a["b_bstride"], rows_b, cols_b * (1 if b8 else 2), a["b_stride"])
+            for q in range(nb)
         ]
+        if b8:  # an int8 B's scale table: one fp32 word per B batch
+            reads.append(("SRAM", "b scales", a["b_scale_addr"], 1, nb * 4, _align(nb * 4, alignment)))
         out = [
             ("SRAM", "output", a["out_addr"] + o * a["out_bstride"], a["m"], a["n"] * 2, a["out_stride"])
             for o in range(a["batch"])

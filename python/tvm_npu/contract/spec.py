@@ -36,7 +36,8 @@ MINORS: list[dict[str, Any]] = [
               "of a position) and the operand pos_mode of DMA_LOAD, DMA_STORE, SOFTMAX and MATMUL (a KV "
               "cache kept across calls, addressed at a run-time position); CONV2D's w_dtype (fp16 "
               "activations with int8 weights and one fp32 scale per output channel; group-wise int4 / uint4 "
-              "weights with fp16 scales under fp16 or int8 activations)"},
+              "weights with fp16 scales under fp16 or int8 activations); MATMUL's b_dtype and "
+              "b_scale_addr (an int8 B, e.g. an int8 KV cache, with one fp32 scale per B batch)"},
 ]
 
 # Named values of the format. "c" is the C++ constant, "py" the Python one (contract/stream.py).
@@ -410,17 +411,21 @@ OPCODES: list[dict[str, Any]] = [
      "since": 4,
      "operands": ["dtype", "batch", "b_group", "m", "k", "n", "b_transposed", "a_addr", "a_stride",
                   "a_bstride", "b_addr", "b_stride", "b_bstride", "out_addr", "out_stride", "out_bstride",
-                  "pos_mode"],
+                  "pos_mode", "b_dtype", "b_scale_addr"],
      "comments": {"b_group": "batches sharing one B: batch o reads B batch o / b_group (>= 1)",
                   "b_transposed": "0: B stored [K, N] (rows of N); 1: B stored [N, K] (rows of K)",
                   "a_bstride": "bytes between A's batches (as the *_bstride of B and out)",
-                  "pos_mode": "format 1.4: bit 0 n += p, bit 1 k += p"},
+                  "pos_mode": "format 1.4: bit 0 n += p, bit 1 k += p",
+                  "b_dtype": "0 = `dtype`; int8 (2) under fp16: B holds int8 codes",
+                  "b_scale_addr": "b_dtype int8: SRAM address of one fp32 scale per B batch"},
      "notes": [("out[o] = A[o] x B[o / b_group] for o in [0, batch): A[o] is [m, k], out[o] is [m, n], "
                 "all in SRAM, strides in bytes."),
                "",
-               "fp16 only (format 1.4): fp32 accumulation in k order, one rounding to fp16."],
+               "fp16 only (format 1.4): fp32 accumulation in k order, one rounding to fp16.",
+               ("b_dtype int8: B holds int8 codes, the exact products a * q summed as above, then one fp32 "
+                "multiply by the B batch's scale, one rounding to fp16.")],
      "doc": "batched matrix product of two SRAM tensors (attention's Q x K^T and P x V; grouped-query "
-            "attention by `b_group`), fp16 (format 1.4)"},
+            "attention by `b_group`), fp16; `B` fp16 or int8 with one fp32 scale per B batch (format 1.4)"},
 ]
 
 # ---------------------------------------------------------------------------------------------------

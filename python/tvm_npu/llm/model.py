@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numbers
 import secrets
+import warnings
 
 import numpy as np
 import tvm
@@ -23,7 +24,7 @@ from ..contract.config import get_config
 from ..contract.errors import NPUError
 from ..partition.report import BuildReport
 from ..quantization import quantize_weights_int8
-from . import sampling, steps
+from . import kv_calibration, sampling, steps
 from .step_runner import StepRunner
 
 
@@ -56,7 +57,14 @@ def _state_space() -> int:
 
 
 def compile(
-    model, max_context: int | None = None, config="npu-ref", weights: str = "fp16", prefill_len=None, kv_cache="npu"
+    model,
+    max_context: int | None = None,
+    config="npu-ref",
+    weights: str = "fp16",
+    prefill_len=None,
+    kv_cache="npu",
+    kv_dtype: str = "float16",
+    calibration=None,
 ):
     """Compile a decoder's prefill and decode steps for the NPU (NPU regions, the rest on the CPU).
 
@@ -80,6 +88,15 @@ def compile(
     kv_cache : str
         "npu" (default): the cache resident on the NPU when the compiler takes every layer's attention
         (else held by the host, the reports' rejections saying why); "host": held by the host.
+    kv_dtype : str
+        The resident cache's elements: "float16" (default), or "int8": int8 codes with one fp32 scale per
+        layer, KV head and K / V, `max|x| / 127` from a calibration run of the float32 model on the host
+        (llm/kv_calibration.py); a value beyond a head's calibrated range saturates (docs/llm.md, "An
+        int8 KV cache"). Needs kv_cache="npu"; if the compiler keeps the cache on the host anyway (a
+        refused attention), that cache is float32 and `meta["kv_dtype"]` says so.
+    calibration : list of int arrays, optional
+        kv_dtype="int8": the prompts (1-D token ids, 1..max_context each) of the calibration run; default
+        8 seeded random prompts of min(32, max_context) ids.
 
     Returns
     -------
@@ -89,12 +106,25 @@ def compile(
         raise NPUError("ERR_INVALID_CONFIG", f'weights={weights!r}: use "fp16" or "int8"')
     if kv_cache not in ("npu", "host"):
         raise NPUError("ERR_INVALID_CONFIG", f'kv_cache={kv_cache!r}: use "npu" or "host"')
+    if not isinstance(kv_dtype, str) or kv_dtype not in ("float16", "int8"):
+        raise NPUError("ERR_INVALID_CONFIG", f'kv_dtype={kv_dtype!r}: use "float16" or "int8"')
+    if kv_dtype == "int8" and kv_cache == "host":
+        raise NPUError(
+            "ERR_INVALID_CONFIG",
+            'kv_dtype="int8" is the NPU-resident cache\'s: use kv_cache="npu" (a host-held cache is float32)',
+        )
+    if calibration is not None and kv_dtype != "int8":
+        raise NPUError("ERR_INVALID_CONFIG", 'calibration= chooses the int8 KV cache\'s scales: pass kv_dtype="int8"')
     cfg = get_config(config)
     (pre_mod, pre_info), (dec_mod, dec_info) = steps.resolve(model, max_context, prefill_len)
     if weights == "int8":  # W8A16: every constant dense weight as int8 codes and per-column fp32 scales
         same = pre_mod is dec_mod
         dec_mod = quantize_weights_int8(dec_mod)
         pre_mod = dec_mod if same else quantize_weights_int8(pre_mod)
+    scales = None
+    if kv_dtype == "int8":  # the model as compiled (int8 weights included), run on the host
+        prompts = kv_calibration.check_prompts(calibration, dec_info["vocab"], dec_info["max_context"])
+        scales = kv_calibration.kv_scales(dec_mod, dec_info, prompts)
     pairs = [("prefill", pre_mod, pre_info), ("decode", dec_mod, dec_info)]
     pairs = pairs[1:] if pre_mod is dec_mod else pairs
     space = _state_space()
@@ -103,7 +133,7 @@ def compile(
         out = {}
         for name, mod, info in pairs:
             report = BuildReport()
-            kv = {"step": info, "state_space": space} if resident else None
+            kv = {"step": info, "state_space": space, "kv_scales": scales} if resident else None
             out[name] = (build(mod, config=cfg, report=report, kv_cache=kv), report)
         return out
 
@@ -111,6 +141,12 @@ def compile(
     resident = all(r.kv_cache.get("resident") for _, r in built.values())
     if kv_cache == "npu" and not resident and any(r.kv_cache.get("resident") for _, r in built.values()):
         built = build_all(False)  # one step took the cache and the other did not: both keep it on the host
+    if kv_dtype == "int8" and not resident:  # not wrong (float32 is exact-er), but not what was asked
+        warnings.warn(
+            'kv_dtype="int8": the compiler keeps this model\'s cache on the host (float32; '
+            'lm.reports[step].kv_cache["refused"] says why), so there is no int8 cache',
+            stacklevel=2,
+        )
     meta = {
         "step": dec_info,
         "prefill_len": pre_info["seq_len"],
@@ -118,6 +154,8 @@ def compile(
         "weights": weights,
         "shared": pre_mod is dec_mod,
         "kv_cache": "npu" if resident else "host",
+        "kv_dtype": (kv_dtype if resident else "float32"),
+        "kv_scales": scales if resident else None,
         "state_space": space if resident else 0,
         "placements": {k: _placements(r) for k, (_, r) in built.items()},
         "regions": {k: _regions(r) for k, (_, r) in built.items()},
@@ -145,6 +183,7 @@ class LLM:
                 meta["regions"][name],
                 meta["config"],
                 self.resident,
+                meta.get("kv_scales"),
             )
             for name, ex in executables.items()
         }
@@ -292,9 +331,9 @@ class LLM:
         on the NPU regions of the cycle model (CPU ops are not counted): cycles, ddr_bytes, macs,
         mac_util (MACs over the MAC slots of the cycles), tokens, tokens_per_s at the config's clock,
         host_s and host_tokens_per_s (wall time of the whole step, CPU ops included), kv_bytes: with the
-        cache on the NPU the fp16 K and V rows the steps read ([0, position + S) of every layer and KV
-        head, summed over the calls), with a host-held cache the static cache every step reads and
-        writes (float32, K and V of every layer)."""
+        cache on the NPU the K and V rows the steps read ([0, position + S) of every layer and KV head,
+        D * 2 bytes a row in fp16, D in int8, summed over the calls), with a host-held cache the static
+        cache every step reads and writes (float32, K and V of every layer)."""
         conf = self.meta["config"]
         clock = conf["clock_mhz"] * 1e6
         kv = 2 * self.layers * int(np.prod(self._cache_shape)) * 4

@@ -26,12 +26,13 @@ class StepRunner:
     `regions` is the build report's region summaries (symbol -> {"command_layers", "layers", ...}),
     kept to weigh each command's MACs by its layer's dtype for the MAC utilization."""
 
-    def __init__(self, executable, info: dict, regions: dict, config: dict, resident: bool = False):
+    def __init__(self, executable, info: dict, regions: dict, config: dict, resident: bool = False, kv_scales=None):
         self.executable = executable
         self.info = info
         self.regions = regions
         self.config = config
         self.resident = resident
+        self.kv_scales = kv_scales  # an int8 cache's [layers][2][kv_heads] scales; None for fp16
         self.vm = relax.VirtualMachine(executable, tvm.cpu())
         self.modules = runtime.npu_modules(self.vm)
         # The attention regions by layer: their state slots (2i, 2i + 1) are layer i's keys and values.
@@ -59,9 +60,9 @@ class StepRunner:
         out = self.vm["main"](*args)
         logits = out[0].numpy()[0]
         self._host_s += time.perf_counter() - start
-        if self.resident:  # fp16 K and V rows [0, position + S) read per layer and KV head
-            i = self.info
-            self._kv_bytes += 2 * i["layers"] * i["kv_heads"] * (position + ids.shape[1]) * i["head_dim"] * 2
+        if self.resident:  # K and V rows [0, position + S) read per layer and KV head, D * 2 or D bytes each
+            i, el = self.info, 1 if self.kv_scales is not None else 2
+            self._kv_bytes += 2 * i["layers"] * i["kv_heads"] * (position + ids.shape[1]) * i["head_dim"] * el
         return logits, [out[i] for i in range(1, len(out))]
 
     def reset_state(self) -> None:
@@ -70,12 +71,17 @@ class StepRunner:
             m["reset_state"]()
 
     def state(self, layers: int, shape: tuple) -> list[np.ndarray]:
-        """The resident cache as float32 copies [key 0, value 0, key 1, ...] of `shape` each."""
+        """The resident cache as float32 copies [key 0, value 0, key 1, ...] of `shape` each (an int8
+        cache's codes times their head's scale, as the MATMULs read them)."""
         out = []
         for i in range(layers):
-            for slot in (2 * i, 2 * i + 1):
+            for j, slot in enumerate((2 * i, 2 * i + 1)):
                 raw = bytes(self.kv_modules[i]["get_state"](slot))
-                out.append(np.frombuffer(raw, np.float16).astype(np.float32).reshape(shape))
+                if self.kv_scales is None:
+                    out.append(np.frombuffer(raw, np.float16).astype(np.float32).reshape(shape))
+                    continue
+                codes = np.frombuffer(raw, np.int8).astype(np.float32).reshape(shape)
+                out.append(codes * np.asarray(self.kv_scales[i][j], np.float32)[None, :, None, None])
         return out
 
     def counters(self) -> dict:

@@ -9,6 +9,10 @@
 namespace tvm_npu {
 
 void MatmulRef(const stream::MatmulOperands& op, uint8_t* sram) {
+  if (op.b_dtype == stream::kInt8) {  // an int8 KV cache (matmul_b8_ref.cc)
+    MatmulB8Ref(op, sram);
+    return;
+  }
   // B's element (p, j): row p, column j of [K, N], or row j, column p of [N, K] (b_transposed).
   const uint64_t b_row_step = op.b_transposed ? 2 : op.b_stride;
   const uint64_t b_col_step = op.b_transposed ? op.b_stride : 2;

@@ -18,6 +18,13 @@ namespace tvm_npu {
  */
 void MatmulRef(const stream::MatmulOperands& op, uint8_t* sram);
 
+/*!
+ * \brief MatmulRef with an int8 B (b_dtype int8): the exact products of A and B's codes summed as
+ *        above, then one fp32 multiply by the B batch's scale (b_scale_addr), rounded once to fp16.
+ *        Throws ERR_BAD_STREAM, before writing, for a scale that is not finite and > 0.
+ */
+void MatmulB8Ref(const stream::MatmulOperands& op, uint8_t* sram);
+
 }  // namespace tvm_npu
 
 #endif  // TVM_NPU_KERNELS_REF_MATMUL_REF_H_

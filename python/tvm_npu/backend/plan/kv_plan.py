@@ -12,12 +12,21 @@ slots [1, H_kv, T, D] of fp16 rows. Per KV head h, with its g = H / H_kv query h
               scale; MATMUL P x V, k = S + p (pos_mode 2)
     DMA_STORE the g * S output rows
 
+An int8 cache (`kv_scales`, docs/npu.md section 2, "The int8 KV cache") has int8 state rows and one fp32
+scale per KV head for K and one for V: each head's new rows are an input of their own (k_new head 0 ..
+H_kv - 1, then v_new's), quantized by the runtime's staging with the head's scale; the scales are the
+weight region (one per 128-byte row: an aligned scale table of one B batch per MATMUL), loaded once, and
+both MATMULs read the cache as an int8 B with the head's scale (b_dtype int8).
+
 Every command waits for every engine (the heads reuse one set of SRAM buffers): the attention of a
 decode step is small next to its weights, and a plan without overlap has no hazard to get wrong. Decode
 cost and DDR bytes grow with the position by the cache rows read, as docs/npu.md section 5 counts them.
 """
 
 from __future__ import annotations
+
+import math
+import struct
 
 from ...contract.config import NPUConfig
 from ...contract.errors import NPUError
@@ -30,9 +39,10 @@ def _line(elems: int, cfg: NPUConfig) -> int:
     return -(-elems * 2 // cfg.alignment) * cfg.alignment  # an fp16 row, aligned
 
 
-def plan_kv_attention(cfg: NPUConfig, layer, slots: tuple, state_space: int) -> Stream:
+def plan_kv_attention(cfg: NPUConfig, layer, slots: tuple, state_space: int, kv_scales=None) -> Stream:
     """The stream of `layer` (a partition.kv_cache_check.KVLayer) whose keys and values are the state
-    slots `slots` = (keys, values) of `state_space`.
+    slots `slots` = (keys, values) of `state_space`; `kv_scales` None (an fp16 cache) or the int8 cache's
+    (K scales [H_kv], V scales [H_kv]), fp32.
 
     Raises NPUError ERR_SRAM_OVERFLOW when one KV head's buffers exceed SRAM (the partition's
     constraint_kv_fits refuses those first) and ERR_MEMORY_OVERFLOW when the state region passes the
@@ -40,73 +50,125 @@ def plan_kv_attention(cfg: NPUConfig, layer, slots: tuple, state_space: int) -> 
     H, H_kv, S, T, D = layer.heads, layer.kv_heads, layer.seq, layer.max_context, layer.head_dim
     g = H // H_kv
     rs, sst = _line(D, cfg), _line(T, cfg)
+    i8 = kv_scales is not None
+    el = 1 if i8 else 2  # the cache's element bytes
+    rc = -(-D * el // cfg.alignment) * cfg.alignment  # a cache row (and a new K / V row), aligned
     name = f"layer {layer.layer} attention"
-    # SRAM: one KV head's buffers.
+    weights = _scale_rows(kv_scales, cfg) if i8 else b""
+    # SRAM: one KV head's buffers (and the int8 cache's scales).
     sram, at = {}, 0
-    for key, size in (("q", g * S * rs), ("k", S * rs), ("v", S * rs), ("kc", T * rs), ("vc", T * rs)):
+    for key, size in (("q", g * S * rs), ("k", S * rc), ("v", S * rc), ("kc", T * rc), ("vc", T * rc)):
         sram[key], at = at, at + size
+    sram["sc"], at = at, at + len(weights)
     for key, size in (("s", g * S * sst), ("p", g * S * sst), ("o", g * S * rs)):
         sram[key], at = at, at + size
     if at > cfg.sram_bytes:
         raise NPUError("ERR_SRAM_OVERFLOW", f"{name}: one KV head needs {at} bytes of SRAM > {cfg.sram_bytes}")
     # DDR: the staged inputs and the output, then the state region (keys, then values).
-    dq = 0
+    dq = len(weights)  # the activation region follows the weight region (the int8 cache's scales)
     dk = dq + H * S * rs
-    dv = dk + H_kv * S * rs
-    do = dv + H_kv * S * rs
+    dv = dk + H_kv * S * rc
+    do = dv + H_kv * S * rc
     ddr = do + H * S * rs
-    state_bytes = 2 * H_kv * T * rs
+    state_bytes = 2 * H_kv * T * rc
     check_state_fits(ddr, state_bytes, f"the KV cache of layer {layer.layer} ({H_kv} heads x {T} rows x {D})")
-    ck, cv = ddr, ddr + H_kv * T * rs
+    ck, cv = ddr, ddr + H_kv * T * rc
+    tensors = _tensors(layer, slots, i8, kv_scales, (dq, dk, dv, do, ck, cv), rs, rc)
+    if len(tensors) > cfg.max_tensors:  # an int8 cache has 2 * H_kv + 5 descriptors
+        raise NPUError(
+            "ERR_TASK_TOO_COMPLEX",
+            f"{name}: an int8 KV cache of {H_kv} KV heads needs {len(tensors)} tensors, the NPU takes "
+            f"{cfg.max_tensors} per task: use kv_dtype='float16'",
+        )
 
-    def io(role, index, heads, addr):
-        return TensorDesc(role, index, "float16", "float32", "ROWS", (1, heads, S, D), (1, heads * S, 1, D), addr, rs)
-
-    def state(slot, addr):
-        return TensorDesc("state", slot, "float16", "float16", "ROWS", (1, H_kv, T, D), (1, H_kv * T, 1, D), addr, rs)
-
-    tensors = [
-        io("input", 0, H, dq),
-        io("input", 1, H_kv, dk),
-        io("input", 2, H_kv, dv),
-        TensorDesc("position", 3, "int32", "int64", "ROWS", (1,), (1, 1, 1, 1), 0, 0),
-        io("output", 0, H, do),
-        state(slots[0], ck),
-        state(slots[1], cv),
-    ]
-
-    def dma(op, ddr_addr, sram_addr, rows, pos_mode=0, note=""):
-        args = dict(channel=0, ddr_addr=ddr_addr, sram_addr=sram_addr, rows=rows, row_bytes=D * 2)
-        args.update(ddr_stride=rs, sram_stride=rs, pos_mode=pos_mode)
+    def dma(op, ddr_addr, sram_addr, rows, pos_mode=0, note="", row_bytes=D * el, stride=rc):
+        args = dict(channel=0, ddr_addr=ddr_addr, sram_addr=sram_addr, rows=rows, row_bytes=row_bytes)
+        args.update(ddr_stride=stride, sram_stride=stride, pos_mode=pos_mode)
         return Command(op, args, dict(_SYNC), note)
 
-    cmds = []
+    cmds = [dma("DMA_LOAD", 0, sram["sc"], 2 * H_kv, row_bytes=4, stride=cfg.alignment)] if i8 else []
     mm = dict(dtype=1, batch=g, b_group=g, m=S)
     for h in range(H_kv):
         note = f"{name} head {h}"
         cmds += [
-            dma("DMA_LOAD", dq + h * g * S * rs, sram["q"], g * S, note=note),
-            dma("DMA_LOAD", dk + h * S * rs, sram["k"], S, note=note),
-            dma("DMA_LOAD", dv + h * S * rs, sram["v"], S, note=note),
-            dma("DMA_STORE", ck + h * T * rs, sram["k"], S, pos_mode=1, note=note),
-            dma("DMA_STORE", cv + h * T * rs, sram["v"], S, pos_mode=1, note=note),
-            dma("DMA_LOAD", ck + h * T * rs, sram["kc"], S, pos_mode=2, note=note),
-            dma("DMA_LOAD", cv + h * T * rs, sram["vc"], S, pos_mode=2, note=note),
+            dma("DMA_LOAD", dq + h * g * S * rs, sram["q"], g * S, note=note, row_bytes=D * 2, stride=rs),
+            dma("DMA_LOAD", dk + h * S * rc, sram["k"], S, note=note),
+            dma("DMA_LOAD", dv + h * S * rc, sram["v"], S, note=note),
+            dma("DMA_STORE", ck + h * T * rc, sram["k"], S, pos_mode=1, note=note),
+            dma("DMA_STORE", cv + h * T * rc, sram["v"], S, pos_mode=1, note=note),
+            dma("DMA_LOAD", ck + h * T * rc, sram["kc"], S, pos_mode=2, note=note),
+            dma("DMA_LOAD", cv + h * T * rc, sram["vc"], S, pos_mode=2, note=note),
         ]
+        k8 = dict(b_dtype=2, b_scale_addr=sram["sc"] + h * cfg.alignment) if i8 else {}
+        v8 = dict(b_dtype=2, b_scale_addr=sram["sc"] + (H_kv + h) * cfg.alignment) if i8 else {}
         qk = dict(mm, k=D, n=S, b_transposed=1, a_addr=sram["q"], a_stride=rs, a_bstride=S * rs)
-        qk.update(b_addr=sram["kc"], b_stride=rs, b_bstride=T * rs)
+        qk.update(b_addr=sram["kc"], b_stride=rc, b_bstride=T * rc, **k8)
         qk.update(out_addr=sram["s"], out_stride=sst, out_bstride=S * sst, pos_mode=1)
         sm = dict(dtype=1, in_addr=sram["s"], in_stride=sst, out_addr=sram["p"], out_stride=sst, rows=g * S)
         sm.update(row_elems=S, scale=f32_bits(layer.scale) if layer.scale != 1.0 else 0, pos_mode=1)
         pv = dict(mm, k=S, n=D, b_transposed=0, a_addr=sram["p"], a_stride=sst, a_bstride=S * sst)
-        pv.update(b_addr=sram["vc"], b_stride=rs, b_bstride=T * rs)
+        pv.update(b_addr=sram["vc"], b_stride=rc, b_bstride=T * rc, **v8)
         pv.update(out_addr=sram["o"], out_stride=rs, out_bstride=S * rs, pos_mode=2)
         cmds += [
             Command("MATMUL", qk, dict(_SYNC), note),
             Command("SOFTMAX", sm, dict(_SYNC), note),
             Command("MATMUL", pv, dict(_SYNC), note),
-            dma("DMA_STORE", do + h * g * S * rs, sram["o"], g * S, note=note),
+            dma("DMA_STORE", do + h * g * S * rs, sram["o"], g * S, note=note, row_bytes=D * 2, stride=rs),
         ]
     cmds.append(Command("END", {}, dict(_SYNC)))
     info = {"position_limit": T - S, "kv_state_bytes": state_bytes, "kv_slots": list(slots)}
-    return Stream(cfg, tensors, cmds, b"", ddr, at, info=info, state_bytes=state_bytes, state_space=state_space)
+    return Stream(cfg, tensors, cmds, weights, ddr, at, info=info, state_bytes=state_bytes, state_space=state_space)
+
+
+def _scale_rows(kv_scales, cfg: NPUConfig) -> bytes:
+    """The int8 cache's scales as the weight region: K's of heads 0.. H_kv - 1, then V's, one fp32 word at
+    the start of each aligned row (a MATMUL's scale table of one B batch starts aligned)."""
+    rows = [float(s) for s in kv_scales[0]] + [float(s) for s in kv_scales[1]]
+    bad = [s for s in rows if not (math.isfinite(s) and s > 0)]
+    if bad:
+        raise NPUError("ERR_INVALID_CONFIG", f"int8 KV cache scales must be finite and > 0, not {bad[0]}")
+    return b"".join(struct.pack("<f", s).ljust(cfg.alignment, b"\0") for s in rows)
+
+
+def _tensors(layer, slots, i8: bool, kv_scales, addrs: tuple, rs: int, rc: int) -> list:
+    """The region's descriptors: q, k_new and v_new (an int8 cache: one quantized input per KV head and
+    each of K and V), the position, the output, the two state slots."""
+    H, H_kv, S, T, D = layer.heads, layer.kv_heads, layer.seq, layer.max_context, layer.head_dim
+    dq, dk, dv, do, ck, cv = addrs
+    cache = "int8" if i8 else "float16"
+
+    def io(role, index, heads, addr):
+        return TensorDesc(role, index, "float16", "float32", "ROWS", (1, heads, S, D), (1, heads * S, 1, D), addr, rs)
+
+    def state(slot, addr):
+        return TensorDesc("state", slot, cache, cache, "ROWS", (1, H_kv, T, D), (1, H_kv * T, 1, D), addr, rc)
+
+    if i8:  # head h's new rows, quantized by the staging with its scale (zero point 0)
+        new = [
+            TensorDesc(
+                "input",
+                1 + j * H_kv + h,
+                "int8",
+                "float32",
+                "ROWS",
+                (1, 1, S, D),
+                (1, S, 1, D),
+                base + h * S * rc,
+                rc,
+                float(kv_scales[j][h]),
+                0,
+            )
+            for j, base in enumerate((dk, dv))
+            for h in range(H_kv)
+        ]
+    else:
+        new = [io("input", 1, H_kv, dk), io("input", 2, H_kv, dv)]
+    n_in = 1 + len(new)
+    return [
+        io("input", 0, H, dq),
+        *new,
+        TensorDesc("position", n_in, "int32", "int64", "ROWS", (1,), (1, 1, 1, 1), 0, 0),
+        io("output", 0, H, do),
+        state(slots[0], ck),
+        state(slots[1], cv),
+    ]
