@@ -21,3 +21,20 @@ def hf_export(tmp_path_factory):
         return made[arch, attn]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def hf_llm(hf_export):
+    """llm(arch) -> `tvm_npu.llm.compile` of the `arch` export (max_context 32, prefill bucket 8, the
+    defaults otherwise: the resident cache), compiled once per session, its cache reset."""
+    import tvm_npu
+
+    made = {}
+
+    def get(arch: str):
+        if arch not in made:
+            made[arch] = tvm_npu.llm.compile(hf_export(arch), max_context=32, prefill_len=8)
+        made[arch].reset()
+        return made[arch]
+
+    return get

@@ -8,6 +8,7 @@ One layer of a step model, as TVM imports `tvm_npu.models.decoder`'s ONNX:
     [repeat_kv: expand_dims(axis 2) -> broadcast_to -> reshape, for grouped-query attention]
     scores = matmul(q, permute_dims(keys, [0, 1, 3, 2])) [/ c or * c]
     probs  = softmax(scores + where(less(positions[:, None], arange(T)), M, 0), axis=-1)
+                                       [the mask optionally broadcast to [1, 1, S, T]]
     out    = matmul(probs, values)                         cache_out.{i}.* = keys, values
 
 With the cache resident, the layer becomes one NPU region (backend/kv_cache.py) whose inputs are q, k_new,
@@ -178,7 +179,19 @@ def _check_indices(g: Graph, idx, position, S: int, H_kv: int) -> None:
         raise _NoMatch(constraint_kv_cache_shape, idx, "the ScatterND indices are not (0, head, position + s)")
 
 
+def _unit_broadcast(g: Graph, mask, S: int, T: int):
+    """The [S, T] mask under a broadcast_to that only prepends unit dims ([1, 1, S, T], as the importer of
+    Hugging Face exports writes it): the same value at every (s, t)."""
+    bcast = _call(g, mask, "broadcast_to")
+    if bcast is None:
+        return mask
+    shape, inner = static_shape(mask), static_shape(bcast.args[0])
+    ok = shape is not None and inner == (S, T) and shape[-2:] == (S, T) and all(d == 1 for d in shape[:-2])
+    return bcast.args[0] if ok else mask
+
+
 def _check_mask(g: Graph, mask, position, S: int, T: int) -> None:
+    mask = _unit_broadcast(g, mask, S, T)
     where = _call(g, mask, "where")
     fail = _NoMatch(constraint_kv_mask, mask, "the mask is not where(position + s < arange(T), M, 0)")
     if where is None:
