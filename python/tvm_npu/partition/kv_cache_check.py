@@ -84,9 +84,9 @@ def constraint_kv_attention(what: str):
 
 def constraint_kv_mask(what: str):
     """NPU_E_MASK: the mask added to a resident cache's scores must be the causal mask of the positions:
-    where(position + s < t, M, 0) for cache row t (Less + Where), with M a float32 constant at most -1e5
-    (its exp is 0, as SOFTMAX's causal mode gives), so the NPU derives it from the position register;
-    another mask stays on the host-held cache."""
+    where(position + s < t, M, 0) for cache row t (Less + Where; [S, T], or broadcast to [1, 1, S, T]),
+    with M a float32 constant at most -1e5 (its exp is 0, as SOFTMAX's causal mode gives), so the NPU
+    derives it from the position register; another mask stays on the host-held cache."""
     return what
 
 
