@@ -25,16 +25,16 @@ def hf_export(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def hf_llm(hf_export):
-    """llm(arch) -> `tvm_npu.llm.compile` of the `arch` export (max_context 32, prefill bucket 8, the
-    defaults otherwise: the resident cache), compiled once per session, its cache reset."""
+    """llm(arch, attn="eager") -> `tvm_npu.llm.compile` of that export (max_context 32, prefill bucket 8,
+    the defaults otherwise: the resident cache), compiled once per session, its cache reset."""
     import tvm_npu
 
     made = {}
 
-    def get(arch: str):
-        if arch not in made:
-            made[arch] = tvm_npu.llm.compile(hf_export(arch), max_context=32, prefill_len=8)
-        made[arch].reset()
-        return made[arch]
+    def get(arch: str, attn: str = "eager"):
+        if (arch, attn) not in made:
+            made[arch, attn] = tvm_npu.llm.compile(hf_export(arch, attn), max_context=32, prefill_len=8)
+        made[arch, attn].reset()
+        return made[arch, attn]
 
     return get

@@ -20,24 +20,27 @@ from tvm_npu.models.decoder import step_info
 from tvm_npu.partition.kv_cache_check import find_layers
 
 
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
 @pytest.mark.parametrize("arch", ARCHS)
-def test_every_layer_keeps_its_cache_on_the_npu(hf_llm, arch):
-    """Both steps resident, one attention region per layer holding the cache writes, Q x K^T, the scale,
-    the mask, the softmax and P x V (and Llama's repeat of its 2 KV heads to 4); none of them on the CPU."""
-    lm = hf_llm(arch)
+def test_every_layer_keeps_its_cache_on_the_npu(hf_llm, arch, attn):
+    """Both steps resident, one attention region per layer holding the cache writes, Q x K^T, the scale
+    (sdpa: a factor on Q and one on K^T), the mask, the softmax (sdpa: its NaN guard) and P x V (and
+    Llama's repeat of its 2 KV heads to 4); none of them on the CPU."""
+    lm = hf_llm(arch, attn)
     assert lm.resident and lm.meta["kv_cache"] == "npu" and lm.meta["state_space"] != 0
-    group = 2 if arch == "llama" else 1  # the repeat_kv ops of grouped-query attention, keys and values
     for step, report in lm.reports.items():
         assert report.kv_cache["resident"] and not report.kv_cache.get("refused"), step
         assert len(report.kv_cache["regions"]) == lm.layers == 2
         ops = sorted(p.op for p in report.placements if p.composite == "npu.kv_attention" and p.device == "npu")
         want = {"relax.scatter_nd": 2, "relax.permute_dims": 1, "relax.matmul": 2, "relax.multiply": 1}
         want.update({"relax.add": 1, "relax.nn.softmax": 1})
-        if group > 1:
+        if attn == "sdpa":
+            want.update({"relax.multiply": 2, "relax.isnan": 1, "relax.where": 1})
+        if arch == "llama":  # repeat_kv of grouped-query attention, keys and values
             want.update({"relax.expand_dims": 2, "relax.broadcast_to": 2, "relax.reshape": 2})
         assert {op: ops.count(op) for op in set(ops)} == {op: n * lm.layers for op, n in want.items()}, step
         cpu = {p.op for p in report.placements if p.device == "cpu"}
-        assert not cpu & {"relax.scatter_nd", "relax.nn.softmax", "relax.matmul"}, (step, cpu)
+        assert not cpu & {"relax.scatter_nd", "relax.nn.softmax", "relax.matmul", "relax.isnan"}, (step, cpu)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -92,19 +95,53 @@ def test_a_mask_the_compiler_cannot_prove_causal_is_refused(hf_export, arch, cha
     found = find_layers(from_onnx(model)["main"], step_info(model), get_config("npu-ref"), log)
     if detail is None:
         assert found is not None and len(found) == 2 and not log
+        assert all(layer.scale == 0.25 for layer in found)  # 1 / sqrt(head_dim 16)
     else:
         assert found is None and [r.code for r in log] == ["NPU_E_MASK"] and detail in log[0].detail, log
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_sdpa_factors_on_q_and_k_make_one_scale(hf_export, arch):
+    """sdpa multiplies Q and K^T by sqrt(1 / sqrt(D)) = 0.5 each: the region's scale is their product, and
+    it reads the query before its factor."""
+    model = to_step_model(hf_export(arch, "sdpa"), 32, 1)
+    log = []
+    found = find_layers(from_onnx(model)["main"], step_info(model), get_config("npu-ref"), log)
+    assert found is not None and not log and [layer.scale for layer in found] == [0.25, 0.25]
+    for layer in found:  # both factors inside the region, the query read before its own
+        assert sum(op == "relax.multiply" for _, op in layer.ops) == 2
+        assert layer.q.name not in {var for var, _ in layer.ops}
+
+
+def _guard_nan_with(value):
+    """The step models' sdpa NaN guard where(isnan(P), 0, P) with `value` for 0: it never fires (the
+    model computes the same), but it is not the guard the pattern proves harmless."""
+
+    def change(model):
+        isnan = {n.output[0] for n in model.graph.node if n.op_type == "IsNaN"}
+        for node in model.graph.node:
+            if node.op_type == "Where" and node.input[0] in isnan:
+                name = f"{node.output[0]}/other"
+                model.graph.initializer.append(numpy_helper.from_array(np.array(value, np.float32), name))
+                node.input[1] = name
+        return model
+
+    return change
+
+
 def test_an_attention_form_it_does_not_take_keeps_the_host_cache_and_stays_right(hf_export):
-    """transformers' sdpa export (another attention form) keeps the host-held cache, the report saying
-    why, and still generates onnxruntime's greedy tokens on the export."""
+    """An attention the pattern cannot prove equal to its region (sdpa's NaN guard replacing NaN by 0.5)
+    keeps the host-held cache, the report saying why, and still generates onnxruntime's greedy tokens on
+    the export."""
     path = hf_export("llama", "sdpa")
-    lm = tvm_npu.llm.compile(path, max_context=32, prefill_len=8)
+    change = _guard_nan_with(0.5)
+    steps = lambda seq_len, max_context: change(to_step_model(path, max_context, seq_len))  # noqa: E731
+    lm = tvm_npu.llm.compile(steps, max_context=32, prefill_len=8)
     assert not lm.resident and lm.meta["kv_cache"] == "host"
     for report in lm.reports.values():
         refused = report.kv_cache["refused"]
-        assert [r["code"] for r in refused] == ["NPU_E_KV_CACHE"] and refused[0]["detail"], refused
+        assert [r["code"] for r in refused] == ["NPU_E_KV_CACHE"], refused
+        assert "the probabilities" in refused[0]["detail"], refused
     ref = _Reference(path, *_kv(to_step_model(path, 32, 1)))
     logits, tokens = ref(np.array([PROMPT], np.int64))[0][0, -1], []
     for _ in range(8):

@@ -12,9 +12,11 @@ from tvm_npu.frontend import to_step_model
 NEW = 20
 
 
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
 @pytest.mark.parametrize("arch", ARCHS)
-def test_llm_compile_takes_the_export_and_generates_onnxruntime_greedy_tokens(hf_export, hf_llm, arch):
-    path, lm = hf_export(arch), hf_llm(arch)
+def test_llm_compile_takes_the_export_and_generates_onnxruntime_greedy_tokens(hf_export, hf_llm, arch, attn):
+    """Both of transformers' attention forms: written out, and torch's scaled_dot_product_attention."""
+    path, lm = hf_export(arch, attn), hf_llm(arch, attn)
     assert lm.resident
     ref = _Reference(path, *_kv(to_step_model(path, 32, 1)))
     logits, want = lm.prefill(np.array(PROMPT, np.int64)), ref(np.array([PROMPT], np.int64))[0][0, -1]
