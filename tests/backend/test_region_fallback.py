@@ -2,6 +2,8 @@
 with reason NPU_E_INTERNAL and an NPUFallbackWarning, the other regions stay on the NPU, and the answer
 is TVM's own; a documented compile-time refusal (ERR_SRAM_OVERFLOW) still fails the build."""
 
+import logging
+
 import numpy as np
 import pytest
 
@@ -123,3 +125,44 @@ def test_a_pattern_check_that_raises_leaves_the_op_on_the_cpu(rng, monkeypatch):
     internal = [p for p in report.placements if p.code == "NPU_E_INTERNAL"]
     assert [p.op for p in internal] == ["relax.matmul"] and internal[0].device == "cpu"
     assert "ValueError: unforeseen operand" in internal[0].reason
+
+
+def _fail_lowering(monkeypatch):
+    fail_dense(monkeypatch, RuntimeError("injected failure\nsecond line"))
+    return "tvm_npu.backend.fallback", "falls back to the CPU", "RuntimeError: injected failure"
+
+
+def _fail_check(monkeypatch):
+    from tvm_npu.partition import checks
+
+    def boom(*args):
+        raise ValueError("unforeseen operand\nsecond line")
+
+    monkeypatch.setattr(checks, "constraint_weight_2d", boom)
+    return "tvm_npu.partition.checks", "its check failed, the op stays on the CPU", "ValueError: unforeseen operand"
+
+
+@pytest.mark.parametrize("fail", [_fail_lowering, _fail_check])
+def test_a_fallback_logs_one_line_at_warning_and_the_traceback_at_debug(rng, monkeypatch, caplog, fail):
+    """A build that goes on after a fallback is not buried in tracebacks (the tutorials run at WARNING):
+    one line saying what runs on the CPU and why; the traceback, for the bug report, at DEBUG."""
+    logger, what, detail = fail(monkeypatch)
+    text = logging.Formatter("%(levelname)s %(name)s: %(message)s")
+    with caplog.at_level(logging.WARNING, logger="tvm_npu"):
+        build_with_one_failure(rng, two_regions(rng), "NPU_E_INTERNAL")
+    mine = [r for r in caplog.records if r.name == logger]  # a check may refuse two patterns' matches
+    assert mine and all(r.levelno == logging.WARNING for r in mine)
+    for r in mine:
+        line = text.format(r)
+        assert "\n" not in line and what in line and line.endswith(detail) and "Traceback" not in line, line
+
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="tvm_npu"):
+        build_with_one_failure(rng, two_regions(rng), "NPU_E_INTERNAL")
+    mine = [r for r in caplog.records if r.name == logger]
+    assert [r.levelno for r in mine] == [logging.WARNING, logging.DEBUG] * (len(mine) // 2) and mine
+    for warning, debug in zip(mine[::2], mine[1::2]):
+        assert "\n" not in text.format(warning)
+        trace = text.format(debug)
+        assert "Traceback (most recent call last)" in trace and "second line" in trace and detail in trace
+        assert f"{type(debug.exc_info[1]).__name__}: {debug.exc_info[1]}".startswith(detail)

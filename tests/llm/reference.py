@@ -2,6 +2,7 @@
 running the same step models in a numpy host loop (its own cache, token by token with the decode step)."""
 
 import functools
+import math
 
 import numpy as np
 import onnxruntime as ort
@@ -70,3 +71,23 @@ def gpt2_mask_minus_50(seq_len, max_context):
         if init.data_type == 1 and not init.dims and np.frombuffer(init.raw_data, np.float32)[0] == -1e9:
             init.raw_data = np.float32(-50.0).tobytes()
     return model
+
+
+def assert_decode_ddr_grows_by_the_kv_rows(lm, start: int = 3, steps: int = 16):
+    """DDR bytes of a decode step at position p = a constant (weights and activations) + the K and V rows
+    [0, p] of every layer and KV head, each row a DMA of D * 2 bytes rounded up to whole bursts
+    (npu-ref: 64-byte bursts, so a 32-byte row of D = 16 moves 64 bytes); kv_bytes counts D * 2 per row.
+    `lm` is resident, from a reset cache; a prompt of `start` tokens, then `steps` decodes."""
+    info, cfg = lm.meta["step"], lm.meta["config"]
+    L, H_kv, D = info["layers"], info["kv_heads"], info["head_dim"]
+    row = math.ceil(D * 2 / cfg["burst_bytes"]) * cfg["burst_bytes"]
+    weights = sum(r["weight_bytes"] for r in lm.reports["decode"].regions.values())
+    lm.prefill(np.arange(start))
+    runner, rest, kv_read = lm._runners["decode"], set(), 0
+    for p in range(start, start + steps):
+        before = runner.counters()["ddr_bytes"]
+        lm.decode(7)
+        kv_read += 2 * L * H_kv * (p + 1) * D * 2
+        rest.add(runner.counters()["ddr_bytes"] - before - 2 * L * H_kv * (p + 1) * row)
+    assert len(rest) == 1 and rest.pop() >= weights  # the weights are read every step
+    assert lm.profile()["decode"]["kv_bytes"] == kv_read

@@ -12,7 +12,15 @@ import pytest
 import tvm
 
 import tvm_npu
-from llm.reference import BUILDERS, OrtDecoder, S, T, assert_logits_close, gpt2_mask_minus_50
+from llm.reference import (
+    BUILDERS,
+    OrtDecoder,
+    S,
+    T,
+    assert_decode_ddr_grows_by_the_kv_rows,
+    assert_logits_close,
+    gpt2_mask_minus_50,
+)
 from npu_ref import kv
 from tvm_npu.contract.config import get_config
 from tvm_npu.frontend.onnx import from_onnx
@@ -88,22 +96,7 @@ def test_a_position_past_the_cache_is_refused_and_changes_nothing(lm, step):
 
 
 def test_decode_ddr_bytes_grow_by_the_kv_rows_read(lm):
-    """DDR bytes of a decode step at position p = a constant (weights and activations) + the K and V rows
-    [0, p] of every layer and KV head, each row a DMA of D * 2 bytes rounded up to whole bursts
-    (npu-ref: 64-byte bursts, so a 32-byte row of D = 16 moves 64 bytes); kv_bytes counts D * 2 per row."""
-    info, cfg = lm.meta["step"], lm.meta["config"]
-    L, H_kv, D = info["layers"], info["kv_heads"], info["head_dim"]
-    row = math.ceil(D * 2 / cfg["burst_bytes"]) * cfg["burst_bytes"]
-    weights = sum(r["weight_bytes"] for r in lm.reports["decode"].regions.values())
-    lm.prefill(np.arange(3))
-    runner, rest, kv_read = lm._runners["decode"], set(), 0
-    for p in range(3, 3 + 16):
-        before = runner.counters()["ddr_bytes"]
-        lm.decode(7)
-        kv_read += 2 * L * H_kv * (p + 1) * D * 2
-        rest.add(runner.counters()["ddr_bytes"] - before - 2 * L * H_kv * (p + 1) * row)
-    assert len(rest) == 1 and rest.pop() >= weights  # the weights are read every step
-    assert lm.profile()["decode"]["kv_bytes"] == kv_read
+    assert_decode_ddr_grows_by_the_kv_rows(lm)
 
 
 def test_attention_ran_on_the_npu(lm):

@@ -21,3 +21,20 @@ def hf_export(tmp_path_factory):
         return made[arch, attn]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def hf_llm(hf_export):
+    """llm(arch, attn="eager") -> `tvm_npu.llm.compile` of that export (max_context 32, prefill bucket 8,
+    the defaults otherwise: the resident cache), compiled once per session, its cache reset."""
+    import tvm_npu
+
+    made = {}
+
+    def get(arch: str, attn: str = "eager"):
+        if (arch, attn) not in made:
+            made[arch, attn] = tvm_npu.llm.compile(hf_export(arch, attn), max_context=32, prefill_len=8)
+        made[arch, attn].reset()
+        return made[arch, attn]
+
+    return get

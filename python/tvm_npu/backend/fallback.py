@@ -23,7 +23,7 @@ from tvm import relax
 from ..contract.config import NPUConfig
 from ..contract.errors import NPUError, NPUFallbackWarning
 from ..ir.graph import brief
-from ..partition.internal import constraint_internal_error
+from ..partition.internal import constraint_internal_error, log_internal_error
 from ..partition.unpartition import unpartition
 from .codegen import compile_region
 
@@ -70,9 +70,10 @@ def compile_regions(mod: tvm.IRModule, config: NPUConfig, rejections: list, comp
 
 
 def _fall_back(symbol: str, err: Exception) -> str:
-    """Log (with the traceback) and warn that region `symbol` runs on the CPU; returns the reason's detail."""
+    """Log (one line; the traceback at DEBUG) and warn that region `symbol` runs on the CPU; returns the
+    reason's detail."""
     detail = constraint_internal_error(err)
-    log.warning("npu region %s falls back to the CPU: %s", brief(symbol), detail, exc_info=True)
+    log_internal_error(log, err, f"npu region {brief(symbol)} falls back to the CPU", detail)
     warnings.warn(
         f"NPU region {brief(symbol)} runs on the CPU: the compiler failed on it (NPU_E_INTERNAL, {detail}); "
         "please report this",

@@ -25,28 +25,35 @@ def _missing(what: str) -> NPUError:
     )
 
 
-def _row_indices(heads: int, seq: int) -> np.ndarray:
-    """ScatterND indices [1, H, S, 3] of rows (0, h, s); `position` is added to the last component."""
-    idx = np.zeros((1, heads, seq, 3), np.int64)
-    idx[..., 1] = np.arange(heads)[None, :, None]
-    idx[..., 2] = np.arange(seq)[None, None, :]
-    return idx
+def _indices(graph: onnx.GraphProto, heads: int, seq: int) -> list[onnx.NodeProto]:
+    """Nodes computing the ScatterND indices [1, H, S, 3] of rows (0, h, position + s) as
+    Concat(0, h, Expand(position + s)) on the last axis: the form of `tvm_npu.models.decoder`'s step
+    models, which the resident cache recognises (partition/kv_cache_check.py)."""
+    shape = (1, heads, seq, 1)
+    head = np.broadcast_to(np.arange(heads, dtype=np.int64)[None, :, None, None], shape)
+    graph.initializer.extend(
+        numpy_helper.from_array(np.ascontiguousarray(v), name)
+        for name, v in [
+            ("cache/steps", np.arange(seq, dtype=np.int64)),
+            ("cache/zero", np.zeros(shape, np.int64)),
+            ("cache/head", head),
+            ("cache/column", np.array([1, 1, seq, 1], np.int64)),
+            ("cache/shape", np.array(shape, np.int64)),
+        ]
+    )
+    return [
+        helper.make_node("Add", ["position", "cache/steps"], ["cache/positions"]),  # [S]: position + s
+        helper.make_node("Reshape", ["cache/positions", "cache/column"], ["cache/rows1"]),
+        helper.make_node("Expand", ["cache/rows1", "cache/shape"], ["cache/rows"]),
+        helper.make_node("Concat", ["cache/zero", "cache/head", "cache/rows"], ["cache/indices"], axis=3),
+    ]
 
 
 def write_caches(model: onnx.ModelProto, layers: int, heads: int, seq: int) -> None:
     """Each Concat(past_key_values.{i}.{kv}, new, axis=2) -> ScatterND(cache.{i}.{kv}, rows at
     position, new), its output renamed cache_out.{i}.{kv} (it must be present.{i}.{kv})."""
     graph = model.graph
-    graph.initializer.extend(
-        [
-            numpy_helper.from_array(_row_indices(heads, seq), "cache/rows"),
-            numpy_helper.from_array(np.array([0, 0, 1], np.int64), "cache/axis2"),
-        ]
-    )
-    write = [
-        helper.make_node("Mul", ["position", "cache/axis2"], ["cache/offset"]),  # [0, 0, position]
-        helper.make_node("Add", ["cache/rows", "cache/offset"], ["cache/indices"]),
-    ]
+    write = _indices(graph, heads, seq)
     rename = {}
     for i in range(layers):
         for kv in ("key", "value"):

@@ -32,7 +32,7 @@ def constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
     return out
 
 
-def _opset(model: onnx.ModelProto) -> int:
+def opset_of(model: onnx.ModelProto) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
 
 
@@ -66,18 +66,31 @@ def light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
     return light
 
 
+def _inferred(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    inferred = shape_inference.infer_shapes(light_copy(model), data_prop=True)
+    return [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]
+
+
 def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
     """Every tensor whose shape shape inference proves static, by name (graph inputs included)."""
-    light = light_copy(model)
-    inferred = shape_inference.infer_shapes(light, data_prop=True)
     shapes = {}
-    for vi in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
+    for vi in _inferred(model):
         tt = vi.type.tensor_type
         if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
             shapes[vi.name] = tuple(d.dim_value for d in tt.shape.dim)
     for t in model.graph.initializer:
         shapes[t.name] = tuple(t.dims)
     return shapes
+
+
+def _same_type_casts(model: onnx.ModelProto) -> set[str]:
+    """Outputs of the Casts to the element type their input already has (the tracer's `.to(dtype)`
+    of a tensor of that dtype, e.g. after every attention softmax): identities."""
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in _inferred(model)}
+    types.update({t.name: t.data_type for t in model.graph.initializer})
+    casts = [n for n in model.graph.node if n.op_type == "Cast"]
+    to = {n.output[0]: next((a.i for a in n.attribute if a.name == "to"), -1) for n in casts}
+    return {n.output[0] for n in casts if types.get(n.input[0], 0) == to[n.output[0]]}
 
 
 def _shape_of(node: onnx.NodeProto, shape: tuple[int, ...]) -> np.ndarray:
@@ -92,7 +105,7 @@ def _fold_pass(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> bool:
     """One topological pass: Shape/Size of static tensors and all-constant nodes become constants
     (recorded in `values`, the node dropped). Returns whether anything was folded."""
     shapes = static_shapes(model)
-    opset = _opset(model)
+    opset = opset_of(model)
     kept, changed = [], False
     for node in model.graph.node:
         result = None
@@ -126,9 +139,10 @@ def _write_constants(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> N
     )
 
 
-def bypass_identities(model: onnx.ModelProto) -> None:
-    """Identity and single-input Concat nodes removed, their readers reading the input (the tracer
-    leaves them around the cache); an identity that produces a graph output stays."""
+def bypass_identities(model: onnx.ModelProto, casts: frozenset[str] | set[str] = frozenset()) -> None:
+    """Identity and single-input Concat nodes, and the Casts whose outputs are in `casts`, removed, their
+    readers reading the input (the tracer leaves them around the cache and the attention); an identity
+    that produces a graph output stays."""
     outputs = {o.name for o in model.graph.output}
     alias: dict[str, str] = {}
     kept = []
@@ -136,6 +150,7 @@ def bypass_identities(model: onnx.ModelProto) -> None:
         for k, name in enumerate(node.input):
             node.input[k] = alias.get(name, name)
         single = node.op_type == "Identity" or (node.op_type == "Concat" and len(node.input) == 1)
+        single = single or (node.op_type == "Cast" and node.output[0] in casts)
         if single and node.output[0] not in outputs:
             alias[node.output[0]] = node.input[0]
         else:
@@ -168,4 +183,5 @@ def fold(model: onnx.ModelProto) -> onnx.ModelProto:
     while _fold_pass(model, values):
         bypass_identities(model)
         remove_dead(model)
+    bypass_identities(model, _same_type_casts(model))
     return model

@@ -22,6 +22,7 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from ..contract.errors import NPUError
+from .decoder_fold import opset_of
 
 _HIDDEN_MAX = -1e4  # an additive mask hides a row with a value at most this (HF uses finfo.min)
 
@@ -98,28 +99,38 @@ def _trials(seq: int, total: int, rng: np.random.Generator) -> list[np.ndarray]:
     return masks
 
 
-def _step_mask(name: str, encoding: tuple[str, float], shape: tuple[int, ...], dtype, seq: int, total: int):
-    """Nodes computing the frontier tensor `name` from `position`: seen[s, t] = t <= position + s."""
+def _step_mask(name: str, encoding: tuple[str, float], shape: tuple[int, ...], dtype, seq: int, total: int, opset):
+    """Nodes computing the frontier tensor `name` from `position`: row t hidden from token s when
+    position + s < t, as Unsqueeze -> Less -> Where (or Not) -> Expand. The additive form is the mask
+    of `tvm_npu.models.decoder`'s step models, which the resident cache recognises and derives from
+    the position register instead (partition/kv_cache_check.py)."""
     p = f"{name}/step_"
-    rows = numpy_helper.from_array(np.arange(total, dtype=np.int64).reshape(1, total), p + "rows")
-    offs = numpy_helper.from_array(np.arange(seq, dtype=np.int64).reshape(seq, 1), p + "offsets")
-    full = numpy_helper.from_array(np.array(shape, np.int64), p + "shape")
-    inits = [rows, offs, full]
+    inits = [
+        numpy_helper.from_array(np.arange(seq, dtype=np.int64), p + "steps"),
+        numpy_helper.from_array(np.arange(total, dtype=np.int64).reshape(1, total), p + "rows"),
+        numpy_helper.from_array(np.array(shape, np.int64), p + "shape"),
+    ]
+    if opset >= 13:  # Unsqueeze's axes: an input since opset 13, an attribute before
+        inits.append(numpy_helper.from_array(np.array([1], np.int64), p + "axis"))
+        unsqueeze = helper.make_node("Unsqueeze", [p + "tokens", p + "axis"], [p + "column"])
+    else:
+        unsqueeze = helper.make_node("Unsqueeze", [p + "tokens"], [p + "column"], axes=[1])
     nodes = [
-        helper.make_node("Add", ["position", p + "offsets"], [p + "last"]),  # [S, 1]: position + s
-        helper.make_node("LessOrEqual", [p + "rows", p + "last"], [p + "seen"]),  # [S, T]
+        helper.make_node("Add", ["position", p + "steps"], [p + "tokens"]),  # [S]: position + s
+        unsqueeze,  # [S, 1]
+        helper.make_node("Less", [p + "column", p + "rows"], [p + "later"]),  # [S, T]: t after the token
     ]
     kind, value = encoding
-    if kind == "hide":
-        nodes.append(helper.make_node("Not", [p + "seen"], [p + "bool"]))
+    if kind == "keep":
+        nodes.append(helper.make_node("Not", [p + "later"], [p + "mask"]))
     elif kind == "add":
         zero = numpy_helper.from_array(np.zeros((), dtype), p + "zero")
         hide = numpy_helper.from_array(np.array(value, dtype), p + "hidden")
         inits += [zero, hide]
-        nodes.append(helper.make_node("Where", [p + "seen", p + "zero", p + "hidden"], [p + "bool"]))
+        nodes.append(helper.make_node("Where", [p + "later", p + "hidden", p + "zero"], [p + "mask"]))
     else:
-        nodes.append(helper.make_node("Identity", [p + "seen"], [p + "bool"]))
-    nodes.append(helper.make_node("Expand", [p + "bool", p + "shape"], [name]))
+        nodes.append(helper.make_node("Identity", [p + "later"], [p + "mask"]))
+    nodes.append(helper.make_node("Expand", [p + "mask", p + "shape"], [name]))
     return nodes, inits
 
 
@@ -131,6 +142,7 @@ def rebuild_mask(model: onnx.ModelProto, values: dict[str, np.ndarray], seq: int
     if not frontier:
         raise _not_causal("attention_mask", "read by nothing")
     rng = np.random.default_rng(0)
+    opset = opset_of(model)
     past = total - seq
     keeps, outs = [], []
     for m in _trials(seq, total, rng):
@@ -145,7 +157,7 @@ def rebuild_mask(model: onnx.ModelProto, values: dict[str, np.ndarray], seq: int
             raise _not_causal(name, "encoded differently for different attention masks")
         got = outs[0][k]
         value = hidden.pop() if hidden else float(np.finfo(got.dtype).min) if got.dtype != np.bool_ else 0.0
-        n, i = _step_mask(name, (kinds.pop(), value), got.shape, got.dtype, seq, total)
+        n, i = _step_mask(name, (kinds.pop(), value), got.shape, got.dtype, seq, total, opset)
         new_nodes += n
         new_inits += i
     producers = {o for n in nodes for o in n.output if o in frontier}

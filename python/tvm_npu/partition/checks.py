@@ -51,7 +51,7 @@ from .constraints import (
     reason_code,
     reason_text,
 )
-from .internal import constraint_internal_error
+from .internal import constraint_internal_error, log_internal_error
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def refuse_on_error(run: PartitionRun, ctx, pattern: str, err: Exception) -> boo
     """A check that raised (a bug in tvm_npu, met on a graph it did not foresee): the match is refused
     with NPU_E_INTERNAL and the error, and the build warns; the op runs on the CPU, the build goes on."""
     detail = constraint_internal_error(err)
-    log.warning("npu pattern %s: its check failed, the op stays on the CPU: %s", pattern, detail, exc_info=True)
+    log_internal_error(log, err, f"npu pattern {pattern}: its check failed, the op stays on the CPU", detail)
     warnings.warn(
         f"the check of NPU pattern {pattern} failed (NPU_E_INTERNAL, {detail}); the op runs on the CPU; "
         "please report this",

@@ -8,6 +8,7 @@ One layer of a step model, as TVM imports `tvm_npu.models.decoder`'s ONNX:
     [repeat_kv: expand_dims(axis 2) -> broadcast_to -> reshape, for grouped-query attention]
     scores = matmul(q, permute_dims(keys, [0, 1, 3, 2])) [/ c or * c]
     probs  = softmax(scores + where(less(positions[:, None], arange(T)), M, 0), axis=-1)
+                                       [the mask optionally broadcast to [1, 1, S, T]]
     out    = matmul(probs, values)                         cache_out.{i}.* = keys, values
 
 With the cache resident, the layer becomes one NPU region (backend/kv_cache.py) whose inputs are q, k_new,
@@ -73,19 +74,20 @@ def constraint_kv_cache_shape(cache, info: dict):
 
 
 def constraint_kv_attention(what: str):
-    """NPU_E_KV_CACHE: a resident cache is read only by attention of the form Q x K^T (optionally divided or
-    multiplied by one float32 constant, keys optionally repeated for grouped-query attention as
-    Unsqueeze -> Expand -> Reshape), plus the causal mask, Softmax over the last axis, P x V; the
-    updated cache is otherwise only returned as cache_out, and no other op reads the attention's
-    intermediate tensors. Another form stays on the host-held cache."""
+    """NPU_E_KV_CACHE: a resident cache is read only by attention of the form Q x K^T (the scores divided or
+    multiplied by one float32 constant, or Q and K^T multiplied by one each; keys optionally repeated for
+    grouped-query attention as Unsqueeze -> Expand -> Reshape), plus the causal mask, Softmax over the
+    last axis (optionally followed by where(isnan(P), 0, P)), P x V; the updated cache is otherwise only
+    returned as cache_out, and no other op reads the attention's intermediate tensors. Another form
+    stays on the host-held cache."""
     return what
 
 
 def constraint_kv_mask(what: str):
     """NPU_E_MASK: the mask added to a resident cache's scores must be the causal mask of the positions:
-    where(position + s < t, M, 0) for cache row t (Less + Where), with M a float32 constant at most -1e5
-    (its exp is 0, as SOFTMAX's causal mode gives), so the NPU derives it from the position register;
-    another mask stays on the host-held cache."""
+    where(position + s < t, M, 0) for cache row t (Less + Where; [S, T], or broadcast to [1, 1, S, T]),
+    with M a float32 constant at most -1e5 (its exp is 0, as SOFTMAX's causal mode gives), so the NPU
+    derives it from the position register; another mask stays on the host-held cache."""
     return what
 
 
@@ -178,7 +180,19 @@ def _check_indices(g: Graph, idx, position, S: int, H_kv: int) -> None:
         raise _NoMatch(constraint_kv_cache_shape, idx, "the ScatterND indices are not (0, head, position + s)")
 
 
+def _unit_broadcast(g: Graph, mask, S: int, T: int):
+    """The [S, T] mask under a broadcast_to that only prepends unit dims ([1, 1, S, T], as the importer of
+    Hugging Face exports writes it): the same value at every (s, t)."""
+    bcast = _call(g, mask, "broadcast_to")
+    if bcast is None:
+        return mask
+    shape, inner = static_shape(mask), static_shape(bcast.args[0])
+    ok = shape is not None and inner == (S, T) and shape[-2:] == (S, T) and all(d == 1 for d in shape[:-2])
+    return bcast.args[0] if ok else mask
+
+
 def _check_mask(g: Graph, mask, position, S: int, T: int) -> None:
+    mask = _unit_broadcast(g, mask, S, T)
     where = _call(g, mask, "where")
     fail = _NoMatch(constraint_kv_mask, mask, "the mask is not where(position + s < arange(T), M, 0)")
     if where is None:
@@ -240,6 +254,35 @@ def _repeated(g: Graph, var, heads: int, info: dict) -> tuple:
     raise _NoMatch(constraint_kv_attention, var, f"the {H_kv} KV heads are not repeated to {heads} as repeat_kv")
 
 
+def _factor(g: Graph, var, x) -> float | None:
+    """c when `var` is x * c or x / c (as 1 / c) for one finite, non-zero float32 constant c, else None."""
+    call = _call(g, var, "multiply", "divide")
+    if call is None or not call.args[0].same_as(x):
+        return None
+    c = constant_value(call.args[1])
+    if c is None or c.dtype != np.float32 or c.size != 1 or not np.isfinite(c).all() or float(c.reshape(-1)[0]) == 0:
+        return None
+    c = float(c.reshape(-1)[0])
+    return 1.0 / c if op_name(call) == "relax.divide" else c
+
+
+def _nan_guard(g: Graph, probs) -> tuple:
+    """(what P x V reads, the guard's bindings): `probs` itself, or sdpa's where(isnan(P), 0, P) after the
+    softmax, which never fires here: the causal mask leaves every query row at least cache row 0, so no
+    row of the softmax is all hidden (and its exp sum never 0)."""
+    readers = [u for u in g.uses.get(probs, []) if u is not None]
+    if len(readers) != 2:
+        return probs, []
+    isnan = next((u for u in readers if _call(g, u, "isnan") is not None), None)
+    where = _call(g, g.sole_use(isnan), "where") if isnan is not None else None
+    if where is None or not where.args[0].same_as(isnan) or not where.args[2].same_as(probs):
+        return probs, []
+    zero = constant_value(where.args[1])
+    if zero is None or zero.size != 1 or float(zero.reshape(-1)[0]) != 0 or g.sole_use(isnan) not in readers:
+        return probs, []
+    return g.sole_use(isnan), [isnan, g.sole_use(isnan)]
+
+
 def _sole_user(g: Graph, var):
     users = [u for u in g.uses.get(var, []) if u is not None and not isinstance(g.value[u], relax.Tuple)]
     return users[0] if len(users) == 1 else None
@@ -269,21 +312,30 @@ def _match_layer(g: Graph, i: int, info: dict, position, result) -> KVLayer:
     t = _call(g, tv, "permute_dims")
     if t is None or [int(a) for a in t.attrs.axes] != [0, 1, 3, 2]:
         raise _NoMatch(constraint_kv_attention, kin, "the keys are not transposed to [1, H, D, T]")
-    qkv = _sole(g, tv, "K^T")
+    qkv, kt, scale = _sole(g, tv, "K^T"), tv, 1.0
+    ops = [*krep, tv]
+    c = _factor(g, qkv, tv)  # sdpa scales K^T (and Q) by the square root of the scale each
+    if c is not None:
+        ops.append(qkv)
+        qkv, kt, scale = _sole(g, qkv, "the scaled K^T"), qkv, c
     qk = _call(g, qkv, "matmul")
-    if qk is None or not qk.args[1].same_as(tv) or static_shape(qk.args[0]) != (1, heads, S, D):
-        raise _NoMatch(constraint_kv_attention, tv, "K^T is not the second operand of a [1, H, S, D] query matmul")
-    q, ops, scale, x = qk.args[0], [*krep, tv, qkv], 1.0, qkv
+    if qk is None or not qk.args[1].same_as(kt) or static_shape(qk.args[0]) != (1, heads, S, D):
+        raise _NoMatch(constraint_kv_attention, kt, "K^T is not the second operand of a [1, H, S, D] query matmul")
+    q = qk.args[0]
+    scaled_q = _call(g, q, "multiply")
+    c = _factor(g, q, scaled_q.args[0]) if scaled_q is not None and g.sole_use(q) is not None else None
+    if c is not None:  # the query's factor joins the scale; the region reads the query before it
+        ops.append(q)
+        q, scale = scaled_q.args[0], scale * c
+    ops.append(qkv)
+    x = qkv
     nxt = _sole(g, x, "the scores")
     scaled = _call(g, nxt, "divide", "multiply")
     if scaled is not None:
-        if not scaled.args[0].same_as(x) or constant_value(scaled.args[1]) is None:
-            raise _NoMatch(constraint_kv_attention, nxt, "the scores' factor is not one constant")
-        c = constant_value(scaled.args[1])
-        if c.dtype != np.float32 or c.size != 1 or not np.isfinite(c).all() or float(c.reshape(-1)[0]) == 0:
-            raise _NoMatch(constraint_kv_attention, nxt, "the scores' factor is not one finite float32")
-        c = float(c.reshape(-1)[0])
-        scale = 1.0 / c if op_name(scaled) == "relax.divide" else c
+        c = _factor(g, nxt, x)
+        if c is None:
+            raise _NoMatch(constraint_kv_attention, nxt, "the scores' factor is not one finite float32 constant")
+        scale *= c
         ops.append(nxt)
         x, nxt = nxt, _sole(g, nxt, "the scaled scores")
     add = _call(g, nxt, "add")
@@ -297,14 +349,16 @@ def _match_layer(g: Graph, i: int, info: dict, position, result) -> KVLayer:
     if sm is None or int(sm.attrs.axis) not in (-1, 3):
         raise _NoMatch(constraint_kv_attention, sv, "the masked scores do not go to a softmax over the last axis")
     ops.append(sv)
-    pvv = _sole(g, sv, "the probabilities")
+    probs, guard = _nan_guard(g, sv)
+    ops += guard
+    pvv = _sole(g, probs, "the probabilities")
     pv = _call(g, pvv, "matmul")
     vuser = _sole(g, vin, "the values") if vrep else _sole_user(g, vin)
     if (
         pv is None
         or vuser is None
         or not pvv.same_as(vuser)
-        or not pv.args[0].same_as(sv)
+        or not pv.args[0].same_as(probs)
         or not pv.args[1].same_as(vin)
     ):
         raise _NoMatch(constraint_kv_attention, pvv, "the probabilities and the values are not one P x V matmul")

@@ -2,7 +2,7 @@
 compute on constants folded, a dense layer's column split pushed into its weights, a split into halves
 as two slices, views as reshapes,
 zero pads into conv padding, batch norm folded into convs, x * sigmoid(x) and the decomposed tanh GELU
-as the one activation each is. `run` applies them in the order of
+as the one activation each is, the written-out RMSNorm as one rms_norm. `run` applies them in the order of
 `PASSES`; `partition.prepare` and the quantizer call it.
 
 Frontends emit some ops the NPU has no command for but that disappear into a neighbour at compile
@@ -17,6 +17,7 @@ from .batch_norm import decompose_batch_norm, fold_batch_norm
 from .fold_constants import fold_constant_compute
 from .fuse_gelu_tanh import fuse_gelu_tanh
 from .fuse_pad import fuse_pad_into_conv
+from .fuse_rms_norm import fuse_rms_norm
 from .fuse_silu import fuse_silu
 from .split_dense_columns import split_dense_columns
 from .split_halves import split_halves
@@ -34,6 +35,7 @@ PASSES = (
     fold_batch_norm,
     fuse_silu,
     fuse_gelu_tanh,
+    fuse_rms_norm,
 )
 
 
