@@ -13,7 +13,8 @@
  *        state_space; tensor roles state and position; host dtype int64 of a position) and the
  *        operand pos_mode of DMA_LOAD, DMA_STORE, SOFTMAX and MATMUL (a KV cache kept across calls,
  *        addressed at a run-time position); CONV2D's w_dtype (fp16 activations with int8 weights
- *        and one fp32 scale per output channel).
+ *        and one fp32 scale per output channel); MATMUL's int8 form (a_zp, b_zp, out_zp, scale: two
+ *        int8 activations, requantized per tensor).
  *
  * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
  * little-endian host reads one with a memcpy. The structs carry no behaviour: what operand values
@@ -43,7 +44,8 @@ constexpr uint16_t kQuantIoMinor = 3;
 // state_space; tensor roles state and position; host dtype int64 of a position) and the operand
 // pos_mode of DMA_LOAD, DMA_STORE, SOFTMAX and MATMUL (a KV cache kept across calls, addressed at a
 // run-time position); CONV2D's w_dtype (fp16 activations with int8 weights and one fp32 scale per
-// output channel).
+// output channel); MATMUL's int8 form (a_zp, b_zp, out_zp, scale: two int8 activations, requantized
+// per tensor).
 constexpr uint16_t kLlmMinor = 4;
 
 constexpr uint32_t kHeaderBytes = 64;
@@ -496,10 +498,12 @@ struct RopeOperands {
 constexpr uint32_t kRopeOperandWords = 12;
 
 /*!
- * \brief Operands of MATMUL, words 1..17: out[o] = A[o] x B[o / b_group] for o in [0, batch): A[o]
+ * \brief Operands of MATMUL, words 1..21: out[o] = A[o] x B[o / b_group] for o in [0, batch): A[o]
  *        is [m, k], out[o] is [m, n], all in SRAM, strides in bytes.
  *
- * fp16 only (format 1.4): fp32 accumulation in k order, one rounding to fp16.
+ * fp16 (format 1.4): fp32 accumulation in k order, one rounding to fp16.
+ * int8 (format 1.4): sum of (a - a_zp) * (b - b_zp) in int32, requantized like CONV2D with one
+ * scale S: clamp(out_zp + round_half_even(fp32(acc) * S), -128, 127).
  */
 struct MatmulOperands {
   uint32_t dtype;
@@ -519,8 +523,12 @@ struct MatmulOperands {
   uint32_t out_stride;
   uint32_t out_bstride;
   uint32_t pos_mode;  // format 1.4: bit 0 n += p, bit 1 k += p
+  uint32_t a_zp;      // int8: A's zero point (int32, -128..127); fp16: 0
+  uint32_t b_zp;      // int8: B's zero point (int32, -128..127); fp16: 0
+  uint32_t out_zp;    // int8: the output's zero point (int32, -128..127); fp16: 0
+  uint32_t scale;     // int8: fp32 bits of the requantization scale S (finite, > 0); fp16: 0
 };
-constexpr uint32_t kMatmulOperandWords = 17;
+constexpr uint32_t kMatmulOperandWords = 21;
 
 static_assert(sizeof(Header) == kHeaderBytes, "header layout");
 static_assert(sizeof(TensorDesc) == kTensorBytes, "tensor descriptor layout");

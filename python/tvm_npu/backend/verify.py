@@ -134,15 +134,15 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
     if op == "MATMUL":  # one block per batch (B's: per B batch); the output's first block first
         rows_b, cols_b = (a["n"], a["k"]) if a["b_transposed"] else (a["k"], a["n"])
         reads = [
-            ("SRAM", "a", a["a_addr"] + o * a["a_bstride"], a["m"], a["k"] * 2, a["a_stride"])
+            ("SRAM", "a", a["a_addr"] + o * a["a_bstride"], a["m"], a["k"] * elem, a["a_stride"])
             for o in range(a["batch"])
         ]
         reads += [
-            ("SRAM", "b", a["b_addr"] + q * a["b_bstride"], rows_b, cols_b * 2, a["b_stride"])
+            ("SRAM", "b", a["b_addr"] + q * a["b_bstride"], rows_b, cols_b * elem, a["b_stride"])
             for q in range((a["batch"] - 1) // max(a["b_group"], 1) + 1)
         ]
         out = [
-            ("SRAM", "output", a["out_addr"] + o * a["out_bstride"], a["m"], a["n"] * 2, a["out_stride"])
+            ("SRAM", "output", a["out_addr"] + o * a["out_bstride"], a["m"], a["n"] * elem, a["out_stride"])
             for o in range(a["batch"])
         ]
         return reads, out

@@ -35,7 +35,8 @@ MINORS: list[dict[str, Any]] = [
               "state region (state_bytes, state_space; tensor roles state and position; host dtype int64 "
               "of a position) and the operand pos_mode of DMA_LOAD, DMA_STORE, SOFTMAX and MATMUL (a KV "
               "cache kept across calls, addressed at a run-time position); CONV2D's w_dtype (fp16 "
-              "activations with int8 weights and one fp32 scale per output channel)"},
+              "activations with int8 weights and one fp32 scale per output channel); MATMUL's int8 form "
+              "(a_zp, b_zp, out_zp, scale: two int8 activations, requantized per tensor)"},
 ]
 
 # Named values of the format. "c" is the C++ constant, "py" the Python one (contract/stream.py).
@@ -396,17 +397,23 @@ OPCODES: list[dict[str, Any]] = [
      "since": 4,
      "operands": ["dtype", "batch", "b_group", "m", "k", "n", "b_transposed", "a_addr", "a_stride",
                   "a_bstride", "b_addr", "b_stride", "b_bstride", "out_addr", "out_stride", "out_bstride",
-                  "pos_mode"],
+                  "pos_mode", "a_zp", "b_zp", "out_zp", "scale"],
      "comments": {"b_group": "batches sharing one B: batch o reads B batch o / b_group (>= 1)",
                   "b_transposed": "0: B stored [K, N] (rows of N); 1: B stored [N, K] (rows of K)",
                   "a_bstride": "bytes between A's batches (as the *_bstride of B and out)",
-                  "pos_mode": "format 1.4: bit 0 n += p, bit 1 k += p"},
+                  "pos_mode": "format 1.4: bit 0 n += p, bit 1 k += p",
+                  "a_zp": "int8: A's zero point (int32, -128..127); fp16: 0",
+                  "b_zp": "int8: B's zero point (int32, -128..127); fp16: 0",
+                  "out_zp": "int8: the output's zero point (int32, -128..127); fp16: 0",
+                  "scale": "int8: fp32 bits of the requantization scale S (finite, > 0); fp16: 0"},
      "notes": [("out[o] = A[o] x B[o / b_group] for o in [0, batch): A[o] is [m, k], out[o] is [m, n], "
                 "all in SRAM, strides in bytes."),
                "",
-               "fp16 only (format 1.4): fp32 accumulation in k order, one rounding to fp16."],
+               "fp16 (format 1.4): fp32 accumulation in k order, one rounding to fp16.",
+               ("int8 (format 1.4): sum of (a - a_zp) * (b - b_zp) in int32, requantized like CONV2D with "
+                "one scale S: clamp(out_zp + round_half_even(fp32(acc) * S), -128, 127).")],
      "doc": "batched matrix product of two SRAM tensors (attention's Q x K^T and P x V; grouped-query "
-            "attention by `b_group`), fp16 (format 1.4)"},
+            "attention by `b_group`), fp16 or int8 with per-tensor requantization (format 1.4)"},
 ]
 
 # ---------------------------------------------------------------------------------------------------

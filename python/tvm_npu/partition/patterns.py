@@ -305,6 +305,25 @@ def matmul_patterns(repeated: bool):
     return out
 
 
+def qmatmul_patterns():
+    """An int8 x int8 matmul of two activations (MATMUL's int8 form, format 1.4) in its QDQ form:
+    quantize(matmul(dequantize(a), dequantize(b))), B as it is or transposed by a permute_dims of its last
+    two axes (attention's P x V and Q x K^T of a quantized model). No grouped-query repeat: that form, and
+    every other dequantized operand, is the fp16 entries' to refuse (NPU_E_QUANT_MATMUL)."""
+    out = []
+    for transposed in (False, True):
+        a, b = _dq(wildcard()), _dq(wildcard())
+        ann: dict = {"lhs": a, "rhs": b}
+        rhs = b
+        if transposed:
+            ann["transpose"] = rhs = is_op("relax.permute_dims")(b)
+        call = is_op("relax.matmul")(a, rhs)
+        q = is_op("relax.quantize")(call, is_const(), is_const())
+        name = "qmatmul" + ("_bt" if transposed else "")
+        out.append(_entry(name, q, dict(ann, op=call, quantize=q), matmul_check.check_matmul))
+    return out
+
+
 def pool_patterns(quantized: bool):
     out = []
     for op, name in (
@@ -382,7 +401,7 @@ def _table() -> tuple:
         entries += conv2d_patterns(quantized) + dense_patterns(quantized)
     plain_io, reshaped_io = io_patterns()
     # The repeated-B matmul outranks the reshape view, which would otherwise take its repeat's reshape.
-    entries += matmul_patterns(repeated=True)
+    entries += matmul_patterns(repeated=True) + qmatmul_patterns()
     return tuple(
         plain_io
         + requantize_patterns()

@@ -1,0 +1,96 @@
+"""The int8 forms of the transformer ops (MATMUL int8 x int8, format 1.4; docs/npu.md section 2) end to end:
+small QDQ ONNX models imported with tvm_npu.from_onnx and built with tvm_npu.build, bit for bit against the
+numpy model of the integer datapath (npu_ref.int8) and within 1 LSB of onnxruntime's integer kernels; the
+forms that stay on the CPU and their reasons."""
+
+import numpy as np
+import pytest
+
+import tvm_npu
+from conftest import run_vm
+from npu_ref import int8
+from qdq_transformer import QDQGraph, lsb_diff, ort_int8
+from tvm_npu.partition.transformer_constraints import constraint_qmatmul_accumulator
+
+F32 = np.float32
+
+
+def build(model):
+    report = tvm_npu.BuildReport()
+    return tvm_npu.build(tvm_npu.from_onnx(model), report=report), report
+
+
+def placements(report, op):
+    return [p for p in report.placements if p.op == op]
+
+
+def qmatmul_model(a_shape, b_shape, transposed, qa, qb, qy):
+    """y = DQ(Q(DQ(Q(a)) @ [Transpose](DQ(Q(b))))): attention's P x V, or Q x K^T with B transposed."""
+    g = QDQGraph()
+    a, b = g.qdq(g.input("a", a_shape), *qa), g.qdq(g.input("b", b_shape), *qb)
+    if transposed:
+        rank = len(b_shape)
+        b = g.node("Transpose", [b], perm=list(range(rank - 2)) + [rank - 1, rank - 2])
+    out_shape = list(a_shape[:-1]) + [b_shape[-2] if transposed else b_shape[-1]]
+    return g.model(g.qdq(g.node("MatMul", [a, b]), *qy), out_shape)
+
+
+def qmatmul_reference(a, b, transposed, qa, qb, qy):
+    """The NPU's result by docs/npu.md: the inputs' quantized staging, MATMUL int8 with
+    S = fp32(fp32(s_a * s_b) / s_y) over the flattened batches (B broadcast over A's), staging out."""
+    ca, cb = int8.quantize(a, *qa), int8.quantize(b, *qb)
+    batch = a.shape[:-2]
+    cb = np.broadcast_to(cb, batch + cb.shape[-2:])
+    flat = lambda x: x.reshape((-1,) + x.shape[-2:])  # noqa: E731
+    S = int8.conv_scale(qa[0], qb[0], qy[0])
+    y = int8.matmul(flat(ca), flat(cb), qa[1], qb[1], S, qy[1], 1, transposed)
+    return int8.dequantize(y.reshape(batch + y.shape[-2:]), *qy)
+
+
+CASES = [
+    # (a, b, B transposed, (s_a, z_a), (s_b, z_b), (s_y, z_y)): Q x K^T, P x V, odd sizes, K beyond 32,
+    # B's batch broadcast over the heads, asymmetric zero points.
+    ([1, 4, 5, 16], [1, 4, 9, 16], True, (0.05, 3), (0.04, -7), (0.1, 5)),
+    ([2, 3, 7, 40], [2, 3, 40, 33], False, (0.03, -20), (0.02, 11), (0.12, -3)),
+    ([1, 6, 1, 64], [1, 1, 24, 64], True, (0.02, 0), (0.025, 0), (0.2, 0)),
+    ([3, 6, 12], [3, 12, 70], False, (1 / 128, -128), (0.05, 100), (0.05, 17)),
+]
+
+
+@pytest.mark.parametrize("a_shape, b_shape, transposed, qa, qb, qy", CASES)
+def test_qdq_matmul_runs_int8_and_matches_numpy_and_onnxruntime(a_shape, b_shape, transposed, qa, qb, qy):
+    model = qmatmul_model(a_shape, b_shape, transposed, qa, qb, qy)
+    ex, report = build(model)
+    (row,) = placements(report, "relax.matmul")
+    want = "npu.qmatmul_bt" if transposed else "npu.qmatmul"
+    assert (row.device, row.precision, row.composite) == ("npu", "int8", want), report.table()
+    sess, rng = ort_int8(model), np.random.default_rng(len(a_shape) * 7 + a_shape[-1])
+    diffs = []
+    for _ in range(4):
+        a = (rng.standard_normal(a_shape) * 2).astype(F32)
+        b = (rng.standard_normal(b_shape) * 2).astype(F32)
+        got = run_vm(ex, a, b)
+        np.testing.assert_array_equal(got, qmatmul_reference(a, b, transposed, qa, qb, qy))
+        diffs.append(lsb_diff(got, sess.run(None, {"a": a, "b": b})[0], qy[0]))
+    d = np.concatenate([x.ravel() for x in diffs])
+    # onnxruntime's QLinearMatMul computes the same int32 sums and fp32 requantization: measured 0 LSB
+    # on every element of these cases (1 is what the contract promises).
+    assert d.max() <= 1 and np.mean(d == 0) >= 0.99, (d.max(), np.mean(d == 0))
+
+
+def test_qdq_matmul_without_its_quantize_stays_on_the_cpu():
+    """A float result (no QuantizeLinear after the MatMul) is not MATMUL's int8 form: NPU_E_QUANT_MATMUL."""
+    g = QDQGraph()
+    a, b = g.qdq(g.input("a", [2, 4, 16]), 0.05, 0), g.qdq(g.input("b", [2, 16, 8]), 0.05, 0)
+    model = g.model(g.node("MatMul", [a, b]), [2, 4, 8])
+    _, report = build(model)
+    (row,) = placements(report, "relax.matmul")
+    assert (row.device, row.code) == ("cpu", "NPU_E_QUANT_MATMUL"), report.table()
+
+
+def test_int8_accumulator_bound():
+    """k * (128 + |a_zp|) * (128 + |b_zp|) < 2^31 (docs/npu.md section 2): 32767 at the worst zero points."""
+    assert constraint_qmatmul_accumulator(32767, -128, -128) is None
+    assert "2^31" in constraint_qmatmul_accumulator(32768, -128, -128)
+    assert constraint_qmatmul_accumulator(131071, 0, 0) is None
+    assert constraint_qmatmul_accumulator(131072, 0, 0) is not None
