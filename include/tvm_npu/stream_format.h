@@ -14,7 +14,8 @@
  *        operand pos_mode of DMA_LOAD, DMA_STORE, SOFTMAX and MATMUL (a KV cache kept across calls,
  *        addressed at a run-time position); CONV2D's w_dtype (fp16 activations with int8 weights
  *        and one fp32 scale per output channel); MATMUL's int8 form (a_zp, b_zp, out_zp, scale: two
- *        int8 activations, requantized per tensor).
+ *        int8 activations, requantized per tensor); SOFTMAX's int8 form (in_zp, in_scale, out_zp,
+ *        out_scale).
  *
  * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
  * little-endian host reads one with a memcpy. The structs carry no behaviour: what operand values
@@ -45,7 +46,7 @@ constexpr uint16_t kQuantIoMinor = 3;
 // pos_mode of DMA_LOAD, DMA_STORE, SOFTMAX and MATMUL (a KV cache kept across calls, addressed at a
 // run-time position); CONV2D's w_dtype (fp16 activations with int8 weights and one fp32 scale per
 // output channel); MATMUL's int8 form (a_zp, b_zp, out_zp, scale: two int8 activations, requantized
-// per tensor).
+// per tensor); SOFTMAX's int8 form (in_zp, in_scale, out_zp, out_scale).
 constexpr uint16_t kLlmMinor = 4;
 
 constexpr uint32_t kHeaderBytes = 64;
@@ -427,11 +428,13 @@ struct UnaryOperands {
 constexpr uint32_t kUnaryOperandWords = 10;
 
 /*!
- * \brief Operands of SOFTMAX, words 1..13: each of `rows` rows of `row_elems` fp16 elements
+ * \brief Operands of SOFTMAX, words 1..17: each of `rows` rows of `row_elems` fp16 elements
  *        normalized on its own.
  *
  * format 1.4: z = x * scale + mask[(mask_row0 + r) % mask_rows][e] in fp32 (two roundings, no fused
  * multiply-add) before the max / exp / sum / divide; 0 operands keep 1.1's softmax.
+ * int8 (format 1.4): x = fp32(q - in_zp) * in_scale, the fp32 softmax, then clamp(round_half_even(y
+ * / out_scale) + out_zp, -128, 127); the mask stays fp16.
  */
 struct SoftmaxOperands {
   uint32_t dtype;
@@ -447,8 +450,12 @@ struct SoftmaxOperands {
   uint32_t mask_rows;    // format 1.4: mask rows; 0 = no mask
   uint32_t mask_row0;    // format 1.4: row r reads mask row (mask_row0 + r) % mask_rows
   uint32_t pos_mode;     // format 1.4: bit 0 causal (row_elems + p, docs/npu.md 3)
+  uint32_t in_zp;        // format 1.4, int8: the input's zero point (-128..127); fp16: 0
+  uint32_t in_scale;     // format 1.4, int8: fp32 bits of the input's scale (> 0); fp16: 0
+  uint32_t out_zp;       // format 1.4, int8: the output's zero point (-128..127); fp16: 0
+  uint32_t out_scale;    // format 1.4, int8: fp32 bits of the output's scale (> 0); fp16: 0
 };
-constexpr uint32_t kSoftmaxOperandWords = 13;
+constexpr uint32_t kSoftmaxOperandWords = 17;
 // A 1.1 stream has 7 SOFTMAX operands.
 constexpr uint32_t kSoftmaxOperandWords11 = 7;
 // A 1.2 stream has 7 SOFTMAX operands.

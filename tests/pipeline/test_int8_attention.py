@@ -8,7 +8,7 @@ import pytest
 
 import tvm_npu
 from conftest import run_vm
-from npu_ref import int8
+from npu_ref import int8, softmax
 from qdq_transformer import QDQGraph, lsb_diff, ort_int8
 from tvm_npu.partition.transformer_constraints import constraint_qmatmul_accumulator
 
@@ -94,3 +94,54 @@ def test_int8_accumulator_bound():
     assert "2^31" in constraint_qmatmul_accumulator(32768, -128, -128)
     assert constraint_qmatmul_accumulator(131071, 0, 0) is None
     assert constraint_qmatmul_accumulator(131072, 0, 0) is not None
+
+
+# --- softmax (SOFTMAX int8: dequantize exactly, the fp32 softmax, quantize; docs/npu.md section 2) ---
+
+
+def qsoftmax_model(shape, qx, qy, scale=None, mask=None):
+    """y = DQ(Q(softmax(DQ(Q(x)) [* scale] [+ mask]))) over the last axis."""
+    g = QDQGraph()
+    z = g.qdq(g.input("x", shape), *qx)
+    if scale is not None:
+        z = g.node("Mul", [z, g.const(scale, np.float32)])
+    if mask is not None:
+        z = g.node("Add", [z, g.const(mask, np.float32)])
+    return g.model(g.qdq(g.node("Softmax", [z], axis=-1), *qy), shape)
+
+
+def qsoftmax_reference(x, qx, qy, scale=None, mask=None):
+    rows = x.reshape(-1, x.shape[-1])
+    m = None if mask is None else np.asarray(mask, np.float32).reshape(-1, x.shape[-1])
+    y = softmax.softmax_int8(int8.quantize(rows, *qx), *qx, *qy, scale=scale, mask=m)
+    return int8.dequantize(y, *qy).reshape(x.shape)
+
+
+def causal_mask(t):
+    return np.triu(np.full((t, t), -np.inf, np.float32), 1)
+
+
+SOFTMAX_CASES = [
+    # (x shape, (s_x, z_x), (s_y, z_y), scale, mask): onnxruntime's softmax output quantization (1/256, -128)
+    ([1, 4, 6, 6], (0.08, 0), (1 / 256, -128), None, None),
+    ([2, 5, 33], (0.05, -10), (1 / 256, -128), None, None),
+    ([1, 2, 8, 8], (0.1, 3), (1 / 255, -128), 0.25, causal_mask(8)),
+    ([4, 100], (0.03, 0), (0.004, -120), None, None),
+]
+
+
+@pytest.mark.parametrize("shape, qx, qy, scale, mask", SOFTMAX_CASES)
+def test_qdq_softmax_runs_int8_and_matches_numpy_and_onnxruntime(shape, qx, qy, scale, mask):
+    model = qsoftmax_model(shape, qx, qy, scale, mask)
+    ex, report = build(model)
+    (row,) = placements(report, "relax.nn.softmax")
+    assert (row.device, row.precision) == ("npu", "int8") and row.composite.startswith("npu.qsoftmax"), report.table()
+    sess, rng = ort_int8(model), np.random.default_rng(shape[-1])
+    diffs = []
+    for _ in range(4):
+        x = (rng.standard_normal(shape) * 3).astype(F32)
+        got = run_vm(ex, x)
+        np.testing.assert_array_equal(got, qsoftmax_reference(x, qx, qy, scale, mask))
+        diffs.append(lsb_diff(got, sess.run(None, {"x": x})[0], qy[0]))
+    d = np.concatenate([x.ravel() for x in diffs])
+    assert d.max() <= 1 and np.mean(d == 0) >= 0.95, (d.max(), np.mean(d == 0))

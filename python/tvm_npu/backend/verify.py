@@ -191,7 +191,7 @@ def _vector_footprints(a: dict, op: str, elem: int, alignment: int) -> tuple[lis
     if op == "UNARY" and elem == 1:
         reads.append(("SRAM", "table", a["table_addr"], 1, UNARY_TABLE_BYTES, _align(UNARY_TABLE_BYTES, alignment)))
     if op == "SOFTMAX" and a.get("mask_rows", 0):  # format 1.4
-        reads.append(("SRAM", "mask", a["mask_addr"], a["mask_rows"], row, a["mask_stride"]))
+        reads.append(("SRAM", "mask", a["mask_addr"], a["mask_rows"], a["row_elems"] * 2, a["mask_stride"]))
     if op == "ROPE":
         for name in ("cos", "sin"):
             reads.append(("SRAM", name, a[f"{name}_addr"], a["cs_rows"], row, a["cs_stride"]))

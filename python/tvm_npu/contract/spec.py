@@ -36,7 +36,8 @@ MINORS: list[dict[str, Any]] = [
               "of a position) and the operand pos_mode of DMA_LOAD, DMA_STORE, SOFTMAX and MATMUL (a KV "
               "cache kept across calls, addressed at a run-time position); CONV2D's w_dtype (fp16 "
               "activations with int8 weights and one fp32 scale per output channel); MATMUL's int8 form "
-              "(a_zp, b_zp, out_zp, scale: two int8 activations, requantized per tensor)"},
+              "(a_zp, b_zp, out_zp, scale: two int8 activations, requantized per tensor); SOFTMAX's int8 "
+              "form (in_zp, in_scale, out_zp, out_scale)"},
 ]
 
 # Named values of the format. "c" is the C++ constant, "py" the Python one (contract/stream.py).
@@ -353,20 +354,28 @@ OPCODES: list[dict[str, Any]] = [
     {"name": "SOFTMAX", "code": 0x24, "c": "kSoftmax", "engine": "vector", "c_struct": "SoftmaxOperands",
      "since": 1,
      "operands": ["dtype", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems", "scale",
-                  "mask_addr", "mask_stride", "mask_rows", "mask_row0", "pos_mode"],
+                  "mask_addr", "mask_stride", "mask_rows", "mask_row0", "pos_mode", "in_zp", "in_scale",
+                  "out_zp", "out_scale"],
      "operands_since": {"scale": 4, "mask_addr": 4, "mask_stride": 4, "mask_rows": 4, "mask_row0": 4,
-                        "pos_mode": 4},
+                        "pos_mode": 4, "in_zp": 4, "in_scale": 4, "out_zp": 4, "out_scale": 4},
      "comments": {"scale": "format 1.4: fp32 bits of the factor on x; 0 = none (x as is)",
                   "mask_addr": "format 1.4: SRAM address of the fp16 mask rows; 0 without a mask",
                   "mask_stride": "format 1.4: bytes between mask rows; 0 without a mask",
                   "mask_rows": "format 1.4: mask rows; 0 = no mask",
                   "mask_row0": "format 1.4: row r reads mask row (mask_row0 + r) % mask_rows",
-                  "pos_mode": "format 1.4: bit 0 causal (row_elems + p, docs/npu.md 3)"},
+                  "pos_mode": "format 1.4: bit 0 causal (row_elems + p, docs/npu.md 3)",
+                  "in_zp": "format 1.4, int8: the input's zero point (-128..127); fp16: 0",
+                  "in_scale": "format 1.4, int8: fp32 bits of the input's scale (> 0); fp16: 0",
+                  "out_zp": "format 1.4, int8: the output's zero point (-128..127); fp16: 0",
+                  "out_scale": "format 1.4, int8: fp32 bits of the output's scale (> 0); fp16: 0"},
      "notes": ["each of `rows` rows of `row_elems` fp16 elements normalized on its own.",
                "",
                ("format 1.4: z = x * scale + mask[(mask_row0 + r) % mask_rows][e] in fp32 (two roundings, "
-                "no fused multiply-add) before the max / exp / sum / divide; 0 operands keep 1.1's softmax.")],
-     "doc": "softmax over each row (a matrix's last axis), fp16 (format 1.1; scale and additive mask, 1.4)"},
+                "no fused multiply-add) before the max / exp / sum / divide; 0 operands keep 1.1's softmax."),
+               ("int8 (format 1.4): x = fp32(q - in_zp) * in_scale, the fp32 softmax, then "
+                "clamp(round_half_even(y / out_scale) + out_zp, -128, 127); the mask stays fp16.")],
+     "doc": "softmax over each row (a matrix's last axis), fp16 (format 1.1; scale and additive mask, 1.4; "
+            "int8 codes in and out, 1.4)"},
     {"name": "NORM", "code": 0x28, "c": "kNorm", "engine": "vector", "c_struct": "NormOperands",
      "since": 4,
      "operands": ["dtype", "kind", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems",

@@ -221,16 +221,22 @@ def io_patterns() -> tuple[list, list]:
     return plain, reshaped
 
 
-def softmax_patterns():
-    """Softmax over a matrix's rows (SOFTMAX, fp16 only: in a QDQ model it runs between the CPU's
-    dequantize and quantize), alone or with attention's scale and additive mask fused (format 1.4)."""
-    data = wildcard()
+def softmax_patterns(quantized: bool = False):
+    """Softmax over a matrix's rows (SOFTMAX), alone or with attention's scale and additive mask fused
+    (format 1.4); `quantized`: its int8 form, quantize(softmax(dequantize(x) ...)) (format 1.4)."""
+
+    def rooted(name, call, ann, check):
+        if quantized:
+            call = ann["quantize"] = is_op("relax.quantize")(call, is_const(), is_const())
+        return _entry(("q" if quantized else "") + name, call, ann, check)
+
+    data = _dq(wildcard()) if quantized else wildcard()
     call = is_op("relax.nn.softmax")(data)
-    out = [_entry("softmax", call, {"op": call, "data": data}, checks.check_softmax)]
+    out = [rooted("softmax", call, {"op": call, "data": data}, checks.check_softmax)]
     # With a factor and / or an additive constant mask (format 1.4), larger forms last (they win):
     # x + mask, x * c, x / c (TVM's import of a division by sqrt(d)), then both.
     for scale, masked in ((None, True), ("multiply", False), ("divide", False), ("multiply", True), ("divide", True)):
-        x = wildcard()
+        x = _dq(wildcard()) if quantized else wildcard()
         ann = {"data": x}
         pre = x
         if scale is not None:
@@ -240,7 +246,7 @@ def softmax_patterns():
             ann["mask_c"] = is_const()
             pre = ann["mask_add"] = is_op("relax.add")(pre, ann["mask_c"])
         ann["op"] = sm = is_op("relax.nn.softmax")(pre)
-        out.append(_entry("softmax_masked" if masked else "softmax_scaled", sm, ann, check_softmax_masked))
+        out.append(rooted("softmax_masked" if masked else "softmax_scaled", sm, ann, check_softmax_masked))
     return out
 
 
@@ -407,6 +413,7 @@ def _table() -> tuple:
         + requantize_patterns()
         + entries
         + softmax_patterns()
+        + softmax_patterns(quantized=True)
         + norm_patterns()
         + rope_patterns()
         + reshaped_io
