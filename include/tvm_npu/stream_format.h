@@ -14,8 +14,8 @@
  *        operand pos_mode of DMA_LOAD, DMA_STORE, SOFTMAX and MATMUL (a KV cache kept across calls,
  *        addressed at a run-time position); CONV2D's w_dtype (fp16 activations with int8 weights
  *        and one fp32 scale per output channel); MATMUL's int8 form (a_zp, b_zp, out_zp, scale: two
- *        int8 activations, requantized per tensor); SOFTMAX's int8 form (in_zp, in_scale, out_zp,
- *        out_scale).
+ *        int8 activations, requantized per tensor); SOFTMAX's and NORM's int8 forms (in_zp,
+ *        in_scale, out_zp, out_scale).
  *
  * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
  * little-endian host reads one with a memcpy. The structs carry no behaviour: what operand values
@@ -46,7 +46,7 @@ constexpr uint16_t kQuantIoMinor = 3;
 // pos_mode of DMA_LOAD, DMA_STORE, SOFTMAX and MATMUL (a KV cache kept across calls, addressed at a
 // run-time position); CONV2D's w_dtype (fp16 activations with int8 weights and one fp32 scale per
 // output channel); MATMUL's int8 form (a_zp, b_zp, out_zp, scale: two int8 activations, requantized
-// per tensor); SOFTMAX's int8 form (in_zp, in_scale, out_zp, out_scale).
+// per tensor); SOFTMAX's and NORM's int8 forms (in_zp, in_scale, out_zp, out_scale).
 constexpr uint16_t kLlmMinor = 4;
 
 constexpr uint32_t kHeaderBytes = 64;
@@ -464,8 +464,11 @@ constexpr uint32_t kSoftmaxOperandWords12 = 7;
 constexpr uint32_t kSoftmaxOperandWords13 = 7;
 
 /*!
- * \brief Operands of NORM, words 1..11: each of `rows` rows of `row_elems` fp16 elements normalized
+ * \brief Operands of NORM, words 1..15: each of `rows` rows of `row_elems` fp16 elements normalized
  *        on its own (format 1.4).
+ *
+ * int8: x = fp32(q - in_zp) * in_scale, the fp32 steps of the fp16 form, then
+ * clamp(round_half_even(y / out_scale) + out_zp, -128, 127).
  */
 struct NormOperands {
   uint32_t dtype;
@@ -479,8 +482,12 @@ struct NormOperands {
   uint32_t gamma_addr;  // row_elems fp32 scales in SRAM, or kNoParam (1)
   uint32_t beta_addr;   // row_elems fp32 shifts in SRAM, or kNoParam (0); rmsnorm: kNoParam
   uint32_t eps;         // fp32 bits, finite and >= 0
+  uint32_t in_zp;       // int8: the input's zero point (-128..127); fp16: 0
+  uint32_t in_scale;    // int8: fp32 bits of the input's scale (> 0); fp16: 0
+  uint32_t out_zp;      // int8: the output's zero point (-128..127); fp16: 0
+  uint32_t out_scale;   // int8: fp32 bits of the output's scale (> 0); fp16: 0
 };
-constexpr uint32_t kNormOperandWords = 11;
+constexpr uint32_t kNormOperandWords = 15;
 
 /*!
  * \brief Operands of ROPE, words 1..12: rotary position embedding, rotate-half form (format 1.4):

@@ -8,7 +8,7 @@ import pytest
 
 import tvm_npu
 from conftest import run_vm
-from npu_ref import int8, softmax
+from npu_ref import int8, norm, softmax
 from qdq_transformer import QDQGraph, lsb_diff, ort_int8
 from tvm_npu.partition.transformer_constraints import constraint_qmatmul_accumulator
 
@@ -142,6 +142,51 @@ def test_qdq_softmax_runs_int8_and_matches_numpy_and_onnxruntime(shape, qx, qy, 
         x = (rng.standard_normal(shape) * 3).astype(F32)
         got = run_vm(ex, x)
         np.testing.assert_array_equal(got, qsoftmax_reference(x, qx, qy, scale, mask))
+        diffs.append(lsb_diff(got, sess.run(None, {"x": x})[0], qy[0]))
+    d = np.concatenate([x.ravel() for x in diffs])
+    assert d.max() <= 1 and np.mean(d == 0) >= 0.95, (d.max(), np.mean(d == 0))
+
+
+# --- LayerNorm / RMSNorm (NORM int8: dequantize exactly, the fp32 norm, quantize; docs/npu.md section 2) ---
+
+
+def qnorm_model(kind, shape, qx, qy, gamma, beta, eps):
+    """y = DQ(Q(norm(DQ(Q(x))))): ONNX LayerNormalization (17) or RMSNormalization (23) over the last axis."""
+    g = QDQGraph()
+    x = g.qdq(g.input("x", shape), *qx)
+    params = [g.const(gamma, np.float32)] + ([g.const(beta, np.float32)] if beta is not None else [])
+    op = "LayerNormalization" if kind == "layernorm" else "RMSNormalization"
+    return g.model(g.qdq(g.node(op, [x] + params, axis=-1, epsilon=eps), *qy), shape, opset=23)
+
+
+NORM_CASES = [
+    # (kind, x shape, (s_x, z_x), (s_y, z_y), beta?): GPT-2's LayerNorm and Llama's RMSNorm on QDQ rows
+    ("layernorm", [1, 7, 64], (0.05, 10), (0.03, -5), True),
+    ("layernorm", [2, 3, 100], (0.1, -30), (0.02, 0), False),
+    ("rmsnorm", [1, 5, 48], (0.04, 0), (0.025, 3), False),
+    ("rmsnorm", [4, 96], (0.08, -12), (0.015, 0), False),
+]
+
+
+@pytest.mark.parametrize("kind, shape, qx, qy, with_beta", NORM_CASES)
+def test_qdq_norm_runs_int8_and_matches_numpy_and_onnxruntime(kind, shape, qx, qy, with_beta):
+    rng = np.random.default_rng(shape[-1])
+    gamma = (rng.standard_normal(shape[-1]) * 0.3 + 1).astype(F32)
+    beta = (rng.standard_normal(shape[-1]) * 0.2).astype(F32) if with_beta else None
+    model = qnorm_model(kind, shape, qx, qy, gamma, beta, 1e-5)
+    ex, report = build(model)
+    op = "relax.nn.layer_norm" if kind == "layernorm" else "relax.nn.rms_norm"
+    (row,) = placements(report, op)
+    want = "npu.qlayer_norm" if kind == "layernorm" else "npu.qrms_norm"
+    assert (row.device, row.precision, row.composite) == ("npu", "int8", want), report.table()
+    sess = ort_int8(model)
+    diffs = []
+    for _ in range(4):
+        x = (rng.standard_normal(shape) * 2 + 0.5).astype(F32)
+        got = run_vm(ex, x)
+        codes = int8.quantize(x, *qx).reshape(-1, shape[-1])
+        want_y = norm.norm_int8(kind, codes, *qx, *qy, gamma, beta, 1e-5)
+        np.testing.assert_array_equal(got, int8.dequantize(want_y, *qy).reshape(shape))
         diffs.append(lsb_diff(got, sess.run(None, {"x": x})[0], qy[0]))
     d = np.concatenate([x.ravel() for x in diffs])
     assert d.max() <= 1 and np.mean(d == 0) >= 0.95, (d.max(), np.mean(d == 0))

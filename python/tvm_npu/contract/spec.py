@@ -36,8 +36,8 @@ MINORS: list[dict[str, Any]] = [
               "of a position) and the operand pos_mode of DMA_LOAD, DMA_STORE, SOFTMAX and MATMUL (a KV "
               "cache kept across calls, addressed at a run-time position); CONV2D's w_dtype (fp16 "
               "activations with int8 weights and one fp32 scale per output channel); MATMUL's int8 form "
-              "(a_zp, b_zp, out_zp, scale: two int8 activations, requantized per tensor); SOFTMAX's int8 "
-              "form (in_zp, in_scale, out_zp, out_scale)"},
+              "(a_zp, b_zp, out_zp, scale: two int8 activations, requantized per tensor); SOFTMAX's and NORM's "
+              "int8 forms (in_zp, in_scale, out_zp, out_scale)"},
 ]
 
 # Named values of the format. "c" is the C++ constant, "py" the Python one (contract/stream.py).
@@ -379,13 +379,21 @@ OPCODES: list[dict[str, Any]] = [
     {"name": "NORM", "code": 0x28, "c": "kNorm", "engine": "vector", "c_struct": "NormOperands",
      "since": 4,
      "operands": ["dtype", "kind", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems",
-                  "gamma_addr", "beta_addr", "eps"],
+                  "gamma_addr", "beta_addr", "eps", "in_zp", "in_scale", "out_zp", "out_scale"],
      "enums": {"kind": "norm_kind"},
      "comments": {"gamma_addr": "row_elems fp32 scales in SRAM, or kNoParam (1)",
                   "beta_addr": "row_elems fp32 shifts in SRAM, or kNoParam (0); rmsnorm: kNoParam",
-                  "eps": "fp32 bits, finite and >= 0"},
-     "notes": ["each of `rows` rows of `row_elems` fp16 elements normalized on its own (format 1.4)."],
-     "doc": "LayerNorm or RMSNorm over each row (a matrix's last axis), fp16, fp32 gamma / beta (format 1.4)"},
+                  "eps": "fp32 bits, finite and >= 0",
+                  "in_zp": "int8: the input's zero point (-128..127); fp16: 0",
+                  "in_scale": "int8: fp32 bits of the input's scale (> 0); fp16: 0",
+                  "out_zp": "int8: the output's zero point (-128..127); fp16: 0",
+                  "out_scale": "int8: fp32 bits of the output's scale (> 0); fp16: 0"},
+     "notes": ["each of `rows` rows of `row_elems` fp16 elements normalized on its own (format 1.4).",
+               "",
+               ("int8: x = fp32(q - in_zp) * in_scale, the fp32 steps of the fp16 form, then "
+                "clamp(round_half_even(y / out_scale) + out_zp, -128, 127).")],
+     "doc": "LayerNorm or RMSNorm over each row (a matrix's last axis), fp16 or int8 codes, fp32 gamma / beta "
+            "(format 1.4)"},
     {"name": "ROPE", "code": 0x2C, "c": "kRope", "engine": "vector", "c_struct": "RopeOperands",
      "since": 4,
      "operands": ["dtype", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems", "cos_addr",

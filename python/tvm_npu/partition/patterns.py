@@ -253,16 +253,19 @@ def softmax_patterns(quantized: bool = False):
 NORM_OPS = {"layer_norm": "relax.nn.layer_norm", "rms_norm": "relax.nn.rms_norm"}
 
 
-def norm_patterns():
-    """LayerNorm and RMSNorm over a matrix's rows (NORM, fp16 only: in a QDQ model it runs between the CPU's
-    dequantize and quantize). gamma and beta match anything: the check refuses a non-constant one with its
+def norm_patterns(quantized: bool = False):
+    """LayerNorm and RMSNorm over a matrix's rows (NORM); `quantized`: the int8 form quantize(norm(dequantize
+    (x))) (format 1.4). gamma and beta match anything: the check refuses a non-constant one with its
     reason rather than letting the op fall to the CPU unexplained."""
     out = []
     for name, op in NORM_OPS.items():
-        data = wildcard()
+        data = _dq(wildcard()) if quantized else wildcard()
         params = [wildcard(), wildcard()] if name == "layer_norm" else [wildcard()]
-        call = is_op(op)(data, *params)
-        out.append(_entry(name, call, {"op": call, "data": data}, norm_checks.check_norm))
+        call = root = is_op(op)(data, *params)
+        ann = {"op": call, "data": data}
+        if quantized:
+            root = ann["quantize"] = is_op("relax.quantize")(call, is_const(), is_const())
+        out.append(_entry(("q" if quantized else "") + name, root, ann, norm_checks.check_norm))
     return out
 
 
@@ -415,6 +418,7 @@ def _table() -> tuple:
         + softmax_patterns()
         + softmax_patterns(quantized=True)
         + norm_patterns()
+        + norm_patterns(quantized=True)
         + rope_patterns()
         + reshaped_io
     )

@@ -113,8 +113,10 @@ def norm_operands(cfg: NPUConfig, layer, rows: dict, common: dict, ins: list, sr
     lays them out so), 0xFFFFFFFF for the one the op does not apply."""
     prm = align(rows["row_elems"] * 4, cfg.alignment)
     addr = {name: w_slot + k * prm for k, name in enumerate(layer.norm_params)}
+    io = int8_io_operands(layer) if layer.dtype == "int8" else {}
     return dict(
         rows,
+        **io,
         dtype=common["dtype"],
         kind=NORM_KINDS[layer.func],
         in_addr=ins[0],
