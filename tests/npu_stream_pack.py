@@ -166,32 +166,35 @@ def refresh_crc(blob):
     return bytes(blob)
 
 
-def run_row_op(rt, name, x, weights, op_command, version):
-    """x [rows, E] (fp16 rows in DDR) through DMA_LOAD -> one vector command -> DMA_STORE, with `weights`
-    loaded into SRAM at 0 first; `op_command(in_sram, out_sram, stride)` makes the command (waiting on
-    both DMA channels). Returns the float32 output and the command's profile record."""
+def run_row_op(rt, name, x, weights, op_command, version, int8=False):
+    """x [rows, E] (fp16 rows in DDR; int8 codes, host and device, with `int8`) through DMA_LOAD -> one
+    vector command -> DMA_STORE, with `weights` loaded into SRAM at 0 first; `op_command(in_sram, out_sram,
+    stride)` makes the command (waiting on both DMA channels). Returns the float32 (int8) output and the
+    command's profile record."""
     rows, e = x.shape
-    stride = align(2 * e)
+    el, dtype, host = (1, INT8, INT8) if int8 else (2, FP16, FP32)
+    stride = align(el * e)
     weights = weights or b"\0" * 128
     in_sram = in_ddr = align(len(weights))
     out_sram = out_ddr = in_sram + rows * stride
     cmds = [
         dma(DMA_LOAD, 1, 0, 0, 1, len(weights), len(weights), len(weights)),
-        dma(DMA_LOAD, 0, in_ddr, in_sram, rows, 2 * e, stride, stride),
+        dma(DMA_LOAD, 0, in_ddr, in_sram, rows, el * e, stride, stride),
         op_command(in_sram, out_sram, stride),
-        dma(DMA_STORE, 0, out_sram, out_ddr, rows, 2 * e, stride, stride, wait={VECTOR: 0}),
+        dma(DMA_STORE, 0, out_sram, out_ddr, rows, el * e, stride, stride, wait={VECTOR: 0}),
         command(END, [], wait=ALL_DONE),
     ]
     view = [1, rows, 1, e]
     tensors = [
-        tensor(INPUT, 0, view, in_ddr, stride, layout=ROWS, host_shape=(rows, e)),
-        tensor(OUTPUT, 0, view, out_ddr, stride, layout=ROWS, host_shape=(rows, e)),
+        tensor(INPUT, 0, view, in_ddr, stride, dtype, host, layout=ROWS, host_shape=(rows, e)),
+        tensor(OUTPUT, 0, view, out_ddr, stride, dtype, host, layout=ROWS, host_shape=(rows, e)),
     ]
     end = out_ddr + rows * stride
     blob = pack_stream(tensors, cmds, weights, end, 1, 1, version=version, sram_used=end)
     mod = rt["create"](name, blob)
-    out = np.zeros((rows, e), np.float32)
-    mod[name](T(np.ascontiguousarray(x, np.float32)), T(out))
+    np_host = np.int8 if int8 else np.float32
+    out = np.zeros((rows, e), np_host)
+    mod[name](T(np.ascontiguousarray(x, np_host)), T(out))
     return out, json.loads(mod["get_profile"]())["last"]["records"][2]
 
 

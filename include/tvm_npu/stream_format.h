@@ -15,7 +15,9 @@
  *        addressed at a run-time position); CONV2D's w_dtype (fp16 activations with int8 weights
  *        and one fp32 scale per output channel; group-wise int4 / uint4 weights with fp16 scales
  *        under fp16 or int8 activations); MATMUL's b_dtype and b_scale_addr (an int8 B, e.g. an
- *        int8 KV cache, with one fp32 scale per B batch).
+ *        int8 KV cache, with one fp32 scale per B batch); MATMUL's int8 form (a_zp, b_zp, out_zp,
+ *        scale: two int8 activations, requantized per tensor); SOFTMAX's and NORM's int8 forms
+ *        (in_zp, in_scale, out_zp, out_scale).
  *
  * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
  * little-endian host reads one with a memcpy. The structs carry no behaviour: what operand values
@@ -47,7 +49,8 @@ constexpr uint16_t kQuantIoMinor = 3;
 // run-time position); CONV2D's w_dtype (fp16 activations with int8 weights and one fp32 scale per
 // output channel; group-wise int4 / uint4 weights with fp16 scales under fp16 or int8 activations);
 // MATMUL's b_dtype and b_scale_addr (an int8 B, e.g. an int8 KV cache, with one fp32 scale per B
-// batch).
+// batch); MATMUL's int8 form (a_zp, b_zp, out_zp, scale: two int8 activations, requantized per
+// tensor); SOFTMAX's and NORM's int8 forms (in_zp, in_scale, out_zp, out_scale).
 constexpr uint16_t kLlmMinor = 4;
 
 constexpr uint32_t kHeaderBytes = 64;
@@ -435,11 +438,13 @@ struct UnaryOperands {
 constexpr uint32_t kUnaryOperandWords = 10;
 
 /*!
- * \brief Operands of SOFTMAX, words 1..13: each of `rows` rows of `row_elems` fp16 elements
+ * \brief Operands of SOFTMAX, words 1..17: each of `rows` rows of `row_elems` fp16 elements
  *        normalized on its own.
  *
  * format 1.4: z = x * scale + mask[(mask_row0 + r) % mask_rows][e] in fp32 (two roundings, no fused
  * multiply-add) before the max / exp / sum / divide; 0 operands keep 1.1's softmax.
+ * int8 (format 1.4): x = fp32(q - in_zp) * in_scale, the fp32 softmax, then clamp(round_half_even(y
+ * / out_scale) + out_zp, -128, 127); the mask stays fp16.
  */
 struct SoftmaxOperands {
   uint32_t dtype;
@@ -455,8 +460,12 @@ struct SoftmaxOperands {
   uint32_t mask_rows;    // format 1.4: mask rows; 0 = no mask
   uint32_t mask_row0;    // format 1.4: row r reads mask row (mask_row0 + r) % mask_rows
   uint32_t pos_mode;     // format 1.4: bit 0 causal (row_elems + p, docs/npu.md 3)
+  uint32_t in_zp;        // format 1.4, int8: the input's zero point (-128..127); fp16: 0
+  uint32_t in_scale;     // format 1.4, int8: fp32 bits of the input's scale (> 0); fp16: 0
+  uint32_t out_zp;       // format 1.4, int8: the output's zero point (-128..127); fp16: 0
+  uint32_t out_scale;    // format 1.4, int8: fp32 bits of the output's scale (> 0); fp16: 0
 };
-constexpr uint32_t kSoftmaxOperandWords = 13;
+constexpr uint32_t kSoftmaxOperandWords = 17;
 // A 1.1 stream has 7 SOFTMAX operands.
 constexpr uint32_t kSoftmaxOperandWords11 = 7;
 // A 1.2 stream has 7 SOFTMAX operands.
@@ -465,8 +474,11 @@ constexpr uint32_t kSoftmaxOperandWords12 = 7;
 constexpr uint32_t kSoftmaxOperandWords13 = 7;
 
 /*!
- * \brief Operands of NORM, words 1..11: each of `rows` rows of `row_elems` fp16 elements normalized
+ * \brief Operands of NORM, words 1..15: each of `rows` rows of `row_elems` fp16 elements normalized
  *        on its own (format 1.4).
+ *
+ * int8: x = fp32(q - in_zp) * in_scale, the fp32 steps of the fp16 form, then
+ * clamp(round_half_even(y / out_scale) + out_zp, -128, 127).
  */
 struct NormOperands {
   uint32_t dtype;
@@ -480,8 +492,12 @@ struct NormOperands {
   uint32_t gamma_addr;  // row_elems fp32 scales in SRAM, or kNoParam (1)
   uint32_t beta_addr;   // row_elems fp32 shifts in SRAM, or kNoParam (0); rmsnorm: kNoParam
   uint32_t eps;         // fp32 bits, finite and >= 0
+  uint32_t in_zp;       // int8: the input's zero point (-128..127); fp16: 0
+  uint32_t in_scale;    // int8: fp32 bits of the input's scale (> 0); fp16: 0
+  uint32_t out_zp;      // int8: the output's zero point (-128..127); fp16: 0
+  uint32_t out_scale;   // int8: fp32 bits of the output's scale (> 0); fp16: 0
 };
-constexpr uint32_t kNormOperandWords = 11;
+constexpr uint32_t kNormOperandWords = 15;
 
 /*!
  * \brief Operands of ROPE, words 1..12: rotary position embedding, rotate-half form (format 1.4):
@@ -506,12 +522,14 @@ struct RopeOperands {
 constexpr uint32_t kRopeOperandWords = 12;
 
 /*!
- * \brief Operands of MATMUL, words 1..19: out[o] = A[o] x B[o / b_group] for o in [0, batch): A[o]
+ * \brief Operands of MATMUL, words 1..23: out[o] = A[o] x B[o / b_group] for o in [0, batch): A[o]
  *        is [m, k], out[o] is [m, n], all in SRAM, strides in bytes.
  *
- * fp16 only (format 1.4): fp32 accumulation in k order, one rounding to fp16.
- * b_dtype int8: B holds int8 codes, the exact products a * q summed as above, then one fp32
- * multiply by the B batch's scale, one rounding to fp16.
+ * fp16 (format 1.4): fp32 accumulation in k order, one rounding to fp16.
+ * fp16 with b_dtype int8: B holds int8 codes, the exact products a * q summed as above, then one
+ * fp32 multiply by the B batch's scale, one rounding to fp16.
+ * int8 (format 1.4): sum of (a - a_zp) * (b - b_zp) in int32, requantized like CONV2D with one
+ * scale S: clamp(out_zp + round_half_even(fp32(acc) * S), -128, 127); b_dtype 0.
  */
 struct MatmulOperands {
   uint32_t dtype;
@@ -533,8 +551,12 @@ struct MatmulOperands {
   uint32_t pos_mode;      // format 1.4: bit 0 n += p, bit 1 k += p
   uint32_t b_dtype;       // 0 = `dtype`; int8 (2) under fp16: B holds int8 codes
   uint32_t b_scale_addr;  // b_dtype int8: SRAM address of one fp32 scale per B batch
+  uint32_t a_zp;          // int8: A's zero point (int32, -128..127); fp16: 0
+  uint32_t b_zp;          // int8: B's zero point (int32, -128..127); fp16: 0
+  uint32_t out_zp;        // int8: the output's zero point (int32, -128..127); fp16: 0
+  uint32_t scale;         // int8: fp32 bits of the requantization scale S (finite, > 0); fp16: 0
 };
-constexpr uint32_t kMatmulOperandWords = 19;
+constexpr uint32_t kMatmulOperandWords = 23;
 
 static_assert(sizeof(Header) == kHeaderBytes, "header layout");
 static_assert(sizeof(TensorDesc) == kTensorBytes, "tensor descriptor layout");

@@ -96,6 +96,10 @@ void CheckFp16Epilogue(const std::string& where, uint32_t act,
                        std::initializer_list<uint32_t> int_fields);
 void CheckInt8Epilogue(const std::string& where, uint32_t act, uint32_t lo, uint32_t hi,
                        std::initializer_list<uint32_t> zero_points);
+// The int8 form of a vector command computed in fp32 (SOFTMAX, NORM; format 1.4): zero points within
+// int8 and scales finite and > 0; fp16 leaves the four words 0.
+void CheckRowIo(const std::string& where, uint32_t dtype, uint32_t in_zp, uint32_t in_scale,
+                uint32_t out_zp, uint32_t out_scale);
 void CheckShift(const std::string& where, uint32_t shift);
 void CheckVectorConfig(const std::string& where, const NPUConfig& c);
 

@@ -56,9 +56,11 @@ uint64_t CycleModel::MatmulPasses(const NPUConfig& config, const stream::MatmulO
 }
 
 uint64_t CycleModel::MacCycles(const NPUConfig& config, const stream::Command& cmd) {
-  if (cmd.opcode() == stream::kMatmul) {  // fp16 only (format 1.4)
+  if (cmd.opcode() ==
+      stream::kMatmul) {  // rate_div as CONV2D's: fp16_rate_div for fp16, 1 for int8
     const stream::MatmulOperands op = OperandsOf<stream::MatmulOperands>(cmd);
-    return config.op_overhead + SatMul(MatmulPasses(config, op), config.fp16_rate_div);
+    const uint64_t rate_div = op.dtype == stream::kFP16 ? config.fp16_rate_div : 1;
+    return config.op_overhead + SatMul(MatmulPasses(config, op), rate_div);
   }
   return Conv2DCycles(config, OperandsOf<stream::Conv2DOperands>(cmd));
 }

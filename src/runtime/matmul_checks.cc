@@ -7,6 +7,9 @@
  */
 #include <tvm_npu/operand_rules.h>
 
+#include <cstdlib>
+
+#include "kernels/ref/ref_common.h"
 #include "runtime/command_checks.h"
 #include "runtime/npu_error.h"
 
@@ -36,14 +39,35 @@ void CheckBatched(const std::string& where, const NPUConfig& c, const Batched& t
   }
 }
 
+// The int8 form (docs/npu.md section 2): zero points within int8, S a finite fp32 > 0, and a k whose
+// int32 sum of (a - a_zp) * (b - b_zp) cannot wrap (|q - z| <= 128 + |z|). fp16 leaves them all 0.
+void CheckMatmulQuant(const std::string& where, const stream::MatmulOperands& op) {
+  if (op.dtype == stream::kFP16) {
+    CheckFp16Epilogue(where, stream::kActNone, {op.a_zp, op.b_zp, op.out_zp, op.scale});
+    return;
+  }
+  for (uint32_t zp : {op.a_zp, op.b_zp, op.out_zp}) {
+    if (!ref::ValidInt8(ref::WrapI32(zp))) {
+      NPU_THROW(kBadStream) << where << ": zero point " << ref::WrapI32(zp) << " outside -128..127";
+    }
+  }
+  if (!ref::ValidScale(ref::BitsToFloat(op.scale))) {
+    NPU_THROW(kBadStream) << where << ": scale 0x" << std::hex << op.scale << std::dec << " ("
+                          << ref::BitsToFloat(op.scale) << ") must be a finite fp32 > 0";
+  }
+  const uint64_t ma = 128 + std::abs(int64_t{ref::WrapI32(op.a_zp)});
+  const uint64_t mb = 128 + std::abs(int64_t{ref::WrapI32(op.b_zp)});
+  if (SatMul(SatMul(op.k, ma), mb) >= (uint64_t{1} << 31)) {
+    NPU_THROW(kOpNotSupported) << where << ": an int8 MATMUL's k " << op.k << " times "
+                               << "(128 + |a_zp|) * (128 + |b_zp|) = " << ma * mb
+                               << " could leave its int32 accumulator (at most 2^31 - 1)";
+  }
+}
+
 }  // namespace
 
 void CheckMatmulParams(const std::string& where, const stream::MatmulOperands& op) {
   CheckDType(where, op.dtype);
-  if (op.dtype != stream::kFP16) {
-    NPU_THROW(kOpNotSupported) << where << ": MATMUL runs on the fp16 datapath only (format 1.4); "
-                               << "an int8 matmul of two activations has no requantization block";
-  }
   if (op.batch == 0 || op.m == 0 || op.k == 0 || op.n == 0) {
     NPU_THROW(kBadStream) << where << ": a size is 0 (batch " << op.batch << ", m " << op.m
                           << ", k " << op.k << ", n " << op.n << ")";
@@ -53,6 +77,12 @@ void CheckMatmulParams(const std::string& where, const stream::MatmulOperands& o
   if (op.b_dtype != 0 && op.b_dtype != stream::kInt8) {
     NPU_THROW(kBadStream) << where << ": b_dtype " << op.b_dtype << " is neither 0 nor int8 (2)";
   }
+  if (op.b_dtype != 0 && op.dtype != stream::kFP16) {
+    NPU_THROW(kOpNotSupported)
+        << where << ": b_dtype " << op.b_dtype
+        << " under an int8 MATMUL: an int8 B with a scale per batch is the fp16 "
+           "form's (an int8 MATMUL's B is int8 by its dtype)";
+  }
   if (op.b_dtype == 0 && op.b_scale_addr != 0) {
     NPU_THROW(kBadStream) << where << ": b_scale_addr " << op.b_scale_addr
                           << " without an int8 B (b_dtype 0)";
@@ -60,6 +90,7 @@ void CheckMatmulParams(const std::string& where, const stream::MatmulOperands& o
   if (op.b_transposed > 1) {
     NPU_THROW(kBadStream) << where << ": b_transposed " << op.b_transposed << " is not 0 or 1";
   }
+  CheckMatmulQuant(where, op);
 }
 
 void CheckMatmul(const std::string& where, const stream::Command& cmd, const NPUConfig& c) {
@@ -67,11 +98,12 @@ void CheckMatmul(const std::string& where, const stream::Command& cmd, const NPU
   CheckMatmulParams(where, op);
   const uint64_t b_batches = (uint64_t{op.batch} - 1) / op.b_group + 1;
   const uint64_t b_rows = op.b_transposed ? op.n : op.k, b_cols = op.b_transposed ? op.k : op.n;
-  const Batched a{"a", op.a_addr, op.batch, op.m, uint64_t{op.k} * 2, op.a_stride, op.a_bstride};
-  const uint64_t b_elem = op.b_dtype == stream::kInt8 ? 1 : 2;
+  const uint64_t elem = op.dtype == stream::kFP16 ? 2 : 1;
+  const uint64_t b_elem = op.b_dtype == stream::kInt8 ? 1 : elem;
+  const Batched a{"a", op.a_addr, op.batch, op.m, uint64_t{op.k} * elem, op.a_stride, op.a_bstride};
   const Batched b{"b", op.b_addr, b_batches, b_rows, b_cols * b_elem, op.b_stride, op.b_bstride};
-  const Batched out{"output",           op.out_addr,   op.batch,      op.m,
-                    uint64_t{op.n} * 2, op.out_stride, op.out_bstride};
+  const Batched out{"output",      op.out_addr,   op.batch, op.m, uint64_t{op.n} * elem,
+                    op.out_stride, op.out_bstride};
   for (const Batched& t : {a, b, out}) CheckBatched(where, c, t);
   // The kernel writes out while it reads a and b: their spans may not meet (a and b may alias).
   for (const Batched& t : {a, b}) {

@@ -15,10 +15,7 @@ namespace tvm_npu {
 
 void CheckNormParams(const std::string& where, const stream::NormOperands& op) {
   CheckDType(where, op.dtype);
-  if (op.dtype != stream::kFP16) {
-    NPU_THROW(kOpNotSupported) << where << ": NORM runs on the fp16 datapath only; an int8 norm "
-                               << "needs a square root and a division the integer datapath lacks";
-  }
+  CheckRowIo(where, op.dtype, op.in_zp, op.in_scale, op.out_zp, op.out_scale);
   if (op.kind > stream::kNormRms) {
     NPU_THROW(kBadStream) << where << ": kind " << op.kind << " is not 0 layernorm or 1 rmsnorm";
   }
@@ -42,7 +39,7 @@ void CheckNorm(const std::string& where, const stream::Command& cmd, const NPUCo
                                << "than max_width " << c.max_width << "; the vector unit keeps "
                                << "one row's statistics (split the row or use a wider config)";
   }
-  const uint64_t row = SatMul(op.row_elems, 2);
+  const uint64_t row = SatMul(op.row_elems, stream::DTypeBytes(op.dtype));
   // gamma and beta: one row of fp32 each, its footprint padded to the alignment.
   const uint64_t prm = SatMul(op.row_elems, 4);
   const uint64_t prm_span = (prm + c.alignment - 1) / c.alignment * c.alignment;  // prm < 2^34

@@ -200,8 +200,8 @@ std::vector<ByteRange> SramReads(const stream::Command& cmd, const NPUConfig& cf
     }
     case stream::kSoftmax: {
       const auto op = OperandsOf<stream::SoftmaxOperands>(cmd);
-      std::vector<ByteRange> reads = {
-          Span(op.in_addr, op.rows, op.in_stride, uint64_t{op.row_elems} * 2)};
+      std::vector<ByteRange> reads = {Span(op.in_addr, op.rows, op.in_stride,
+                                           uint64_t{op.row_elems} * stream::DTypeBytes(op.dtype))};
       if (op.mask_rows != 0) {
         reads.push_back(
             Span(op.mask_addr, op.mask_rows, op.mask_stride, uint64_t{op.row_elems} * 2));
@@ -210,8 +210,8 @@ std::vector<ByteRange> SramReads(const stream::Command& cmd, const NPUConfig& cf
     }
     case stream::kNorm: {
       const auto op = OperandsOf<stream::NormOperands>(cmd);
-      std::vector<ByteRange> reads = {
-          Span(op.in_addr, op.rows, op.in_stride, uint64_t{op.row_elems} * 2)};
+      std::vector<ByteRange> reads = {Span(op.in_addr, op.rows, op.in_stride,
+                                           uint64_t{op.row_elems} * stream::DTypeBytes(op.dtype))};
       const uint64_t prm = uint64_t{op.row_elems} * 4;
       if (op.gamma_addr != stream::kNoParam) reads.push_back({op.gamma_addr, op.gamma_addr + prm});
       if (op.beta_addr != stream::kNoParam) reads.push_back({op.beta_addr, op.beta_addr + prm});

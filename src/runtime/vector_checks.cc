@@ -151,11 +151,27 @@ void CheckUnary(const std::string& where, const stream::Command& cmd, const NPUC
   if (overlap) NPU_THROW(kInvalidAddr) << where << ": the output tile overlaps an input in SRAM";
 }
 
+void CheckRowIo(const std::string& where, uint32_t dtype, uint32_t in_zp, uint32_t in_scale,
+                uint32_t out_zp, uint32_t out_scale) {
+  if (dtype == stream::kFP16) {
+    CheckFp16Epilogue(where, stream::kActNone, {in_zp, in_scale, out_zp, out_scale});
+    return;
+  }
+  CheckInt8Epilogue(where, stream::kActNone, static_cast<uint32_t>(-128), 127, {in_zp, out_zp});
+  for (uint32_t s : {in_scale, out_scale}) {
+    if (!ref::ValidScale(ref::BitsToFloat(s))) {
+      NPU_THROW(kBadStream) << where << ": scale 0x" << std::hex << s << std::dec << " ("
+                            << ref::BitsToFloat(s) << ") must be a finite fp32 > 0";
+    }
+  }
+}
+
 void CheckSoftmaxParams(const std::string& where, const stream::SoftmaxOperands& op) {
   CheckDType(where, op.dtype);
-  if (op.dtype != stream::kFP16) {
-    NPU_THROW(kOpNotSupported) << where << ": SOFTMAX runs on the fp16 datapath only; an int8 "
-                               << "softmax needs exp and a division the integer datapath lacks";
+  CheckRowIo(where, op.dtype, op.in_zp, op.in_scale, op.out_zp, op.out_scale);
+  if (op.dtype == stream::kInt8 && op.pos_mode != 0) {
+    NPU_THROW(kOpNotSupported) << where << ": a causal SOFTMAX (pos_mode " << op.pos_mode
+                               << ") runs on fp16 only";
   }
   if (op.rows == 0 || op.row_elems == 0) NPU_THROW(kBadStream) << where << ": a size is 0";
   // Format 1.4: scale 0 means none; any other word is a finite fp32 factor (inf * 0 would be NaN).
@@ -181,14 +197,16 @@ void CheckSoftmax(const std::string& where, const stream::Command& cmd, const NP
   const stream::SoftmaxOperands op = OperandsOf<stream::SoftmaxOperands>(cmd);
   CheckSoftmaxParams(where, op);
   CheckVectorConfig(where, c);
-  const uint64_t row = SatMul(op.row_elems, 2);
+  const uint64_t row = SatMul(op.row_elems, stream::DTypeBytes(op.dtype)),
+                 mask_row = op.row_elems * 2;
   const SramRows out{"output", op.out_addr, op.rows, row, op.out_stride};
   bool overlap =
       OutputOverlapsInputs(where, c, {{"input", op.in_addr, op.rows, row, op.in_stride}}, out);
   if (op.mask_rows != 0) {  // format 1.4: mask_rows fp16 rows of row_elems, checked like an input
-    overlap = OutputOverlapsInputs(
-                  where, c, {{"mask", op.mask_addr, op.mask_rows, row, op.mask_stride}}, out) ||
-              overlap;
+    overlap =
+        OutputOverlapsInputs(
+            where, c, {{"mask", op.mask_addr, op.mask_rows, mask_row, op.mask_stride}}, out) ||
+        overlap;
   }
   if (overlap) {
     NPU_THROW(kInvalidAddr) << where << ": the output tile overlaps its input or mask in SRAM";

@@ -175,3 +175,16 @@ def quantize(x, scale, zp, dtype=np.int8):
 def dequantize(q, scale, zp):
     """x = fp32(fp32(q - z) * s)."""
     return (np.asarray(q, np.int32) - zp).astype(F32) * F32(scale)
+
+
+def matmul(a, b, a_zp, b_zp, S, out_zp, b_group=1, b_transposed=False):
+    """MATMUL on int8 (section 2, "Matmul of two activations", format 1.4): a [batch, M, K], b
+    [batch / b_group, K, N] ([.., N, K] when `b_transposed`), int8 codes with per-tensor zero points;
+    acc = sum over p of (a - a_zp) * (b - b_zp) (int64, exact; wrapped to int32), requantized with the one
+    scale S like CONV2D."""
+    a = np.asarray(a, np.int64) - a_zp
+    b = np.asarray(b, np.int64) - b_zp
+    if b_transposed:
+        b = np.swapaxes(b, 1, 2)
+    b = b[np.arange(a.shape[0]) // b_group]  # the B batch of every output batch
+    return requantize(wrap32(np.matmul(a, b)), S, out_zp)

@@ -55,10 +55,12 @@ def matmul(
     out_stride=128,
     out_bstride=384,
     wait=None,
+    **quant,
 ):
+    """A MATMUL; `quant`: the int8 form's a_zp, b_zp, out_zp, scale (as words)."""
     ops = dict(dtype=dtype, batch=batch, b_group=b_group, m=m, k=k, n=n, b_transposed=b_transposed, a_addr=a)
     ops.update(a_stride=a_stride, a_bstride=a_bstride, b_addr=b, b_stride=b_stride, b_bstride=b_bstride)
-    ops.update(out_addr=out, out_stride=out_stride, out_bstride=out_bstride)
+    ops.update(out_addr=out, out_stride=out_stride, out_bstride=out_bstride, **quant)
     return command(MATMUL, ops, wait)
 
 
@@ -112,34 +114,35 @@ def test_bad_matmul_addresses_are_invalid_addr(rt, cmd):
     raises_code("ERR_INVALID_ADDR", rt["validate"], one_command(cmd))
 
 
-def test_matmul_int8_is_not_supported_and_needs_format_1_4(rt):
-    raises_code("ERR_OP_NOT_SUPPORTED", rt["validate"], one_command(matmul(dtype=INT8)))
+def test_matmul_needs_format_1_4(rt):
+    """int8 (format 1.4 too): tests/runtime/test_reference_npu_matmul_int8.py."""
     msg = raises_code("ERR_BAD_STREAM", rt["validate"], one_command(matmul(), version=(1, 3)))
     assert "1.4" in msg
 
 
-def _run(rt, a, b, b_group, b_transposed, config=None):
+def _run(rt, a, b, b_group, b_transposed, dtype=FP16, **quant):
     """A, B loaded from DDR into SRAM, one MATMUL over every batch, the result stored: returns the output and
-    the MATMUL's record."""
+    the MATMUL's record. fp16 (host fp32), or int8 (host int8) with `quant` the int8 operands."""
     batch, m, k = a.shape
     b_batches, br, bc = b.shape
     n = br if b_transposed else bc
-    sa, sb, so = align(k * 2), align(bc * 2), align(n * 2)
+    el, host = (2, 4) if dtype == FP16 else (1, INT8)  # element bytes, host dtype
+    sa, sb, so = align(k * el), align(bc * el), align(n * el)
     a_bytes, b_bytes, o_bytes = batch * m * sa, b_batches * br * sb, batch * m * so
     weights = b"\0" * 128
     da, db = 128, 128 + a_bytes
     do = db + b_bytes
     s_a, s_b, s_o = 0, a_bytes, a_bytes + b_bytes
     tensors = [
-        tensor(INPUT, 0, [batch, m, 1, k], da, sa, FP16, 4, NHWC, [batch, m, 1, k]),
-        tensor(INPUT, 1, [b_batches, br, 1, bc], db, sb, FP16, 4, NHWC, [b_batches, br, 1, bc]),
-        tensor(OUTPUT, 0, [batch, m, 1, n], do, so, FP16, 4, NHWC, [batch, m, 1, n]),
+        tensor(INPUT, 0, [batch, m, 1, k], da, sa, dtype, host, NHWC, [batch, m, 1, k]),
+        tensor(INPUT, 1, [b_batches, br, 1, bc], db, sb, dtype, host, NHWC, [b_batches, br, 1, bc]),
+        tensor(OUTPUT, 0, [batch, m, 1, n], do, so, dtype, host, NHWC, [batch, m, 1, n]),
     ]
     cmds = [
-        dma(DMA_LOAD, 0, da, s_a, batch * m, k * 2, sa, sa),
-        dma(DMA_LOAD, 1, db, s_b, b_batches * br, bc * 2, sb, sb),
+        dma(DMA_LOAD, 0, da, s_a, batch * m, k * el, sa, sa),
+        dma(DMA_LOAD, 1, db, s_b, b_batches * br, bc * el, sb, sb),
         matmul(
-            FP16,
+            dtype,
             batch,
             b_group,
             m,
@@ -156,14 +159,16 @@ def _run(rt, a, b, b_group, b_transposed, config=None):
             so,
             m * so,
             wait={DMA0: 0, DMA1: 0},
+            **quant,
         ),
-        dma(DMA_STORE, 0, s_o, do, batch * m, n * 2, so, so, wait={MAC: 0}),
+        dma(DMA_STORE, 0, s_o, do, batch * m, n * el, so, so, wait={MAC: 0}),
         command(END, [], wait=ALL_DONE),
     ]
     blob = pack_stream(tensors, cmds, weights, do + o_bytes, 2, 1, version=V14, sram_used=s_o + o_bytes)
     mod = rt["create"]("mm", blob)
-    out = np.zeros((batch, m, 1, n), np.float32)
-    mod["mm"](T(a[:, :, None, :].astype(np.float32)), T(b[:, :, None, :].astype(np.float32)), T(out))
+    np_host = np.float32 if dtype == FP16 else np.int8
+    out = np.zeros((batch, m, 1, n), np_host)
+    mod["mm"](T(a[:, :, None, :].astype(np_host)), T(b[:, :, None, :].astype(np_host)), T(out))
     rec = json.loads(mod["get_profile"]())["last"]["records"][2]
     return out[:, :, 0, :], rec
 

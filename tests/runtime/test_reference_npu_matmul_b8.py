@@ -57,7 +57,7 @@ def test_valid_int8_b_commands_pass_validation(rt):
         (matmul_b8(b_dtype=5), "ERR_BAD_STREAM"),  # int16 is no B dtype
         (matmul_b8(b_dtype=FP16), "ERR_BAD_STREAM"),  # fp16 is b_dtype 0
         (matmul_b8(b_dtype=0), "ERR_BAD_STREAM"),  # a scale address without an int8 B
-        (matmul_b8(dtype=INT8), "ERR_OP_NOT_SUPPORTED"),  # int8 A: no such datapath
+        (matmul_b8(dtype=INT8), "ERR_OP_NOT_SUPPORTED"),  # int8 A with a per-batch B scale: no such datapath
         (matmul_b8(b_scale=6144 + 4), "ERR_INVALID_ADDR"),  # misaligned scale table
         (matmul_b8(b_scale=2097152 - 4, batch=4), "ERR_INVALID_ADDR"),  # the second scale past SRAM
         (matmul_b8(b_scale=8192), "ERR_INVALID_ADDR"),  # the output over the scales

@@ -18,7 +18,7 @@ KINDS = layout.codes("norm_kind")
 
 def norm(
     dtype=FP16, kind=0, inp=0, in_stride=128, out=2048, out_stride=128, rows=2, row_elems=16, gamma=1024, beta=1152,
-    eps=1e-5, wait=None,
+    eps=1e-5, wait=None, **quant,
 ):  # fmt: skip
     return command(
         NORM,
@@ -34,6 +34,7 @@ def norm(
             gamma_addr=gamma,
             beta_addr=beta,
             eps=f32_bits(eps) if isinstance(eps, float) else eps,
+            **quant,
         ),
         wait,
     )
@@ -57,7 +58,7 @@ def test_valid_norm_commands_pass_validation(rt):
 
 def test_norm_bad_operands_have_codes(rt):
     v = rt["validate"]
-    raises_code("ERR_OP_NOT_SUPPORTED", v, one_command(norm(dtype=INT8)))
+    raises_code("ERR_BAD_STREAM", v, one_command(norm(dtype=INT8)))  # int8 without its scales
     # A row longer than max_width (2048 on npu-ref): the vector unit keeps one row's statistics.
     long_row = norm(rows=1, row_elems=2049, in_stride=4224, out=16384, out_stride=4224, gamma=8192, beta=NO)
     assert "max_width" in raises_code("ERR_OP_NOT_SUPPORTED", v, one_command(long_row))
@@ -86,8 +87,9 @@ def test_norm_bad_operands_have_codes(rt):
     assert "1.4" in raises_code("ERR_BAD_STREAM", v, one_command(norm(), version=V13))
 
 
-def _run(rt, kind, x, gamma, beta, eps):
-    """x [rows, E] through DMA -> NORM -> DMA; gamma / beta (fp32 or None) from the weight region."""
+def _run(rt, kind, x, gamma, beta, eps, quant=None):
+    """x [rows, E] through DMA -> NORM -> DMA; gamma / beta (fp32 or None) from the weight region. `quant`:
+    the int8 form's in_zp, in_scale, out_zp, out_scale words (x int8 codes)."""
     rows, e = x.shape
     prm = align(4 * e)
     weights = b""
@@ -98,13 +100,17 @@ def _run(rt, kind, x, gamma, beta, eps):
     if beta is not None:
         b_addr = len(weights)
         weights += beta.astype("<f4").tobytes().ljust(prm, b"\0")
+    dtype = FP16 if quant is None else INT8
     return run_row_op(
         rt,
         "n",
         x,
         weights,
-        lambda i, o, st: norm(FP16, KINDS[kind], i, st, o, st, rows, e, g_addr, b_addr, eps, wait={DMA0: 0, DMA1: 0}),
+        lambda i, o, st: norm(
+            dtype, KINDS[kind], i, st, o, st, rows, e, g_addr, b_addr, eps, wait={DMA0: 0, DMA1: 0}, **(quant or {})
+        ),
         V14,
+        int8=quant is not None,
     )
 
 
@@ -199,3 +205,44 @@ def test_norm_bits_tell_the_stated_order_from_other_readings(rt):
     bits_equal(out, ref)
     for name, y in _variants(x, gamma, beta, 1e-5).items():
         assert (y.astype(np.float16) != ref).any(), name
+
+
+# --- int8 (format 1.4): codes dequantized, the fp32 steps, quantized (docs/npu.md section 2) ---
+
+
+def _quant(s_x, z_x, s_y, z_y) -> dict:
+    return dict(in_zp=z_x & NO, in_scale=f32_bits(s_x), out_zp=z_y & NO, out_scale=f32_bits(s_y))
+
+
+def test_int8_norm_operands(rt):
+    v = rt["validate"]
+    v(one_command(norm(dtype=INT8, **_quant(0.1, -3, 0.05, 4))))
+    for bad in (
+        norm(dtype=INT8, **_quant(0.0, 0, 0.05, 0)),  # scales finite and > 0
+        norm(dtype=INT8, **_quant(0.1, 0, float("inf"), 0)),
+        norm(dtype=INT8, **_quant(0.1, -129, 0.05, 0)),  # zero points within int8
+        norm(in_scale=f32_bits(0.1)),  # fp16: the int8 words are 0
+    ):
+        raises_code("ERR_BAD_STREAM", v, one_command(bad))
+
+
+@pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
+@pytest.mark.parametrize("seed", range(4))
+def test_int8_norm_is_bit_exact_to_the_contract(rt, kind, seed):
+    rng = np.random.default_rng(100 + seed)
+    rows, e = int(rng.integers(1, 9)), int(rng.integers(2, 300))
+    q = (
+        float(rng.uniform(0.01, 0.2)),
+        int(rng.integers(-40, 40)),
+        float(rng.uniform(0.006, 0.012)),
+        int(rng.integers(-20, 20)),
+    )
+    x = rng.integers(-128, 128, (rows, e)).astype(np.int8)
+    gamma = (rng.standard_normal(e) * 0.5 + 1).astype(np.float32) if seed % 2 == 0 else None
+    beta = (rng.standard_normal(e) * 0.2).astype(np.float32) if kind == "layernorm" and seed < 2 else None
+    out, rec = _run(rt, kind, x, gamma, beta, 1e-5, quant=_quant(*q))
+    np.testing.assert_array_equal(out, npu_norm.norm_int8(kind, x, *q, gamma, beta, 1e-5))
+    assert len(np.unique(out)) > 10 and ((out == 127) | (out == -128)).any()  # the range is used and saturates
+    # Section 5: 3 (layernorm) or 2 (rmsnorm) steps per element at the int8 rate, vector_lanes (64 on npu-ref).
+    steps = (3 if kind == "layernorm" else 2) * rows * e
+    assert rec["opcode"] == "NORM" and rec["end"] - rec["start"] == 32 + -(-steps // 64)

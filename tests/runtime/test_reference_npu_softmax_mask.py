@@ -17,6 +17,7 @@ from npu_stream_pack import (
     FP16,
     FP32,
     INPUT,
+    INT8,
     OUTPUT,
     ROWS,
     SOFTMAX,
@@ -79,40 +80,57 @@ def test_masked_softmax_operands(rt):
         assert "unused operand word" in raises_code("ERR_BAD_STREAM", v, one(bad, version=V13))
 
 
-def run(rt, x, scale=None, mask=None, mask_row0=0, out_stride=None):
-    """x [rows, E] through DMA -> SOFTMAX (mask rows loaded from the weight region) -> DMA; fp16 out."""
+def run(rt, x, scale=None, mask=None, mask_row0=0, out_stride=None, quant=None):
+    """x [rows, E] through DMA -> SOFTMAX (mask rows loaded from the weight region) -> DMA; fp16 out, or
+    with `quant` (in_zp, in_scale, out_zp, out_scale operand words) int8 codes in and out."""
     rows, elems = x.shape
-    stride = align(elems * 2)
+    el, dtype, host = (2, FP16, FP32) if quant is None else (1, INT8, INT8)
+    stride = align(elems * el)
     out_stride = out_stride or stride
     weights = b""
     masked = {}
     if scale is not None:
         masked["scale"] = f32_bits(scale)
     if mask is not None:
-        m = np.zeros((mask.shape[0], stride // 2), np.float16)
+        m = np.zeros((mask.shape[0], align(elems * 2) // 2), np.float16)
         m[:, :elems] = mask
         weights = m.tobytes()
+    mask_stride = align(elems * 2)
     in_ddr = align(len(weights))
     out_ddr = in_ddr + rows * stride
     in_sram, out_sram, mask_sram = 0, rows * stride, rows * (stride + out_stride)
     if mask is not None:
-        masked.update(mask_addr=mask_sram, mask_stride=stride, mask_rows=mask.shape[0], mask_row0=mask_row0)
-    cmds = [dma(DMA_LOAD, 0, in_ddr, in_sram, rows, elems * 2, stride, stride)]
+        masked.update(mask_addr=mask_sram, mask_stride=mask_stride, mask_rows=mask.shape[0], mask_row0=mask_row0)
+    cmds = [dma(DMA_LOAD, 0, in_ddr, in_sram, rows, elems * el, stride, stride)]
     if mask is not None:
-        cmds.append(dma(DMA_LOAD, 1, 0, mask_sram, mask.shape[0], elems * 2, stride, stride))
+        cmds.append(dma(DMA_LOAD, 1, 0, mask_sram, mask.shape[0], elems * 2, mask_stride, mask_stride))
     cmds += [
-        op(in_sram, stride, out_sram, out_stride, rows, elems, wait={DMA0: 0, DMA1: 0}, **masked),
-        dma(DMA_STORE, 0, out_sram, out_ddr, rows, elems * 2, out_stride, stride, wait={VECTOR: 0}),
+        op(
+            in_sram,
+            stride,
+            out_sram,
+            out_stride,
+            rows,
+            elems,
+            wait={DMA0: 0, DMA1: 0},
+            **masked,
+            **({} if quant is None else dict(quant, dtype=INT8)),
+        ),
+        dma(DMA_STORE, 0, out_sram, out_ddr, rows, elems * el, out_stride, stride, wait={VECTOR: 0}),
         command(END, [], wait=ALL_DONE),
     ]
     view = [1, rows, 1, elems]
     tensors = [
-        tensor(INPUT, 0, view, in_ddr, stride, FP16, FP32, ROWS, [rows, elems]),
-        tensor(OUTPUT, 0, view, out_ddr, stride, FP16, FP32, ROWS, [rows, elems]),
+        tensor(INPUT, 0, view, in_ddr, stride, dtype, host, ROWS, [rows, elems]),
+        tensor(OUTPUT, 0, view, out_ddr, stride, dtype, host, ROWS, [rows, elems]),
     ]
-    sram = mask_sram + (0 if mask is None else mask.shape[0] * stride)
+    sram = mask_sram + (0 if mask is None else mask.shape[0] * mask_stride)
     blob = pack_stream(tensors, cmds, weights, out_ddr + rows * stride, 1, 1, version=V14, sram_used=sram)
     mod = rt["create"]("s", blob)
+    if quant is not None:
+        out = np.zeros((rows, elems), np.int8)
+        mod["s"](T(x.astype(np.int8)), T(out))
+        return out
     out = np.zeros((rows, elems), np.float32)
     mod["s"](T(x.astype(np.float16).astype(np.float32)), T(out))  # fp16 values: staged exactly
     return out.astype(np.float16)

@@ -150,17 +150,17 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
         rows_b, cols_b = (a["n"], a["k"]) if a["b_transposed"] else (a["k"], a["n"])
         b8, nb = a.get("b_dtype", 0) == 2, (a["batch"] - 1) // max(a["b_group"], 1) + 1
         reads = [
-            ("SRAM", "a", a["a_addr"] + o * a["a_bstride"], a["m"], a["k"] * 2, a["a_stride"])
+            ("SRAM", "a", a["a_addr"] + o * a["a_bstride"], a["m"], a["k"] * elem, a["a_stride"])
             for o in range(a["batch"])
         ]
         reads += [
-            ("SRAM", "b", a["b_addr"] + q * a["b_bstride"], rows_b, cols_b * (1 if b8 else 2), a["b_stride"])
+            ("SRAM", "b", a["b_addr"] + q * a["b_bstride"], rows_b, cols_b * (1 if b8 else elem), a["b_stride"])
             for q in range(nb)
         ]
         if b8:  # an int8 B's scale table: one fp32 word per B batch
             reads.append(("SRAM", "b scales", a["b_scale_addr"], 1, nb * 4, _align(nb * 4, alignment)))
         out = [
-            ("SRAM", "output", a["out_addr"] + o * a["out_bstride"], a["m"], a["n"] * 2, a["out_stride"])
+            ("SRAM", "output", a["out_addr"] + o * a["out_bstride"], a["m"], a["n"] * elem, a["out_stride"])
             for o in range(a["batch"])
         ]
         return reads, out
@@ -209,7 +209,7 @@ def _vector_footprints(a: dict, op: str, elem: int, alignment: int) -> tuple[lis
     if op == "UNARY" and elem == 1:
         reads.append(("SRAM", "table", a["table_addr"], 1, UNARY_TABLE_BYTES, _align(UNARY_TABLE_BYTES, alignment)))
     if op == "SOFTMAX" and a.get("mask_rows", 0):  # format 1.4
-        reads.append(("SRAM", "mask", a["mask_addr"], a["mask_rows"], row, a["mask_stride"]))
+        reads.append(("SRAM", "mask", a["mask_addr"], a["mask_rows"], a["row_elems"] * 2, a["mask_stride"]))
     if op == "ROPE":
         for name in ("cos", "sin"):
             reads.append(("SRAM", name, a[f"{name}_addr"], a["cs_rows"], row, a["cs_stride"]))

@@ -37,7 +37,9 @@ MINORS: list[dict[str, Any]] = [
               "cache kept across calls, addressed at a run-time position); CONV2D's w_dtype (fp16 "
               "activations with int8 weights and one fp32 scale per output channel; group-wise int4 / uint4 "
               "weights with fp16 scales under fp16 or int8 activations); MATMUL's b_dtype and "
-              "b_scale_addr (an int8 B, e.g. an int8 KV cache, with one fp32 scale per B batch)"},
+              "b_scale_addr (an int8 B, e.g. an int8 KV cache, with one fp32 scale per B batch); MATMUL's "
+              "int8 form (a_zp, b_zp, out_zp, scale: two int8 activations, requantized per tensor); "
+              "SOFTMAX's and NORM's int8 forms (in_zp, in_scale, out_zp, out_scale)"},
 ]
 
 # Named values of the format. "c" is the C++ constant, "py" the Python one (contract/stream.py).
@@ -367,30 +369,46 @@ OPCODES: list[dict[str, Any]] = [
     {"name": "SOFTMAX", "code": 0x24, "c": "kSoftmax", "engine": "vector", "c_struct": "SoftmaxOperands",
      "since": 1,
      "operands": ["dtype", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems", "scale",
-                  "mask_addr", "mask_stride", "mask_rows", "mask_row0", "pos_mode"],
+                  "mask_addr", "mask_stride", "mask_rows", "mask_row0", "pos_mode", "in_zp", "in_scale",
+                  "out_zp", "out_scale"],
      "operands_since": {"scale": 4, "mask_addr": 4, "mask_stride": 4, "mask_rows": 4, "mask_row0": 4,
-                        "pos_mode": 4},
+                        "pos_mode": 4, "in_zp": 4, "in_scale": 4, "out_zp": 4, "out_scale": 4},
      "comments": {"scale": "format 1.4: fp32 bits of the factor on x; 0 = none (x as is)",
                   "mask_addr": "format 1.4: SRAM address of the fp16 mask rows; 0 without a mask",
                   "mask_stride": "format 1.4: bytes between mask rows; 0 without a mask",
                   "mask_rows": "format 1.4: mask rows; 0 = no mask",
                   "mask_row0": "format 1.4: row r reads mask row (mask_row0 + r) % mask_rows",
-                  "pos_mode": "format 1.4: bit 0 causal (row_elems + p, docs/npu.md 3)"},
+                  "pos_mode": "format 1.4: bit 0 causal (row_elems + p, docs/npu.md 3)",
+                  "in_zp": "format 1.4, int8: the input's zero point (-128..127); fp16: 0",
+                  "in_scale": "format 1.4, int8: fp32 bits of the input's scale (> 0); fp16: 0",
+                  "out_zp": "format 1.4, int8: the output's zero point (-128..127); fp16: 0",
+                  "out_scale": "format 1.4, int8: fp32 bits of the output's scale (> 0); fp16: 0"},
      "notes": ["each of `rows` rows of `row_elems` fp16 elements normalized on its own.",
                "",
                ("format 1.4: z = x * scale + mask[(mask_row0 + r) % mask_rows][e] in fp32 (two roundings, "
-                "no fused multiply-add) before the max / exp / sum / divide; 0 operands keep 1.1's softmax.")],
-     "doc": "softmax over each row (a matrix's last axis), fp16 (format 1.1; scale and additive mask, 1.4)"},
+                "no fused multiply-add) before the max / exp / sum / divide; 0 operands keep 1.1's softmax."),
+               ("int8 (format 1.4): x = fp32(q - in_zp) * in_scale, the fp32 softmax, then "
+                "clamp(round_half_even(y / out_scale) + out_zp, -128, 127); the mask stays fp16.")],
+     "doc": "softmax over each row (a matrix's last axis), fp16 (format 1.1; scale and additive mask, 1.4; "
+            "int8 codes in and out, 1.4)"},
     {"name": "NORM", "code": 0x28, "c": "kNorm", "engine": "vector", "c_struct": "NormOperands",
      "since": 4,
      "operands": ["dtype", "kind", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems",
-                  "gamma_addr", "beta_addr", "eps"],
+                  "gamma_addr", "beta_addr", "eps", "in_zp", "in_scale", "out_zp", "out_scale"],
      "enums": {"kind": "norm_kind"},
      "comments": {"gamma_addr": "row_elems fp32 scales in SRAM, or kNoParam (1)",
                   "beta_addr": "row_elems fp32 shifts in SRAM, or kNoParam (0); rmsnorm: kNoParam",
-                  "eps": "fp32 bits, finite and >= 0"},
-     "notes": ["each of `rows` rows of `row_elems` fp16 elements normalized on its own (format 1.4)."],
-     "doc": "LayerNorm or RMSNorm over each row (a matrix's last axis), fp16, fp32 gamma / beta (format 1.4)"},
+                  "eps": "fp32 bits, finite and >= 0",
+                  "in_zp": "int8: the input's zero point (-128..127); fp16: 0",
+                  "in_scale": "int8: fp32 bits of the input's scale (> 0); fp16: 0",
+                  "out_zp": "int8: the output's zero point (-128..127); fp16: 0",
+                  "out_scale": "int8: fp32 bits of the output's scale (> 0); fp16: 0"},
+     "notes": ["each of `rows` rows of `row_elems` fp16 elements normalized on its own (format 1.4).",
+               "",
+               ("int8: x = fp32(q - in_zp) * in_scale, the fp32 steps of the fp16 form, then "
+                "clamp(round_half_even(y / out_scale) + out_zp, -128, 127).")],
+     "doc": "LayerNorm or RMSNorm over each row (a matrix's last axis), fp16 or int8 codes, fp32 gamma / beta "
+            "(format 1.4)"},
     {"name": "ROPE", "code": 0x2C, "c": "kRope", "engine": "vector", "c_struct": "RopeOperands",
      "since": 4,
      "operands": ["dtype", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems", "cos_addr",
@@ -411,21 +429,28 @@ OPCODES: list[dict[str, Any]] = [
      "since": 4,
      "operands": ["dtype", "batch", "b_group", "m", "k", "n", "b_transposed", "a_addr", "a_stride",
                   "a_bstride", "b_addr", "b_stride", "b_bstride", "out_addr", "out_stride", "out_bstride",
-                  "pos_mode", "b_dtype", "b_scale_addr"],
+                  "pos_mode", "b_dtype", "b_scale_addr", "a_zp", "b_zp", "out_zp", "scale"],
      "comments": {"b_group": "batches sharing one B: batch o reads B batch o / b_group (>= 1)",
                   "b_transposed": "0: B stored [K, N] (rows of N); 1: B stored [N, K] (rows of K)",
                   "a_bstride": "bytes between A's batches (as the *_bstride of B and out)",
                   "pos_mode": "format 1.4: bit 0 n += p, bit 1 k += p",
                   "b_dtype": "0 = `dtype`; int8 (2) under fp16: B holds int8 codes",
-                  "b_scale_addr": "b_dtype int8: SRAM address of one fp32 scale per B batch"},
+                  "b_scale_addr": "b_dtype int8: SRAM address of one fp32 scale per B batch",
+                  "a_zp": "int8: A's zero point (int32, -128..127); fp16: 0",
+                  "b_zp": "int8: B's zero point (int32, -128..127); fp16: 0",
+                  "out_zp": "int8: the output's zero point (int32, -128..127); fp16: 0",
+                  "scale": "int8: fp32 bits of the requantization scale S (finite, > 0); fp16: 0"},
      "notes": [("out[o] = A[o] x B[o / b_group] for o in [0, batch): A[o] is [m, k], out[o] is [m, n], "
                 "all in SRAM, strides in bytes."),
                "",
-               "fp16 only (format 1.4): fp32 accumulation in k order, one rounding to fp16.",
-               ("b_dtype int8: B holds int8 codes, the exact products a * q summed as above, then one fp32 "
-                "multiply by the B batch's scale, one rounding to fp16.")],
+               "fp16 (format 1.4): fp32 accumulation in k order, one rounding to fp16.",
+               ("fp16 with b_dtype int8: B holds int8 codes, the exact products a * q summed as above, then "
+                "one fp32 multiply by the B batch's scale, one rounding to fp16."),
+               ("int8 (format 1.4): sum of (a - a_zp) * (b - b_zp) in int32, requantized like CONV2D with "
+                "one scale S: clamp(out_zp + round_half_even(fp32(acc) * S), -128, 127); b_dtype 0.")],
      "doc": "batched matrix product of two SRAM tensors (attention's Q x K^T and P x V; grouped-query "
-            "attention by `b_group`), fp16; `B` fp16 or int8 with one fp32 scale per B batch (format 1.4)"},
+            "attention by `b_group`), fp16 (`B` fp16, or int8 with one fp32 scale per B batch) or int8 with "
+            "per-tensor requantization (format 1.4)"},
 ]
 
 # ---------------------------------------------------------------------------------------------------

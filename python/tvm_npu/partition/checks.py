@@ -537,21 +537,13 @@ def _view_source(ctx, expr):
 def check_softmax(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     tensors = [call.args[0], call]
-    # No int8 softmax pattern exists (SOFTMAX is fp16): _quant_checks adds nothing today, and keeps the
-    # shape every check has for when one does.
     checks = _check_tensors(run, tensors) + _quant_checks(ctx)
     if not _run(run, ctx, "softmax", checks):
         return False
-    return _run(
-        run,
-        ctx,
-        "softmax",
-        attribute_checks(call)
-        + [
-            (constraint_width, ([static_shape(call)[-1]], run.config)),
-            (constraint_softmax_input, _view_source(ctx, call.args[0])),
-        ],
-    )
+    checks = attribute_checks(call) + [(constraint_width, ([static_shape(call)[-1]], run.config))]
+    if "quantize" not in ctx.annotated_expr:  # int8 codes are exact: no fp16 staging of a float input
+        checks.append((constraint_softmax_input, _view_source(ctx, call.args[0])))
+    return _run(run, ctx, "softmax", checks)
 
 
 def _act(ctx):

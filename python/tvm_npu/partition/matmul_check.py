@@ -25,6 +25,7 @@ from .transformer_constraints import (
     constraint_matmul_float,
     constraint_matmul_rank,
     constraint_matmul_transpose,
+    constraint_qmatmul_accumulator,
     constraint_repeat_kv,
 )
 
@@ -57,18 +58,20 @@ def matmul_operands(ann: dict):
     constraint_matmul_batch,
     constraint_width,
     constraint_matmul_fits,
-    int8=QUANT_CONSTRAINTS,
+    int8=QUANT_CONSTRAINTS + [constraint_qmatmul_accumulator],
 )
 def check_matmul(run: PartitionRun, ctx) -> bool:
+    """fp16 (npu.matmul*) and int8 x int8 (npu.qmatmul*: quantize(matmul(dequantize(a), dequantize(b))),
+    "lhs" / "rhs" the dequantizes) matmuls of two activations."""
     ann = ctx.annotated_expr
     call, a, b, perm, repeat = matmul_operands(ann)
     if weight_constant(call, ctx.matched_bindings) is not None or constant_value(_resolve(ctx, a)) is not None:
         # A constant B is dense's (a 2-D weight), with dense's reasons; a constant A (no such pattern) stays
         # on the CPU as an op no pattern takes.
         return False
-    # No int8 pattern exists (MATMUL is fp16): _quant_checks adds nothing today, and keeps every check's shape.
-    checks = [(constraint_matmul_float, (_resolve(ctx, a), _resolve(ctx, b)))] + _check_tensors(run, [a, b, call])
-    checks += _quant_checks(ctx) + attribute_checks(call)
+    int8 = "quantize" in ann
+    checks = [] if int8 else [(constraint_matmul_float, (_resolve(ctx, a), _resolve(ctx, b)))]
+    checks += _check_tensors(run, [a, b, call]) + _quant_checks(ctx) + attribute_checks(call)
     if not _run(run, ctx, "matmul", checks):
         return False
     a_shape, out_shape = static_shape(a), static_shape(call)
@@ -80,9 +83,12 @@ def check_matmul(run: PartitionRun, ctx) -> bool:
         split, bcast, merge = repeat
         shapes = [static_shape(e) for e in (split.args[0], split, bcast, merge)]
         checks.append((constraint_repeat_kv, tuple(shapes)))
+    if int8:
+        zps = [int(constant_value(_resolve(ctx, ann[k]).args[2]).reshape(-1)[0]) for k in ("lhs", "rhs")]
+        checks.append((constraint_qmatmul_accumulator, (a_shape[-1], *zps)))
     checks += [
         (constraint_matmul_batch, (a_shape, b_shape, out_shape)),
         (constraint_width, ([a_shape[-1], out_shape[-1]], run.config)),
-        (constraint_matmul_fits, (a_shape[-1], out_shape[-1], perm is not None, run.config)),
+        (constraint_matmul_fits, (a_shape[-1], out_shape[-1], perm is not None, run.config, 1 if int8 else 2)),
     ]
     return _run(run, ctx, "matmul", checks)

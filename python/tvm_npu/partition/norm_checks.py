@@ -1,5 +1,6 @@
 """Stage 2 — the check of the NORM family (relax.nn.layer_norm, relax.nn.rms_norm on the vector unit,
-fp16): kept apart from checks.py, which holds the older families, to keep each module small."""
+fp16, or int8 codes in and out, format 1.4): kept apart from checks.py, which holds the older families,
+to keep each module small."""
 
 from __future__ import annotations
 
@@ -12,9 +13,8 @@ from .transformer_constraints import constraint_norm_axes, constraint_norm_param
 
 @applies(*TENSOR_CONSTRAINTS, constraint_norm_axes, constraint_norm_params, constraint_width, int8=QUANT_CONSTRAINTS)
 def check_norm(run: PartitionRun, ctx) -> bool:
-    """layer_norm(x, gamma, beta) or rms_norm(x, weight) over a matrix's rows. No int8 entry exists (an int8
-    norm needs a square root and a division the integer datapath lacks): in a QDQ model the norm runs in
-    fp16 between the CPU's dequantize and quantize."""
+    """layer_norm(x, gamma, beta) or rms_norm(x, weight) over a matrix's rows; its int8 entries (npu.qlayer_norm,
+    npu.qrms_norm) take quantize(norm(dequantize(x))): the codes dequantized, the fp32 norm, quantized."""
     call = ctx.annotated_expr["op"]
     tensors = [call.args[0], call]
     if not _run(run, ctx, "norm", _check_tensors(run, tensors) + _quant_checks(ctx)):

@@ -221,16 +221,22 @@ def io_patterns() -> tuple[list, list]:
     return plain, reshaped
 
 
-def softmax_patterns():
-    """Softmax over a matrix's rows (SOFTMAX, fp16 only: in a QDQ model it runs between the CPU's
-    dequantize and quantize), alone or with attention's scale and additive mask fused (format 1.4)."""
-    data = wildcard()
+def softmax_patterns(quantized: bool = False):
+    """Softmax over a matrix's rows (SOFTMAX), alone or with attention's scale and additive mask fused
+    (format 1.4); `quantized`: its int8 form, quantize(softmax(dequantize(x) ...)) (format 1.4)."""
+
+    def rooted(name, call, ann, check):
+        if quantized:
+            call = ann["quantize"] = is_op("relax.quantize")(call, is_const(), is_const())
+        return _entry(("q" if quantized else "") + name, call, ann, check)
+
+    data = _dq(wildcard()) if quantized else wildcard()
     call = is_op("relax.nn.softmax")(data)
-    out = [_entry("softmax", call, {"op": call, "data": data}, checks.check_softmax)]
+    out = [rooted("softmax", call, {"op": call, "data": data}, checks.check_softmax)]
     # With a factor and / or an additive constant mask (format 1.4), larger forms last (they win):
     # x + mask, x * c, x / c (TVM's import of a division by sqrt(d)), then both.
     for scale, masked in ((None, True), ("multiply", False), ("divide", False), ("multiply", True), ("divide", True)):
-        x = wildcard()
+        x = _dq(wildcard()) if quantized else wildcard()
         ann = {"data": x}
         pre = x
         if scale is not None:
@@ -240,23 +246,26 @@ def softmax_patterns():
             ann["mask_c"] = is_const()
             pre = ann["mask_add"] = is_op("relax.add")(pre, ann["mask_c"])
         ann["op"] = sm = is_op("relax.nn.softmax")(pre)
-        out.append(_entry("softmax_masked" if masked else "softmax_scaled", sm, ann, check_softmax_masked))
+        out.append(rooted("softmax_masked" if masked else "softmax_scaled", sm, ann, check_softmax_masked))
     return out
 
 
 NORM_OPS = {"layer_norm": "relax.nn.layer_norm", "rms_norm": "relax.nn.rms_norm"}
 
 
-def norm_patterns():
-    """LayerNorm and RMSNorm over a matrix's rows (NORM, fp16 only: in a QDQ model it runs between the CPU's
-    dequantize and quantize). gamma and beta match anything: the check refuses a non-constant one with its
+def norm_patterns(quantized: bool = False):
+    """LayerNorm and RMSNorm over a matrix's rows (NORM); `quantized`: the int8 form quantize(norm(dequantize
+    (x))) (format 1.4). gamma and beta match anything: the check refuses a non-constant one with its
     reason rather than letting the op fall to the CPU unexplained."""
     out = []
     for name, op in NORM_OPS.items():
-        data = wildcard()
+        data = _dq(wildcard()) if quantized else wildcard()
         params = [wildcard(), wildcard()] if name == "layer_norm" else [wildcard()]
-        call = is_op(op)(data, *params)
-        out.append(_entry(name, call, {"op": call, "data": data}, norm_checks.check_norm))
+        call = root = is_op(op)(data, *params)
+        ann = {"op": call, "data": data}
+        if quantized:
+            root = ann["quantize"] = is_op("relax.quantize")(call, is_const(), is_const())
+        out.append(_entry(("q" if quantized else "") + name, root, ann, norm_checks.check_norm))
     return out
 
 
@@ -302,6 +311,25 @@ def matmul_patterns(repeated: bool):
         call = is_op("relax.matmul")(a, b)
         name = "matmul" + ("_gqa" if repeated else "") + ("_bt" if transposed else "")
         out.append(_entry(name, call, dict(ann, op=call), matmul_check.check_matmul))
+    return out
+
+
+def qmatmul_patterns():
+    """An int8 x int8 matmul of two activations (MATMUL's int8 form, format 1.4) in its QDQ form:
+    quantize(matmul(dequantize(a), dequantize(b))), B as it is or transposed by a permute_dims of its last
+    two axes (attention's P x V and Q x K^T of a quantized model). No grouped-query repeat: that form, and
+    every other dequantized operand, is the fp16 entries' to refuse (NPU_E_QUANT_MATMUL)."""
+    out = []
+    for transposed in (False, True):
+        a, b = _dq(wildcard()), _dq(wildcard())
+        ann: dict = {"lhs": a, "rhs": b}
+        rhs = b
+        if transposed:
+            ann["transpose"] = rhs = is_op("relax.permute_dims")(b)
+        call = is_op("relax.matmul")(a, rhs)
+        q = is_op("relax.quantize")(call, is_const(), is_const())
+        name = "qmatmul" + ("_bt" if transposed else "")
+        out.append(_entry(name, q, dict(ann, op=call, quantize=q), matmul_check.check_matmul))
     return out
 
 
@@ -382,13 +410,15 @@ def _table() -> tuple:
         entries += conv2d_patterns(quantized) + dense_patterns(quantized)
     plain_io, reshaped_io = io_patterns()
     # The repeated-B matmul outranks the reshape view, which would otherwise take its repeat's reshape.
-    entries += matmul_patterns(repeated=True)
+    entries += matmul_patterns(repeated=True) + qmatmul_patterns()
     return tuple(
         plain_io
         + requantize_patterns()
         + entries
         + softmax_patterns()
+        + softmax_patterns(quantized=True)
         + norm_patterns()
+        + norm_patterns(quantized=True)
         + rope_patterns()
         + reshaped_io
     )

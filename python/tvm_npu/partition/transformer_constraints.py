@@ -132,11 +132,21 @@ def constraint_matmul_rank(a_shape, b_shape):
 
 
 def constraint_matmul_float(a, b):
-    """NPU_E_QUANT_MATMUL: a matmul of two int8 (dequantized) activations stays on the CPU: MATMUL is fp16
-    only (format 1.4), and running the dequantized values through fp16 would not be the int8 model's
-    integer arithmetic."""
+    """NPU_E_QUANT_MATMUL: a matmul of int8 (dequantized) activations runs on the NPU only in the QDQ form
+    quantize(matmul(dequantize(a), dequantize(b))), B as it is or with its last two axes swapped, both
+    operands int8 with per-tensor scales (MATMUL's int8 form, format 1.4); a dequantized operand in any
+    other form (next to a float operand, a float result, B repeated for grouped-query attention) stays on
+    the CPU: running the dequantized values through fp16 would not be the int8 model's integer arithmetic."""
     dq = [e for e in (a, b) if getattr(getattr(e, "op", None), "name", "") == "relax.dequantize"]
     return "a dequantized operand" if dq else None
+
+
+def constraint_qmatmul_accumulator(k: int, a_zp: int, b_zp: int):
+    """NPU_E_QUANT_MATMUL: an int8 matmul of two activations must keep its int32 accumulator exact: k *
+    (128 + abs(a_zp)) * (128 + abs(b_zp)) below 2^31 (k at most 131,071 with zero points 0, 32,767 at -128 and
+    -128; docs/npu.md section 2). A longer k stays on the CPU."""
+    bound = k * (128 + abs(a_zp)) * (128 + abs(b_zp))
+    return f"k {k} with zero points {a_zp}, {b_zp}: {bound} >= 2^31" if bound >= 2**31 else None
 
 
 def constraint_matmul_batch(a_shape, b_shape, out_shape):
@@ -149,12 +159,12 @@ def constraint_matmul_batch(a_shape, b_shape, out_shape):
     return f"batch dims {list(b_shape[:-2])} against {list(a_shape[:-2])}" if bad else None
 
 
-def constraint_matmul_fits(k: int, n: int, transposed: bool, cfg: NPUConfig):
+def constraint_matmul_fits(k: int, n: int, transposed: bool, cfg: NPUConfig, elem: int = 2):
     """NPU_E_SRAM: a matmul of two activations keeps one batch of its second operand whole in SRAM: twice
     (double-buffered), with two rows of the first operand and two of the output, it must fit (MATMUL's tiles
     split the rows of the first operand, not the second operand, format 1.4). A larger one runs on the CPU;
     a configuration with more SRAM keeps it on the NPU."""
-    line = lambda elems: -(-elems * 2 // cfg.alignment) * cfg.alignment  # noqa: E731 (an fp16 SRAM row)
+    line = lambda elems: -(-elems * elem // cfg.alignment) * cfg.alignment  # noqa: E731 (an SRAM row)
     rows, cols = (n, k) if transposed else (k, n)
     need = 2 * (rows * line(cols) + line(k) + line(n))
     return (
@@ -284,6 +294,7 @@ ALL_CONSTRAINTS = [
     constraint_norm_params,
     constraint_matmul_rank,
     constraint_matmul_float,
+    constraint_qmatmul_accumulator,
     constraint_matmul_batch,
     constraint_matmul_fits,
     constraint_matmul_transpose,

@@ -74,7 +74,8 @@ float UnaryFp32(uint32_t func, float x, float alpha);
 /*!
  * \brief fp16 softmax of every row: z = x * scale + mask row (format 1.4; `mask` is null without
  *        one), max, exp(z - max) and their in-order sum in fp32, one division and one rounding per
- *        element (section 2). The operands passed CheckSoftmaxParams.
+ *        element (section 2). int8 (format 1.4): the codes dequantized to fp32 first, each fp32
+ *        result quantized to the output's codes. The operands passed CheckSoftmaxParams.
  */
 void SoftmaxRef(const stream::SoftmaxOperands& op, const uint8_t* in, const uint8_t* mask,
                 uint8_t* out);

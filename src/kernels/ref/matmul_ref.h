@@ -1,6 +1,6 @@
 /*!
  * \file matmul_ref.h
- * \brief Reference MATMUL, fp16 (docs/npu.md sections 2 and 4, format 1.4).
+ * \brief Reference MATMUL, fp16 and int8 (docs/npu.md sections 2 and 4, format 1.4).
  */
 #ifndef TVM_NPU_KERNELS_REF_MATMUL_REF_H_
 #define TVM_NPU_KERNELS_REF_MATMUL_REF_H_
@@ -13,7 +13,8 @@ namespace tvm_npu {
 
 /*!
  * \brief out[o] = A[o] x B[o / b_group] for every batch o, all three in `sram`: each output element an
- *        fp32 sum from +0.0 of the exact products in k order, rounded once to fp16. The operands
+ *        fp32 sum from +0.0 of the exact products in k order, rounded once to fp16; int8: the int32
+ *        sum of (a - a_zp) * (b - b_zp), requantized with the scale S like CONV2D. The operands
  *        passed CheckMatmul (or CheckMatmulParams for the direct entry point).
  */
 void MatmulRef(const stream::MatmulOperands& op, uint8_t* sram);

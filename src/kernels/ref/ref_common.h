@@ -191,6 +191,48 @@ inline int8_t RequantizeFp32(int64_t acc, float scale, int32_t zp, int32_t lo, i
   return RequantizeFloat(static_cast<float>(acc), scale, zp, lo, hi);
 }
 
+/*!
+ * \brief An fp32 value to int8 codes as quantized staging in does (docs/npu.md section 2):
+ *        clamp(round_half_even(fp32(x / s)) + z, -128, 127), a NaN giving 127. The quotient is first
+ *        clamped by compare-and-select to [-128 - z - 1, 127 - z + 1] (a NaN fails the compare and
+ *        becomes the upper bound), which leaves the final clamp unchanged and the rounding exact.
+ */
+inline int8_t QuantizeInt8(float x, float scale, int32_t zp) {
+  float v = x / scale;
+  const float vlo = static_cast<float>(-129 - zp), vhi = static_cast<float>(128 - zp);
+  v = v < vhi ? v : vhi;
+  v = v > vlo ? v : vlo;
+  const int32_t r = static_cast<int32_t>(RoundHalfEven(v)) + zp;
+  return static_cast<int8_t>(r < -128 ? -128 : (r > 127 ? 127 : r));
+}
+
+/*! \brief int8 code q to fp32 as quantized staging out does: fp32(q - z) * s, one rounding. */
+inline float DequantizeInt8(int8_t q, float scale, int32_t zp) {
+  return static_cast<float>(int32_t{q} - zp) * scale;
+}
+
+/*!
+ * \brief The elements of a vector command's input and output rows computed in fp32 (SOFTMAX, NORM):
+ *        fp16, or int8 codes (format 1.4) dequantized on the way in and quantized on the way out as
+ *        quantized staging does; the arithmetic between is the same fp32.
+ */
+struct RowIo {
+  bool int8;
+  float in_scale, out_scale;
+  int32_t in_zp, out_zp;
+  float Load(const uint8_t* row, uint64_t e) const {
+    if (!int8) return LoadHalf(row + e * 2);
+    return DequantizeInt8(static_cast<int8_t>(row[e]), in_scale, in_zp);
+  }
+  void Store(uint8_t* row, uint64_t e, float y) const {
+    if (!int8) {
+      StoreHalf(row + e * 2, y);
+      return;
+    }
+    row[e] = static_cast<uint8_t>(QuantizeInt8(y, out_scale, out_zp));
+  }
+};
+
 /*! \brief Two's-complement wrap-around to int32, the int8 datapath's accumulator width. */
 inline int32_t WrapI32(uint32_t bits) {
   int32_t v;

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.values import static_shape
-from .composite import Composite
+from . import quant_params as qp
+from .composite import Composite, qparams
 from .graph import Layer, rows_view
 from .registry import lowers
 
@@ -24,12 +25,24 @@ def _b_index(out_batch: tuple, src_batch: tuple, group: int) -> tuple:
     return tuple(int(v) for v in np.broadcast_to(idx, out_batch).reshape(-1))
 
 
-@lowers("matmul", "matmul_bt", "matmul_gqa", "matmul_gqa_bt")
+def _int8_operands(comp: Composite, layer: Layer, a, b) -> tuple:
+    """The int8 codes under A's and B's dequantize, with the layer's zero points and its one scale
+    S = fp32(fp32(s_a * s_b) / s_y) (docs/npu.md section 2, CONV2D's formula with s_b for s_w)."""
+    a_dq, b_dq = comp.resolve(a), comp.resolve(b)
+    (s_a, z_a), (s_b, z_b) = qparams(a_dq), qparams(b_dq)
+    s_y, _ = comp.output_quantization(layer)
+    layer.in_zps = (z_a, z_b)
+    layer.scale = np.array([qp.conv_scale(s_a, s_b, s_y)], np.float32)
+    return a_dq.args[0], b_dq.args[0]
+
+
+@lowers("matmul", "matmul_bt", "matmul_gqa", "matmul_gqa_bt", "qmatmul", "qmatmul_bt")
 def lower_matmul(comp: Composite) -> Layer:
-    """A batched matmul of two activations (npu.matmul*), fp16 only: the pattern table has no int8 form."""
+    """A batched matmul of two activations (npu.matmul*, fp16; npu.qmatmul*, int8 x int8 requantized per
+    tensor: quantize(matmul(dequantize(a), dequantize(b) or its permute_dims)))."""
     layer = comp.layer("matmul")
     call = comp.calls["matmul"][0]
-    b = call.args[1]
+    a, b = call.args
     transposed = "permute_dims" in comp.calls
     if transposed:
         b = comp.resolve(b).args[0]
@@ -38,13 +51,15 @@ def lower_matmul(comp: Composite) -> Layer:
         bcast = comp.calls["broadcast_to"][0]
         group = static_shape(bcast)[2]
         b = comp.resolve(bcast.args[0]).args[0]
-    a_shape, src_shape, out_shape = static_shape(call.args[0]), static_shape(b), static_shape(call)
+    if comp.int8:
+        a, b = _int8_operands(comp, layer, a, b)
+    a_shape, src_shape, out_shape = static_shape(a), static_shape(b), static_shape(call)
     m, k, n = a_shape[-2], a_shape[-1], out_shape[-1]
     batch = int(np.prod(out_shape[:-2]))
     layer.matmul = (batch, m, k, n, int(transposed))
     layer.b_index = _b_index(tuple(out_shape[:-2]), tuple(src_shape[:-2]), group)
     layer.macs = batch * m * k * n
     layer.out_elems = batch * m * n
-    layer.inputs = [comp.tensor(call.args[0], rows_view(a_shape), "ROWS"), comp.tensor(b, rows_view(src_shape), "ROWS")]
+    layer.inputs = [comp.tensor(a, rows_view(a_shape), "ROWS"), comp.tensor(b, rows_view(src_shape), "ROWS")]
     layer.out = comp.tensor(comp.out_var, rows_view(out_shape), "ROWS", out_shape)
     return layer

@@ -1,6 +1,6 @@
-"""NORM over a matrix's rows ("layer_norm" and "rms_norm", fp16; docs/npu.md sections 2 and 6): gamma and
-beta stay fp32 (the float32 model's values, unrounded) and travel in the layer's constant block, one row
-each, loaded like weights."""
+"""NORM over a matrix's rows ("layer_norm" and "rms_norm", fp16; "qlayer_norm" and "qrms_norm", int8 codes,
+format 1.4; docs/npu.md sections 2 and 6): gamma and beta stay fp32 (the float32 model's values, unrounded)
+and travel in the layer's constant block, one row each, loaded like weights."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from ...ir.values import constant_value, static_shape
 from .composite import Composite
 from .graph import Layer
 from .registry import lowers
+from .softmax import int8_io
 
 
 def _param(comp: Composite, expr) -> np.ndarray:
@@ -22,7 +23,7 @@ def _param(comp: Composite, expr) -> np.ndarray:
     return np.asarray(value, np.float32).reshape(-1)
 
 
-@lowers("layer_norm", "rms_norm")
+@lowers("layer_norm", "rms_norm", "qlayer_norm", "qrms_norm")
 def lower_norm(comp: Composite) -> Layer:
     """layer_norm(x, gamma, beta) / rms_norm(x, weight) over the last axis. The constant block holds the
     rows the command reads: gamma, and a layer_norm's beta (`layer.norm_params` names them; the planner
@@ -37,4 +38,6 @@ def lower_norm(comp: Composite) -> Layer:
     layer.const = np.stack([_param(comp, arg) for arg in call.args[1 : 1 + len(names)]])
     shape = static_shape(call)
     layout, view = comp.layout_view(comp.out_var, shape)  # rows (layouts.py)
+    if comp.int8:  # format 1.4: the codes' scales and zero points
+        int8_io(comp, layer)
     return comp.connect(layer, call.args[0], view, layout, shape, view)

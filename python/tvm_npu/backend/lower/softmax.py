@@ -1,4 +1,4 @@
-"""SOFTMAX over a matrix's rows (fp16 only: the pattern table has no int8 softmax), alone ("softmax") or
+"""SOFTMAX over a matrix's rows (fp16; "qsoftmax*", int8 codes in and out, format 1.4), alone ("softmax") or
 with attention's scale and additive mask fused (format 1.4, docs/npu.md section 2; "softmax_masked",
 "softmax_scaled"): softmax(x * c + mask), x / c, x + mask, or the factor alone. The factor becomes SOFTMAX's
 fp32 `scale` (x / c as x * (1 / c)); the mask's rows, fp16, go to the weight region and are loaded
@@ -6,10 +6,12 @@ like weights; row r of the scores reads mask row r % mask_rows (the planner's ti
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...contract.errors import NPUError
 from ...ir.values import constant_value, static_shape
 from ...partition.transformer_constraints import softmax_mask, softmax_scale
-from .composite import Composite
+from .composite import Composite, qparams
 from .graph import Layer
 from .registry import lowers
 
@@ -21,7 +23,16 @@ def _split(comp: Composite, call) -> tuple:
     return (call.args[1], a) if constant_value(a) is not None else (call.args[0], b)
 
 
-@lowers("softmax", "softmax_masked", "softmax_scaled")
+def int8_io(comp: Composite, layer: Layer) -> None:
+    """An int8 vector op dequantized on the way in and quantized on the way out (SOFTMAX, NORM; format
+    1.4): in_zps (z_x,), out_zp z_y, scale [s_x, s_y] as fp32."""
+    s_x, z_x = qparams(comp.data_dq())
+    s_y, _ = comp.output_quantization(layer)
+    layer.in_zps = (z_x,)
+    layer.scale = np.array([s_x, s_y], np.float32)
+
+
+@lowers("softmax", "softmax_masked", "softmax_scaled", "qsoftmax", "qsoftmax_masked", "qsoftmax_scaled")
 def lower_softmax(comp: Composite) -> Layer:
     """A softmax over a matrix's rows, with the factor and mask the pattern check accepted if any."""
     layer = comp.layer("softmax")
@@ -42,6 +53,8 @@ def lower_softmax(comp: Composite) -> Layer:
         rows, why = softmax_mask(mask, shape, scale)
         _refused(comp, rows is None, why)
         layer.const = rows
+    if comp.int8:
+        int8_io(comp, layer)
     return comp.connect(layer, data, view, layout, shape, view)
 
 

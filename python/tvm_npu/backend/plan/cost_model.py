@@ -28,9 +28,14 @@ def conv_macs(a: dict) -> int:
     return a["out_h"] * a["out_w"] * a["oc"] * per_output
 
 
+def _rate_div(cfg: NPUConfig, dtype: int) -> int:
+    """MAC slots per MAC of a dtype code (docs section 5): fp16_rate_div for fp16, 1 for int8."""
+    return cfg.fp16_rate_div if DTYPE_NAMES[dtype] == "float16" else 1
+
+
 def conv_cycles(cfg: NPUConfig, a: dict) -> int:
     """op_overhead + passes * rate_div, for the operands `a` of a CONV2D command."""
-    rate = cfg.fp16_rate_div if DTYPE_NAMES[a["dtype"]] == "float16" else 1
+    rate = _rate_div(cfg, a["dtype"])
     return cfg.op_overhead + rate * conv_passes(cfg, a)
 
 
@@ -67,8 +72,8 @@ def compute_cycles(cfg: NPUConfig, cmd: Command) -> int:
     """Cycles of a compute command (CONV2D, MATMUL or a vector op) on its engine (0 for DMA and END)."""
     if cmd.op == "CONV2D":
         return conv_cycles(cfg, cmd.args)
-    if cmd.op == "MATMUL":  # fp16 only (format 1.4)
-        return cfg.op_overhead + cfg.fp16_rate_div * matmul_passes(cfg, cmd.args)
+    if cmd.op == "MATMUL":  # rate_div as CONV2D's: fp16_rate_div for fp16, 1 for int8 (docs section 5)
+        return cfg.op_overhead + _rate_div(cfg, cmd.args["dtype"]) * matmul_passes(cfg, cmd.args)
     if cmd.engine == "vector":
         return vector_cycles(cfg, cmd.op, cmd.args)
     return 0
@@ -89,7 +94,7 @@ def ideal_cycles(cfg: NPUConfig, layer) -> int:
     dtype = DTYPES_BY_NAME[layer.dtype]
     if layer.kind == "matmul":  # every batch in one command: (batch, m, k, n) in layer.matmul
         batch, m, k, n = layer.matmul[:4]
-        return cfg.op_overhead + cfg.fp16_rate_div * matmul_passes(cfg, dict(batch=batch, m=m, k=k, n=n))
+        return cfg.op_overhead + _rate_div(cfg, dtype) * matmul_passes(cfg, dict(batch=batch, m=m, k=k, n=n))
     if layer.kind == "conv":
         oc, kh, kw, icg = layer.weight.shape
         in_c = icg * layer.groups

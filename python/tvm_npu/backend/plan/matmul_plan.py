@@ -9,7 +9,7 @@ than what is left of SRAM fails the plan (ERR_SRAM_OVERFLOW naming the layer).""
 
 from __future__ import annotations
 
-from ...contract.stream import DTYPES, Command
+from ...contract.stream import DTYPES, Command, f32_bits
 from ..lower.graph import Layer
 from .schedule import Scoreboard, emit_dma
 from .sram import Arena
@@ -23,6 +23,14 @@ def b_group(layer: Layer) -> int | None:
     g = batch // nb
     ok = batch % nb == 0 and all(q == o // g for o, q in enumerate(layer.b_index))
     return g if ok else None
+
+
+def dtype_args(layer: Layer) -> dict:
+    """MATMUL's dtype and, int8 (docs/npu.md section 2), its zero points and requantization scale S."""
+    if layer.dtype != "int8":
+        return dict(dtype=DTYPES["float16"])
+    a_zp, b_zp = layer.in_zps
+    return dict(dtype=DTYPES["int8"], a_zp=a_zp, b_zp=b_zp, out_zp=layer.out_zp, scale=f32_bits(float(layer.scale[0])))
 
 
 def tile_options(layer: Layer, heights: list) -> list:
@@ -83,7 +91,7 @@ def _emit_whole(sb: Scoreboard, layer: Layer, srcs: list, dst, lp, after_compute
             emit_dma(sb, "DMA_LOAD", 0, s.row_addr(0, 0), buf[0], rows, s.row_bytes, s.row_stride, s.row_stride,
                      layer.name)  # fmt: skip
     out_addr = dst.row_addr(0, 0) if dst.space == "sram" else lp.out_bufs[0]
-    args = dict(dtype=DTYPES["float16"], batch=batch, b_group=b_group(layer), m=m, k=k, n=n, b_transposed=transposed)
+    args = dict(dtype_args(layer), batch=batch, b_group=b_group(layer), m=m, k=k, n=n, b_transposed=transposed)
     args.update(a_addr=addrs[0], a_stride=sa.row_stride, a_bstride=m * sa.row_stride, b_addr=addrs[1])
     args.update(b_stride=sbt.row_stride, b_bstride=b_rows(layer) * sbt.row_stride, out_addr=out_addr)
     args.update(out_stride=dst.row_stride, out_bstride=m * dst.row_stride)
@@ -124,7 +132,7 @@ def emit_matmul(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst, lp, after_co
                 b_loads += 1
             loaded_b = q
         out_addr = dst.row_addr(0, row) if dst.space == "sram" else lp.out_bufs[i % 2]
-        args = dict(dtype=DTYPES["float16"], batch=1, b_group=1, m=rows, k=k, n=n, b_transposed=transposed)
+        args = dict(dtype_args(layer), batch=1, b_group=1, m=rows, k=k, n=n, b_transposed=transposed)
         args.update(a_addr=a_addr, a_stride=sa.row_stride, a_bstride=0, b_addr=b_addr, b_stride=sbt.row_stride)
         args.update(b_bstride=0, out_addr=out_addr, out_stride=dst.row_stride, out_bstride=0)
         cmd = Command("MATMUL", args, {}, layer.name)

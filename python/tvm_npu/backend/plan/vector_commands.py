@@ -40,6 +40,12 @@ def binary_requant(layer) -> dict:
     }
 
 
+def int8_io_operands(layer) -> dict:
+    """The in / out scales and zero points of an int8 SOFTMAX or NORM (format 1.4; lower/softmax.int8_io)."""
+    s_x, s_y = (float(v) for v in layer.scale)
+    return dict(in_zp=layer.in_zps[0], in_scale=f32_bits(s_x), out_zp=layer.out_zp, out_scale=f32_bits(s_y))
+
+
 def mask_stride(cfg: NPUConfig, layer) -> int:
     """Bytes between a SOFTMAX mask's rows in the weight slot: one aligned fp16 row each."""
     return align(layer.const.shape[1] * 2, cfg.alignment)
@@ -59,6 +65,8 @@ def vector_command(
         if layer.const is not None:  # the mask rows in the weight slot; tile row 0 is global row out_r0
             n = layer.const.shape[0]
             a.update(mask_addr=w_slot, mask_stride=mask_stride(cfg, layer), mask_rows=n, mask_row0=t.out_r0 % n)
+        if int8:  # format 1.4: the codes' scales and zero points
+            a.update(int8_io_operands(layer))
         return Command("SOFTMAX", a, {}, layer.name)
     if layer.kind == "rope":  # a tile is any band of rows: its first row sets the table row (cs_row0)
         return Command("ROPE", rope_operands(cfg, layer, t, rows, common, ins, srcs, w_slot), {}, layer.name)
@@ -105,8 +113,10 @@ def norm_operands(cfg: NPUConfig, layer, rows: dict, common: dict, ins: list, sr
     lays them out so), 0xFFFFFFFF for the one the op does not apply."""
     prm = align(rows["row_elems"] * 4, cfg.alignment)
     addr = {name: w_slot + k * prm for k, name in enumerate(layer.norm_params)}
+    io = int8_io_operands(layer) if layer.dtype == "int8" else {}
     return dict(
         rows,
+        **io,
         dtype=common["dtype"],
         kind=NORM_KINDS[layer.func],
         in_addr=ins[0],
