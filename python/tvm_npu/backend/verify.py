@@ -39,6 +39,8 @@ from ..contract.stream import (
     UNARY_TABLE_BYTES,
     Stream,
     at_position,
+    int4_block_bytes,
+    int4_weights,
     operand_dtype,
 )
 
@@ -95,16 +97,6 @@ def _pixel_row(width: int, channel_bytes: int, pstride: int) -> int:
     return width * channel_bytes if not pstride else (width - 1) * pstride + channel_bytes
 
 
-def _int4_block_bytes(a: dict, elem: int, alignment: int) -> int:
-    """The int4 dequantization block (docs/npu.md section 6): the bias row (and the S row under int8), the fp16
-    scales [in_c / g][oc], then for uint4 the zero points [in_c / g][ceil(oc / 2)] from an aligned offset."""
-    groups, oc = a["in_c"] // max(1, a["w_dtype"] >> 8 & 0xFF), a["oc"]
-    scales = (2 if elem == 1 else 1) * _align(oc * 4, alignment)
-    if DTYPE_NAMES.get(a["w_dtype"] & 0xFF) == "int4":
-        return scales + groups * oc * 2
-    return scales + _align(groups * oc * 2, alignment) + groups * -(-oc // 2)
-
-
 def _footprints(cmd, alignment: int) -> tuple[list, list]:
     """(reads, writes) of a command: lists of ``(space, what, addr, rows, row_bytes, stride)``."""
     op = cmd.op
@@ -126,14 +118,14 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
         tap = 1 if a["groups"] > 1 else a["in_c"]  # depthwise weights are [C][KH][KW][1]
         in_row = _pixel_row(a["in_w"], a["in_c"] * elem, a["in_pstride"])
         w8 = a.get("w_dtype", 0) != 0  # format 1.4: int8 weight codes under fp16 activations
-        int4 = DTYPE_NAMES.get(a.get("w_dtype", 0) & 0xFF) in ("int4", "uint4")  # format 1.4: two codes a byte
+        int4 = int4_weights(a) is not None  # format 1.4: two codes a byte
         w_row = a["in_c"] // 2 if int4 else a["kh"] * a["kw"] * tap * (1 if w8 else elem)
         reads = [
             ("SRAM", "input", a["in_addr"], a["in_h"], in_row, a["in_stride"]),
             ("SRAM", "weights", a["w_addr"], a["oc"], w_row, a["w_stride"]),
         ]
         if int4:
-            block = _int4_block_bytes(a, elem, alignment)
+            block = int4_block_bytes(a, alignment)
             reads.append(("SRAM", "int4 dequantization block", a["bias_addr"], 1, block, _align(block, alignment)))
         elif elem == 1 or w8:  # int8's requantization or W8A16's dequantization block: two rows of OC words
             vec = _align(a["oc"] * 4, alignment)

@@ -61,6 +61,24 @@ def two_byte_lanes(op: str, args: dict) -> bool:
     return op == "ELTWISE" and "int16" in (operand_dtype(args, w) for w in ("a", "b", "out"))
 
 
+def int4_weights(args: dict) -> str | None:
+    """A CONV2D's group-wise int4 weight dtype ("int4" / "uint4", format 1.4), or None."""
+    name = DTYPE_NAMES.get(args.get("w_dtype", 0) & 0xFF)
+    return name if name in ("int4", "uint4") else None
+
+
+def int4_block_bytes(args: dict, alignment: int) -> int:
+    """The bytes of a CONV2D's int4 dequantization block (docs/npu.md section 6): the bias row (and the S
+    row under int8), the fp16 scales [in_c / g][oc], then for uint4 the zero points [in_c / g][ceil(oc / 2)]
+    from an aligned offset."""
+    groups, oc = args["in_c"] // max(1, args["w_dtype"] >> 8 & 0xFF), args["oc"]
+    vec = -(-oc * 4 // alignment) * alignment
+    head = (2 if args["dtype"] == DTYPES["int8"] else 1) * vec
+    if int4_weights(args) == "int4":
+        return head + groups * oc * 2
+    return head + -(-groups * oc * 2 // alignment) * alignment + groups * -(-oc // 2)
+
+
 def f32_bits(value: float) -> int:
     return struct.unpack("<I", struct.pack("<f", value))[0]
 

@@ -37,7 +37,8 @@ def constant_value(expr):
 
 
 def eval_const(expr, symbol: str, what: str, env: dict | None = None) -> np.ndarray:
-    """Evaluate a constant expression (constant, permute_dims, reshape, dequantize) with numpy;
+    """Evaluate a constant expression (constant, permute_dims, reshape, dequantize, and the astype / take /
+    subtract / multiply of a group-wise quantized weight) with numpy;
     `env` maps the composite's dataflow variables to their values."""
     env = env or {}
     while isinstance(expr, relax.Var) and expr in env:
@@ -62,6 +63,16 @@ def eval_const(expr, symbol: str, what: str, env: dict | None = None) -> np.ndar
             return (q.astype(np.float32) - zp.astype(np.float32).reshape(shape)) * scale.astype(np.float32).reshape(
                 shape
             )
+        # A group-wise weight (ir/group_quant.py): float32 arithmetic, as TVM's build computes it.
+        if name == "relax.astype":
+            return eval_const(expr.args[0], symbol, what, env).astype(str(expr.attrs.dtype))
+        if name == "relax.take":
+            data, index = (eval_const(a, symbol, what, env) for a in expr.args[:2])
+            axis = expr.attrs.axis
+            return np.take(data, index, axis=None if axis is None else int(axis))
+        if name in ("relax.subtract", "relax.multiply"):
+            a, b = (eval_const(x, symbol, what, env) for x in expr.args[:2])
+            return np.subtract(a, b) if name == "relax.subtract" else np.multiply(a, b)
     raise NPUError(
         "ERR_OP_NOT_SUPPORTED", f"{symbol}: the {what} is not a compile-time constant; bind weights with params="
     )

@@ -27,10 +27,23 @@ def _dq(data):
     return is_op("relax.dequantize")(data, is_const(), is_const())
 
 
+def _group_dq():
+    """A group-wise quantized weight (ir/group_quant.py): (float(codes) [- take(float(zero points))]) *
+    take(float(scales)), every leaf a constant. Its lowering keeps the int4 codes where CONV2D computes
+    them exactly (format 1.4, w_dtype int4 / uint4), else folds it like any constant weight."""
+    codes = is_op("relax.astype")(is_const())
+
+    def per_group():
+        return is_op("relax.take")(is_op("relax.astype")(is_const()), is_const())
+
+    return is_op("relax.multiply")(is_op("relax.subtract")(codes, per_group()) | codes, per_group())
+
+
 def _const_expr():
-    """A weight or bias given as a constant, possibly transposed, reshaped or dequantized (folded by
-    ir.values.eval_const at compile time, so the NPU function keeps its weights inside)."""
-    base = is_const() | _dq(is_const())
+    """A weight or bias given as a constant, possibly transposed, reshaped or dequantized (per channel or
+    per group; folded by ir.values.eval_const at compile time, so the NPU function keeps its weights
+    inside)."""
+    base = is_const() | _dq(is_const()) | _group_dq()
     return base | is_op("relax.permute_dims")(base) | is_op("relax.reshape")(base, wildcard())
 
 

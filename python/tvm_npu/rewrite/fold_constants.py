@@ -31,6 +31,21 @@ _COMPUTE = (
 )
 
 
+def _dequantizes(g: rg.Graph, e) -> bool:
+    """Whether `e` is a step of a group-wise weight's dequantization (ir/group_quant.py: a subtract or
+    multiply reading integer codes or zero points widened by astype, or group values gathered by take).
+    The dense lowering keeps those codes (int4 weights); folded they would be a float weight."""
+    if rg.op_name(e) not in ("relax.subtract", "relax.multiply"):
+        return False
+    for a in e.args:
+        a = g.value.get(a, a) if isinstance(a, relax.Var) else a
+        if rg.op_name(a) == "relax.take":
+            return True
+        if rg.op_name(a) == "relax.astype" and str(a.args[0].ty.dtype).startswith(("int", "uint")):
+            return True
+    return False
+
+
 def fold_constant_compute(mod: tvm.IRModule) -> tvm.IRModule:
     """Fold a float graph whose compute ops include one on constants only (TVM's FoldConstant).
 
@@ -39,13 +54,16 @@ def fold_constant_compute(mod: tvm.IRModule) -> tvm.IRModule:
     commands do not take. Folded, it is a constant operand of the next op. Only float graphs: in a QDQ
     graph FoldConstant would also fold ``dequantize(int8 weight)`` and hide the int8 weights from the
     patterns. Graphs without such an op are returned as they are (FoldConstant compiles a kernel per
-    constant subgraph, e.g. every transposed weight).
+    constant subgraph, e.g. every transposed weight); the steps of a group-wise weight's dequantization
+    do not count (a graph folded for another op folds them too: those weights then run as fp16).
     """
     g = rg.Graph(mod["main"])
     ops = {rg.op_name(e) for _, e in g.bindings}
     if "relax.dequantize" in ops or "relax.quantize" in ops:
         return mod
     for _, e in g.bindings:
+        if _dequantizes(g, e):
+            continue
         if rg.op_name(e) in _COMPUTE and all(
             not isinstance(a, (relax.Var, relax.Call)) or const_value(g, a, "constant compute") is not None
             for a in e.args

@@ -11,6 +11,7 @@ from ...ir.values import constant_value, eval_const, static_shape
 from . import quant_params as qp
 from .composite import Composite, qparams
 from .graph import Layer, conv_view, rows_view
+from .group_weights import group_codes
 from .registry import both_datapaths, lowers
 
 
@@ -36,9 +37,13 @@ def lower_conv(comp: Composite) -> Layer:
         in_view = rows_view(static_shape(call.args[0]))
         out_shape = static_shape(call)
         out_view = rows_view(out_shape)
-    layer.weight, w_scale = _weight(comp, call.args[1], kernel_layout)
-    if w_scale is not None and not comp.int8:  # W8A16: int8 codes, their scales in the block
-        layer.scale = w_scale.astype(np.float32)
+    w4 = None if comp.int8 or kernel_layout != "IO" else _group_weight(comp, call.args[1])
+    if w4 is not None:  # W4A16: int4 codes, their group scales (and zero points) in the block
+        layer.weight, layer.w_group, layer.w_scales, layer.w_zeros = w4["codes"], w4["group"], w4["scales"], w4["zeros"]
+    else:
+        layer.weight, w_scale = _weight(comp, call.args[1], kernel_layout)
+        if w_scale is not None and not comp.int8:  # W8A16: int8 codes, their scales in the block
+            layer.scale = w_scale.astype(np.float32)
     if layer.groups > 1:
         layer.groups = out_view[3]
     if "add" in calls and not comp.int8:
@@ -46,8 +51,18 @@ def lower_conv(comp: Composite) -> Layer:
         layer.bias = bias.reshape(-1).astype(np.float32)
     layer.macs = int(np.prod(layer.weight.shape)) * out_view[0] * out_view[1] * out_view[2]
     if comp.int8:
-        _requantization(comp, layer, call, w_scale)
+        _requantization(comp, layer, call, w_scale)  # (int8 never takes the int4 path above)
     return comp.connect(layer, call.args[0], in_view, layout, out_shape, out_view)
+
+
+def _group_weight(comp: Composite, wexpr) -> dict | None:
+    """group_weights.group_codes of a dense's weight under its permutes."""
+    perms = []
+    wexpr = comp.resolve(wexpr)
+    while isinstance(wexpr, relax.Call) and wexpr.op.name == "relax.permute_dims":
+        perms.append(wexpr.attrs.axes)
+        wexpr = comp.resolve(wexpr.args[0])
+    return group_codes(comp, wexpr, perms)
 
 
 def _weight(comp: Composite, wexpr, kernel_layout: str) -> tuple:

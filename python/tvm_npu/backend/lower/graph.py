@@ -57,6 +57,11 @@ class Layer:
     clamp: tuple = (-128, 127)
     macs: int = 0
     out_elems: int = 0
+    # Group-wise int4 weights (format 1.4, CONV2D w_dtype int4 / uint4): `weight` holds the codes (int8,
+    # -8..7 or 0..15), one fp16 scale [G][OC] and (uint4) one zero point [G][OC] per `w_group` weights of K.
+    w_group: int = 0
+    w_scales: np.ndarray | None = None
+    w_zeros: np.ndarray | None = None
     # concat: each input's first channel in the output (rows: first row); view (rows): its first row.
     offsets: tuple = ()
     rows: bool = False
@@ -92,8 +97,20 @@ class Layer:
         """A float conv / dense whose weights stay int8 codes, `scale` their per-channel fp32 scales
         (CONV2D's w_dtype, format 1.4): 1 byte a weight in the weight region and on the DMA."""
         return (
-            self.kind == "conv" and self.dtype == "float16" and self.weight is not None and self.weight.dtype == np.int8
+            self.kind == "conv"
+            and self.dtype == "float16"
+            and self.weight is not None
+            and self.weight.dtype == np.int8
+            and not self.w_group
         )
+
+    @property
+    def w4(self) -> str | None:
+        """A dense with group-wise int4 weights: its w_dtype name, "int4" (symmetric) or "uint4" (with zero
+        points); None otherwise. Half a byte a weight in the weight region and on the DMA."""
+        if not self.w_group:
+            return None
+        return "int4" if self.w_zeros is None else "uint4"
 
 
 @dataclass

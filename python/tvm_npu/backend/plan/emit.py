@@ -7,7 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...contract.config import NPUConfig
-from ...contract.stream import ACTIVATIONS, DTYPES, NO_BIAS, POOL_KINDS, Command, f32_bits
+from ...contract.stream import (
+    ACTIVATIONS,
+    DTYPES,
+    NO_BIAS,
+    POOL_KINDS,
+    Command,
+    f32_bits,
+    int4_block_bytes,
+    int4_weights,
+)
 from ..lower.graph import Layer
 from .matmul_plan import emit_matmul
 from .matmul_plan import footprint as matmul_footprint
@@ -140,7 +149,7 @@ def _compute(
         return Command("POOL", a, {}, layer.name)
     _, kh, kw, _ = layer.weight.shape
     w8 = layer.w8a16
-    has_bias = int8 or w8 or layer.bias is not None
+    has_bias = int8 or w8 or layer.w4 is not None or layer.bias is not None
     a.update(
         in_c=s.view[3],
         w_addr=w_slot,
@@ -157,6 +166,8 @@ def _compute(
         a.update(in_zp=layer.in_zps[0], out_zp=layer.out_zp)
     if w8:  # int8 codes, the dequantization block (bias, scale) after them (format 1.4)
         a.update(w_dtype=DTYPES["int8"])
+    if layer.w4:  # int4 codes, the group size in bits 8-15, the int4 dequantization block (format 1.4)
+        a.update(w_dtype=DTYPES[layer.w4] | layer.w_group << 8)
     return Command("CONV2D", a, {}, layer.name)
 
 
@@ -178,7 +189,9 @@ def footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
     reads = [("sram", a["in_addr"], a["in_addr"] + a["in_h"] * a["in_stride"])]
     if cmd.op == "CONV2D":
         reads.append(("sram", a["w_addr"], a["w_addr"] + a["oc"] * a["w_stride"]))
-        if a["bias_addr"] != NO_BIAS:
+        if int4_weights(a):
+            reads.append(("sram", a["bias_addr"], a["bias_addr"] + int4_block_bytes(a, cfg.alignment)))
+        elif a["bias_addr"] != NO_BIAS:
             rows = 2 if a["dtype"] == DTYPES["int8"] or a.get("w_dtype", 0) else 1
             reads.append(("sram", a["bias_addr"], a["bias_addr"] + rows * align(a["oc"] * 4, cfg.alignment)))
     return reads, [("sram", a["out_addr"], a["out_addr"] + a["out_h"] * a["out_stride"])]

@@ -53,6 +53,8 @@ def constant_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[by
     if layer.const is not None:
         raw = np.ascontiguousarray(layer.const).tobytes()
         return raw, 0, 0
+    if layer.w4:
+        return int4_bytes(cfg, layer, oc0, oc1)
     w = layer.weight[oc0:oc1]
     oc = oc1 - oc0
     # Rows packed (docs/npu.md section 3); the bias / requantization rows start aligned after them.
@@ -67,6 +69,27 @@ def constant_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[by
     elif layer.bias is not None:
         data += layer.bias[oc0:oc1].astype("<f4").tobytes().ljust(vec, b"\0")
     return data, w_stride, align(oc * w_stride, cfg.alignment)
+
+
+def int4_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[bytes, int, int]:
+    """A W4A16 dense's rows [oc0, oc1): the codes two a byte along K (even k in the low nibble), then its
+    int4 dequantization block (docs/npu.md section 6): the fp32 bias row (zeros without one), the fp16
+    scales [G][oc] packed, and for uint4 from the next aligned offset the zero points, G rows of
+    ceil(oc / 2) bytes, even o in the low nibble."""
+    codes = layer.weight[oc0:oc1].reshape(oc1 - oc0, -1).astype(np.uint8) & 0x0F
+    rows = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)
+    oc, w_stride = oc1 - oc0, rows.shape[1]
+    data = rows.tobytes().ljust(align(rows.size, cfg.alignment), b"\0")
+    bias = np.zeros(oc, "<f4") if layer.bias is None else layer.bias[oc0:oc1]
+    block = np.asarray(bias, "<f4").tobytes().ljust(align(oc * 4, cfg.alignment), b"\0")
+    block += np.ascontiguousarray(layer.w_scales[:, oc0:oc1], "<f2").tobytes()
+    if layer.w_zeros is not None:
+        zeros = layer.w_zeros[:, oc0:oc1]
+        if oc % 2:
+            zeros = np.pad(zeros, ((0, 0), (0, 1)))
+        packed = (zeros[:, 0::2] | (zeros[:, 1::2] << 4)).astype(np.uint8)
+        block = block.ljust(align(len(block), cfg.alignment), b"\0") + packed.tobytes()
+    return data + block, w_stride, align(oc * w_stride, cfg.alignment)
 
 
 def _block_size(cfg: NPUConfig, layer: Layer, dst: Placed, in_bytes: int, small_first: bool = True) -> list[int]:
