@@ -59,6 +59,47 @@ class _Columns:
             return isinstance(e.args[0], relax.Var) and self._last_axis_kept(e) and self.can(e.args[0])
         return False
 
+    def _resolve(self, e):
+        return self.g.value.get(e, e) if isinstance(e, relax.Var) else e
+
+    def _weight_columns(self, wexpr, w: np.ndarray, a: int, b: int):
+        """Columns [a, b) of a dense weight [K, N], in the weight's own quantized form where it has one --
+        int8 ``dequantize(codes [K, N], per-column scales, zero points, axis 1)`` or a group-wise weight
+        ``permute_dims(group_dequantize(codes [N, K], ...))`` (ir/group_quant.py): the same form on those
+        columns' codes, so W8A16 / W4A16 survive the split -- else the float32 columns of `w`."""
+        e = self._resolve(wexpr)
+        if rg.op_name(e) == "relax.dequantize" and int(e.attrs.axis) % 2 == 1:
+            vals = [const_value(self.g, x, "split weight") for x in e.args[:3]]
+            if all(v is not None for v in vals) and vals[0].ndim == 2:
+                codes, scale, zp = ((v[..., a:b] if v.ndim and v.shape[-1] == w.shape[1] else v) for v in vals)
+                return relax.op.dequantize(*(relax.const(np.ascontiguousarray(v)) for v in (codes, scale, zp)),
+                                           axis=1, out_dtype=e.attrs.out_dtype)  # fmt: skip
+        if rg.op_name(e) == "relax.permute_dims":
+            rows = self._group_rows(self._resolve(e.args[0]), a, b)
+            if rows is not None:
+                return relax.op.permute_dims(rows, e.attrs.axes)
+        return relax.const(np.ascontiguousarray(w[:, a:b]))
+
+    def _group_rows(self, e, a: int, b: int):
+        """Rows [a, b) of a group-wise weight [N, K] (its codes, scales and zero points sliced alike), or
+        None when `e` is not one with constant leaves."""
+        op = rg.op_name(e)
+        if op == "relax.astype":
+            v = const_value(self.g, e.args[0], "split weight")
+            return (
+                None
+                if v is None or v.ndim != 2
+                else relax.op.astype(relax.const(np.ascontiguousarray(v[a:b])), e.attrs.dtype)
+            )
+        if op == "relax.take" and int(e.attrs.axis) == 1:
+            table = self._group_rows(self._resolve(e.args[0]), a, b)
+            index = const_value(self.g, e.args[1], "split weight")
+            return None if table is None or index is None else relax.op.take(table, relax.const(index), axis=1)
+        if op in ("relax.subtract", "relax.multiply"):
+            x, y = (self._group_rows(self._resolve(arg), a, b) for arg in e.args[:2])
+            return None if x is None or y is None else relax.Call(e.op, [x, y], e.attrs)
+        return None
+
     def _const_columns(self, a, out_shape):
         """A constant operand of an add as an array whose last axis is the output's (or None)."""
         if isinstance(a, relax.Var) and a in self.g.value and rg.op_name(self.g.value[a]) != "":
@@ -77,7 +118,7 @@ class _Columns:
         if op == "relax.matmul":
             w = const_value(self.g, e.args[1], "split weight")
             x = rg.subst(e.args[0], m)
-            out = [relax.op.matmul(x, relax.const(np.ascontiguousarray(w[:, a:b]))) for a, b in spans]
+            out = [relax.op.matmul(x, self._weight_columns(e.args[1], w, a, b)) for a, b in spans]
         elif op == "relax.add":
             ops = []
             for a in e.args:
