@@ -16,10 +16,14 @@ one machine, in one run):
    151936), cost model only: one decoder layer's step (decode S=1, prefill S=128) estimated by the
    compiler (tvm_npu.dse.estimator: every NPU region planned and costed, nothing run), times 28, plus
    the LM head (one eighth of the vocabulary, times 8: its cost is linear in the columns); random
-   weights. Prefill ms and decode tokens/s at the preset's clock, fp16 and int8 (W8A16) weights, next
+   weights. Prefill ms and decode tokens/s at the preset's clock, fp16, int8 (W8A16) and int4 (W4A16,
+   group 128) weights, next
    to the field's 22 tokens/s reference (issue 20).
 
-    python benchmarks/llm_decode.py [--skip-measured] [--skip-host] [--skip-qwen] [--rounds 51]
+4. int4 against int8 weights (issue 21): one decode step of the measured models with group-wise int4
+   weights (W4A16, group 128) next to int8 (W8A16): DDR bytes per token and tokens/s on the cycle model.
+
+    python benchmarks/llm_decode.py [--skip-measured] [--skip-host] [--skip-qwen] [--skip-int4] [--rounds 51]
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from tvm import relax
 import tvm_npu
 from tvm_npu.dse.estimator import estimate
 from tvm_npu.models.decoder import gpt2_step, llama_step
-from tvm_npu.quantization import quantize_weights_int8
+from tvm_npu.quantization import quantize_weights_int4, quantize_weights_int8
 
 QWEN = dict(layers=28, d=1536, heads=12, kv_heads=2, ffn=8960, vocab=151936)
 FIELD_TOKENS_PER_S = 22  # issue 20: a Qwen2-1.5B-class model on a laptop NPU after weight re-layout
@@ -111,12 +115,20 @@ def _host(rounds: int) -> None:
     print(f"   tvm_npu {1e3 * a:.2f} ms, onnxruntime {1e3 * b:.2f} ms: ratio {a / b:.2f}x (target <= 2x)")
 
 
+def _quantized(mod, weights: str):
+    if weights == "int8":
+        return quantize_weights_int8(mod)
+    if weights == "int4":
+        return quantize_weights_int4(mod, group_size=128, progress=False)[0]
+    return mod
+
+
 def _layer_estimate(config: str, seq_len: int, max_context: int, weights: str) -> dict:
     mod = tvm_npu.from_onnx(
         llama_step(layers=1, d=QWEN["d"], heads=QWEN["heads"], kv_heads=QWEN["kv_heads"], ffn=QWEN["ffn"], vocab=64,
                    max_context=max_context, seq_len=seq_len)
     )  # fmt: skip
-    return estimate(quantize_weights_int8(mod) if weights == "int8" else mod, config)
+    return estimate(_quantized(mod, weights), config)
 
 
 def _head_estimate(config: str, rows: int, weights: str) -> dict:
@@ -129,7 +141,7 @@ def _head_estimate(config: str, rows: int, weights: str) -> dict:
             out = bb.emit_output(bb.emit(relax.op.matmul(x, relax.const(w))))
         bb.emit_func_output(out)
     mod = bb.get()
-    return estimate(quantize_weights_int8(mod) if weights == "int8" else mod, config)
+    return estimate(_quantized(mod, weights), config)
 
 
 def _qwen(config: str, weights: str) -> None:
@@ -153,11 +165,35 @@ def _qwen(config: str, weights: str) -> None:
     print(f"   {'':11s} ops on the CPU (not timed): {', '.join(cpu_codes) or 'none'}")
 
 
+def _int4_vs_int8() -> None:
+    """Issue 21: one decode step (position 128) of the 4-layer d-256 models, int4 (g128) against int8."""
+    print("4. int4 (W4A16, group 128) against int8 (W8A16) weights, one decode step at position 128, npu-ref")
+    print("   (issue 21: DDR bytes per token <= 0.6x, tokens/s >= 1.7x)")
+    models = {
+        "gpt2-like": functools.partial(gpt2_step, layers=4, d=256, heads=4, ffn=1024, vocab=2048),
+        "llama-like": functools.partial(llama_step, layers=4, d=256, heads=4, kv_heads=2, ffn=768, vocab=2048),
+    }
+    for name, builder in models.items():
+        got = {}
+        for weights in ("int8", "int4"):
+            lm = tvm_npu.llm.compile(builder, max_context=256, prefill_len=128, weights=weights)
+            lm.prefill(np.arange(128, dtype=np.int64) % 200)
+            lm.decode(7)
+            got[weights] = lm.profile()["decode"]
+        b8, b4 = got["int8"]["ddr_bytes"], got["int4"]["ddr_bytes"]
+        t8, t4 = got["int8"]["tokens_per_s"], got["int4"]["tokens_per_s"]
+        print(
+            f"   {name:12s} DDR bytes/token {b8:,} -> {b4:,} ({b4 / b8:.2f}x); "
+            f"tokens/s {t8:,.0f} -> {t4:,.0f} ({t4 / t8:.2f}x)"
+        )
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--skip-measured", action="store_true")
     ap.add_argument("--skip-host", action="store_true")
     ap.add_argument("--skip-qwen", action="store_true")
+    ap.add_argument("--skip-int4", action="store_true")
     ap.add_argument("--rounds", type=int, default=51)
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")  # TVM's importer renames dotted inputs; fallbacks are in the report
@@ -176,8 +212,10 @@ def main(argv=None) -> int:
     if not args.skip_qwen:
         print("3. Qwen2-1.5B-shaped estimate (cost model, random weights; position 0..1023 cache of 1024)")
         for config in ("npu-ref", "npu-laptop"):
-            for weights in ("fp16", "int8"):
+            for weights in ("fp16", "int8", "int4"):
                 _qwen(config, weights)
+    if not args.skip_int4:
+        _int4_vs_int8()
     return 0
 
 

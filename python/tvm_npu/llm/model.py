@@ -23,7 +23,8 @@ from ..build import build
 from ..contract.config import get_config
 from ..contract.errors import NPUError
 from ..partition.report import BuildReport
-from ..quantization import quantize_weights_int8
+from ..quantization import quantize_weights_int4, quantize_weights_int8
+from ..quantization.weight_int4 import GROUP_SIZES
 from . import kv_calibration, sampling, steps
 from .step_runner import StepRunner
 
@@ -65,6 +66,7 @@ def compile(
     kv_cache="npu",
     kv_dtype: str = "float16",
     calibration=None,
+    group_size: int = 128,
 ):
     """Compile a decoder's prefill and decode steps for the NPU (NPU regions, the rest on the CPU).
 
@@ -83,6 +85,10 @@ def compile(
         "fp16" (the NPU's fp16 datapath), or "int8": every constant dense weight as int8 codes with one
         fp32 scale per output column (symmetric max-abs, `tvm_npu.quantization.quantize_weights_int8`),
         activations fp16 (W8A16, CONV2D's `w_dtype`): one byte per weight read per token instead of two.
+        "int4": int4 codes with one fp16 scale per `group_size` weights along K (round to nearest,
+        `tvm_npu.quantize(weight_bits=4)`; W4A16): half a byte per weight, plus the scales. A model whose
+        dense weights are already group-wise quantized (MatMulNBits, blocked DequantizeLinear) keeps its
+        own codes with any `weights`.
     prefill_len : int, optional
         The prefill bucket S (default 32, at most max_context) with a builder.
     kv_cache : str
@@ -97,13 +103,18 @@ def compile(
     calibration : list of int arrays, optional
         kv_dtype="int8": the prompts (1-D token ids, 1..max_context each) of the calibration run; default
         8 seeded random prompts of min(32, max_context) ids.
+    group_size : int
+        With weights="int4": 32, 64 or 128 weights per scale (a layer whose K it does not divide stays
+        fp16).
 
     Returns
     -------
     LLM
     """
-    if weights not in ("fp16", "int8"):
-        raise NPUError("ERR_INVALID_CONFIG", f'weights={weights!r}: use "fp16" or "int8"')
+    if weights not in ("fp16", "int8", "int4"):
+        raise NPUError("ERR_INVALID_CONFIG", f'weights={weights!r}: use "fp16", "int8" or "int4"')
+    if weights == "int4" and group_size not in GROUP_SIZES:
+        raise NPUError("ERR_INVALID_CONFIG", f"group_size={group_size!r}: use one of {GROUP_SIZES}")
     if kv_cache not in ("npu", "host"):
         raise NPUError("ERR_INVALID_CONFIG", f'kv_cache={kv_cache!r}: use "npu" or "host"')
     if not isinstance(kv_dtype, str) or kv_dtype not in ("float16", "int8"):
@@ -121,6 +132,10 @@ def compile(
         same = pre_mod is dec_mod
         dec_mod = quantize_weights_int8(dec_mod)
         pre_mod = dec_mod if same else quantize_weights_int8(pre_mod)
+    if weights == "int4":  # W4A16: int4 codes, one fp16 scale per group of K
+        same = pre_mod is dec_mod
+        dec_mod = quantize_weights_int4(dec_mod, group_size, progress=False)[0]
+        pre_mod = dec_mod if same else quantize_weights_int4(pre_mod, group_size, progress=False)[0]
     scales = None
     if kv_dtype == "int8":  # the model as compiled (int8 weights included), run on the host
         prompts = kv_calibration.check_prompts(calibration, dec_info["vocab"], dec_info["max_context"])
@@ -152,6 +167,7 @@ def compile(
         "prefill_len": pre_info["seq_len"],
         "config": cfg.to_dict(),
         "weights": weights,
+        "group_size": group_size if weights == "int4" else 0,
         "shared": pre_mod is dec_mod,
         "kv_cache": "npu" if resident else "host",
         "kv_dtype": (kv_dtype if resident else "float32"),
