@@ -66,27 +66,26 @@ def test_quantized_dense_runs_int4_bit_exact(K, N, group, symmetric, bias, act, 
 def test_matmul_nbits_runs_int4_on_the_npu():
     from frontend.test_blockwise import _ort, matmul_nbits
 
-    # Scales that are fp16 values (as the quantizers that target fp16 write them): int4 on the NPU.
-    scales = np.random.default_rng(5).uniform(0.005, 0.05, (64, 2)).astype(np.float16).astype(np.float32)
     for zp, code in (("packed", int4.UINT4), (None, int4.UINT4)):
-        model, _ = matmul_nbits(256, 64, 128, zp=zp, bias=True, seed=5, scales=scales)
+        model, _ = matmul_nbits(256, 64, 128, zp=zp, bias=True, seed=5)
         ex = tvm_npu.build(tvm_npu.from_onnx(model))
         assert {c.args["w_dtype"] for c in convs(ex)} == {code | 128 << 8}
         x = np.random.default_rng(6).standard_normal((3, 256)).astype(np.float32)
         close(run_vm(ex, x), _ort(model, x))
 
 
-def test_float_scales_that_fp16_cannot_hold_keep_the_fp16_weight():
-    """MatMulNBits with float32 scales that are not fp16 values: CONV2D's int4 reads fp16 scales, so the
-    weight is dequantized at compile time (fp16, as any float weight), never rounded scales."""
+def test_float32_scales_round_to_fp16_and_tiny_ones_keep_the_fp16_weight():
+    """MatMulNBits with float32 scales (as onnxruntime's quantizer writes them): CONV2D reads fp16 scales, so
+    they are rounded (each weight moves by at most 2^-11 of itself, as a float weight does); a scale below
+    fp16's normal range would lose more, so that weight is dequantized at compile time (fp16) instead."""
     from frontend.test_blockwise import _ort, matmul_nbits
 
-    scales = np.full((16, 2), 0.01, np.float32) + np.float32(1e-9)  # 0.01 is no fp16 value
-    model, _ = matmul_nbits(64, 16, 32, scales=scales)
-    ex = tvm_npu.build(tvm_npu.from_onnx(model))
-    assert {c.args["w_dtype"] for c in convs(ex)} == {0}
     x = np.random.default_rng(7).standard_normal((3, 64)).astype(np.float32)
-    close(run_vm(ex, x), _ort(model, x))
+    for scale, w_dtype in ((0.01, int4.UINT4 | 32 << 8), (1e-5, 0)):
+        model, weight = matmul_nbits(64, 16, 32, scales=np.full((16, 2), scale, np.float32))
+        ex = tvm_npu.build(tvm_npu.from_onnx(model))
+        assert {c.args["w_dtype"] for c in convs(ex)} == {w_dtype}
+        close(run_vm(ex, x), _ort(model, x))
 
 
 def test_int4_weights_cost_about_half_the_int8_dma_bytes():

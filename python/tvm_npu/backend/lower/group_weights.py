@@ -5,10 +5,15 @@ and the weight is folded at compile time and rounded to fp16 like any float weig
 
 Exact means: integer codes with every code - zero point in what 4 bits hold (int4 -8..7 without zero
 points; otherwise codes and zero points both in 0..15 once shifted by one common offset: int4 codes with
-int4 zero points shift by 8, (q + 8) - (z + 8) = q - z), scales that are fp16 values (finite, > 0: the
-NPU reads fp16 scales), and the scales and zero points constant over each group of g = 128, 64 or 32
+int4 zero points shift by 8, (q + 8) - (z + 8) = q - z), scales in fp16's normal range [2^-14, 65504],
+and the scales and zero points constant over each group of g = 128, 64 or 32
 consecutive K (the largest that holds; the model's own block may be smaller when neighbouring blocks
 share scales), K a multiple of g.
+
+The NPU reads fp16 scales: a float32 scale (onnxruntime's quantizer writes them for a float32 model) is
+rounded to fp16 here, which moves each weight `s * (q - z)` by at most 2^-11 of itself -- the bound every
+float weight of the fp16 datapath has (docs/npu.md section 2). A scale below fp16's normal range would
+lose more, so that weight folds to fp16 instead.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from ...ir.values import constant_value
 from .composite import Composite
 
 GROUPS = (128, 64, 32)
+FP16_MIN_NORMAL, FP16_MAX = 2.0**-14, 65504.0
 
 
 def _call(comp: Composite, expr, name: str):
@@ -71,8 +77,9 @@ def group_codes(comp: Composite, wexpr, perms: list) -> dict | None:
     if not group:
         return None
     scales = scale[:, ::group]
-    if not np.all(np.isfinite(scales) & (scales > 0)) or np.any(scales.astype(np.float16).astype(np.float32) != scales):
-        return None
+    if not np.all((scales >= FP16_MIN_NORMAL) & (scales <= FP16_MAX)):
+        return None  # fp16 would flush it toward 0 (losing more than 2^-11) or overflow
+    scales = scales.astype(np.float16)  # the NPU's scales (float32 ones round here, as float weights do)
     symmetric = not zero.any() and codes.min() >= -8 and codes.max() <= 7
     if not symmetric:  # uint4: codes and zero points shifted into 0..15 by one offset
         offset = 8 if min(codes.min(), zero.min()) < 0 else 0
