@@ -2,6 +2,7 @@
 TVM (the attrs node of a constructed call) and from ONNX (every version of the op's schema), so a new
 TVM or ONNX attribute fails here until the table says what the NPU does with it."""
 
+import numpy as np
 import onnx.defs
 import pytest
 import tvm_ffi
@@ -59,6 +60,8 @@ CALLS = {
     "relax.reshape": lambda: R.reshape(M, (4, 16)),
     "relax.broadcast_to": lambda: R.broadcast_to(M, (2, 8, 8)),
     "relax.negative": lambda: R.negative(M),
+    "relax.astype": lambda: R.astype(M, "float16"),
+    "relax.take": lambda: R.take(M, relax.const(np.zeros(2, "int64")), axis=1),
 }
 
 

@@ -246,12 +246,14 @@ def test_attribute_value(case):
             "ERR_OP_NOT_SUPPORTED",
         ),
         ("conv_kernel_shape", model("Conv", {"kernel_shape": [3, 3]}, {"w": w((8, 8, 2, 2))}), "ERR_INVALID_MODEL"),
-        (
-            "dequantize_block_size",
+        (  # blocked DequantizeLinear is imported (frontend/blockwise.py); blocked quantization is not
+            "quantize_block_size",
             model(
                 "DequantizeLinear",
-                {"axis": 1, "block_size": 2},
-                {"s": np.ones((4, 8), np.float32)},
+                inits={"s": np.ones((4, 8), np.float32), "s1": np.float32(1.0)},
+                inputs=["s1"],
+                nodes=(helper.make_node("QuantizeLinear", ["x", "s"], ["q"], axis=1, block_size=2),),
+                data="q",
                 shape=(4, 16),
                 opset=21,
             ),

@@ -238,7 +238,8 @@ ONNX_OPS: dict[str, OnnxOp] = {
         {"y_zero_point": becomes("relax.quantize", "zero_point", "`relax.quantize` zero_point; absent: 0, uint8")},
     ),
     "DequantizeLinear": OnnxOp(
-        ("relax.dequantize",),
+        # blocked (block_size, opset 21): the group-wise form of ir/group_quant.py
+        ("relax.dequantize", "relax.astype", "relax.take", "relax.subtract", "relax.multiply"),
         {
             "axis": becomes("relax.dequantize", "axis"),
             "block_size": imported(

@@ -145,6 +145,13 @@ RELAX_ATTRS: dict[str, dict[str, Attr]] = {
             constraint_symmetric_weights,
         ),
     },
+    # Only inside a dense layer's constant group-wise weight (ir/group_quant.py): evaluated at compile time,
+    # or kept as int4 codes where CONV2D computes them exactly (backend/lower/group_weights.py).
+    "relax.astype": {"dtype": exact("float32, of a constant weight's integer codes, zero points or scales")},
+    "relax.take": {
+        "axis": exact("any, of a constant weight's group scales or zero points"),
+        "mode": exact("any: the indices are the constant group of each k"),
+    },
     "relax.add": {},
     "relax.subtract": {},
     "relax.multiply": {},

@@ -133,7 +133,7 @@ def render() -> str:
         for i, c in enumerate(g["constraints"], 1):
             lines.append(f"| {i} | `{C.reason_code(c)}` | {_text(c)} |")
         # The anchor ops' attributes, and those of the fused ops with attribute values that matter.
-        shown = ["relax.clip", "relax.permute_dims", "relax.broadcast_to"] + (
+        shown = ["relax.clip", "relax.permute_dims", "relax.broadcast_to", "relax.astype", "relax.take"] + (
             ["relax.quantize", "relax.dequantize"] if g["datapath"] == "int8" else []
         )
         lines += _attribute_rows(g["anchor_ops"] + [op for op in g["ops"] if op in shown and op not in g["anchor_ops"]])
