@@ -122,6 +122,25 @@ def _interface(model: onnx.ModelProto, layers: int, heads: int, dim: int, seq: i
             raise NPUError("ERR_OP_NOT_SUPPORTED", f"{gone} is still read after the rewrite: an unmapped use")
 
 
+def _vocab(model: onnx.ModelProto) -> int:
+    """The logits' last dimension. ONNX's shape inference does not know onnxruntime's contrib ops, so after
+    an LM head of MatMulNBits (4-bit exports) it is unknown there: then the head's N says it (and is
+    written into the output's type)."""
+    out = model.graph.output[0]
+    dim = out.type.tensor_type.shape.dim[2]
+    if dim.dim_value:
+        return dim.dim_value
+    head = next((n for n in model.graph.node if out.name in n.output), None)
+    if head is not None and head.op_type == "MatMulNBits":
+        dim.dim_value = int(next(a.i for a in head.attribute if a.name == "N"))
+        return dim.dim_value
+    raise NPUError(
+        "ERR_OP_NOT_SUPPORTED",
+        f"the logits output {out.name!r} has no static vocabulary dimension after specialization: export the "
+        "model with a static vocabulary (the LM head's output size)",
+    )
+
+
 def to_step_model(model: onnx.ModelProto | str | os.PathLike, max_context: int, seq_len: int) -> onnx.ModelProto:
     """The step model (S = seq_len tokens against a static cache of max_context rows) of a Hugging Face
     style ONNX decoder-with-past export (a ModelProto or a path). The input is not changed.
@@ -147,7 +166,7 @@ def to_step_model(model: onnx.ModelProto | str | os.PathLike, max_context: int, 
     decoder_cache.write_caches(model, layers, heads, seq_len)
     decoder_cache.position_ids(model, seq_len)
     _interface(model, layers, heads, dim, seq_len, max_context)
-    vocab = model.graph.output[0].type.tensor_type.shape.dim[2].dim_value
+    vocab = _vocab(model)
     step = dict(layers=layers, kv_heads=heads, head_dim=dim, max_context=int(max_context), vocab=vocab)
     step["seq_len"] = int(seq_len)
     del model.metadata_props[:]
