@@ -66,10 +66,11 @@ def test_decode_past_max_context(lm):
     _unchanged(lm, before)
 
 
-def test_unknown_weights_dtype_is_refused():
+@pytest.mark.parametrize("kw", [dict(weights="int2"), dict(weights="int4", group_size=48)])
+def test_unknown_weights_dtype_or_group_is_refused(kw):
     with pytest.raises(tvm_npu.NPUError) as info:
-        tvm_npu.llm.compile(gpt2_step, max_context=16, weights="int4")
-    assert info.value.code == "ERR_INVALID_CONFIG" and "int4" in str(info.value)
+        tvm_npu.llm.compile(gpt2_step, max_context=16, **kw)
+    assert info.value.code == "ERR_INVALID_CONFIG" and str(list(kw.values())[-1]) in str(info.value)
 
 
 def test_max_context_other_than_the_step_models():
