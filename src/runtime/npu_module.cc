@@ -6,6 +6,8 @@
  * A module holds one compiled region: its symbol and its command stream blob, validated when the
  * module is created (or loaded), so a damaged artifact fails at load, never mid-run. The weights
  * are baked into the blob, hence get_const_vars is empty and __init_<symbol> has nothing to bind.
+ * The blob's weight region is kept in the weight pool (weight_pool.h): modules carrying the same
+ * weights (an LLM's prefill and decode regions) hold one copy.
  */
 #include <tvm/ffi/cast.h>
 #include <tvm/ffi/container/array.h>
@@ -32,6 +34,7 @@
 #include "runtime/sram_provenance.h"
 #include "runtime/state_store.h"
 #include "runtime/stream_parser.h"
+#include "runtime/weight_pool.h"
 
 namespace tvm_npu {
 namespace {
@@ -127,10 +130,15 @@ ffi::Array<int64_t> Indices(const std::vector<bool>& flags) {
 
 class NPUModuleObj : public ffi::ModuleObj {
  public:
-  NPUModuleObj(std::string symbol, const char* data, size_t size)
-      : symbol_(std::move(symbol)), blob_(data, data + size) {
-    // Parsed from the member copy: ps_.weights points into blob_, which lives as long as this.
-    ps_ = ParseStream(blob_.data(), blob_.size());
+  NPUModuleObj(std::string symbol, const char* data, size_t size) : symbol_(std::move(symbol)) {
+    // Validated from the caller's bytes, then kept as the tables (head_) and the pooled weight
+    // region: ps_.weights points into weights_, which lives as long as this.
+    const uint8_t* bytes = reinterpret_cast<const uint8_t*>(data);
+    ps_ = ParseStream(bytes, size);
+    const uint64_t offset = ps_.header.weights_offset;
+    head_.assign(bytes, bytes + offset);
+    weights_ = ShareWeights(bytes + offset, ps_.header.weights_bytes);
+    ps_.weights = weights_->bytes.data();
     cache_ = std::make_unique<ExecCache>(ps_);
     state_ = std::make_unique<StateBinding>(ps_);  // format 1.4: zero, or shared by state_space
     timing_ = TimeStream(ps_);
@@ -180,8 +188,16 @@ class NPUModuleObj : public ffi::ModuleObj {
       });
     }
     if (name == "get_stream") {
+      return ffi::Function::FromTyped([self]() { return ffi::Bytes(self->Blob()); });
+    }
+    // The weight region this module holds: its bytes and the pooled copy's identity (equal for the
+    // modules sharing one copy), so a caller counts each copy once (docs/llm.md, "The artifact").
+    if (name == "weights_memory") {
       return ffi::Function::FromTyped([self]() {
-        return ffi::Bytes(reinterpret_cast<const char*>(self->blob_.data()), self->blob_.size());
+        std::ostringstream os;
+        os << "{\"bytes\": " << self->weights_->bytes.size() << ", \"id\": \""
+           << static_cast<const void*>(self->weights_.get()) << "\"}";
+        return ffi::String(os.str());
       });
     }
     return std::nullopt;
@@ -190,11 +206,12 @@ class NPUModuleObj : public ffi::ModuleObj {
   // Layout: u64 symbol size, symbol, u64 blob size, blob (host byte order, little-endian).
   ffi::Bytes SaveToBytes() const final {
     std::string out;
-    const uint64_t sym_size = symbol_.size(), blob_size = blob_.size();
+    const std::string blob = Blob();
+    const uint64_t sym_size = symbol_.size(), blob_size = blob.size();
     out.append(reinterpret_cast<const char*>(&sym_size), sizeof(sym_size));
     out.append(symbol_);
     out.append(reinterpret_cast<const char*>(&blob_size), sizeof(blob_size));
-    out.append(reinterpret_cast<const char*>(blob_.data()), blob_.size());
+    out.append(blob);
     return ffi::Bytes(out);
   }
 
@@ -220,6 +237,13 @@ class NPUModuleObj : public ffi::ModuleObj {
   }
 
  private:
+  // The whole stream again: the tables, then the weight region.
+  std::string Blob() const {
+    std::string out(reinterpret_cast<const char*>(head_.data()), head_.size());
+    out.append(reinterpret_cast<const char*>(weights_->bytes.data()), weights_->bytes.size());
+    return out;
+  }
+
   void Run(ffi::PackedArgs args) {
     const size_t ni = ps_.inputs.size(), no = ps_.outputs.size();
     if (static_cast<size_t>(args.size()) != ni + no) {
@@ -315,7 +339,8 @@ class NPUModuleObj : public ffi::ModuleObj {
   }
 
   std::string symbol_;
-  std::vector<uint8_t> blob_;
+  std::vector<uint8_t> head_;  // the blob up to weights_offset: header, tables, padding
+  std::shared_ptr<const WeightRegion> weights_;  // the blob's weight region, pooled
   ParsedStream ps_;
   std::unique_ptr<ExecCache> cache_;  // buffers and packed weights kept between calls
   std::unique_ptr<StateBinding> state_;  // format 1.4: the state tensors, kept between calls
@@ -346,7 +371,15 @@ TVM_FFI_STATIC_INIT_BLOCK() {
       .def("tvm_npu.runtime.constant_weight_commands",
            [](ffi::Bytes blob) { return Indices(ConstantWeightCommands(Parse(blob))); })
       .def("tvm_npu.runtime.resident_loads",
-           [](ffi::Bytes blob) { return Indices(ResidentLoads(Parse(blob))); });
+           [](ffi::Bytes blob) { return Indices(ResidentLoads(Parse(blob))); })
+      .def("tvm_npu.runtime.weight_sharing", []() { return WeightSharing(); })
+      .def("tvm_npu.runtime.set_weight_sharing", [](bool on) { SetWeightSharing(on); })
+      .def("tvm_npu.runtime.weight_pool", []() {
+        const WeightPoolStats s = WeightPoolUsage();
+        std::ostringstream os;
+        os << "{\"regions\": " << s.regions << ", \"bytes\": " << s.bytes << "}";
+        return ffi::String(os.str());
+      });
 }
 
 }  // namespace tvm_npu
