@@ -56,9 +56,13 @@ std::shared_ptr<const WeightRegion> Copy(const uint8_t* data, size_t size, uint6
 std::shared_ptr<const WeightRegion> ShareWeights(const uint8_t* data, size_t size) {
   Pool& pool = ThePool();
   const uint64_t hash = Hash(data, size);
-  if (!pool.sharing) return Copy(data, size, hash);
   const auto key = std::make_pair(size, hash);
   std::lock_guard<std::mutex> lock(pool.mutex);
+  if (!pool.sharing) {  // a copy of its own, listed for FindWeights only
+    std::shared_ptr<const WeightRegion> own = Copy(data, size, hash);
+    pool.regions.emplace(key, own);
+    return own;
+  }
   auto [lo, hi] = pool.regions.equal_range(key);
   for (auto it = lo; it != hi;) {
     std::shared_ptr<const WeightRegion> alive = it->second.lock();
@@ -72,6 +76,16 @@ std::shared_ptr<const WeightRegion> ShareWeights(const uint8_t* data, size_t siz
   std::shared_ptr<const WeightRegion> made = Copy(data, size, hash);
   pool.regions.emplace(key, made);
   return made;
+}
+
+std::shared_ptr<const WeightRegion> FindWeights(size_t size, uint64_t hash) {
+  Pool& pool = ThePool();
+  std::lock_guard<std::mutex> lock(pool.mutex);
+  auto [lo, hi] = pool.regions.equal_range(std::make_pair(size, hash));
+  for (auto it = lo; it != hi; ++it) {
+    if (std::shared_ptr<const WeightRegion> alive = it->second.lock()) return alive;
+  }
+  return nullptr;
 }
 
 bool WeightSharing() { return ThePool().sharing; }

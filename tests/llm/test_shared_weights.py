@@ -3,6 +3,11 @@ gives the prefill and decode regions that carry the same weight bytes one copy, 
 bytes are half the unshared sum; the logits are bit for bit those of an LLM whose modules hold their own
 copies (sharing off), which every step of both computes independently."""
 
+import functools
+import struct
+import subprocess
+import sys
+
 import numpy as np
 
 import tvm_npu
@@ -45,7 +50,8 @@ def test_the_pool_counts_each_copy_once_and_frees_it_with_its_last_module(tmp_pa
     from llm.reference import BUILDERS
 
     before = runtime.weight_pool()["bytes"]
-    lm = tvm_npu.llm.compile(BUILDERS["gpt2"], max_context=16, prefill_len=4)
+    # Weights of its own (a seed no other test uses): no module alive elsewhere shares them.
+    lm = tvm_npu.llm.compile(functools.partial(BUILDERS["gpt2"], seed=9173), max_context=16, prefill_len=4)
     mem = lm.memory()
     grown = runtime.weight_pool()["bytes"] - before
     # The compiler's own modules (the executable's) and the VM's share the same copies as well.
@@ -55,3 +61,27 @@ def test_the_pool_counts_each_copy_once_and_frees_it_with_its_last_module(tmp_pa
 
     gc.collect()
     assert runtime.weight_pool()["bytes"] == before
+
+
+def test_the_library_holds_each_shared_weight_region_once(lm, tmp_path):
+    """A decode region whose weights a prefill region carries is written with its weights by reference:
+    every weight region's bytes occur exactly once in the file, and a fresh process (no module alive to
+    share with) loads it and computes the same logits."""
+    path = lm.export_library(tmp_path / "lm.so")
+    data = path.read_bytes()
+    regions = set()
+    for m in runtime.npu_modules(lm._vm):
+        blob = bytes(m["get_stream"]())
+        offset, size = struct.unpack_from("<II", blob, 24)  # header words weights_offset, weights_bytes
+        if size:
+            regions.add(blob[offset : offset + size])
+    assert regions and all(data.count(r) == 1 for r in regions)
+    ids = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5]
+    script = (
+        "import sys, numpy as np, tvm_npu; lm = tvm_npu.llm.load(sys.argv[1]); "
+        f"sys.stdout.buffer.write(lm.prefill(np.array({ids})).tobytes() + lm.decode(7).tobytes())"
+    )
+    res = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, timeout=300)
+    assert res.returncode == 0, res.stderr.decode()[-2000:]
+    want = np.concatenate([lm.prefill(np.array(ids)), lm.decode(7)])
+    np.testing.assert_array_equal(np.frombuffer(res.stdout, np.float32), want)

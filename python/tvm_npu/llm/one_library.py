@@ -13,7 +13,8 @@ CPU once, so one `tvm_npu.export_library` writes one library:
 The two steps' NPU regions often carry the same symbol (the partitioner names a region after its ops),
 and one library resolves a symbol to one module, so each region is renamed `<step>_<symbol>`. Their
 weight regions are usually the same bytes ([N][K] weights do not depend on the row count): the runtime
-keeps one copy of each in memory (docs/llm.md, "The artifact").
+keeps one copy of each in memory, and the library holds them once: a decode region whose weights a
+prefill region carries is written with its weights by reference (docs/llm.md, "The artifact").
 """
 
 from __future__ import annotations
@@ -91,6 +92,19 @@ def _entry_module(built: dict, meta: dict) -> tvm.IRModule:
         return bb.get()
 
 
+def _weights_by_reference(modules: list) -> None:
+    """Mark each module whose weight region an earlier module of `modules` holds (the runtime's pool
+    gave them one copy) to be written with its weights by reference: the library holds those bytes
+    once. The library writes and loads its modules in this order (prefill's, then decode's), so the
+    holder is always loaded first."""
+    seen = set()
+    for m in modules:
+        w = runtime.weights_memory(m)
+        if w["bytes"] and w["id"] in seen:
+            m["set_weights_by_reference"](True)
+        seen.add(w["id"])
+
+
 def build_steps(pairs: list, cfg, kv: dict | None) -> tuple[dict, dict]:
     """Run the NPU flow through codegen on each (step, module, info) of `pairs`: ({step: (entry
     function, runtime modules)}, {step: BuildReport}). `kv` is {"state_space": k} for a resident cache
@@ -109,5 +123,6 @@ def build_steps(pairs: list, cfg, kv: dict | None) -> tuple[dict, dict]:
 def link(built: dict, meta: dict):
     """One executable from build_steps's entry functions and the metadata (see the module docstring)."""
     modules = [m for step in STEPS if step in built for m in built[step][1]]
+    _weights_by_reference(modules)
     mod = _entry_module(built, meta).with_attr("external_mods", modules)
     return tvm.compile(mod, target="npu", relax_pipeline=cpu_pipeline())
