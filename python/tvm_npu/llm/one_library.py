@@ -67,6 +67,9 @@ def _namespaced(step: str, mod: tvm.IRModule, report: BuildReport) -> tuple:
         symbol = str(m["get_symbol"]())
         names[symbol] = prefix + symbol
         modules.append(runtime.create_module(prefix + symbol, bytes(m["get_stream"]())))
+    # Not carried over: the codegen's `const_name_to_constant` (RunCodegen's copy of each region's float
+    # constants, `<symbol>_npu_const_<i>`). An NPU module bakes its weights into its stream and asks for
+    # none (its get_const_vars is empty), so the library's const_loader would only store them unused.
     extra = sorted(gv.name_hint for gv in mod.get_global_vars() if gv.name_hint != "main")
     if extra:  # after codegen a step is its main; anything else would need renaming as well
         raise NPUError("NPU_E_INTERNAL", f"the {step} step has functions {extra} besides main after codegen")
@@ -95,8 +98,8 @@ def _entry_module(built: dict, meta: dict) -> tvm.IRModule:
 def _weights_by_reference(modules: list) -> None:
     """Mark each module whose weight region an earlier module of `modules` holds (the runtime's pool
     gave them one copy) to be written with its weights by reference: the library holds those bytes
-    once. The library writes and loads its modules in this order (prefill's, then decode's), so the
-    holder is always loaded first."""
+    once. Loaded, such a module finds its weights at its first use, whatever order TVM loads the
+    library's modules in (src/runtime/npu_module.cc)."""
     seen = set()
     for m in modules:
         w = runtime.weights_memory(m)
