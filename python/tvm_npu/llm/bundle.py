@@ -19,7 +19,9 @@ saying to export it again. Anything else that does not read back is ERR_BAD_ARTI
 from __future__ import annotations
 
 import json
+import os
 import tarfile
+import tempfile
 from pathlib import Path
 
 import tvm
@@ -34,8 +36,16 @@ _AGAIN = "export it again with lm.export_library(path)"
 
 def write_bundle(lm, path) -> Path:
     """Write `lm` (an LLM) to `path` as one sealed library (moved into place once complete, so an
-    interrupted export leaves no partial file at `path`)."""
-    return runtime.export_library(lm.executable, path)
+    interrupted export leaves no partial file at `path`). TVM picks what it writes by the name's suffix
+    (".tar" would be a tar of object files), so a name not ending in ".so" is written as one, then
+    renamed."""
+    path = Path(path)
+    if path.suffix == ".so":
+        return runtime.export_library(lm.executable, path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}.") as tmp:
+        os.replace(runtime.export_library(lm.executable, Path(tmp) / "lm.so"), path)
+    return path
 
 
 def read_bundle(path):
@@ -49,7 +59,12 @@ def read_bundle(path):
             f"{path} is an LLM artifact of format 1 (a tar of two libraries), which this tvm_npu no longer "
             f"reads; {_AGAIN} (one library, format {FORMAT})",
         )
-    lib = runtime.load_module(path)  # the trailer and ELF checks: ERR_BAD_ARTIFACT when damaged
+    if path.suffix == ".so":
+        lib = runtime.load_module(path)  # the trailer and ELF checks: ERR_BAD_ARTIFACT when damaged
+    else:  # TVM loads by the (real) name's suffix too: through a hard link named ".so"
+        with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}.") as tmp:
+            os.link(path, Path(tmp) / "lm.so")
+            lib = runtime.load_module(Path(tmp) / "lm.so")  # dlopen keeps the file mapped
     try:
         meta = json.loads(str(relax.VirtualMachine(lib, tvm.cpu())[META_FUNCTION]()))
     except (AttributeError, KeyError, ValueError, RuntimeError) as err:
