@@ -13,6 +13,10 @@
  * usable: the run completes and a new one gives the same result. The library must carry the integrity
  * trailer of tvm_npu.export_library (checked before dlopen, include/tvm_npu/artifact.h); --no-verify
  * loads one exported without it (plain ex.export_library) with the ELF check only.
+ *
+ *   npu_host lm.so --prompt-ids 1,2,3 --max-new-tokens 16 [--logits-out l.bin] [--no-verify]
+ *
+ * runs an LLM exported by lm.export_library (llm_loop.cc): prefill, then a greedy decode loop.
  */
 #include <tvm_npu/host.h>
 
@@ -151,11 +155,17 @@ int Threads(const std::string& model_path, host::Integrity integrity, const ffi:
 
 }  // namespace
 
+int RunLLM(int argc, char** argv);  // llm_loop.cc
+
 int main(int argc, char** argv) {
+  if (argc >= 3 && std::string(argv[2]) == "--prompt-ids") return RunLLM(argc, argv);
   if (argc < 3) {
-    std::cerr << "usage: npu_host model.so input.npy|input.bin [--shape 1,3,224,224] [--top K] "
-                 "[--out y.bin]"
-                 " [--profile] [--threads N --runs M] [--timeout-ms T] [--no-verify]\n";
+    std::cerr
+        << "usage: npu_host model.so input.npy|input.bin [--shape 1,3,224,224] [--top K] "
+           "[--out y.bin]"
+           " [--profile] [--threads N --runs M] [--timeout-ms T] [--no-verify]\n"
+           "       npu_host lm.so --prompt-ids 1,2,3 [--max-new-tokens N] [--logits-out l.bin]"
+           " [--no-verify]\n";
     return 2;
   }
   std::string shape, out;

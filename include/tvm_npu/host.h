@@ -36,6 +36,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -64,21 +65,50 @@ inline ffi::Tensor MakeTensor(const std::vector<int64_t>& shape, DLDataType dtyp
   return t;
 }
 
+/*! \brief `mod`'s function `name`; ERR_BAD_STREAM naming `where` when it has none. */
+inline ffi::Function RequiredFunction(const ffi::Module& mod, const char* name,
+                                      const std::string& where) {
+  ffi::Optional<ffi::Function> f = mod->GetFunction(name);
+  if (!f.has_value()) {
+    throw Error("ERR_BAD_STREAM",
+                where + " has no function '" + name +
+                    "': not an artifact of tvm_npu.build / tvm.compile(..., target=\"npu\")");
+  }
+  return *f;
+}
+
+/*! \brief A library `path` loaded after CheckArtifact (artifact.h: a damaged library is
+ *         ERR_BAD_ARTIFACT) and a Relax VM over it, initialised on the CPU: {library, VM}. */
+inline std::pair<ffi::Module, ffi::Module> LoadVM(const std::string& path, Integrity integrity) {
+  CheckArtifact(path, integrity);
+  // dlopen takes a name without a slash for a library to look for on the search path, not for a
+  // file here: "model.so" from the working directory would not be found.
+  ffi::Module lib =
+      ffi::Module::LoadFromFile(path.find('/') == std::string::npos ? "./" + path : path);
+  ffi::Module vm = RequiredFunction(lib, "vm_load_executable", path)().cast<ffi::Module>();
+  // device type, device id, allocator (2: pooled) for the one device the model runs on (the CPU;
+  // the NPU is reached through the packed functions of its modules).
+  RequiredFunction(vm, "vm_initialization", path)(static_cast<int>(kDLCPU), 0, 2);
+  return {lib, vm};
+}
+
+/*! \brief Every NPU region module a VM calls (the imports of its library, recursively). */
+inline std::vector<ffi::Module> NpuModules(const ffi::Module& vm) {
+  std::vector<ffi::Module> todo{vm}, found;
+  for (size_t i = 0; i < todo.size(); ++i) {
+    for (const ffi::Any& imp : todo[i]->imports()) todo.push_back(imp.cast<ffi::Module>());
+    if (std::string(todo[i]->kind()) == "npu") found.push_back(todo[i]);
+  }
+  return found;
+}
+
 /*! \brief A loaded artifact with its own Relax VM on the CPU. */
 class Model {
  public:
   /*! \brief Load `path` after CheckArtifact (artifact.h): a damaged library is ERR_BAD_ARTIFACT. */
   explicit Model(const std::string& path, Integrity integrity = Integrity::kRequireTrailer) {
-    CheckArtifact(path, integrity);
-    // dlopen takes a name without a slash for a library to look for on the search path, not for a
-    // file here: "model.so" from the working directory would not be found.
-    lib_ = ffi::Module::LoadFromFile(path.find('/') == std::string::npos ? "./" + path : path);
-    ffi::Function load = Required(lib_, "vm_load_executable", path);
-    vm_ = load().cast<ffi::Module>();
-    // device type, device id, allocator (2: pooled) for the one device the model runs on (the CPU;
-    // the NPU is reached through the packed functions of its modules).
-    Required(vm_, "vm_initialization", path)(static_cast<int>(kDLCPU), 0, 2);
-    main_ = Required(vm_, "main", path);
+    std::tie(lib_, vm_) = LoadVM(path, integrity);
+    main_ = RequiredFunction(vm_, "main", path);
   }
 
   /*! \brief Run `main` on `inputs` (in argument order); the outputs in order (one for a tensor). */
@@ -117,28 +147,14 @@ class Model {
   std::string Profile() {
     std::lock_guard<std::mutex> lock(*mu_);
     std::string out = "[";
-    std::vector<ffi::Module> todo{vm_};
-    for (size_t i = 0; i < todo.size(); ++i) {
-      for (const ffi::Any& imp : todo[i]->imports()) todo.push_back(imp.cast<ffi::Module>());
-      if (std::string(todo[i]->kind()) != "npu") continue;
-      ffi::String json = Required(todo[i], "get_profile", "npu module")().cast<ffi::String>();
+    for (const ffi::Module& m : NpuModules(vm_)) {
+      ffi::String json = RequiredFunction(m, "get_profile", "npu module")().cast<ffi::String>();
       out += (out.size() > 1 ? ", " : "") + std::string(json);
     }
     return out + "]";
   }
 
  private:
-  static ffi::Function Required(const ffi::Module& mod, const char* name,
-                                const std::string& where) {
-    ffi::Optional<ffi::Function> f = mod->GetFunction(name);
-    if (!f.has_value()) {
-      throw Error("ERR_BAD_STREAM",
-                  where + " has no function '" + name +
-                      "': not an artifact of tvm_npu.build / tvm.compile(..., target=\"npu\")");
-    }
-    return *f;
-  }
-
   ffi::Module lib_{ffi::UnsafeInit{}}, vm_{ffi::UnsafeInit{}};
   ffi::Function main_;
   std::shared_ptr<std::mutex> mu_ = std::make_shared<std::mutex>();

@@ -6,6 +6,8 @@
  * A module holds one compiled region: its symbol and its command stream blob, validated when the
  * module is created (or loaded), so a damaged artifact fails at load, never mid-run. The weights
  * are baked into the blob, hence get_const_vars is empty and __init_<symbol> has nothing to bind.
+ * The blob's weight region is kept in the weight pool (weight_pool.h): modules carrying the same
+ * weights (an LLM's prefill and decode regions) hold one copy.
  */
 #include <tvm/ffi/cast.h>
 #include <tvm/ffi/container/array.h>
@@ -32,6 +34,7 @@
 #include "runtime/sram_provenance.h"
 #include "runtime/state_store.h"
 #include "runtime/stream_parser.h"
+#include "runtime/weight_pool.h"
 
 namespace tvm_npu {
 namespace {
@@ -127,14 +130,25 @@ ffi::Array<int64_t> Indices(const std::vector<bool>& flags) {
 
 class NPUModuleObj : public ffi::ModuleObj {
  public:
-  NPUModuleObj(std::string symbol, const char* data, size_t size)
-      : symbol_(std::move(symbol)), blob_(data, data + size) {
-    // Parsed from the member copy: ps_.weights points into blob_, which lives as long as this.
-    ps_ = ParseStream(blob_.data(), blob_.size());
-    cache_ = std::make_unique<ExecCache>(ps_);
-    state_ = std::make_unique<StateBinding>(ps_);  // format 1.4: zero, or shared by state_space
-    timing_ = TimeStream(ps_);
-    total_saturated_.assign(ps_.inputs.size(), 0);
+  // A module of the whole stream `data`: validated from the caller's bytes, then kept as the
+  // tables (head_) and the pooled weight region (ps_.weights points into weights_).
+  NPUModuleObj(std::string symbol, const char* data, size_t size) : symbol_(std::move(symbol)) {
+    const uint8_t* bytes = reinterpret_cast<const uint8_t*>(data);
+    ps_ = ParseStream(bytes, size);
+    head_.assign(bytes, bytes + ps_.header.weights_offset);
+    weights_ = ShareWeights(bytes + ps_.header.weights_offset, ps_.header.weights_bytes);
+    Init();
+  }
+
+  // A module loaded with its weights by reference (SaveToBytes): the tables `head` and the key of
+  // a weight region another module of the library holds. TVM loads a library's modules in an
+  // order of its own, so the region is found (and the stream validated) at the first GetFunction,
+  // when every module of the library is loaded and before anything runs.
+  NPUModuleObj(std::string symbol, const char* head, size_t size, uint64_t weights_bytes,
+               uint64_t hash)
+      : symbol_(std::move(symbol)), head_(head, head + size), by_reference_(true) {
+    key_[0] = weights_bytes;
+    key_[1] = hash;
   }
 
   const char* kind() const final { return "npu"; }
@@ -144,6 +158,7 @@ class NPUModuleObj : public ffi::ModuleObj {
   }
 
   ffi::Optional<ffi::Function> GetFunction(const ffi::String& name) final {
+    Resolve();
     ffi::ObjectPtr<NPUModuleObj> self = ffi::GetObjectPtr<NPUModuleObj>(this);
     if (name == symbol_) {
       return ffi::Function::FromPacked(
@@ -180,46 +195,120 @@ class NPUModuleObj : public ffi::ModuleObj {
       });
     }
     if (name == "get_stream") {
+      return ffi::Function::FromTyped([self]() { return ffi::Bytes(self->Blob()); });
+    }
+    // The weight region this module holds: its bytes and the pooled copy's identity (equal for the
+    // modules sharing one copy), so a caller counts each copy once (docs/llm.md, "The artifact").
+    // Serialize the weight region by reference (its size and hash) instead of its bytes: for a
+    // module whose weights another module of the same library writes first (an LLM's decode
+    // regions after prefill's: python/tvm_npu/llm/one_library.py). Loading it needs that module
+    // loaded first, and fails with ERR_BAD_ARTIFACT otherwise.
+    if (name == "set_weights_by_reference") {
+      return ffi::Function::FromTyped([self](bool on) { self->by_reference_ = on; });
+    }
+    if (name == "weights_memory") {
       return ffi::Function::FromTyped([self]() {
-        return ffi::Bytes(reinterpret_cast<const char*>(self->blob_.data()), self->blob_.size());
+        std::ostringstream os;
+        os << "{\"bytes\": " << self->weights_->bytes.size() << ", \"id\": \""
+           << static_cast<const void*>(self->weights_.get()) << "\"}";
+        return ffi::String(os.str());
       });
     }
     return std::nullopt;
   }
 
-  // Layout: u64 symbol size, symbol, u64 blob size, blob (host byte order, little-endian).
+  // Layout: u64 symbol size, symbol, u64 blob size, blob (host byte order, little-endian). With
+  // the weights by reference, the symbol size has kByReference set and the blob stops at
+  // weights_offset, followed by u64 weights_bytes and u64 the weights' hash (weight_pool.h).
   ffi::Bytes SaveToBytes() const final {
     std::string out;
-    const uint64_t sym_size = symbol_.size(), blob_size = blob_.size();
+    const bool ref = by_reference_ && (weights_ == nullptr || !weights_->bytes.empty());
+    const std::string blob = ref ? std::string(head_.begin(), head_.end()) : Blob();
+    const uint64_t sym_size = symbol_.size() | (ref ? kByReference : 0), blob_size = blob.size();
     out.append(reinterpret_cast<const char*>(&sym_size), sizeof(sym_size));
     out.append(symbol_);
     out.append(reinterpret_cast<const char*>(&blob_size), sizeof(blob_size));
-    out.append(reinterpret_cast<const char*>(blob_.data()), blob_.size());
+    out.append(blob);
+    if (ref) {
+      const uint64_t key[2] = {weights_ ? weights_->bytes.size() : key_[0],
+                               weights_ ? weights_->hash : key_[1]};
+      out.append(reinterpret_cast<const char*>(key), sizeof(key));
+    }
     return ffi::Bytes(out);
   }
 
   static ffi::Module LoadFromBytes(const ffi::Bytes& bytes) {
     const char* p = bytes.data();
     size_t left = bytes.size();
-    auto take_sized = [&](const char* what) {
+    auto take_u64 = [&](const char* what) {
       uint64_t n;
-      if (left < sizeof(n)) NPU_THROW(kBadStream) << "npu module: truncated " << what << " size";
+      if (left < sizeof(n)) NPU_THROW(kBadStream) << "npu module: truncated " << what;
       std::memcpy(&n, p, sizeof(n));
       p += sizeof(n);
       left -= sizeof(n);
+      return n;
+    };
+    auto take_sized = [&](const char* what, uint64_t n) {
       if (n > left) NPU_THROW(kBadStream) << "npu module: truncated " << what;
       const char* start = p;
       p += n;
       left -= n;
       return std::pair<const char*, size_t>(start, n);
     };
-    auto [sym, sym_size] = take_sized("symbol");
-    auto [blob, blob_size] = take_sized("stream");
+    const uint64_t sym_word = take_u64("symbol size");
+    const bool ref = (sym_word & kByReference) != 0;
+    auto [sym, sym_size] = take_sized("symbol", sym_word & ~kByReference);
+    auto [blob, blob_size] = take_sized("stream", take_u64("stream size"));
+    if (ref) {
+      const uint64_t weights_bytes = take_u64("weights size"), hash = take_u64("weights hash");
+      if (left != 0) NPU_THROW(kBadStream) << "npu module: " << left << " trailing bytes";
+      return ffi::Module(ffi::make_object<NPUModuleObj>(std::string(sym, sym_size), blob, blob_size,
+                                                        weights_bytes, hash));
+    }
     if (left != 0) NPU_THROW(kBadStream) << "npu module: " << left << " trailing bytes";
     return ffi::Module(ffi::make_object<NPUModuleObj>(std::string(sym, sym_size), blob, blob_size));
   }
 
  private:
+  // The caches, state binding and timing of a parsed stream (ps_.weights set).
+  void Init() {
+    ps_.weights = weights_->bytes.data();
+    cache_ = std::make_unique<ExecCache>(ps_);
+    state_ = std::make_unique<StateBinding>(ps_);  // format 1.4: zero, or shared by state_space
+    timing_ = TimeStream(ps_);
+    total_saturated_.assign(ps_.inputs.size(), 0);
+  }
+
+  // A module loaded with its weights by reference: find them, validate the whole stream (its CRC
+  // covers the weights, so a region found under a wrong key is refused), and initialise.
+  void Resolve() {
+    std::lock_guard<std::mutex> lock(resolve_mutex_);
+    if (weights_ != nullptr) return;
+    std::shared_ptr<const WeightRegion> found = FindWeights(key_[0], key_[1]);
+    if (found == nullptr) {
+      NPU_THROW(kBadArtifact) << "npu module " << symbol_ << " refers to a weight region of "
+                              << key_[0] << " bytes that no other module of its library holds: "
+                              << "the library is damaged or incomplete; export it again";
+    }
+    std::vector<uint8_t> whole(head_);
+    whole.insert(whole.end(), found->bytes.begin(), found->bytes.end());
+    ps_ = ParseStream(whole.data(), whole.size());
+    if (ps_.header.weights_offset != head_.size()) {
+      NPU_THROW(kBadArtifact) << symbol_ << ": the stream's weight region starts at "
+                              << ps_.header.weights_offset << ", its tables end at "
+                              << head_.size();
+    }
+    weights_ = WeightSharing() ? found : ShareWeights(found->bytes.data(), found->bytes.size());
+    Init();
+  }
+
+  // The whole stream again: the tables, then the weight region.
+  std::string Blob() const {
+    std::string out(reinterpret_cast<const char*>(head_.data()), head_.size());
+    out.append(reinterpret_cast<const char*>(weights_->bytes.data()), weights_->bytes.size());
+    return out;
+  }
+
   void Run(ffi::PackedArgs args) {
     const size_t ni = ps_.inputs.size(), no = ps_.outputs.size();
     if (static_cast<size_t>(args.size()) != ni + no) {
@@ -315,7 +404,12 @@ class NPUModuleObj : public ffi::ModuleObj {
   }
 
   std::string symbol_;
-  std::vector<uint8_t> blob_;
+  std::vector<uint8_t> head_;  // the blob up to weights_offset: header, tables, padding
+  std::shared_ptr<const WeightRegion> weights_;  // the blob's weight region, pooled
+  bool by_reference_ = false;  // SaveToBytes writes the weights' key, not their bytes
+  uint64_t key_[2] = {0, 0};    // loaded by reference, until Resolve: weights_bytes, hash
+  std::mutex resolve_mutex_;
+  static constexpr uint64_t kByReference = uint64_t{1} << 63;
   ParsedStream ps_;
   std::unique_ptr<ExecCache> cache_;  // buffers and packed weights kept between calls
   std::unique_ptr<StateBinding> state_;  // format 1.4: the state tensors, kept between calls
@@ -346,7 +440,15 @@ TVM_FFI_STATIC_INIT_BLOCK() {
       .def("tvm_npu.runtime.constant_weight_commands",
            [](ffi::Bytes blob) { return Indices(ConstantWeightCommands(Parse(blob))); })
       .def("tvm_npu.runtime.resident_loads",
-           [](ffi::Bytes blob) { return Indices(ResidentLoads(Parse(blob))); });
+           [](ffi::Bytes blob) { return Indices(ResidentLoads(Parse(blob))); })
+      .def("tvm_npu.runtime.weight_sharing", []() { return WeightSharing(); })
+      .def("tvm_npu.runtime.set_weight_sharing", [](bool on) { SetWeightSharing(on); })
+      .def("tvm_npu.runtime.weight_pool", []() {
+        const WeightPoolStats s = WeightPoolUsage();
+        std::ostringstream os;
+        os << "{\"regions\": " << s.regions << ", \"bytes\": " << s.bytes << "}";
+        return ffi::String(os.str());
+      });
 }
 
 }  // namespace tvm_npu

@@ -45,3 +45,21 @@ def test_generate_with_an_onnx_step_model_and_a_bad_token(tmp_path, capsys):
     assert main(["generate", str(path), "--prompt-ids", "4,x"]) == 2
     assert main(["generate", str(path), "--prompt-ids", "1", "--max-new-tokens", "9"]) == 2  # 1 + 9 - 1 > 8
     assert "ERR_LLM_CONTEXT" in capsys.readouterr().err
+
+
+def test_generate_from_an_exported_library(tmp_path, capsys):
+    """MODEL may be the one library of lm.export_library; the old tar format is ERR_BAD_ARTIFACT."""
+    import tarfile
+
+    import tvm_npu
+
+    lib = tvm_npu.llm.compile(gpt2_step, max_context=16, prefill_len=2).export_library(tmp_path / "lm.so")
+    assert main(["generate", str(lib), "--prompt-ids", "1,2,3", "--max-new-tokens", "5"]) == 0
+    _, want = OrtDecoder(gpt2_step, max_context=16).run([1, 2, 3], 5)
+    assert _tokens(capsys.readouterr().out) == want
+    old = tmp_path / "old.so"
+    with tarfile.open(old, "w") as tar:
+        tar.add(lib, arcname="decode.so")
+    assert main(["generate", str(old), "--prompt-ids", "1,2"]) == 2
+    err = capsys.readouterr().err
+    assert "ERR_BAD_ARTIFACT" in err and "export it again" in err

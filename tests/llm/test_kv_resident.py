@@ -50,7 +50,7 @@ class Region:
 
     def run(self, q, k, v, position):
         out = _t(np.zeros((1, self.H, self.S, self.D), np.float32))
-        self.mod["tvm_npu_kv_attention_0"](_t(q), _t(k), _t(v), _t(np.array([position], np.int64)), out)
+        self.mod[str(self.mod["get_symbol"]())](_t(q), _t(k), _t(v), _t(np.array([position], np.int64)), out)
         return out.numpy()
 
     def state(self, slot):

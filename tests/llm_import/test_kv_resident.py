@@ -45,17 +45,16 @@ def test_every_layer_keeps_its_cache_on_the_npu(hf_llm, arch, attn):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_a_decode_call_passes_only_the_token_and_the_position(hf_llm, arch):
-    """The compiled decode step's main is (input_ids, position) -> (logits,): no cache in or out."""
+    """The library's prefill and decode functions are (input_ids, position) -> (logits,): no cache in or out."""
     lm = hf_llm(arch)
     want = lm.prefill(np.array(PROMPT, np.int64))
     lm.reset()
-    vm = lm._runners["prefill"].vm
     ids = np.zeros((1, lm.prefill_len), np.int64)
     ids[0, : len(PROMPT)] = PROMPT
-    out = vm["main"](tvm.runtime.tensor(ids), tvm.runtime.tensor(np.array([0], np.int64)))
+    out = lm._vm["prefill"](tvm.runtime.tensor(ids), tvm.runtime.tensor(np.array([0], np.int64)))
     assert len(out) == 1
     np.testing.assert_array_equal(out[0].numpy()[0, len(PROMPT) - 1], want)
-    out = lm._runners["decode"].vm["main"](
+    out = lm._vm["decode"](
         tvm.runtime.tensor(np.array([[7]], np.int64)), tvm.runtime.tensor(np.array([len(PROMPT)], np.int64))
     )
     assert len(out) == 1 and out[0].numpy().shape == (1, 1, lm.vocab)

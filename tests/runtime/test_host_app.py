@@ -3,12 +3,8 @@ exported here and runs it without Python — bit for bit what Python gets, from 
 through the asynchronous path with a timeout that leaves the model usable; a damaged library is refused
 before dlopen."""
 
-import os
 import re
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,35 +13,14 @@ from tvm import relax
 
 import tvm_npu
 from damaged_libraries import damaged_copies
+from host_app_build import build_host_app
 from tvm_npu.models import mobilenet_v2_shaped, small_cnn
 from tvm_npu.runtime.artifact import trailer
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def host_app(tmp_path_factory):
-    if shutil.which("cmake") is None:
-        pytest.fail("cmake is not installed: pip install '.[test]' brings it")
-    build = tmp_path_factory.mktemp("host_app")
-    # The runtime library Python uses (TVM_NPU_RUNTIME_LIB: a development or sanitizer build) or the
-    # installed one.
-    lib = [f"-DTVM_NPU_RUNTIME_LIB={os.environ['TVM_NPU_RUNTIME_LIB']}"] if "TVM_NPU_RUNTIME_LIB" in os.environ else []
-    subprocess.run(
-        [
-            "cmake",
-            "-S",
-            str(ROOT / "apps" / "host_app"),
-            "-B",
-            str(build),
-            f"-DPython3_EXECUTABLE={sys.executable}",
-            *lib,
-        ],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(["cmake", "--build", str(build), "-j2"], check=True, capture_output=True)
-    return build / "npu_host"
+    return build_host_app(tmp_path_factory.mktemp("host_app"))
 
 
 def export(model, x, path):

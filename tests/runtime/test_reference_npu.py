@@ -270,6 +270,51 @@ def test_load_from_bytes(rt):
     raises_code("ERR_BAD_STREAM", rt["load"], saved[:-1])
 
 
+def _pool_hash(data: bytes) -> int:
+    """The weight pool's key of a region (src/runtime/weight_pool.cc), computed again here."""
+    mask, h, n8 = (1 << 64) - 1, 0x9E3779B97F4A7C15 ^ len(data), len(data) // 8 * 8
+    for i in range(0, n8, 8):
+        h = ((h ^ int.from_bytes(data[i : i + 8], "little")) * 0xFF51AFD7ED558CCD) & mask
+        h ^= h >> 32
+    for b in data[n8:]:
+        h = ((h ^ b) * 0x100000001B3) & mask
+    return h ^ (h >> 29)
+
+
+def _by_reference(symbol: bytes, blob: bytes, key_weights: bytes) -> bytes:
+    """A module saved with its weights by reference: the flag bit in the symbol size, the stream up to
+    weights_offset, then the size and hash of `key_weights`."""
+    offset = struct.unpack_from("<I", blob, layout.HEADER.offsets["weights_offset"])[0]
+    return (
+        struct.pack("<Q", len(symbol) | 1 << 63)
+        + symbol
+        + struct.pack("<Q", offset)
+        + blob[:offset]
+        + struct.pack("<QQ", len(key_weights), _pool_hash(key_weights))
+    )
+
+
+def test_load_with_the_weights_by_reference(rt):
+    """A module saved with its weights by reference finds them at first use in a module alive with those
+    bytes; no such module is ERR_BAD_ARTIFACT, other bytes under the key fail the stream's CRC."""
+    blob, wt, bias = conv_stream()
+    offset = struct.unpack_from("<I", blob, layout.HEADER.offsets["weights_offset"])[0]
+    weights = blob[offset:]
+    x = np.random.default_rng(5).standard_normal((1, C, H, W)).astype(np.float32)
+    holder = rt["create"]("npu_conv_h", blob)
+    mod = rt["load"](_by_reference(b"npu_conv_r", blob, weights))
+    np.testing.assert_array_equal(run_conv_stream(mod["npu_conv_r"], x), expected_conv(x, wt, bias))
+    assert bytes(mod["get_stream"]()) == blob
+    missing = rt["load"](_by_reference(b"npu_conv_m", blob, weights[:-1] + bytes([weights[-1] ^ 1])))
+    raises_code("ERR_BAD_ARTIFACT", missing.__getitem__, "npu_conv_m")
+    other = bytearray(blob)
+    other[-1] ^= 1  # one weight byte apart: a region of its own, under its own key
+    holder2 = rt["create"]("npu_conv_o", refresh_crc(bytes(other)))
+    wrong = rt["load"](_by_reference(b"npu_conv_w", blob, bytes(other[offset:])))
+    raises_code("ERR_BAD_STREAM", wrong.__getitem__, "npu_conv_w")  # the CRC covers the weights
+    del holder, holder2
+
+
 def test_concurrent_calls(rt):
     blob, wt, bias = conv_stream()
     fn = rt["create"]("npu_conv_0", blob)["npu_conv_0"]

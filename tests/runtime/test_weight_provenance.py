@@ -377,3 +377,31 @@ def test_compiled_lstm_calls_on_warm_buffers_give_the_same_bits():
     run(feeds[1]), run(feeds[2])
     for a, b in zip(first, run(feeds[0])):
         np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_modules_with_the_same_weight_region_hold_one_copy():
+    """The weight pool (runtime/weight_pool.h): equal weight regions share one copy, other bytes never do;
+    the stream reads back whole, and each module computes with its own weights (the numpy model)."""
+    rng = np.random.default_rng(3)
+    w_a = (rng.standard_normal((C, C)) * 0.5).astype(np.float16)
+    w_b = w_a.copy()
+    w_b[C - 1, C - 1] = -w_b[C - 1, C - 1]  # one weight apart: same size, other bytes
+    blob_a, _ = build("blob", w_a)
+    blob_b, _ = build("blob", w_b)
+    mods = [tvm_npu.runtime.create_module(s, b) for s, b in (("a", blob_a), ("a2", blob_a), ("b", blob_b))]
+    ids = [tvm_npu.runtime.weights_memory(m)["id"] for m in mods]
+    assert ids[0] == ids[1] != ids[2]
+    assert [tvm_npu.runtime.weights_memory(m)["bytes"] for m in mods] == [W_BYTES] * 3
+    assert bytes(mods[1]["get_stream"]()) == blob_a and bytes(mods[2]["get_stream"]()) == blob_b
+    x = rng.standard_normal((1, 1, PIX, C)).astype(np.float32)
+    for m, symbol, w in zip(mods, ("a", "a2", "b"), (w_a, w_a, w_b)):
+        y = np.zeros((1, 1, PIX, C), np.float32)
+        m[symbol](T(x), T(y))
+        want = fp16.conv2d(x.astype(np.float16), w.reshape(C, 1, 1, C), None, (1, PIX))
+        np.testing.assert_array_equal(y.astype(np.float16).view(np.uint16), want.view(np.uint16))
+    tvm_npu.runtime.set_weight_sharing(False)
+    try:
+        own = tvm_npu.runtime.create_module("a3", blob_a)
+    finally:
+        tvm_npu.runtime.set_weight_sharing(True)
+    assert tvm_npu.runtime.weights_memory(own)["id"] != ids[0]

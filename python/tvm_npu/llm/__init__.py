@@ -23,10 +23,8 @@ def load(path) -> LLM:
     when the file is damaged or not such an artifact."""
     from .bundle import read_bundle
 
-    meta, libs = read_bundle(path)
-    if meta.get("shared"):
-        libs = {"decode": libs["decode"]}
-    return LLM(libs, meta)
+    meta, lib = read_bundle(path)
+    return LLM(lib, meta)
 
 
 __all__ = ["LLM", "compile", "greedy", "load", "top_k", "top_p"]

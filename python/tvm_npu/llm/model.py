@@ -18,14 +18,15 @@ import warnings
 
 import numpy as np
 import tvm
+from tvm import relax
 
-from ..build import build
+from .. import runtime
 from ..contract.config import get_config
 from ..contract.errors import NPUError
 from ..partition.report import BuildReport
 from ..quantization import quantize_weights_int4, quantize_weights_int8
 from ..quantization.weight_int4 import GROUP_SIZES
-from . import kv_calibration, sampling, steps
+from . import kv_calibration, one_library, sampling, steps
 from .step_runner import StepRunner
 
 
@@ -144,18 +145,14 @@ def compile(
     pairs = pairs[1:] if pre_mod is dec_mod else pairs
     space = _state_space()
 
-    def build_all(resident: bool) -> dict:
-        out = {}
-        for name, mod, info in pairs:
-            report = BuildReport()
-            kv = {"step": info, "state_space": space, "kv_scales": scales} if resident else None
-            out[name] = (build(mod, config=cfg, report=report, kv_cache=kv), report)
-        return out
+    def build_all(resident: bool) -> tuple[dict, dict]:
+        kv = {"state_space": space, "kv_scales": scales} if resident else None
+        return one_library.build_steps(pairs, cfg, kv)
 
-    built = build_all(kv_cache == "npu")
-    resident = all(r.kv_cache.get("resident") for _, r in built.values())
-    if kv_cache == "npu" and not resident and any(r.kv_cache.get("resident") for _, r in built.values()):
-        built = build_all(False)  # one step took the cache and the other did not: both keep it on the host
+    built, reports = build_all(kv_cache == "npu")
+    resident = all(r.kv_cache.get("resident") for r in reports.values())
+    if kv_cache == "npu" and not resident and any(r.kv_cache.get("resident") for r in reports.values()):
+        built, reports = build_all(False)  # one step took the cache and the other did not: both keep it on the host
     if kv_dtype == "int8" and not resident:  # not wrong (float32 is exact-er), but not what was asked
         warnings.warn(
             'kv_dtype="int8": the compiler keeps this model\'s cache on the host (float32; '
@@ -163,6 +160,7 @@ def compile(
             stacklevel=2,
         )
     meta = {
+        "format": one_library.FORMAT,
         "step": dec_info,
         "prefill_len": pre_info["seq_len"],
         "config": cfg.to_dict(),
@@ -173,35 +171,45 @@ def compile(
         "kv_dtype": (kv_dtype if resident else "float32"),
         "kv_scales": scales if resident else None,
         "state_space": space if resident else 0,
-        "placements": {k: _placements(r) for k, (_, r) in built.items()},
-        "regions": {k: _regions(r) for k, (_, r) in built.items()},
+        "placements": {k: _placements(r) for k, r in reports.items()},
+        "regions": {k: _regions(r) for k, r in reports.items()},
     }
-    lm = LLM({k: ex for k, (ex, _) in built.items()}, meta)
-    lm.reports = {k: r for k, (_, r) in built.items()}
+    lm = LLM(one_library.link(built, meta), meta)
+    lm.reports = reports
     return lm
 
 
 class LLM:
     """A compiled decoder: `prefill(ids)`, `decode(token)`, `generate(ids, ...)`, `reset()`, `profile()`,
-    `export_library(path)`; `placements` says where each op of each step ran."""
+    `memory()`, `export_library(path)`; `placements` says where each op of each step ran.
 
-    def __init__(self, executables: dict, meta: dict):
+    `executable` is the one VM executable (or loaded library) with the entry functions "prefill" and
+    "decode" (llm/one_library.py)."""
+
+    def __init__(self, executable, meta: dict):
         self.meta = meta
+        self.executable = executable
+        self._vm = relax.VirtualMachine(executable, tvm.cpu())
+        modules = runtime.npu_modules(self._vm)
         info = meta["step"]
         self.layers, self.vocab, self.max_context = info["layers"], info["vocab"], info["max_context"]
         self.prefill_len = meta["prefill_len"]
         self._cache_shape = (1, info["kv_heads"], self.max_context, info["head_dim"])
         self.resident = meta.get("kv_cache") == "npu"  # the cache is the steps' shared NPU state
+        steps = ["decode"] if meta.get("shared") else ["prefill", "decode"]
         self._runners = {
             name: StepRunner(
-                ex,
+                self._vm,
+                name,
+                modules,
+                one_library.step_prefix(name),
                 dict(info, seq_len=1 if name == "decode" else self.prefill_len),
                 meta["regions"][name],
                 meta["config"],
                 self.resident,
                 meta.get("kv_scales"),
             )
-            for name, ex in executables.items()
+            for name in steps
         }
         if "prefill" not in self._runners:  # one step model at seq_len 1 serves both
             self._runners["prefill"] = self._runners["decode"]
@@ -372,8 +380,21 @@ class LLM:
             }
         return out
 
+    def memory(self) -> dict:
+        """The weights of the NPU regions of both steps in this process's memory: `weights_bytes`, every
+        region's weight region summed (what the two steps held before the runtime shared them), and
+        `weights_resident_bytes`, each copy counted once (the runtime keeps one copy of identical
+        weight regions, src/runtime/weight_pool.h; prefill's and decode's usually are); `regions`."""
+        total, copies = 0, {}
+        modules = runtime.npu_modules(self._vm)
+        for m in modules:
+            w = runtime.weights_memory(m)
+            total += w["bytes"]
+            copies[w["id"]] = w["bytes"]
+        return {"weights_bytes": total, "weights_resident_bytes": sum(copies.values()), "regions": len(modules)}
+
     def export_library(self, path):
-        """Write both steps and the metadata to one file (llm/bundle.py); `tvm_npu.llm.load` reads it."""
+        """Write both steps and the metadata to one library (llm/bundle.py); `tvm_npu.llm.load` reads it."""
         from .bundle import write_bundle
 
         return write_bundle(self, path)

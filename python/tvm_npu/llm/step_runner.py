@@ -1,4 +1,5 @@
-"""One compiled step (prefill or decode): its Relax VM, its NPU modules and what one call cost on them.
+"""One compiled step (prefill or decode): its entry function in the LLM's VM, its NPU modules and what one
+call cost on them.
 
 Two kinds of step (docs/llm.md, "The cache on the NPU"):
 - resident (the default): the cache is the state of the step's attention regions, shared with the other
@@ -13,7 +14,6 @@ import time
 
 import numpy as np
 import tvm
-from tvm import relax
 
 from .. import runtime
 
@@ -23,22 +23,34 @@ KV_SYMBOL = "tvm_npu_kv_attention_"  # backend/kv_cache.py's region symbols, the
 class StepRunner:
     """A compiled step model: `run(ids [1, S], position, cache)` -> (logits [S, vocab], new cache).
 
-    `regions` is the build report's region summaries (symbol -> {"command_layers", "layers", ...}),
-    kept to weigh each command's MACs by its layer's dtype for the MAC utilization."""
+    `function` is the step's entry function of `vm` (the LLM's one VM), `modules` the NPU modules of `vm`
+    and `prefix` the symbol prefix of this step's regions (llm/one_library.py). `regions` is the build
+    report's region summaries (symbol -> {"command_layers", "layers", ...}), kept to weigh each command's
+    MACs by its layer's dtype for the MAC utilization."""
 
-    def __init__(self, executable, info: dict, regions: dict, config: dict, resident: bool = False, kv_scales=None):
-        self.executable = executable
+    def __init__(
+        self,
+        vm,
+        function: str,
+        modules: list,
+        prefix: str,
+        info: dict,
+        regions: dict,
+        config: dict,
+        resident=False,
+        kv_scales=None,
+    ):
+        self.function = vm[function]
         self.info = info
         self.regions = regions
         self.config = config
         self.resident = resident
         self.kv_scales = kv_scales  # an int8 cache's [layers][2][kv_heads] scales; None for fp16
-        self.vm = relax.VirtualMachine(executable, tvm.cpu())
-        self.modules = runtime.npu_modules(self.vm)
+        self.modules = [m for m in modules if runtime.profile_of(m)["symbol"].startswith(prefix)]
         # The attention regions by layer: their state slots (2i, 2i + 1) are layer i's keys and values.
         self.kv_modules = {}
         for m in self.modules:
-            symbol = runtime.profile_of(m)["symbol"]
+            symbol = runtime.profile_of(m)["symbol"][len(prefix) :]
             if symbol.startswith(KV_SYMBOL):
                 self.kv_modules[int(symbol[len(KV_SYMBOL) :])] = m
         # What the calls since `begin()` cost: host wall time and KV bytes summed here, the cycle-model
@@ -57,7 +69,7 @@ class StepRunner:
         args = [tvm.runtime.tensor(ids), tvm.runtime.tensor(np.array([position], np.int64))]
         args += [] if self.resident else cache
         start = time.perf_counter()
-        out = self.vm["main"](*args)
+        out = self.function(*args)
         logits = out[0].numpy()[0]
         self._host_s += time.perf_counter() - start
         if self.resident:  # K and V rows [0, position + S) read per layer and KV head, D * 2 or D bytes each

@@ -18,6 +18,10 @@ from .library import (
     saturated_inputs,
     set_kernel_level,
     set_threads,
+    set_weight_sharing,
     threads,
     validate_stream,
+    weight_pool,
+    weight_sharing,
+    weights_memory,
 )

@@ -95,6 +95,28 @@ def set_threads(n: int) -> int:
     return int(_func("tvm_npu.runtime.set_threads")(n))
 
 
+def weight_sharing() -> bool:
+    """Whether NPU modules created from now on share one copy of identical weight regions (the runtime's
+    weight pool, src/runtime/weight_pool.h; default on, $TVM_NPU_SHARE_WEIGHTS=0 starts it off)."""
+    return bool(_func("tvm_npu.runtime.weight_sharing")())
+
+
+def set_weight_sharing(on: bool) -> None:
+    """Share identical weight regions between the NPU modules created from now on (True, the default) or
+    give each its own copy (False: to measure what sharing saves). Results do not depend on it."""
+    _func("tvm_npu.runtime.set_weight_sharing")(bool(on))
+
+
+def weight_pool() -> dict:
+    """{"regions", "bytes"}: the weight regions alive in this process's pool, each copy counted once."""
+    return json.loads(_func("tvm_npu.runtime.weight_pool")())
+
+
+def weights_memory(module) -> dict:
+    """{"bytes", "id"} of an NPU module's weight region: modules sharing one copy give the same id."""
+    return json.loads(module["weights_memory"]())
+
+
 def npu_modules(lib) -> list:
     """Every NPU runtime module reachable from a VirtualMachine, an Executable or a library.
 

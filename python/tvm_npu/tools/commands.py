@@ -252,7 +252,9 @@ def _llm(args):
         build = functools.partial(builders[args.model], seed=args.seed)
         return llm.compile(build, max_context=args.max_context or 64, config=args.config, prefill_len=args.prefill_len)
     _existing(args.model, "model file")
-    if tarfile.is_tarfile(path):
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head == b"\x7fELF" or tarfile.is_tarfile(path):  # a library, or the old tar format (ERR_BAD_ARTIFACT)
         return llm.load(path)
     model = str(path) if args.prefill_model is None else (str(_existing(args.prefill_model, "model file")), str(path))
     return llm.compile(model, max_context=args.max_context, config=args.config, prefill_len=args.prefill_len)
