@@ -37,16 +37,23 @@ def _dense_weight_bytes(lm) -> int:
     return sum(lay["weight_bytes"] for r in regions for lay in r.get("layers", []) if lay["composite"] == "npu.dense")
 
 
-@pytest.mark.parametrize("arch", sorted(BUILDERS))
-def test_int8_weights_match_the_weight_quantized_model_and_halve_the_weight_bytes(arch):
-    lm = tvm_npu.llm.compile(BUILDERS[arch], max_context=T, prefill_len=S, weights="int8")
-    want_logits, want_tokens = _LlvmDecoder(BUILDERS[arch]).run(PROMPT, NEW)
+def _compiled_and_checked(arch, quantize, **weights):
+    """tvm_npu.llm.compile(..., **weights), its logits and greedy tokens checked against the llvm decoder
+    of the same model quantized by `quantize`, along the reference's path (a slip shows as one step)."""
+    lm = tvm_npu.llm.compile(BUILDERS[arch], max_context=T, prefill_len=S, **weights)
+    want_logits, want_tokens = _LlvmDecoder(BUILDERS[arch], quantize).run(PROMPT, NEW)
     got = [lm.prefill(PROMPT)]
-    for token in want_tokens[:-1]:  # the reference's path, so a slip shows as one step
+    for token in want_tokens[:-1]:
         got.append(lm.decode(token))
     for g, w in zip(got, want_logits):
         assert_logits_close(g, w)
     assert [int(np.argmax(g)) for g in got] == want_tokens
+    return lm
+
+
+@pytest.mark.parametrize("arch", sorted(BUILDERS))
+def test_int8_weights_match_the_weight_quantized_model_and_halve_the_weight_bytes(arch):
+    lm = _compiled_and_checked(arch, quantize_weights_int8, weights="int8")
     # Every dense layer of the decode step on the NPU with int8 codes: half the fp16 step's weight bytes
     # (plus a row of fp32 scales per layer).
     dense = [p for p in lm.placements["decode"] if p["composite"] == "npu.dense"]
@@ -64,14 +71,7 @@ def _int4(mod):
 
 @pytest.mark.parametrize("arch", sorted(BUILDERS))
 def test_int4_weights_match_the_weight_quantized_model_and_beat_int8(arch):
-    lm = tvm_npu.llm.compile(BUILDERS[arch], max_context=T, prefill_len=S, weights="int4", group_size=32)
-    want_logits, want_tokens = _LlvmDecoder(BUILDERS[arch], _int4).run(PROMPT, NEW)
-    got = [lm.prefill(PROMPT)]
-    for token in want_tokens[:-1]:
-        got.append(lm.decode(token))
-    for g, w in zip(got, want_logits):
-        assert_logits_close(g, w)
-    assert [int(np.argmax(g)) for g in got] == want_tokens
+    lm = _compiled_and_checked(arch, _int4, weights="int4", group_size=32)
     dense = [p for p in lm.placements["decode"] if p["composite"] == "npu.dense"]
     assert dense and all(p["device"] == "npu" for p in dense)
     # Every dense command with int4 codes, GPT-2's fused QKV too (split into three by its columns).

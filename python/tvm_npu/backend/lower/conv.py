@@ -55,24 +55,26 @@ def lower_conv(comp: Composite) -> Layer:
     return comp.connect(layer, call.args[0], in_view, layout, out_shape, out_view)
 
 
-def _group_weight(comp: Composite, wexpr) -> dict | None:
-    """group_weights.group_codes of a dense's weight under its permutes."""
+def _unpermuted(comp: Composite, wexpr) -> tuple:
+    """(the weight expression under its permute_dims, their axes outermost first)."""
     perms = []
     wexpr = comp.resolve(wexpr)
     while isinstance(wexpr, relax.Call) and wexpr.op.name == "relax.permute_dims":
         perms.append(wexpr.attrs.axes)
         wexpr = comp.resolve(wexpr.args[0])
-    return group_codes(comp, wexpr, perms)
+    return wexpr, perms
+
+
+def _group_weight(comp: Composite, wexpr) -> dict | None:
+    """group_weights.group_codes of a dense's weight under its permutes."""
+    return group_codes(comp, *_unpermuted(comp, wexpr))
 
 
 def _weight(comp: Composite, wexpr, kernel_layout: str) -> tuple:
     """(the weight in [OC, KH, KW, IC] order: fp16 values or the int8 codes (symmetric), the int8
     weight scales or None)."""
-    perms, w_scale = [], None
-    wexpr = comp.resolve(wexpr)
-    while isinstance(wexpr, relax.Call) and wexpr.op.name == "relax.permute_dims":
-        perms.append(wexpr.attrs.axes)
-        wexpr = comp.resolve(wexpr.args[0])
+    w_scale = None
+    wexpr, perms = _unpermuted(comp, wexpr)
     if comp.int8:  # dequantize(codes, scales, zero points): keep the codes
         value = constant_value(wexpr.args[0])
         w_scale = np.asarray(constant_value(wexpr.args[1]), np.float64).reshape(-1)
