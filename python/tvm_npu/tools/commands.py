@@ -297,8 +297,15 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def cmd_sustain(args) -> int:
+    from .sustain import cmd_sustain as run
+
+    return run(args)
+
+
 COMMANDS = {
     "generate": cmd_generate,
+    "sustain": cmd_sustain,
     "compile": cmd_compile,
     "quantize": cmd_quantize,
     "run": cmd_run,
