@@ -96,3 +96,21 @@ def test_unknown_policy_is_refused():
         simulate(NPU_REF, HEAVY, CPU_S, 30, 1, "turbo")
     with pytest.raises(NPUError, match="ERR_INVALID_CONFIG.*operating point 9"):
         simulate(NPU_REF, HEAVY, CPU_S, 30, 1, "fixed", fixed_index=9)
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    cycles=st.integers(300_000, 5_000_000),
+    ddr_share=st.floats(0, 0.9),
+    cpu_ms=st.floats(0.3, 5),
+    policy=st.sampled_from(["fixed", "throttle", "target"]),
+    pipelined=st.booleans(),
+)
+def test_with_a_large_cooler_sustained_equals_burst(cycles, ddr_share, cpu_ms, policy, pipelined):
+    ddr = int(cycles * ddr_share)
+    work = NpuWork(1000, compute_cycles=cycles - ddr, ddr_cycles=ddr, macs_int8=cycles * 500, ddr_bytes=ddr * 16)
+    s = simulate(NPU_REF, work, cpu_ms * 1e-3, None, 12, policy, "large", pipelined=pipelined).summary
+    n = work.time_s(operating_points(NPU_REF)[0])
+    assert s["throttled_s"] == 0 and s["above_threshold_s"] == 0
+    assert s["burst_fps"] == pytest.approx(1 / (max(cpu_ms * 1e-3, n) if pipelined else cpu_ms * 1e-3 + n))
+    assert s["sustained_fps"] == pytest.approx(s["burst_fps"], abs=1 / 4)  # one frame in the last 4 s

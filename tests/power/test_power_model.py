@@ -133,3 +133,15 @@ def test_energy_per_inference_falls_at_a_lower_operating_point(
         assert t1 >= t0 * (1 - 1e-12)
         if compute + overlap + macs + fp16 + sram:  # something that scales with V: strictly less
             assert e1 < e0
+
+
+def test_docs_table_of_operating_points_is_the_models():
+    """docs/npu.md section 9 lists npu-ref's points; they are what operating_points gives."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "npu.md").read_text()
+    section = text[text.index("## 9. Power and temperature") :]
+    lines = {ln.split("|")[1].strip(): ln.split("|")[2:-1] for ln in section.splitlines() if ln.startswith("| ")}
+    mhz = [float(c) for c in lines["clock (MHz)"]]
+    volts = [float(c) for c in lines["supply (V)"]]
+    assert [(op.mhz, op.volts) for op in operating_points(NPU_REF)] == list(zip(mhz, volts))
