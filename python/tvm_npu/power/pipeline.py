@@ -164,7 +164,12 @@ def simulate(
     heat.add(0.0, math.inf, other_w, "other")
     cpu_free = npu_free = last_npu_start = 0.0
     next_k, volts = 0, ops[gov.wanted].volts
-    starts, temps, mhz, ends, latency, throttled = [], [], [], [], [], []
+    starts: list[float] = []
+    temps: list[float] = []
+    mhz: list[float] = []
+    ends: list[float] = []
+    latency: list[float] = []
+    throttled: list[bool] = []
     while True:
         ready = max(cpu_free, last_npu_start if pipelined else npu_free)
         if period:
@@ -184,8 +189,12 @@ def simulate(
         npu_free = start + stage[index]
         heat.add(start, npu_free, dyn_w[index], "npu")
         last_npu_start = start
-        starts.append(start), temps.append(temp), mhz.append(ops[index].mhz), throttled.append(hot)
-        ends.append(npu_free), latency.append(npu_free - arrival)
+        starts.append(start)
+        temps.append(temp)
+        mhz.append(ops[index].mhz)
+        ends.append(npu_free)
+        throttled.append(hot)
+        latency.append(npu_free - arrival)
     heat.advance(max(seconds, npu_free, cpu_free), volts)
     return SustainResult(
         _summary(locals(), cfg, work, ops, stage, th, fps, seconds, policy, pipelined, cpu_s, cpu_w),
