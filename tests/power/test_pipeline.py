@@ -94,6 +94,10 @@ def test_a_hotter_ambient_never_raises_fps(ambient, hotter, policy):
 def test_unknown_policy_is_refused():
     with pytest.raises(NPUError, match="ERR_INVALID_CONFIG.*policy"):
         simulate(NPU_REF, HEAVY, CPU_S, 30, 1, "turbo")
+    for bad in ({"seconds": 0}, {"fps": -30}, {"cpu_s": -1e-3}):
+        args = {"fps": 30, "seconds": 1, "cpu_s": CPU_S, **bad}
+        with pytest.raises(NPUError, match="ERR_INVALID_CONFIG.*seconds > 0, fps >= 0"):
+            simulate(NPU_REF, HEAVY, args["cpu_s"], args["fps"], args["seconds"])
     with pytest.raises(NPUError, match="ERR_INVALID_CONFIG.*operating point 9"):
         simulate(NPU_REF, HEAVY, CPU_S, 30, 1, "fixed", fixed_index=9)
 

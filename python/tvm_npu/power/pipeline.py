@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..contract.config import NPUConfig
+from ..contract.errors import NPUError
 from .governor import Governor
 from .model import DEFAULT_POWER, NpuWork, OperatingPoint, PowerModel, operating_points
 from .thermal import Thermal, get_thermal
@@ -152,6 +153,12 @@ def simulate(
     -------
     SustainResult
     """
+    if seconds <= 0 or (fps is not None and fps < 0) or cpu_s < 0:
+        raise NPUError(
+            "ERR_INVALID_CONFIG",
+            f"a sustained run needs seconds > 0, fps >= 0 (0 or None: as fast as it runs) and a CPU part "
+            f">= 0; got seconds={seconds}, fps={fps}, cpu_s={cpu_s}",
+        )
     th = get_thermal(thermal)
     ops = ops or operating_points(cfg)
     stage = [work.time_s(op) for op in ops]
