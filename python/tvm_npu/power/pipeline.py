@@ -171,12 +171,7 @@ def simulate(
     heat.add(0.0, math.inf, other_w, "other")
     cpu_free = npu_free = last_npu_start = 0.0
     next_k, volts = 0, ops[gov.wanted].volts
-    starts: list[float] = []
-    temps: list[float] = []
-    mhz: list[float] = []
-    ends: list[float] = []
-    latency: list[float] = []
-    throttled: list[bool] = []
+    frames = _Frames()
     while True:
         ready = max(cpu_free, last_npu_start if pipelined else npu_free)
         if period:
@@ -196,28 +191,11 @@ def simulate(
         npu_free = start + stage[index]
         heat.add(start, npu_free, dyn_w[index], "npu")
         last_npu_start = start
-        starts.append(start)
-        temps.append(temp)
-        mhz.append(ops[index].mhz)
-        ends.append(npu_free)
-        throttled.append(hot)
-        latency.append(npu_free - arrival)
-    heat.advance(max(seconds, npu_free, cpu_free), volts)
-    return SustainResult(
-        _summary(locals(), cfg, work, ops, stage, th, fps, seconds, policy, pipelined, cpu_s, cpu_w),
-        _timeline(starts, temps, mhz, ends, seconds),
-    )
-
-
-def _summary(v: dict, cfg, work, ops, stage, th, fps, seconds, policy, pipelined, cpu_s, cpu_w) -> dict:
-    starts, ends, heat = v["starts"], v["ends"], v["heat"]
-    done = np.asarray([e for e in ends if e <= seconds])
-    frames = max(len(ends), 1)
-    lat = np.asarray(v["latency"]) * 1e3 if v["latency"] else np.zeros(1)
-    gaps = np.diff([*starts, max(seconds, ends[-1] if ends else 0.0)])
+        frames.add(start, temp, ops[index].mhz, npu_free, npu_free - arrival, hot)
+    run_s = max(seconds, npu_free, cpu_free)
+    heat.advance(run_s, volts)
     burst = 1.0 / (max(cpu_s, stage[0]) if pipelined else cpu_s + stage[0])
-    run_s = max(seconds, v["npu_free"], v["cpu_free"])
-    return {
+    setup = {
         "config": cfg.name,
         "policy": policy,
         "thermal": next((k for k, t in _thermal_names().items() if t == th), "custom"),
@@ -228,24 +206,55 @@ def _summary(v: dict, cfg, work, ops, stage, th, fps, seconds, policy, pipelined
         "npu_ms": [s * 1e3 for s in stage],
         "npu_ms_fastest": stage[0] * 1e3,
         "cpu_ms": cpu_s * 1e3,
-        "frames": len(ends),
         "burst_fps": min(burst, fps) if fps else burst,
+        "threshold_c": th.threshold_c,
+        "ambient_c": th.ambient_c,
+        "npu_cycles": work.cycles,
+        "cpu_w": cpu_w,
+        "other_w": other_w,
+    }
+    return SustainResult({**setup, **_measures(frames, heat, seconds, run_s)}, _timeline(frames, seconds))
+
+
+@dataclass
+class _Frames:
+    """Per inference: its NPU start (s), the die's temperature then (C), the clock (MHz), its end (s), its
+    latency from the frame's arrival (s), whether the thermal cap slowed it."""
+
+    starts: list = field(default_factory=list)
+    temps: list = field(default_factory=list)
+    mhz: list = field(default_factory=list)
+    ends: list = field(default_factory=list)
+    latency: list = field(default_factory=list)
+    throttled: list = field(default_factory=list)
+
+    def add(self, start: float, temp: float, mhz: float, end: float, latency: float, throttled: bool) -> None:
+        self.starts.append(start)
+        self.temps.append(temp)
+        self.mhz.append(mhz)
+        self.ends.append(end)
+        self.latency.append(latency)
+        self.throttled.append(throttled)
+
+
+def _measures(f: _Frames, heat: _Heat, seconds: float, run_s: float) -> dict:
+    """What the run achieved: frames, rates, latency percentiles, energy, power, temperature, throttling."""
+    done = np.asarray([e for e in f.ends if e <= seconds])
+    lat = np.asarray(f.latency) * 1e3 if f.latency else np.zeros(1)
+    gaps = np.diff([*f.starts, max(seconds, f.ends[-1] if f.ends else 0.0)])  # each inference's share of time
+    return {
+        "frames": len(f.ends),
         "fps": len(done) / seconds,
         "sustained_fps": float(np.sum(done > seconds * 2 / 3)) / (seconds / 3),
         "latency_ms_p50": float(np.percentile(lat, 50)),
         "latency_ms_p90": float(np.percentile(lat, 90)),
         "latency_ms_p99": float(np.percentile(lat, 99)),
-        "energy_per_inference_mj": heat.energy["npu"] / frames * 1e3,
+        "energy_per_inference_mj": heat.energy["npu"] / max(len(f.ends), 1) * 1e3,
         "npu_power_w": heat.energy["npu"] / run_s,
         "total_power_w": (heat.energy["npu"] + heat.energy["cpu"]) / run_s,
         "peak_temp_c": heat.peak,
-        "threshold_c": th.threshold_c,
-        "ambient_c": th.ambient_c,
-        "throttled_s": float(np.sum(gaps[np.asarray(v["throttled"], bool)])) if starts else 0.0,
+        "throttled_s": float(np.sum(gaps[np.asarray(f.throttled, bool)])) if f.starts else 0.0,
         "above_threshold_s": heat.above_s,
-        "npu_cycles": work.cycles,
-        "cpu_w": cpu_w,
-        "other_w": v["other_w"],
     }
 
 
@@ -255,15 +264,15 @@ def _thermal_names() -> dict:
     return THERMALS
 
 
-def _timeline(starts, temps, mhz, ends, seconds, points: int = 2000) -> dict:
+def _timeline(f: _Frames, seconds: float, points: int = 2000) -> dict:
     """At most `points` samples (every n-th inference) and the completions of each whole second."""
-    step = max(1, len(starts) // points)
+    step = max(1, len(f.starts) // points)
     bins = np.arange(0, math.ceil(seconds) + 1)
-    fps = np.histogram(ends, bins=bins)[0] if len(bins) > 1 else np.zeros(0)
+    fps = np.histogram(f.ends, bins=bins)[0] if len(bins) > 1 else np.zeros(0)
     return {
-        "t_s": starts[::step],
-        "temp_c": temps[::step],
-        "mhz": mhz[::step],
+        "t_s": f.starts[::step],
+        "temp_c": f.temps[::step],
+        "mhz": f.mhz[::step],
         "fps_t_s": bins[:-1].tolist(),
         "fps": fps.tolist(),
     }
