@@ -121,17 +121,8 @@ def mobilenet_runners(threads: int, tmp: Path, llvm: bool, ref: bool) -> dict:
 
 def kws_runners(threads: int) -> dict:
     rng = np.random.default_rng(0)
-    h = kws.HIDDEN
-    p = {
-        "Wx": rng.standard_normal((kws.BANDS, 4 * h)) * 0.3,
-        "Wh": rng.standard_normal((h, 4 * h)) * 0.1,
-        "b": rng.standard_normal(4 * h) * 0.1,
-        "Wy": rng.standard_normal((h, kws.CLASSES)) * 0.3,
-        "by": np.zeros(kws.CLASSES),
-    }
-    norm = (np.zeros(kws.BANDS), np.ones(kws.BANDS))
-    model = kws.export(p, norm)
-    state = np.zeros((1, 1, h), np.float32)
+    model = kws.seeded_model(rng)
+    state = np.zeros((1, 1, kws.HIDDEN), np.float32)
     chunks = [[rng.standard_normal((kws.CHUNK, 1, kws.BANDS)).astype(np.float32), state, state] for _ in range(16)]
     args = chunks[0]
     qmod, _ = tvm_npu.quantize(tvm_npu.from_onnx(model), chunks, method="percentile", progress=False)

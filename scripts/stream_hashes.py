@@ -52,16 +52,8 @@ def _onnx(model, shape, seed=1, quantize=False, config="npu-ref"):
 def _kws(quantize):
     def build():
         rng = np.random.default_rng(0)
-        h = kws.HIDDEN
-        p = {
-            "Wx": rng.standard_normal((kws.BANDS, 4 * h)) * 0.3,
-            "Wh": rng.standard_normal((h, 4 * h)) * 0.1,
-            "b": rng.standard_normal(4 * h) * 0.1,
-            "Wy": rng.standard_normal((h, kws.CLASSES)) * 0.3,
-            "by": np.zeros(kws.CLASSES),
-        }
-        model = kws.export(p, (np.zeros(kws.BANDS), np.ones(kws.BANDS)))
-        state = np.zeros((1, 1, h), np.float32)
+        model = kws.seeded_model(rng)
+        state = np.zeros((1, 1, kws.HIDDEN), np.float32)
         chunks = [[rng.standard_normal((kws.CHUNK, 1, kws.BANDS)).astype(np.float32), state, state] for _ in range(4)]
         mod = tvm_npu.from_onnx(model)
         if quantize:

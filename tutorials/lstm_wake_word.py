@@ -187,6 +187,20 @@ def export(p, norm) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
 
 
+def seeded_model(rng) -> onnx.ModelProto:
+    """The streaming model with random weights drawn from `rng` and no training (benchmarks, stream
+    hashes): the same ops and shapes as the trained one."""
+    h = HIDDEN
+    p = {
+        "Wx": rng.standard_normal((BANDS, 4 * h)) * 0.3,
+        "Wh": rng.standard_normal((h, 4 * h)) * 0.1,
+        "b": rng.standard_normal(4 * h) * 0.1,
+        "Wy": rng.standard_normal((h, CLASSES)) * 0.3,
+        "by": np.zeros(CLASSES),
+    }
+    return export(p, (np.zeros(BANDS), np.ones(BANDS)))
+
+
 def calibration_chunks(p, norm, x_train, n: int) -> list:
     """(chunk, h, c) inputs of the streaming model for `n` training utterances: the state each chunk
     starts from is the one the float model carries into it, so the ranges are those seen in use."""

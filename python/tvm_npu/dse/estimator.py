@@ -57,14 +57,16 @@ def estimate(
     dict
         `cycles` (all NPU regions, one after another), `latency_us`, `mac_cycles` (MAC array busy),
         `vector_cycles`, `macs`, `ddr_bytes` (read + written), `sram_peak_bytes`, the energy parts in
-        microjoules, `npu_ops` / `ops`, `cpu_macs`, `cpu_codes` (reason code -> ops on the CPU) and
-        `regions`. Raises NPUError (e.g. ERR_SRAM_OVERFLOW) when the model does not compile for `config`.
+        microjoules, `npu_ops` / `ops`, `cpu_macs`, `cpu_codes` (reason code -> ops on the CPU),
+        `regions` and `split_compute_cycles` / `split_ddr_cycles` / `split_overlap_cycles` /
+        `split_idle_cycles` (power/model.py's time split). Raises NPUError (e.g. ERR_SRAM_OVERFLOW)
+        when the model does not compile for `config`.
     """
     from ..build import bind_params, compile_npu_regions
 
     cfg = get_config(config)
     report = BuildReport()
-    compile_npu_regions(bind_params(mod, params), cfg, report)
+    compiled = compile_npu_regions(bind_params(mod, params), cfg, report)
     regions = report.regions.values()
     out: dict = {k: sum(int(r.get(k, 0)) for r in regions) for k in _SUMMED}
     out["cycles"] = out.pop("estimated_cycles")
@@ -79,4 +81,18 @@ def estimate(
         cpu_macs=report.macs()["cpu"],
         cpu_codes=dict(Counter(p.code for p in report.placements if p.device == "cpu" and p.code)),
     )
+    out.update(_time_split(cfg, compiled))
     return out
+
+
+def _time_split(cfg: NPUConfig, compiled: tvm.IRModule) -> dict:
+    """The regions' schedules cut into compute, DDR, overlapping and idle cycles (power/model.py): what
+    the sweep's sustained objectives (dse/sustained.py) scale to other clocks."""
+    from ..contract import stream
+    from ..power import work_of
+
+    attrs = compiled.attrs
+    modules = list(attrs["external_mods"]) if attrs is not None and "external_mods" in attrs else []
+    works = [work_of(cfg, stream.decode(bytes(m["get_stream"]())).commands) for m in modules if m.kind == "npu"]
+    keys = ("compute_cycles", "ddr_cycles", "overlap_cycles", "idle_cycles")
+    return {f"split_{k}": sum(getattr(w, k) for w in works) for k in keys}

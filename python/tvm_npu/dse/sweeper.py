@@ -23,6 +23,7 @@ from ..contract.errors import NPUError
 from . import grid as sweep_grid
 from . import plots as sweep_plots
 from . import run as sweep_run
+from . import sustained as sweep_sustained
 from . import table as sweep_table
 
 
@@ -57,6 +58,7 @@ def sweep(
     plots: bool = True,
     energy: EnergyModel = DEFAULT,
     area: AreaModel = DEFAULT_AREA,
+    sustain: dict | None = None,
 ) -> SweepResult:
     """Estimate `model` on every combination of MAC array, SRAM size and DDR bandwidth.
 
@@ -77,12 +79,16 @@ def sweep(
         Show a progress bar; write the PNG plots.
     energy, area : EnergyModel, AreaModel
         The constants of the energy and area estimates (energy.py).
+    sustain : dict, optional
+        The sustained run every feasible configuration gets (dse/sustained.py; keys fps, seconds,
+        policy, thermal, cpu_ms; default a 30 fps source for 60 s, "throttle", "phone", no CPU part).
 
     Returns
     -------
     SweepResult
-        `.rows` (the table), `.pareto`, `.table()`, `.files`. Configurations that the contract forbids
-        or that the model does not fit are rows with `feasible` False, `error_code` and `reason`.
+        `.rows` (the table, with the sustained objectives), `.pareto`, `.table()`, `.files`.
+        Configurations that the contract forbids or that the model does not fit are rows with
+        `feasible` False, `error_code` and `reason`.
     """
     start = time.perf_counter()
     folder = Path(out)
@@ -94,7 +100,7 @@ def sweep(
     fp = sweep_run.fingerprint(model_path, base_cfg)
     stored = set(sweep_run.load_rows(results, fp))
     rows = sweep_run.run(points, model_path, results, fp, executor, jobs, progress)
-    rows = sweep_table.finish(rows, energy, area)
+    rows = sweep_sustained.add(sweep_table.finish(rows, energy, area), sustain)
     sweep_table.write_csv(rows, folder / "sweep.csv")
     files = [results, folder / "sweep.csv"]
     if plots:

@@ -99,6 +99,26 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: all cores)")
     sw.add_argument("--out", default="npu_sweep", help="folder for results.jsonl (resumable), CSV, plots")
     sw.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    sus = sub.add_parser(
+        "sustain",
+        help="stream frames through the CPU -> NPU pipeline for a while: fps, latency, energy, temperature, "
+        "throttling under a power and thermal model (docs/sustained.md)",
+    )
+    sus.add_argument("model", help="a library (tvm-npu compile) or an ONNX model (built for --config)")
+    sus.add_argument("--fps", type=float, default=30.0, help="the source's frame rate; 0: as fast as it runs")
+    sus.add_argument("--seconds", type=float, default=120.0, help="length of the run (default: %(default)s)")
+    sus.add_argument("--policy", default="throttle", choices=["fixed", "throttle", "target"], help="governor")
+    sus.add_argument("--thermal", default="phone", choices=["phone", "laptop", "large"], help="the cooler")
+    sus.add_argument("--ambient", type=float, help="ambient temperature in C (default: the cooler's, 25)")
+    sus.add_argument("--input", action="append", help=".npy input (repeat per input) or one .npz, to time the CPU part")
+    sus.add_argument("--cpu-ms", type=float, help="the CPU part of a frame in ms, instead of measuring it")
+    sus.add_argument("--cpu-w", type=float, default=1.0, help="CPU power while its part runs, W (shared cooler)")
+    sus.add_argument("--other-w", type=float, default=0.0, help="the rest of the platform's power on the cooler, W")
+    sus.add_argument("--back-to-back", action="store_true", help="run CPU and NPU parts one after the other")
+    config(sus)
+    sus.add_argument("--html", help="write an HTML report with the temperature / clock / fps figure")
+    sus.add_argument("--trace", help="write the run as Perfetto counter tracks (JSON)")
+    sus.add_argument("--json", help="write the summary and timeline as JSON")
     gen = sub.add_parser(
         "generate", help="compile a decoder's prefill and decode steps, generate tokens, print tokens/s (docs/llm.md)"
     )

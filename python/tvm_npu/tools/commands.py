@@ -233,6 +233,12 @@ def cmd_sweep(args) -> int:
         f"{len(res.rows)} configurations ({feasible} feasible, {len(res.pareto)} on the Pareto front, "
         f"* above), {res.estimated} estimated now, in {res.seconds:.1f} s wall"
     )
+    held = [r["name"] for r in res.rows if r.get("holds_fps") and not r.get("throttled_s")]
+    front = [r["name"] for r in res.rows if r.get("pareto_sustained")]
+    print(
+        f"sustained (30 fps for 60 s, throttle governor, phone cooler; docs/sustained.md): "
+        f"{len(held)} hold the rate without throttling; front of frame time and energy: {', '.join(front) or '-'}"
+    )
     print("wrote " + ", ".join(str(f) for f in res.files))
     return 0
 
@@ -297,8 +303,15 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def cmd_sustain(args) -> int:
+    from .sustain import cmd_sustain as run
+
+    return run(args)
+
+
 COMMANDS = {
     "generate": cmd_generate,
+    "sustain": cmd_sustain,
     "compile": cmd_compile,
     "quantize": cmd_quantize,
     "run": cmd_run,

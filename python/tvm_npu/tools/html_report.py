@@ -273,3 +273,54 @@ def write_html(prof: dict, report: BuildReport | None, path) -> list[Path]:
     parts.append("</body></html>\n")
     out.write_text("\n".join(parts))
     return [out, *pngs.values()]
+
+
+def _sustain_figure(plt, result, path: Path) -> None:
+    tl, s = result.timeline, result.summary
+    fig, axes = plt.subplots(3, 1, figsize=(10, 7), sharex=True)
+    axes[0].plot(tl["t_s"], tl["temp_c"], color=COLORS["stall"])
+    axes[0].axhline(s["threshold_c"], color="grey", linestyle="--", label="throttle threshold")
+    axes[0].set_ylabel("die temperature (C)")
+    axes[0].legend(loc="lower right", fontsize=8)
+    axes[1].step(tl["t_s"], tl["mhz"], where="post", color=COLORS["compute"])
+    axes[1].set_ylabel("NPU clock (MHz)")
+    axes[2].step(tl["fps_t_s"], tl["fps"], where="post", color=COLORS["util"])
+    axes[2].set_ylabel("frames per second")
+    axes[2].set_xlabel("time (s)")
+    axes[0].set_title(f"Sustained run: {s['policy']} policy, {s['thermal']} cooler, {s['config']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_sustain_html(result, path) -> list[Path]:
+    """Write a sustained run (tools/sustain.py) as an HTML page with its figure next to it
+    (`<stem>_sustain.png`: temperature, clock and fps over time) and the summary's numbers.
+
+    Returns
+    -------
+    list of Path
+        The HTML file, then the PNG file.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    png = out.with_name(f"{out.stem}_sustain.png")
+    _sustain_figure(plt, result, png)
+    rows = "".join(
+        f'<tr><th>{html.escape(k)}</th><td class="num" id="{html.escape(k)}">'
+        f"{html.escape(f'{v:.4g}' if isinstance(v, float) else str(v))}</td></tr>"
+        for k, v in result.summary.items()
+    )
+    out.write_text(
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>tvm_npu sustained run: "
+        f"{html.escape(out.stem)}</title><style>{CSS}</style></head><body>"
+        f"<h1>tvm_npu sustained run: {html.escape(out.stem)}</h1><pre>{html.escape(result.text())}</pre>"
+        f'<img src="{html.escape(png.name)}" alt="temperature, clock and fps over time">'
+        f'<table id="summary">{rows}</table></body></html>\n'
+    )
+    return [out, png]

@@ -175,3 +175,24 @@ def write_chrome_trace(prof: dict, path) -> None:
     }
     with open(path, "w") as f:
         json.dump(doc, f)
+
+
+def sustain_events(result) -> list:
+    """Counter tracks of a sustained run (tools/sustain.py): the die's temperature (C), the NPU's clock
+    (MHz) at each sampled inference start, and the frames completed in each second of the run."""
+    tl, pid = result.timeline, 1
+    events = [_meta("process_name", pid, f"sustained run: {result.summary['policy']} policy")]
+    for t, temp, mhz in zip(tl["t_s"], tl["temp_c"], tl["mhz"]):
+        ts = round(t * 1e6, 3)
+        events.append({"name": "temperature C", "ph": "C", "pid": pid, "ts": ts, "args": {"C": round(temp, 3)}})
+        events.append({"name": "NPU clock MHz", "ph": "C", "pid": pid, "ts": ts, "args": {"MHz": mhz}})
+    for t, n in zip(tl["fps_t_s"], tl["fps"]):
+        events.append({"name": "fps", "ph": "C", "pid": pid, "ts": round(t * 1e6, 3), "args": {"fps": n}})
+    return events
+
+
+def write_sustain_trace(result, path) -> None:
+    """Write a sustained run's counter tracks (`sustain_events`) as a Chrome trace-event JSON file."""
+    doc = {"traceEvents": sustain_events(result), "displayTimeUnit": "ms", "otherData": result.summary}
+    with open(path, "w") as f:
+        json.dump(doc, f)

@@ -1,0 +1,209 @@
+"""`tvm_npu.tools.sustain` and `tvm-npu sustain`: a model's sustained performance over a stream of frames.
+
+    res = sustain("model.so", inputs=[x], fps=30, seconds=120, policy="throttle")
+    print(res.text())                       # fps, latency percentiles, energy, power, temperature
+    write_sustain_html(res, "sustain.html") # temperature, clock and fps over time (html_report.py)
+    write_sustain_trace(res, "trace.json")  # the same as Perfetto counter tracks (trace.py)
+
+The NPU part of a frame is the cycle model's time of the library's own command streams (read back from
+its NPU modules), at each operating point (power/model.py). The CPU part is measured on this machine:
+`main` runs `repeats` times and the time outside the NPU calls (the ops that stayed on the CPU, the
+VM, staging) is the median; `pre` (a callable: the application's pre- and post-processing of one
+frame) is timed alike and added. Or it is given (`cpu_ms`). The run itself is power/pipeline.py.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+from ..contract.config import PRESETS, NPUConfig
+from ..contract.errors import NPUError
+from ..power import DEFAULT_POWER, NpuWork, PowerModel, SustainResult, simulate, work_of
+
+
+def npu_work(vm) -> tuple[NPUConfig, NpuWork]:
+    """The NPU configuration and one call's NPU work of every NPU module of `vm` (a VirtualMachine,
+    an executable or a library), from the command streams they hold."""
+    from .. import runtime
+    from ..contract import stream
+
+    modules = runtime.npu_modules(vm)
+    if not modules:
+        raise NPUError(
+            "NPU_E_UNSUPPORTED_OP",
+            "the model has no NPU region: nothing runs on the NPU, so there is no NPU power to model "
+            "(`tvm-npu report` says why each op stayed on the CPU)",
+        )
+    cfg, total = None, None
+    for m in modules:
+        s = stream.decode(bytes(m["get_stream"]()))
+        preset = next((p for p in PRESETS.values() if p.block() == s.config.block()), None)
+        cfg = preset or s.config
+        w = work_of(s.config, s.commands)
+        total = w if total is None else total + w
+    assert cfg is not None and total is not None
+    return cfg, total
+
+
+def _executable(model, config, inputs):
+    """(VirtualMachine, argument arrays) of an .so / ONNX path, an IRModule or an executable."""
+    import tvm
+    from tvm import relax
+
+    from .. import runtime
+    from . import inputs as inputs_mod
+
+    irmod = None
+    if isinstance(model, (str, Path)):
+        path = Path(model)
+        if not path.is_file():
+            raise NPUError("ERR_INVALID_MODEL", f"model file {str(path)!r} does not exist")
+        if path.suffix == ".onnx":
+            from ..frontend.onnx import from_onnx
+
+            model = from_onnx(str(path))
+        else:
+            model = runtime.load_module(path)
+    if isinstance(model, tvm.IRModule):
+        from ..build import build
+
+        irmod, model = model, build(model, config=config)
+    vm = relax.VirtualMachine(model, tvm.cpu())
+    if inputs is not None:
+        return vm, inputs_mod.as_arguments(inputs, inputs_mod.signature(irmod) if irmod is not None else None)
+    if irmod is not None:
+        from .profiler import random_inputs
+
+        return vm, random_inputs(irmod)
+    return vm, None
+
+
+def measure_cpu_s(vm, arrays: list, repeats: int = 20, pre=None) -> float:
+    """Median seconds per call of `main` outside its NPU calls (plus `pre()`'s median, if given)."""
+    import tvm
+
+    from .. import runtime
+
+    modules = runtime.npu_modules(vm)
+    args = [tvm.runtime.tensor(a) for a in arrays]
+    fn = vm["main"]
+    fn(*args)  # warm up: first-call allocations are not a frame's cost
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter_ns()
+        if pre is not None:
+            pre()
+        fn(*args)
+        wall = time.perf_counter_ns() - t0
+        npu = 0
+        for m in modules:
+            last = runtime.profile_of(m)["last"]
+            npu += last.get("host_end_ns", 0) - last.get("host_start_ns", 0)
+        samples.append(max(0, wall - npu) * 1e-9)
+    return statistics.median(samples)
+
+
+def sustain(
+    model,
+    fps: float | None = 30.0,
+    seconds: float = 120.0,
+    policy: str = "throttle",
+    thermal="phone",
+    inputs=None,
+    cpu_ms: float | None = None,
+    pre=None,
+    config: NPUConfig | str | None = None,
+    pipelined: bool = True,
+    cpu_w: float = 1.0,
+    power: PowerModel = DEFAULT_POWER,
+    repeats: int = 20,
+    other_w: float = 0.0,
+) -> SustainResult:
+    """Simulate `seconds` of frames at `fps` through the CPU -> NPU pipeline (power/pipeline.py).
+
+    Parameters
+    ----------
+    model : str, Path, tvm.IRModule or executable
+        A library (.so, `tvm_npu.export_library`), an ONNX file or an IRModule (built for `config`), or
+        an executable of `tvm_npu.build`.
+    fps : float or None
+        The source's frame rate (None or 0: frames back to back, as fast as the pipeline runs).
+    seconds, policy, thermal, pipelined, cpu_w, power, other_w
+        As `tvm_npu.power.simulate`.
+    inputs : optional
+        `main`'s arguments (arrays, or .npy / .npz paths) to time the CPU part with; random for an
+        ONNX file or an IRModule. A library does not say its inputs' shapes: give them, or `cpu_ms`.
+    cpu_ms : float, optional
+        The CPU part per frame in milliseconds, instead of measuring it.
+    pre : callable, optional
+        The application's per-frame pre- and post-processing, timed and added to the CPU part.
+    config : NPUConfig or str, optional
+        The NPU to build an ONNX file or IRModule for (a library keeps its own).
+    repeats : int
+        Calls of `main` to take the median CPU time of.
+
+    Returns
+    -------
+    SustainResult
+        `.summary` (fps, latency percentiles, energy per inference, power, peak temperature, time
+        throttled), `.timeline`, `.text()`.
+    """
+    vm, arrays = _executable(model, config, inputs)
+    cfg, work = npu_work(vm)
+    if cpu_ms is not None:
+        if cpu_ms < 0:
+            raise NPUError("ERR_INVALID_CONFIG", f"cpu_ms {cpu_ms}: the CPU part of a frame cannot be negative")
+        cpu_s, measured = cpu_ms * 1e-3, False
+    elif arrays is None:
+        raise NPUError(
+            "ERR_SHAPE_MISMATCH",
+            "a library does not say its inputs' shapes: give its inputs (--input x.npy, inputs=) to measure "
+            "the CPU part of a frame, or give that part (--cpu-ms, cpu_ms=)",
+        )
+    else:
+        cpu_s, measured = measure_cpu_s(vm, arrays, repeats, pre), True
+    res = simulate(cfg, work, cpu_s, fps or None, seconds, policy, thermal, power, cpu_w, pipelined, other_w=other_w)
+    res.summary["cpu_measured"] = measured
+    return res
+
+
+def cmd_sustain(args) -> int:
+    """`tvm-npu sustain`: print the run's numbers, write the HTML report / trace / JSON on request."""
+    import json
+
+    from ..power import get_thermal
+    from .html_report import write_sustain_html
+    from .trace import write_sustain_trace
+
+    thermal = get_thermal(args.thermal)
+    if args.ambient is not None:
+        thermal = thermal.replace(ambient_c=args.ambient)
+    inputs = None
+    if args.input:
+        inputs = args.input[0] if len(args.input) == 1 else args.input
+    res = sustain(
+        args.model,
+        fps=args.fps,
+        seconds=args.seconds,
+        policy=args.policy,
+        thermal=thermal,
+        inputs=inputs,
+        cpu_ms=args.cpu_ms,
+        config=args.config,
+        pipelined=not args.back_to_back,
+        cpu_w=args.cpu_w,
+        other_w=args.other_w,
+    )
+    print(res.text())
+    for path, write in (
+        (args.html, lambda p: write_sustain_html(res, p)),
+        (args.trace, lambda p: write_sustain_trace(res, p)),
+        (args.json, lambda p: Path(p).write_text(json.dumps({**res.__dict__}, indent=2) + "\n")),
+    ):
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            write(path)
+            print(f"wrote {path}")
+    return 0
