@@ -218,14 +218,18 @@ def test_quantize_options():
         tvm_npu.quantize(mod, None, weight_bits=4, activations="int8")
 
 
-def test_w4a8_chain_with_an_int8_fallback_layer_tracks_llvm():
+@pytest.mark.parametrize("method", ["rtn", "gptq"])
+def test_w4a8_chain_with_an_int8_fallback_layer_tracks_llvm(method):
     """Three dense layers, group 64: the middle one (K 96) keeps int8 per-channel weights (listed with its
     reason); all three run on the int8 datapath, within 2 output LSBs of TVM's llvm build of the same QDQ
-    model (one LSB per int4 layer's grouped rounding, carried through the next layer)."""
+    model (one LSB per int4 layer's grouped rounding, carried through the next layer). GPTQ's codes (chosen
+    from the calibration inputs) run the same way."""
     rng = np.random.default_rng(7)
     mod, _, _ = _dense_chain(rng, [128, 96, 64, 40], rows=4)
     data = [rng.standard_normal((4, 128)).astype(F32) for _ in range(8)]
-    qmod, report = tvm_npu.quantize(mod, data, weight_bits=4, group_size=64, activations="int8", progress=False)
+    qmod, report = tvm_npu.quantize(
+        mod, data, weight_bits=4, group_size=64, activations="int8", weight_method=method, progress=False
+    )
     assert [t.k for t in report.int4_layers] == [128, 64], report.summary()
     ((_, reason),) = report.int8_weights
     assert "K 96 is not a multiple of group_size 64" in reason
