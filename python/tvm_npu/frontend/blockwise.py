@@ -117,7 +117,10 @@ class MatMulNBits(onnx_frontend.OnnxOpConverter):
     2^(bits-1)) or of A's type (onnxruntime then computes ``q * s - z * s``, which the import writes as
     ``(q - z) * s``: the same value up to one rounding); bias. accuracy_level sets the lowest precision
     onnxruntime may compute in (4: activations quantized to int8 per block); the import always computes
-    in float32, at least as exact as any level. Refused: g_idx (act-order), other bit widths."""
+    in float32, at least as exact as any level, and the NPU runs it as W4A16 (fp16 activations). Level 4
+    is not W4A8: onnxruntime quantizes each block of A at run time with a scale from that block's own
+    range, where the NPU's int8 activations have one calibrated scale per tensor (a QDQ model's
+    QuantizeLinear: that form runs as W4A8). Refused: g_idx (act-order), other bit widths."""
 
     @classmethod
     def _impl_v1(cls, bb, inputs, attr, params):

@@ -16,6 +16,7 @@ from tvm.ir.prim.expr import FloatImm, IntImm
 from tvm.relax import Var
 
 from ..contract.config import NPUConfig
+from ..ir.group_quant import group_parts, npu_group_layout
 from ..ir.values import constant_value, dtype_of, static_shape
 
 
@@ -127,6 +128,22 @@ def constraint_symmetric_weights(dq, out_axis: int):
         # The requantization applies one scale per output channel (docs/npu.md section 2).
         return f"per-channel weight scales along axis {axis}, not the output channels (axis {out_axis})"
     return None
+
+
+def constraint_int4_weights(weight, resolve):
+    """NPU_E_QUANT_WEIGHT: group-wise int4 weights under int8 activations (W4A8) must be what CONV2D's
+    w_dtype int4 / uint4 computes exactly: integer 4-bit codes (int4 -8..7, or uint4 0..15 with uint4 zero
+    points), one fp16-normal scale (and zero point) per group of 32, 64 or 128 along K, K a multiple of the
+    group."""
+    expr, perms = resolve(weight), []
+    while getattr(getattr(expr, "op", None), "name", "") == "relax.permute_dims":
+        perms.append(expr.attrs.axes)
+        expr = resolve(expr.args[0])
+    parts = group_parts(expr, resolve)
+    if parts is None:
+        return "the weight is not a constant group-wise dequantization"
+    layout = npu_group_layout(*parts, perms)
+    return layout if isinstance(layout, str) else None
 
 
 def constraint_same_shape(lhs, rhs):
@@ -487,6 +504,7 @@ ALL_CONSTRAINTS = [
     constraint_int8_activations,
     constraint_per_tensor,
     constraint_symmetric_weights,
+    constraint_int4_weights,
     constraint_same_shape,
     constraint_pool,
     constraint_pool_window_fits,

@@ -18,6 +18,7 @@ from tvm.relax.dpl import is_const, is_op, is_tuple, wildcard
 from ..contract.config import get_config
 from . import checks, matmul_check, norm_checks, rope_check
 from .attention_checks import check_softmax_masked
+from .dense_w4a8_check import check_dense_w4a8
 
 PREFIX = "npu"
 ACTIVATIONS = ("relu", "clip")
@@ -125,6 +126,18 @@ def dense_patterns(quantized: bool):
         weight = _const_expr()
     mm = is_op("relax.matmul")(data, weight)
     return _weighted("qdense" if quantized else "dense", mm, data, weight, checks.check_dense, quantized)
+
+
+def dense_w4a8_patterns():
+    """A dense of int8 activations and group-wise int4 weights (W4A8, format 1.4) in its QDQ form:
+    quantize(matmul(dequantize(x), W)[+ bias][+ act]), W a group-wise dequantization (`_group_dq`), under a
+    transpose or not; the bias any constant (float: the NPU adds it in fp32, in units of x's scale)."""
+    w = _group_dq()
+    weight = w | is_op("relax.permute_dims")(w)
+    data = _dq(wildcard())
+    mm = is_op("relax.matmul")(data, weight)
+    annotations = {"data": data, "int4_weight": weight, "op": mm}
+    return _with_bias_and_act("qdense_w4", mm, annotations, check_dense_w4a8, True, _const_expr)
 
 
 def _binary(op: str, name: str, quantized: bool, check):
@@ -421,6 +434,7 @@ def _table() -> tuple:
         entries += reshape_patterns(quantized) + pool_patterns(quantized) + add_patterns(quantized)
         entries += unary_patterns(quantized)
         entries += conv2d_patterns(quantized) + dense_patterns(quantized)
+    entries += dense_w4a8_patterns()
     plain_io, reshaped_io = io_patterns()
     # The repeated-B matmul outranks the reshape view, which would otherwise take its repeat's reshape.
     entries += matmul_patterns(repeated=True) + qmatmul_patterns()

@@ -40,6 +40,7 @@ from ..ir.graph import Graph, rebuild, run_probe, with_main
 from ..ir.graph import is_f32_tensor as _f32
 from ..ir.graph import op_name as _op
 from . import calibrate as cal
+from . import w4a8
 from .weight_int4 import quantize_weights_int4
 
 WEIGHTED = ("relax.nn.conv2d", "relax.matmul")
@@ -90,6 +91,8 @@ class QuantReport:
     tensors: list = field(default_factory=list)
     ops: list = field(default_factory=list)
     skipped: list = field(default_factory=list)
+    int4_layers: list = field(default_factory=list)  # W4A8: WeightLayer per dense with int4 weights
+    int8_weights: list = field(default_factory=list)  # W4A8: (name, reason) of dense layers kept int8
 
     def summary(self) -> str:
         """A human-readable summary: one line per quantized tensor and per skipped op."""
@@ -103,6 +106,10 @@ class QuantReport:
             for t in self.tensors
         ]
         lines += [f"  float: {s.name} ({s.op}): {s.reason}" for s in self.skipped]
+        lines += [
+            f"  int4 weights: {t.name} K {t.k} N {t.n} weight SQNR {t.weight_sqnr_db:.2f} dB" for t in self.int4_layers
+        ]
+        lines += [f"  int8 weights: {name}: {reason}" for name, reason in self.int8_weights]
         return "\n".join(lines)
 
 
@@ -124,6 +131,7 @@ class _Unit:
     b_q: np.ndarray | None = None
     b_scales: np.ndarray | None = None
     passthrough: bool = False  # the output shares the input's quantization (PASSTHROUGH)
+    w4: object = None  # W4A8: the dense's weight_int4.Int4Layer (w4a8.py); its bias stays float
 
 
 def _find_units(g: Graph) -> list:
@@ -322,13 +330,15 @@ def _rewriter(units):
     roles = {}
     for u in units:
         roles[u.members[0]] = (u, "anchor")
-        if u.bias:
+        if u.bias and u.w4 is None:  # (a W4A8 dense keeps its float bias)
             roles[u.bias[0]] = (u, "bias")
         if u.w_perm is not None:
             roles[u.w_perm] = (u, "perm")
 
     def rewrite(bb, v, e, m, fresh):
         u, role = roles.get(v, (None, None))
+        if role == "anchor" and u.w4 is not None:  # W4A8: the int4 weight [K, N] replaces any transpose
+            return relax.Call(e.op, [m[e.args[0]], u.w4.emit(bb, fresh, v.name)], e.attrs, e.ty_args)
         if role == "anchor":
             return _emit_weighted(bb, u, e, m, fresh(f"{v.name}_w"))
         if role == "bias":
@@ -392,6 +402,7 @@ def quantize(
     group_size: int = 128,
     symmetric: bool = True,
     weight_method: str = "rtn",
+    activations: str | None = None,
 ):
     """Post-training int8 quantization of a float32 Relax module into QDQ form; with ``weight_bits=4``,
     group-wise int4 weight-only quantization of its dense layers instead (weight_int4.py).
@@ -421,6 +432,11 @@ def quantize(
     group_size, symmetric, weight_method :
         With ``weight_bits=4``: 32, 64 or 128; int4 around 0 or uint4 with a zero point per group;
         "rtn" (round to nearest) or "gptq" (error-minimizing, from the calibration inputs).
+    activations : str, optional
+        "int8" (the default with ``weight_bits=8``) or "float" (the default with ``weight_bits=4``). With
+        ``weight_bits=4, activations="int8"``: the int8 quantization above with int4 group-wise weights on
+        the dense layers (W4A8, w4a8.py; convolutions and a dense whose K `group_size` does not divide keep
+        int8 weights, listed in the report's `int8_weights`).
 
     Returns
     -------
@@ -428,10 +444,19 @@ def quantize(
         The QDQ module (int8 on quantized ops, float elsewhere) and what was quantized or skipped; with
         ``weight_bits=4`` the int4 module and a WeightQuantReport.
     """
-    if weight_bits == 4:
-        return quantize_weights_int4(mod, group_size, symmetric, weight_method, calibration_data, progress)
-    if weight_bits != 8:
+    if weight_bits not in (4, 8):
         raise ValueError(f"quantize: weight_bits must be 8 or 4, not {weight_bits}")
+    activations = activations or ("float" if weight_bits == 4 else "int8")
+    if activations not in ("int8", "float") or (weight_bits, activations) == (8, "float"):
+        raise ValueError(
+            f'quantize: activations={activations!r} with weight_bits={weight_bits}; use "int8", or "float" '
+            "with weight_bits=4 (int8 weights under float activations: quantization.quantize_weights_int8)"
+        )
+    if activations == "float":
+        return quantize_weights_int4(mod, group_size, symmetric, weight_method, calibration_data, progress)
+    if weight_bits == 4:
+        w4a8.check_options(group_size, weight_method, calibration_data)
+        calibration_data = list(calibration_data)  # read twice by GPTQ (its layer inputs)
     if calibration_data is None:
         raise ValueError("quantize: int8 quantization needs calibration_data (batches of model inputs)")
     cal.make_observer(method, percentile)  # a bad method fails now, not after compiling the probe
@@ -472,8 +497,11 @@ def quantize(
         if u.passthrough:
             qparams[u.out] = qparams[u.inputs[0]]
     weighted = [u for u in live if u.weight is not None]
+    if weight_bits == 4:
+        w4a8.choose_int4(mod, weighted, group_size, symmetric, weight_method, calibration_data, progress, report)
     for u in weighted:
-        _quantize_weights(u, qparams[u.inputs[0]][0])
+        if u.w4 is None:
+            _quantize_weights(u, qparams[u.inputs[0]][0])
     narrow = {}  # a 16-bit tensor read by int8-only units: its int8 QDQ pair and those readers
     for v in wide & set(qparams):
         qparams[v] = (*qparams[v], "int16")

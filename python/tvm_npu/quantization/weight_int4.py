@@ -140,12 +140,49 @@ def quantize_gptq(w: np.ndarray, x: np.ndarray, group: int, symmetric: bool, dam
     return codes, scales, zps
 
 
+@dataclass
+class Int4Layer:
+    """One dense weight's int4 codes [N, K], fp16-valued scales [N, G] and zero points [N, G] (0 when
+    symmetric), and the weight SQNR they keep."""
+
+    codes: np.ndarray
+    scales: np.ndarray
+    zps: np.ndarray
+    group: int
+    symmetric: bool
+    sqnr_db: float
+
+    @classmethod
+    def of(cls, w: np.ndarray, group: int, symmetric: bool, method: str, x=None) -> Int4Layer:
+        """The codes of `w` [N, K] by `method` ("gptq" needs the layer's inputs `x` [samples, K])."""
+        if method == "gptq":
+            codes, scales, zps = quantize_gptq(w, x, group, symmetric)
+        else:
+            codes, scales, zps = quantize_rtn(w, group, symmetric)
+        groups = np.arange(w.shape[1]) // group
+        approx = (codes - zps[:, groups]) * scales[:, groups]
+        return cls(codes, scales, zps, group, symmetric, _sqnr(w, approx))
+
+    def emit(self, bb, fresh, name: str):
+        """The weight [K, N] as ``permute_dims(group_dequantize(codes, scales, zero points))`` through `bb`,
+        every binding named after `name` (`fresh` makes each name unique: layer_sqnr probes by name)."""
+
+        def emit(expr):
+            return bb.emit(expr, fresh(f"{name}_w4"))
+
+        codes = relax.const(self.codes.astype(np.int8 if self.symmetric else np.uint8))
+        zp = None if self.symmetric else relax.const(self.zps.astype(np.uint8))
+        k = self.codes.shape[1]
+        deq = group_dequantize(codes, relax.const(self.scales), zp, self.group, 1, k, emit=emit)
+        return emit(relax.op.permute_dims(deq, [1, 0]))
+
+
 def _sqnr(w: np.ndarray, approx: np.ndarray) -> float:
     noise = float(np.sum((w - approx) ** 2))
     return float("inf") if noise == 0 else 10 * np.log10(float(np.sum(w * w)) / noise)
 
 
-def _inputs(mod: tvm.IRModule, xs: list, data, progress: bool, report) -> list:
+def layer_inputs(mod: tvm.IRModule, xs: list, data, progress: bool, report) -> list:
     """Each dense layer's input rows [samples, K] over the calibration batches (the float model, llvm)."""
     g = rg.Graph(mod["main"])
     ex = tvm.compile(rg.with_main(mod, rg.rebuild(g, probes=xs)[0]), target="llvm")
@@ -202,20 +239,13 @@ def quantize_weights_int4(
             report.skipped.append((d.var.name, reason))
         else:
             layers.append(d)
-    inputs = _inputs(mod, [d.x for d in layers], calibration_data, progress, report) if method == "gptq" else []
+    inputs = layer_inputs(mod, [d.x for d in layers], calibration_data, progress, report) if method == "gptq" else []
     chosen = {}
     for i, d in enumerate(layers):
         w = d.weight.T.astype(np.float32)  # [N, K]
-        if method == "gptq":
-            codes, scales, zps = quantize_gptq(w, inputs[i], group_size, symmetric)
-        else:
-            codes, scales, zps = quantize_rtn(w, group_size, symmetric)
-        groups = np.arange(w.shape[1]) // group_size
-        approx = (codes - zps[:, groups]) * scales[:, groups]
-        report.tensors.append(WeightLayer(d.var.name, d.var.name, "matmul", w.shape[1], w.shape[0], _sqnr(w, approx)))
-        dtype = np.int8 if symmetric else np.uint8
-        zp = None if symmetric else relax.const(zps.astype(np.uint8))
-        chosen[d.var] = (d, relax.const(codes.astype(dtype)), relax.const(scales), zp, w.shape[1])
+        layer = Int4Layer.of(w, group_size, symmetric, method, inputs[i] if inputs else None)
+        report.tensors.append(WeightLayer(d.var.name, d.var.name, "matmul", w.shape[1], w.shape[0], layer.sqnr_db))
+        chosen[d.var] = (d, layer)
     dropped = {d.weight_var for d in layers if d.weight_var is not None}
 
     def rewrite(bb, var, value, m, fresh):
@@ -223,12 +253,8 @@ def quantize_weights_int4(
             return False
         if var not in chosen:
             return None
-        d, codes, scales, zp, k = chosen[var]
-
-        def emit(expr):  # named after the layer, so every binding keeps a name of its own (layer_sqnr probes)
-            return bb.emit(expr, fresh(f"{var.name}_w4"))
-
-        weight = emit(relax.op.permute_dims(group_dequantize(codes, scales, zp, group_size, 1, k, emit=emit), [1, 0]))
+        d, layer = chosen[var]
+        weight = layer.emit(bb, fresh, var.name)
         return relax.Call(d.call.op, [rg.subst(d.call.args[0], m), weight], d.call.attrs, d.call.ty_args)
 
     if not chosen:

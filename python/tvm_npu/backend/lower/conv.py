@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 from tvm import relax
 
+from ...contract.errors import NPUError
 from ...ir.values import constant_value, eval_const, static_shape
 from . import quant_params as qp
 from .composite import Composite, qparams
@@ -15,9 +16,10 @@ from .group_weights import group_codes
 from .registry import both_datapaths, lowers
 
 
-@lowers(*both_datapaths("conv2d", "dense"))
+@lowers(*both_datapaths("conv2d", "dense"), "qdense_w4")
 def lower_conv(comp: Composite) -> Layer:
-    """A conv2d or matmul with its fused bias and activation (npu.[q]conv2d*, npu.[q]dense*)."""
+    """A conv2d or matmul with its fused bias and activation (npu.[q]conv2d*, npu.[q]dense*, and W4A8's
+    npu.qdense_w4*)."""
     layer = comp.layer("conv")
     calls = comp.calls
     if "nn.conv2d" in calls:
@@ -37,8 +39,11 @@ def lower_conv(comp: Composite) -> Layer:
         in_view = rows_view(static_shape(call.args[0]))
         out_shape = static_shape(call)
         out_view = rows_view(out_shape)
-    w4 = None if comp.int8 or kernel_layout != "IO" else _group_weight(comp, call.args[1])
-    if w4 is not None:  # W4A16: int4 codes, their group scales (and zero points) in the block
+    w4a8 = comp.base.startswith("dense_w4")
+    w4 = None if (comp.int8 and not w4a8) or kernel_layout != "IO" else _group_weight(comp, call.args[1])
+    if w4a8 and w4 is None:  # check_dense_w4a8 refuses what group_codes does not take
+        raise NPUError("ERR_OP_NOT_SUPPORTED", f"{comp.name}: a W4A8 weight its check accepted is not int4 codes")
+    if w4 is not None:  # W4A16 / W4A8: int4 codes, their group scales (and zero points) in the block
         layer.weight, layer.w_group, layer.w_scales, layer.w_zeros = w4["codes"], w4["group"], w4["scales"], w4["zeros"]
     else:
         layer.weight, w_scale = _weight(comp, call.args[1], kernel_layout)
@@ -50,8 +55,10 @@ def lower_conv(comp: Composite) -> Layer:
         bias = eval_const(_bias_operand(comp, call), comp.region.graph.label, "bias", comp.env)
         layer.bias = bias.reshape(-1).astype(np.float32)
     layer.macs = int(np.prod(layer.weight.shape)) * out_view[0] * out_view[1] * out_view[2]
-    if comp.int8:
-        _requantization(comp, layer, call, w_scale)  # (int8 never takes the int4 path above)
+    if w4a8:
+        _w4a8_requantization(comp, layer, call)
+    elif comp.int8:
+        _requantization(comp, layer, call, w_scale)
     return comp.connect(layer, call.args[0], in_view, layout, out_shape, out_view)
 
 
@@ -128,6 +135,23 @@ def _bias_operand(comp: Composite, op_call):
     add(b, y) alike (torch's export writes the bias first)."""
     add = comp.calls["add"][0]
     return next(a for a in add.args if not comp.resolve(a).same_as(op_call))
+
+
+def _w4a8_requantization(comp: Composite, layer: Layer, op_call) -> None:
+    """W4A8 (docs/npu.md section 2): the zero points, the clamp, one S = fp32(s_x / s_y) for every output
+    channel (the weights' scales are the group scales) and the fp32 bias in the accumulator's unit,
+    fp32(b / s_x) (zeros without one)."""
+    f32 = np.float32
+    s_y, _ = comp.output_quantization(layer)
+    s_x, z_x = qparams(comp.data_dq())
+    layer.in_zps = (z_x,)
+    oc = layer.weight.shape[0]
+    layer.scale = np.full(oc, f32(f32(s_x) / f32(s_y)), f32)
+    bias = np.zeros(oc, f32)
+    if "add" in comp.calls:
+        value = eval_const(_bias_operand(comp, op_call), comp.region.graph.label, "bias", comp.env)
+        bias = np.broadcast_to(np.asarray(value, f32).reshape(-1), (oc,)) / f32(s_x)
+    layer.bias = np.asarray(bias, f32)
 
 
 def _requantization(comp: Composite, layer: Layer, op_call, w_scale: np.ndarray) -> None:

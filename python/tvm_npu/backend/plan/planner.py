@@ -72,8 +72,9 @@ def constant_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[by
 
 
 def int4_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[bytes, int, int]:
-    """A W4A16 dense's rows [oc0, oc1): the codes two a byte along K (even k in the low nibble), then its
-    int4 dequantization block (docs/npu.md section 6): the fp32 bias row (zeros without one), the fp16
+    """A W4A16 / W4A8 dense's rows [oc0, oc1): the codes two a byte along K (even k in the low nibble), then
+    its int4 dequantization block (docs/npu.md section 6): the fp32 bias row (zeros without one), under int8
+    the fp32 requantization row S, the fp16
     scales [G][oc] packed, and for uint4 from the next aligned offset the zero points, G rows of
     ceil(oc / 2) bytes, even o in the low nibble."""
     codes = layer.weight[oc0:oc1].reshape(oc1 - oc0, -1).astype(np.uint8) & 0x0F
@@ -82,6 +83,8 @@ def int4_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[bytes,
     data = rows.tobytes().ljust(align(rows.size, cfg.alignment), b"\0")
     bias = np.zeros(oc, "<f4") if layer.bias is None else layer.bias[oc0:oc1]
     block = np.asarray(bias, "<f4").tobytes().ljust(align(oc * 4, cfg.alignment), b"\0")
+    if layer.dtype == "int8":  # W4A8: the requantization row S after the bias row
+        block += np.asarray(layer.scale[oc0:oc1], "<f4").tobytes().ljust(align(oc * 4, cfg.alignment), b"\0")
     block += np.ascontiguousarray(layer.w_scales[:, oc0:oc1], "<f2").tobytes()
     if layer.w_zeros is not None:
         zeros = layer.w_zeros[:, oc0:oc1]
