@@ -89,6 +89,8 @@ def test_prefill_and_decode_share_the_sram_cache_bit_exact():
     at every position (an SRAM cache is read by no DMA), and the writes the output rows."""
     model = _zero_model()
     prefill, decode = Step(2, 4242, model), Step(1, 4242, model)
+    # The runtime's derived limit: the last head's new value rows would leave their tensor at T - S + 1.
+    assert [int(s.mod["position_limit"]()) for s in (prefill, decode)] == [T - 2, T - 1]
     rng = np.random.default_rng(0)
     last = prefill.run_and_check(rng, 0)
     assert last["ddr_read_bytes"] == (H + 2 * H_KV) * 2 * ROW
