@@ -8,7 +8,9 @@ one machine, in one run):
    (tvm_npu.models.decoder, seeded weights): one decode step's cycles next to its DDR roofline (the
    bytes it moved / ddr_bytes_per_cycle, and the ideal: weights + the KV rows read, once), and a
    128-token prefill's MAC utilization; with the fp16 and the int8 KV cache (kv8), and the decode step's DDR
-   bytes and the KV bytes it read.
+   bytes and the KV bytes it read; where the cache lives (kv_placement: "sram" when the whole cache fits in
+   half of SRAM, the default "auto" on these models, next to the same models forced to "ddr"). With an SRAM
+   cache the ideal roofline has no KV bytes: the rows never cross DDR.
 2. Host emulator: the wall time of one decode step of the GPT-2-like model on the reference NPU
    (tvm_npu, CPU ops included) next to onnxruntime's CPU time for the same step model, same machine,
    interleaved rounds.
@@ -50,11 +52,16 @@ QWEN = dict(layers=28, d=1536, heads=12, kv_heads=2, ffn=8960, vocab=151936)
 FIELD_TOKENS_PER_S = 22  # issue 20: a Qwen2-1.5B-class model on a laptop NPU after weight re-layout
 
 
-def _measured(name, builder, config: str, kv_dtype: str = "float16") -> dict:
+def _measured(name, builder, config: str, kv_dtype: str = "float16", kv_placement: str = "auto") -> dict:
     """Decode roofline and prefill utilization of one small model on the reference NPU (`kv_dtype` "int8": the
-    int8 KV cache, calibrated on the default prompts)."""
+    int8 KV cache, calibrated on the default prompts; `kv_placement` where the cache lives)."""
     lm = tvm_npu.llm.compile(
-        functools.partial(builder), max_context=256, prefill_len=128, config=config, kv_dtype=kv_dtype
+        functools.partial(builder),
+        max_context=256,
+        prefill_len=128,
+        config=config,
+        kv_dtype=kv_dtype,
+        kv_placement=kv_placement,
     )
     cfg = tvm_npu.get_config(config)
     lm.prefill(np.arange(128, dtype=np.int64) % 200)
@@ -66,17 +73,19 @@ def _measured(name, builder, config: str, kv_dtype: str = "float16") -> dict:
     info = lm.meta["step"]
     el = 1 if kv_dtype == "int8" else 2
     kv_read = 2 * info["layers"] * info["kv_heads"] * 129 * info["head_dim"] * el  # K and V, 129 rows
+    kv_ddr = kv_read if decode["kv_placement"] == "ddr" else 0  # an SRAM cache's rows never cross DDR
     with tempfile.TemporaryDirectory() as tmp:
         artifact = lm.export_library(Path(tmp) / "lm.so").stat().st_size
     return {
         **lm.memory(),
         "artifact_bytes": artifact,
         "model": name + (" kv8" if kv_dtype == "int8" else ""),
+        "kv": decode["kv_placement"],
         "kv_bytes": decode["kv_bytes"],
         "decode_cycles": decode["cycles"],
         "decode_ddr_bytes": decode["ddr_bytes"],
         "roofline_moved": decode["ddr_bytes"] / cfg.ddr_bytes_per_cycle,
-        "roofline_ideal": (weights + kv_read) / cfg.ddr_bytes_per_cycle,
+        "roofline_ideal": (weights + kv_ddr) / cfg.ddr_bytes_per_cycle,
         "prefill_mac_util": prefill["mac_util"],
         "prefill_cycles": prefill["cycles"],
     }
@@ -84,12 +93,12 @@ def _measured(name, builder, config: str, kv_dtype: str = "float16") -> dict:
 
 def _print_measured(rows: list) -> None:
     print("1. Measured on the reference NPU (npu-ref; 128-token prefill, then one decode step at position 128)")
-    print(f"   {'model':12s} {'decode cycles':>14s} {'roofline(moved)':>16s} {'% of it':>8s} "
+    print(f"   {'model':12s} {'KV in':>10s} {'decode cycles':>14s} {'roofline(moved)':>16s} {'% of it':>8s} "
           f"{'roofline(ideal)':>16s} {'% of it':>8s} {'prefill MAC util':>17s} {'decode DDR B':>13s} "
           f"{'KV bytes':>9s}")  # fmt: skip
     for r in rows:
         print(
-            f"   {r['model']:17s} {r['decode_cycles']:>9,} {r['roofline_moved']:>16,.0f} "
+            f"   {r['model']:17s} {r['kv']:>5s} {r['decode_cycles']:>9,} {r['roofline_moved']:>16,.0f} "
             f"{100 * r['roofline_moved'] / r['decode_cycles']:>7.1f}% {r['roofline_ideal']:>16,.0f} "
             f"{100 * r['roofline_ideal'] / r['decode_cycles']:>7.1f}% {100 * r['prefill_mac_util']:>16.1f}% "
             f"{r['decode_ddr_bytes']:>13,} {r['kv_bytes']:>9,}"
@@ -217,6 +226,9 @@ def main(argv=None) -> int:
         rows = [_measured("gpt2-like", gpt2, "npu-ref"), _measured("llama-like", llama, "npu-ref")]
         rows += [_measured("gpt2-like", gpt2, "npu-ref", "int8"), _measured("llama-like", llama, "npu-ref", "int8")]
         rows += [_measured("llama-D128", llama128, "npu-ref", k) for k in ("float16", "int8")]
+        # The same two models with the cache forced into DDR: what the SRAM cache saves per token
+        for n, b in (("gpt2-like", gpt2), ("llama-like", llama)):
+            rows.append(_measured(n, b, "npu-ref", kv_placement="ddr"))
         _print_measured(rows)
     if not args.skip_host:
         _host(args.rounds)

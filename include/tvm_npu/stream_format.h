@@ -2,7 +2,7 @@
 // Do not edit: change the spec and regenerate (tests/contract/ checks this file).
 /*!
  * \file tvm_npu/stream_format.h
- * \brief The command stream's on-blob layout, version 1.4 (docs/npu.md section 6). A runtime reads
+ * \brief The command stream's on-blob layout, version 1.5 (docs/npu.md section 6). A runtime reads
  *        every older minor: a minor only appends (operands whose value 0 keeps the older meaning,
  *        dtypes, opcodes). 1.1: the pixel strides of CONV2D and POOL; the opcodes ELTWISE, UNARY
  *        and SOFTMAX; 1.2: the int16 dtype; ELTWISE's per-operand dtypes; 1.3: quantized staging
@@ -17,7 +17,11 @@
  *        under fp16 or int8 activations); MATMUL's b_dtype and b_scale_addr (an int8 B, e.g. an
  *        int8 KV cache, with one fp32 scale per B batch); MATMUL's int8 form (a_zp, b_zp, out_zp,
  *        scale: two int8 activations, requantized per tensor); SOFTMAX's and NORM's int8 forms
- *        (in_zp, in_scale, out_zp, out_scale).
+ *        (in_zp, in_scale, out_zp, out_scale); 1.5: the SRAM state area (header word 3,
+ *        sram_state_bytes, formerly flags: the top of SRAM kept across calls and shared by state
+ *        space); the tensor role sram_state (a state tensor in it); bit 2 of a DMA's pos_mode
+ *        (sram_addr += p * sram_stride: new KV rows written into an SRAM cache at the run-time
+ *        position).
  *
  * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
  * little-endian host reads one with a memcpy. The structs carry no behaviour: what operand values
@@ -34,7 +38,7 @@ namespace stream {
 
 constexpr uint32_t kMagic = 0x5355504E;  // bytes "NPUS"
 constexpr uint16_t kVersionMajor = 1;
-constexpr uint16_t kVersionMinor = 4;
+constexpr uint16_t kVersionMinor = 5;
 // 1.1: the pixel strides of CONV2D and POOL; the opcodes ELTWISE, UNARY and SOFTMAX.
 constexpr uint16_t kVectorOpsMinor = 1;
 // 1.2: the int16 dtype; ELTWISE's per-operand dtypes.
@@ -52,6 +56,11 @@ constexpr uint16_t kQuantIoMinor = 3;
 // batch); MATMUL's int8 form (a_zp, b_zp, out_zp, scale: two int8 activations, requantized per
 // tensor); SOFTMAX's and NORM's int8 forms (in_zp, in_scale, out_zp, out_scale).
 constexpr uint16_t kLlmMinor = 4;
+// 1.5: the SRAM state area (header word 3, sram_state_bytes, formerly flags: the top of SRAM kept
+// across calls and shared by state space); the tensor role sram_state (a state tensor in it); bit 2
+// of a DMA's pos_mode (sram_addr += p * sram_stride: new KV rows written into an SRAM cache at the
+// run-time position).
+constexpr uint16_t kSramStateMinor = 5;
 
 constexpr uint32_t kHeaderBytes = 64;
 constexpr uint32_t kConfigOffset = 64;
@@ -127,8 +136,9 @@ enum Role : uint32_t {
   kRoleOutput = 2,
   kRoleWeight = 3,
   kRoleBias = 4,
-  kRoleState = 5,     // format 1.4: in the state region, kept across calls; io_index = slot
-  kRolePosition = 6,  // format 1.4: the input read into the position register
+  kRoleState = 5,      // format 1.4: in the state region, kept across calls; io_index = slot
+  kRolePosition = 6,   // format 1.4: the input read into the position register
+  kRoleSramState = 7,  // format 1.5: in the SRAM state area; ddr_addr = its SRAM address
 };
 
 enum HostLayout : uint32_t {
@@ -194,7 +204,7 @@ struct Header {
   uint16_t version_major;
   uint16_t version_minor;
   uint32_t header_bytes;
-  uint32_t flags;
+  uint32_t sram_state_bytes;  // format 1.5: the SRAM state area at the top of SRAM; 0 = none
   uint32_t num_tensors;
   uint32_t num_commands;
   uint32_t weights_offset;
@@ -247,6 +257,7 @@ struct Command {
  *
  * Both list channel, source, destination, rows, row_bytes, source stride, destination stride: DDR
  * to SRAM for DMA_LOAD, SRAM to DDR for DMA_STORE.
+ * Format 1.5: pos_mode bit 2 moves the SRAM side, sram_addr += p * sram_stride.
  */
 struct DmaOperands {
   uint32_t channel;

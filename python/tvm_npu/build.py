@@ -46,6 +46,15 @@ class BuildContext:
     # and "kv_scales" [L][2][H_kv] for an int8 cache.
     kv_cache: dict | None = None
     kv_regions: dict = field(default_factory=dict)  # kv_cache: symbol -> (stream, placements, call var)
+    # kv_cache in SRAM: the SRAM state area's bytes, the top of SRAM no other region may plan into.
+    sram_reserved: int = 0
+
+    @property
+    def plan_config(self) -> NPUConfig:
+        """The configuration the partition and the planners see: SRAM below the SRAM state area."""
+        if not self.sram_reserved:
+            return self.config
+        return self.config.replace(sram_bytes=self.config.sram_bytes - self.sram_reserved)
 
 
 def cpu_pipeline() -> tvm.transform.Pass:
@@ -82,7 +91,9 @@ def _kv_cache(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:
         ctx.kv_cache["state_space"],
         ctx.rejections,
         ctx.kv_cache.get("kv_scales"),
+        ctx.kv_cache.get("sram_area", 0),
     )
+    ctx.sram_reserved = ctx.kv_cache.get("sram_area", 0) if ctx.kv_regions else 0
     ctx.streams.update({s: planned for s, (planned, _, _) in ctx.kv_regions.items()})
     ctx.layers.update({s: kv_cache.region_layers(planned) for s, (planned, _, _) in ctx.kv_regions.items()})
     if ctx.report is not None:
@@ -90,6 +101,8 @@ def _kv_cache(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:
         ctx.report.kv_cache = {
             "resident": bool(ctx.kv_regions),
             "state_space": ctx.kv_cache["state_space"] if ctx.kv_regions else 0,
+            "placement": ("sram" if ctx.sram_reserved else "ddr") if ctx.kv_regions else None,
+            "sram_state_bytes": ctx.sram_reserved,
             "regions": sorted(ctx.kv_regions),
             "refused": [
                 {"code": r.code, "reason": r.reason, "detail": r.detail}
@@ -101,7 +114,7 @@ def _kv_cache(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:
 
 
 def _partition(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:
-    mod = partition.partition_for_npu(mod, ctx.config, ctx.rejections)
+    mod = partition.partition_for_npu(mod, ctx.plan_config, ctx.rejections)
     mod = kv_cache.link(mod, ctx.kv_regions)
     if ctx.report is not None:
         ctx.report.config = ctx.config.to_dict()
@@ -113,10 +126,10 @@ def _codegen(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:
     # Each region compiled on its own first: one that fails unexpectedly runs on the CPU (NPU_E_INTERNAL).
     compiled: dict = {}
     partitioned = mod
-    mod = fallback.compile_regions(mod, ctx.config, ctx.rejections, compiled)
+    mod = fallback.compile_regions(mod, ctx.plan_config, ctx.rejections, compiled)
     if ctx.report is not None and mod is not partitioned:  # placements of the ops that fell back
         ctx.report.record_partition(mod, ctx.rejections)
-    mod = codegen.run_codegen(mod, ctx.config, ctx.streams, ctx.layers, compiled)
+    mod = codegen.run_codegen(mod, ctx.plan_config, ctx.streams, ctx.layers, compiled)
     if ctx.report is not None:
         ctx.report.regions = {s: _region_summary(ctx.config, st, ctx.layers.get(s)) for s, st in ctx.streams.items()}
     return mod

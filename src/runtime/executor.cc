@@ -363,6 +363,10 @@ ExecCache::ExecCache(const ParsedStream& ps)
     arena_dirty_ = std::max(
         arena_dirty_, d.ddr_addr - wb + SatMul(uint64_t{d.view[0]} * d.view[1], d.row_stride));
   }
+  for (uint32_t k : ps.sram_state_tensors) {  // format 1.5: copied in before every call
+    const TensorDesc& d = ps.tensors[k];
+    sram_dirty_ = std::max(sram_dirty_, d.ddr_addr + SatMul(uint64_t{d.view[1]}, d.row_stride));
+  }
   sram_dirty_ = std::min(sram_dirty_, sram_bytes_);
   arena_dirty_ = std::min(arena_dirty_, arena_bytes_);
   weights.SetConstantKeys(ConstantWeightCommands(ps));
@@ -496,7 +500,7 @@ std::vector<uint64_t> Execute(const ParsedStream& ps, const std::vector<const DL
   const uint32_t position = CallPosition(ps, inputs);
   const StateBinding no_state(ParsedStream{});
   if (state == nullptr) state = &no_state;
-  if (state->empty() && !ps.state_tensors.empty()) {
+  if (state->empty() && !(ps.state_tensors.empty() && ps.sram_state_tensors.empty())) {
     NPU_THROW(kBadStream) << "a stream with state tensors runs on a module that binds them";
   }
 
@@ -521,6 +525,12 @@ std::vector<uint64_t> Execute(const ParsedStream& ps, const std::vector<const DL
   const std::vector<bool>* skip =
       cache != nullptr && own->owner == cache->id() ? &cache->resident_loads() : nullptr;
   Machine machine(ps, own.get(), cache, state, position);
+  // Format 1.5: the SRAM state area holds what the space's last call left there. The emulator's
+  // SRAM is per call, so the kept bytes come in before command 0 and go back after the last one
+  // (a call that fails midway leaves them as they were).
+  for (const StateView& v : state->sram_views()) {
+    std::memcpy(own->sram.data() + v.begin, v.data, v.end - v.begin);
+  }
   std::vector<uint64_t> saturated(inputs.size());
   for (size_t k = 0; k < inputs.size(); ++k) {
     if (static_cast<int64_t>(k) == ps.position_input) continue;  // read into the register
@@ -547,6 +557,9 @@ std::vector<uint64_t> Execute(const ParsedStream& ps, const std::vector<const DL
       case stream::kRope: machine.Rope(cmd); break;
       default: break;  // END
     }
+  }
+  for (const StateView& v : state->sram_views()) {
+    std::memcpy(v.data, own->sram.data() + v.begin, v.end - v.begin);
   }
   for (size_t k = 0; k < outputs.size(); ++k) {
     machine.StageOut(ps.tensors[ps.outputs[k]], outputs[k]);

@@ -38,11 +38,15 @@ uint32_t PosModeOf(const stream::Command& cmd) {
 
 void CheckPosMode(const std::string& where, const stream::Command& cmd) {
   const uint32_t mode = PosModeOf(cmd);
-  const uint32_t defined = cmd.opcode() == stream::kSoftmax ? 1u : 3u;
+  const bool dma = cmd.opcode() == stream::kDmaLoad || cmd.opcode() == stream::kDmaStore;
+  const uint32_t defined = cmd.opcode() == stream::kSoftmax ? 1u : dma ? 7u : 3u;
   if ((mode & ~defined) != 0) {
     NPU_THROW(kBadStream) << where << ": pos_mode " << mode << " sets a bit "
                           << stream::OpcodeName(cmd.opcode()) << " does not define ("
-                          << (defined == 1 ? "bit 0" : "bits 0 and 1") << ")";
+                          << (defined == 1 ? "bit 0"
+                              : dma        ? "bits 0 to 2"
+                                           : "bits 0 and 1")
+                          << ")";
   }
 }
 
@@ -58,6 +62,8 @@ stream::Command Resolve(const stream::Command& cmd, uint64_t p) {
       const uint32_t ddr_stride = load ? op.src_stride : op.dst_stride;
       if (mode & 1u) ddr = SatAdd(ddr, SatMul(p, ddr_stride));
       if (mode & 2u) op.rows = SatAdd(op.rows, p);
+      uint32_t& sram = load ? op.dst_addr : op.src_addr;  // format 1.5: a row of an SRAM cache
+      if (mode & 4u) sram = SatAdd(sram, SatMul(p, load ? op.dst_stride : op.src_stride));
       op.pos_mode = 0;
       return WithOperands(cmd, op);
     }

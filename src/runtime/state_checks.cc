@@ -10,6 +10,7 @@
 
 #include "runtime/command_checks.h"
 #include "runtime/npu_error.h"
+#include "runtime/sram_provenance.h"
 
 namespace tvm_npu {
 namespace {
@@ -60,6 +61,14 @@ void CheckState(const std::string& where, const TensorDesc& t, size_t i, ParsedS
                           << "host shape";
   }
   if (t.view[1] == 0 || t.view[3] == 0) NPU_THROW(kBadStream) << where << ": a zero dimension";
+  if (t.role == stream::kRoleSramState) {  // format 1.5: its address is an SRAM address
+    const uint64_t top = ps->config.sram_bytes;
+    CheckBuffer(where, "SRAM state tensor", t.ddr_addr, t.view[1],
+                SatMul(t.view[3], stream::DTypeBytes(t.dtype)), t.row_stride, ps->config,
+                "the SRAM state area", top - std::min<uint64_t>(h.sram_state_bytes, top), top);
+    ps->sram_state_tensors.push_back(static_cast<uint32_t>(i));
+    return;
+  }
   CheckBuffer(where, "state tensor", t.ddr_addr, t.view[1],
               SatMul(t.view[3], stream::DTypeBytes(t.dtype)), t.row_stride, ps->config,
               "the DDR state region", h.ddr_bytes, uint64_t{h.ddr_bytes} + h.state_bytes);
@@ -78,6 +87,11 @@ void CheckStateOrPosition(const std::string& where, size_t i, ParsedStream* ps) 
   if (!ps->qparams.empty() && (ps->qparams[i].zero_point != 0 || ps->qparams[i].scale != 0.0f)) {
     NPU_THROW(kBadStream) << where << ": its quantization table entry must be two zero words";
   }
+  if (t.role == stream::kRoleSramState && ps->header.version_minor < stream::kSramStateMinor) {
+    NPU_THROW(kBadStream) << where << ": role " << t.role << " needs stream format 1."
+                          << stream::kSramStateMinor << ", the stream says 1."
+                          << ps->header.version_minor;
+  }
   if (t.role == stream::kRolePosition) {
     CheckPosition(where, t, ps);
   } else {
@@ -86,19 +100,23 @@ void CheckStateOrPosition(const std::string& where, size_t i, ParsedStream* ps) 
 }
 
 void CheckStatesDisjoint(const ParsedStream& ps) {
-  std::vector<uint32_t> order = ps.state_tensors;
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    return ps.tensors[a].ddr_addr < ps.tensors[b].ddr_addr;
-  });
-  for (size_t k = 1; k < order.size(); ++k) {
-    const TensorDesc &a = ps.tensors[order[k - 1]], &b = ps.tensors[order[k]];
-    if (uint64_t{a.ddr_addr} + Footprint(a) > b.ddr_addr) {
-      NPU_THROW(kInvalidAddr) << "state tensors " << order[k - 1] << " and " << order[k]
-                              << " overlap in the state region";
+  for (const auto* list : {&ps.state_tensors, &ps.sram_state_tensors}) {
+    std::vector<uint32_t> order = *list;
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return ps.tensors[a].ddr_addr < ps.tensors[b].ddr_addr;
+    });
+    for (size_t k = 1; k < order.size(); ++k) {
+      const TensorDesc &a = ps.tensors[order[k - 1]], &b = ps.tensors[order[k]];
+      if (uint64_t{a.ddr_addr} + Footprint(a) > b.ddr_addr) {
+        NPU_THROW(kInvalidAddr) << "state tensors " << order[k - 1] << " and " << order[k]
+                                << " overlap in the "
+                                << (list == &ps.state_tensors ? "state region" : "SRAM state area");
+      }
     }
   }
   std::vector<uint32_t> slots;
   for (uint32_t k : ps.state_tensors) slots.push_back(ps.tensors[k].io_index);
+  for (uint32_t k : ps.sram_state_tensors) slots.push_back(ps.tensors[k].io_index);
   std::sort(slots.begin(), slots.end());
   if (std::adjacent_find(slots.begin(), slots.end()) != slots.end()) {
     NPU_THROW(kBadStream) << "two state tensors of the stream have one slot (io_index)";
@@ -123,6 +141,29 @@ bool CheckStateDma(const std::string& where, const stream::DmaOperands& op, bool
   }
   NPU_THROW(kInvalidAddr) << where << ": DDR address " << ddr << " is in the state region but in "
                           << "no state tensor";
+}
+
+void CheckSramStateArea(const std::string& where, const stream::Command& cmd,
+                        const ParsedStream& ps) {
+  const uint64_t top = ps.config.sram_bytes;
+  const uint64_t area = top - std::min<uint64_t>(ps.header.sram_state_bytes, top);
+  if (area == top) return;
+  std::vector<ByteRange> ranges = SramReads(cmd, ps.config);
+  ranges.push_back(SramWrites(cmd, top));
+  for (const ByteRange& r : ranges) {
+    if (r.end <= area || r.begin >= r.end) continue;
+    const bool inside =
+        std::any_of(ps.sram_state_tensors.begin(), ps.sram_state_tensors.end(), [&](uint32_t k) {
+          const TensorDesc& t = ps.tensors[k];
+          return r.begin >= t.ddr_addr && r.end <= uint64_t{t.ddr_addr} + Footprint(t);
+        });
+    if (!inside) {
+      NPU_THROW(kInvalidAddr) << where << ": SRAM [" << r.begin << ", " << r.end
+                              << ") reaches the SRAM state area [" << area << ", " << top
+                              << ") outside its SRAM state tensors (the area is kept across "
+                              << "calls: only an SRAM state tensor's rows live there)";
+    }
+  }
 }
 
 }  // namespace tvm_npu

@@ -27,6 +27,11 @@ void CheckStatesDisjoint(const ParsedStream& ps);
 bool CheckStateDma(const std::string& where, const stream::DmaOperands& op, bool load,
                    const ParsedStream& ps);
 
+/*! \brief Format 1.5: every SRAM byte range `cmd` reads or writes lies below the SRAM state area
+ *         (header word 3) or inside one SRAM state tensor; ERR_INVALID_ADDR otherwise. */
+void CheckSramStateArea(const std::string& where, const stream::Command& cmd,
+                        const ParsedStream& ps);
+
 }  // namespace tvm_npu
 
 #endif  // TVM_NPU_RUNTIME_STATE_CHECKS_H_

@@ -48,9 +48,12 @@ std::shared_ptr<StateSpace> SpaceOf(uint32_t id) {
   return s;
 }
 
+// An SRAM state tensor (format 1.5) is also at one SRAM address for every module: the area is the
+// NPU's SRAM, not a per-module copy.
 bool SameLayout(const stream::TensorDesc& a, const stream::TensorDesc& b) {
-  return a.dtype == b.dtype && a.row_stride == b.row_stride &&
-         std::equal(a.view, a.view + 4, b.view);
+  const bool sram = a.role == stream::kRoleSramState;
+  return a.role == b.role && a.dtype == b.dtype && a.row_stride == b.row_stride &&
+         std::equal(a.view, a.view + 4, b.view) && (!sram || a.ddr_addr == b.ddr_addr);
 }
 
 uint64_t Footprint(const stream::TensorDesc& d) {
@@ -60,10 +63,12 @@ uint64_t Footprint(const stream::TensorDesc& d) {
 }  // namespace
 
 StateBinding::StateBinding(const ParsedStream& ps) {
-  if (ps.state_tensors.empty()) return;
+  if (ps.state_tensors.empty() && ps.sram_state_tensors.empty()) return;
   space_ = SpaceOf(ps.header.state_space);
   std::lock_guard<std::mutex> lock(space_->slots_mutex);
-  for (uint32_t k : ps.state_tensors) {
+  std::vector<uint32_t> all = ps.state_tensors;
+  all.insert(all.end(), ps.sram_state_tensors.begin(), ps.sram_state_tensors.end());
+  for (uint32_t k : all) {
     const stream::TensorDesc& d = ps.tensors[k];
     std::shared_ptr<Slot>& slot = space_->slots[d.io_index];
     if (slot == nullptr) {
@@ -76,10 +81,13 @@ StateBinding::StateBinding(const ParsedStream& ps) {
                                 << slot->desc.dtype << ", view [" << slot->desc.view[0] << ", "
                                 << slot->desc.view[1] << ", " << slot->desc.view[2] << ", "
                                 << slot->desc.view[3] << "], row stride " << slot->desc.row_stride
+                                << ", role " << slot->desc.role << " at " << slot->desc.ddr_addr
                                 << "; this stream's tensor " << k << " differs: modules sharing a "
                                 << "state space must come from one build";
     }
-    views_.push_back({d.ddr_addr, d.ddr_addr + Footprint(d), slot->bytes.data()});
+    const StateView view{d.ddr_addr, d.ddr_addr + Footprint(d), slot->bytes.data()};
+    (d.role == stream::kRoleSramState ? sram_views_ : views_).push_back(view);
+    all_.push_back(view);
     descs_.push_back(d);
   }
 }
@@ -107,7 +115,7 @@ std::string StateBinding::Read(uint32_t slot) const {
     const uint64_t rows = uint64_t{d.view[0]} * d.view[1];
     std::string out(rows * row, '\0');
     for (uint64_t r = 0; r < rows; ++r) {
-      std::memcpy(&out[r * row], views_[i].data + r * d.row_stride, row);
+      std::memcpy(&out[r * row], all_[i].data + r * d.row_stride, row);
     }
     return out;
   }

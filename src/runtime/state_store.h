@@ -17,7 +17,8 @@
 
 namespace tvm_npu {
 
-/*! \brief Where a state tensor's bytes are during a call: DDR [begin, end) of the stream. */
+/*! \brief Where a state tensor's bytes are during a call: DDR [begin, end) of the stream (SRAM
+ *         [begin, end) for an SRAM state tensor, format 1.5). */
 struct StateView {
   uint64_t begin, end;
   uint8_t* data;
@@ -37,8 +38,12 @@ class StateBinding {
   explicit StateBinding(const ParsedStream& ps);
   ~StateBinding();
 
-  bool empty() const { return views_.empty(); }
+  bool empty() const { return all_.empty(); }
+  /*! \brief The DDR state tensors (begin, end: DDR addresses). */
   const std::vector<StateView>& views() const { return views_; }
+  /*! \brief Format 1.5: the SRAM state tensors (begin, end: SRAM addresses), copied into the
+   *         call's SRAM before its first command and back after its last. */
+  const std::vector<StateView>& sram_views() const { return sram_views_; }
   std::unique_lock<std::mutex> CallLock() const;
   /*! \brief Zero every state tensor of the space (all slots, not only this module's). */
   void Reset();
@@ -47,8 +52,9 @@ class StateBinding {
 
  private:
   std::shared_ptr<StateSpace> space_;
-  std::vector<StateView> views_;
-  std::vector<stream::TensorDesc> descs_;  // views_[i] is descs_[i]'s footprint
+  std::vector<StateView> views_, sram_views_;
+  std::vector<StateView> all_;             // both, in descs_' order
+  std::vector<stream::TensorDesc> descs_;  // all_[i] is descs_[i]'s footprint
 };
 
 }  // namespace tvm_npu

@@ -42,9 +42,12 @@ void CheckHeader(const stream::Header& h, size_t size) {
     NPU_THROW(kBadStream) << "header_bytes is " << h.header_bytes << ", must be "
                           << stream::kHeaderBytes;
   }
-  if (h.flags != 0) {
-    NPU_THROW(kBadStream) << "header flags are 0x" << std::hex << h.flags
-                          << ", must be 0 (no flags are defined)";
+  // Word 3 was `flags` (no flag defined, 0) before format 1.5 gave it to the SRAM state area.
+  if (h.sram_state_bytes != 0 && h.version_minor < stream::kSramStateMinor) {
+    NPU_THROW(kBadStream) << "header word 3 (sram_state_bytes, formerly flags) is "
+                          << h.sram_state_bytes << ", must be 0 (the SRAM state area needs stream "
+                          << "format 1." << stream::kSramStateMinor << ", the stream says 1."
+                          << h.version_minor << ")";
   }
   // Words 14-15 were reserved (0) before format 1.4 gave them to the state region.
   if ((h.state_bytes != 0 || h.state_space != 0) && h.version_minor < stream::kLlmMinor) {
@@ -117,9 +120,16 @@ void CheckConfig(const NPUConfig& c, const stream::Header& h) {
                                << " tensors, the NPU allows " << c.max_tensors
                                << "; split the region into smaller tasks";
   }
-  if (h.sram_bytes_used > c.sram_bytes) {
-    NPU_THROW(kSramOverflow) << "the stream uses " << h.sram_bytes_used << " bytes of SRAM, the "
-                             << "budget is " << c.sram_bytes << "; tile the region smaller";
+  if (h.sram_state_bytes > c.sram_bytes || h.sram_state_bytes % c.alignment != 0) {
+    NPU_THROW(kBadStream) << "sram_state_bytes " << h.sram_state_bytes << " must be a multiple of "
+                          << "the alignment " << c.alignment << " and at most sram_bytes "
+                          << c.sram_bytes;
+  }
+  if (uint64_t{h.sram_bytes_used} + h.sram_state_bytes > c.sram_bytes) {
+    NPU_THROW(kSramOverflow) << "the stream uses " << h.sram_bytes_used << " bytes of SRAM next "
+                             << "to its SRAM state area of " << h.sram_state_bytes
+                             << " bytes, the budget is " << c.sram_bytes
+                             << "; tile the region smaller";
   }
 }
 
@@ -206,11 +216,12 @@ void CheckTensors(ParsedStream* ps) {
     const TensorDesc& t = ps->tensors[i];
     const bool is_io = t.role == stream::kRoleInput || t.role == stream::kRoleOutput;
     const std::string where = Where("tensor", i, std::string("role ") + std::to_string(t.role));
-    if (t.role < stream::kRoleInput || t.role > stream::kRolePosition) {
+    if (t.role < stream::kRoleInput || t.role > stream::kRoleSramState) {
       NPU_THROW(kBadStream) << where << ": unknown role";
     }
-    if (t.role == stream::kRoleState || t.role == stream::kRolePosition) {
-      CheckStateOrPosition(where, i, ps);  // format 1.4
+    if (t.role == stream::kRoleState || t.role == stream::kRolePosition ||
+        t.role == stream::kRoleSramState) {
+      CheckStateOrPosition(where, i, ps);  // format 1.4 (an SRAM state tensor: 1.5)
       continue;
     }
     if (t.dtype == stream::kInt64 || t.host_dtype == stream::kInt64) {
@@ -344,6 +355,7 @@ void CheckCommand(const Command& cmd, size_t i, const ParsedStream& ps) {
       break;
     default: NPU_THROW(kBadStream) << where << ": unknown opcode 0x" << std::hex << opcode;
   }
+  CheckSramStateArea(where, cmd, ps);  // format 1.5: only SRAM state tensors in the area
 }
 
 void CheckCommands(ParsedStream* out) {
@@ -361,6 +373,10 @@ void CheckCommands(ParsedStream* out) {
     // The unused-word check below refuses a pos_mode in a stream that says 1.3 or older.
     CheckPosMode(where, cmd);
     const uint32_t mode = PosModeOf(cmd);
+    if ((mode & 4u) != 0) {
+      RequireMinor(where, "pos_mode " + std::to_string(mode) + " (bit 2)", stream::kSramStateMinor,
+                   ps);
+    }
     if (mode != 0 && ps.position_input < 0) {
       NPU_THROW(kBadStream) << where << ": pos_mode " << mode << " in a stream without a position "
                             << "input (a tensor descriptor of role position)";

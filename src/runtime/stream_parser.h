@@ -42,6 +42,8 @@ struct ParsedStream {
   uint32_t position_limit = 0;
   std::string position_limit_reason;
   std::vector<uint32_t> state_tensors;
+  // Format 1.5: the SRAM state tensors (in the SRAM state area, header word 3), by index.
+  std::vector<uint32_t> sram_state_tensors;
   std::vector<stream::Command> widest;
 };
 

@@ -51,10 +51,13 @@ class OrtDecoder(HostLoop):
 _COMPILED: dict = {}
 
 
-def compiled(name):
-    if name not in _COMPILED:
-        _COMPILED[name] = tvm_npu.llm.compile(BUILDERS[name], max_context=T, prefill_len=S)
-    return _COMPILED[name]
+def compiled(name, kv_placement="auto"):
+    """The test decoder `name` (the cache where `kv_placement` puts it: "auto" is SRAM for these models)."""
+    if (name, kv_placement) not in _COMPILED:
+        _COMPILED[name, kv_placement] = tvm_npu.llm.compile(
+            BUILDERS[name], max_context=T, prefill_len=S, kv_placement=kv_placement
+        )
+    return _COMPILED[name, kv_placement]
 
 
 def assert_logits_close(got, want):
@@ -76,8 +79,9 @@ def gpt2_mask_minus_50(seq_len, max_context):
 def assert_decode_ddr_grows_by_the_kv_rows(lm, start: int = 3, steps: int = 16):
     """DDR bytes of a decode step at position p = a constant (weights and activations) + the K and V rows
     [0, p] of every layer and KV head, each row a DMA of D * 2 bytes rounded up to whole bursts
-    (npu-ref: 64-byte bursts, so a 32-byte row of D = 16 moves 64 bytes); kv_bytes counts D * 2 per row.
-    `lm` is resident, from a reset cache; a prompt of `start` tokens, then `steps` decodes."""
+    (npu-ref: 128-byte bursts, so a 32-byte row of D = 16 moves 128 bytes); kv_bytes counts D * 2 per row.
+    `lm` is resident with its cache in DDR (kv_placement="ddr"), from a reset cache; a prompt of `start`
+    tokens, then `steps` decodes."""
     info, cfg = lm.meta["step"], lm.meta["config"]
     L, H_kv, D = info["layers"], info["kv_heads"], info["head_dim"]
     row = math.ceil(D * 2 / cfg["burst_bytes"]) * cfg["burst_bytes"]

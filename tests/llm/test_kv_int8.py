@@ -106,9 +106,10 @@ def test_int8_kv_logits_follow_onnxruntime(arch):
 
 
 def test_decode_ddr_bytes_grow_by_the_int8_rows_read(arch):
-    """A decode step at position p moves a constant + the K and V rows [0, p] of every layer and KV head, each
-    a DMA of D bytes (one per element) rounded up to whole bursts; kv_bytes counts D per row."""
-    lm = compiled8(arch)
+    """With the cache in DDR, a decode step at position p moves a constant + the K and V rows [0, p] of every
+    layer and KV head, each a DMA of D bytes (one per element) rounded up to whole bursts; kv_bytes counts D
+    per row."""
+    lm = tvm_npu.llm.compile(BUILDERS[arch], max_context=T, prefill_len=S, kv_dtype="int8", kv_placement="ddr")
     info, cfg = lm.meta["step"], lm.meta["config"]
     L, H_kv, D = info["layers"], info["kv_heads"], info["head_dim"]
     row = math.ceil(D / cfg["burst_bytes"]) * cfg["burst_bytes"]
@@ -124,9 +125,9 @@ def test_decode_ddr_bytes_grow_by_the_int8_rows_read(arch):
 
 
 def test_int8_cache_reads_half_the_bytes_of_fp16_at_d_128():
-    """A GPT-2 of head_dim 128 (one burst a row in int8, two in fp16): from one decode position to the next
-    the DDR bytes grow by 2 * L * H_kv rows, 128 bytes each with the int8 cache and 256 with the fp16 one:
-    half; kv_bytes half too. Tokens stay onnxruntime's."""
+    """A GPT-2 of head_dim 128 (one burst a row in int8, two in fp16), its cache in DDR: from one decode
+    position to the next the DDR bytes grow by 2 * L * H_kv rows, 128 bytes each with the int8 cache and
+    256 with the fp16 one: half; kv_bytes half too. Tokens stay onnxruntime's."""
     builder = lambda seq_len, max_context: gpt2_step(  # noqa: E731
         layers=1, d=256, heads=2, ffn=256, vocab=64, seq_len=seq_len, max_context=max_context
     )
@@ -134,7 +135,7 @@ def test_int8_cache_reads_half_the_bytes_of_fp16_at_d_128():
     ids = np.array([5, 9, 1])
     _, want_tokens = OrtDecoder(builder, 16).run(ids, 6)
     for kv_dtype in ("float16", "int8"):
-        lm = tvm_npu.llm.compile(builder, max_context=16, prefill_len=4, kv_dtype=kv_dtype)
+        lm = tvm_npu.llm.compile(builder, max_context=16, prefill_len=4, kv_dtype=kv_dtype, kv_placement="ddr")
         assert list(lm.generate(ids, max_new_tokens=6)) == want_tokens
         lm.prefill(ids)
         ddr = [lm._runners["decode"].counters()["ddr_bytes"]]  # summed since the prefill

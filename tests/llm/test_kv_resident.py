@@ -19,6 +19,7 @@ from llm.reference import (
     T,
     assert_decode_ddr_grows_by_the_kv_rows,
     assert_logits_close,
+    compiled,
     gpt2_mask_minus_50,
 )
 from npu_ref import kv
@@ -95,7 +96,9 @@ def test_a_position_past_the_cache_is_refused_and_changes_nothing(lm, step):
         np.testing.assert_array_equal(_bits(region.state(1)), _bits(before[1]))
 
 
-def test_decode_ddr_bytes_grow_by_the_kv_rows_read(lm):
+def test_decode_ddr_bytes_grow_by_the_kv_rows_read(arch):
+    lm = compiled(arch, "ddr")
+    lm.reset()
     assert_decode_ddr_grows_by_the_kv_rows(lm)
 
 

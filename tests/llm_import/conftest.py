@@ -25,16 +25,20 @@ def hf_export(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def hf_llm(hf_export):
-    """llm(arch, attn="eager") -> `tvm_npu.llm.compile` of that export (max_context 32, prefill bucket 8,
-    the defaults otherwise: the resident cache), compiled once per session, its cache reset."""
+    """llm(arch, attn="eager", kv_placement="auto") -> `tvm_npu.llm.compile` of that export (max_context 32,
+    prefill bucket 8, the defaults otherwise: the resident cache, in SRAM for these models under "auto"),
+    compiled once per session, its cache reset."""
     import tvm_npu
 
     made = {}
 
-    def get(arch: str, attn: str = "eager"):
-        if (arch, attn) not in made:
-            made[arch, attn] = tvm_npu.llm.compile(hf_export(arch, attn), max_context=32, prefill_len=8)
-        made[arch, attn].reset()
-        return made[arch, attn]
+    def get(arch: str, attn: str = "eager", kv_placement: str = "auto"):
+        key = arch, attn, kv_placement
+        if key not in made:
+            made[key] = tvm_npu.llm.compile(
+                hf_export(arch, attn), max_context=32, prefill_len=8, kv_placement=kv_placement
+            )
+        made[key].reset()
+        return made[key]
 
     return get

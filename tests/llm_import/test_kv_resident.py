@@ -62,7 +62,7 @@ def test_a_decode_call_passes_only_the_token_and_the_position(hf_llm, arch):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_decode_ddr_bytes_grow_by_the_kv_rows_read(hf_llm, arch):
-    assert_decode_ddr_grows_by_the_kv_rows(hf_llm(arch))
+    assert_decode_ddr_grows_by_the_kv_rows(hf_llm(arch, kv_placement="ddr"))  # the DDR state region's rows
 
 
 def _set_hidden(model, value):

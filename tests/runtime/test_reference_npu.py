@@ -408,7 +408,8 @@ def test_damaged_streams_are_refused(rt):
     "field, index, value, message",
     [
         ("header_bytes", 0, 72, "header_bytes is 72, must be 64"),
-        ("flags", 0, 5, "header flags are 0x5, must be 0"),
+        # Word 3, `flags` (always 0) before format 1.5 made it the SRAM state area; this stream says 1.0.
+        ("sram_state_bytes", 0, 5, "header word 3 (sram_state_bytes, formerly flags) is 5, must be 0"),
         # Words 14-15, reserved before format 1.4 (state_bytes, state_space); this stream says 1.0.
         ("state_bytes", 0, 7, "reserved header word 14 is 7, must be 0"),
         ("state_space", 0, 9, "reserved header word 15 is 9, must be 0"),

@@ -13,6 +13,12 @@ directly (`call_dps_packed` of its symbol; the module goes to the IRModule's `ex
 RunCodegen's do), before the rest of the model is partitioned as usual. A model whose attention does not
 match in every layer keeps its signature and its host-held cache; the rejections say why.
 
+Where the cache lives (`kv_placement`, docs/llm.md "Where the cache lives"): the DDR state region, or,
+when the whole cache fits next to what the steps need, the SRAM state area (the top of SRAM kept across
+calls, docs/npu.md section 3), so a decode step reads no cache row from DDR. The decision is made once
+per LLM (placement()), so prefill and decode agree; with an SRAM cache every other region of the step
+is planned for the SRAM below the area (BuildContext.sram_reserved).
+
 Unlike an ordinary region, a resident one cannot fall back to the CPU (the CPU has no cache once the
 signature has dropped it): any failure to plan it is raised, coded, before `main` is rewritten.
 """
@@ -25,11 +31,42 @@ from tvm import relax
 from .. import runtime
 from ..contract import stream
 from ..contract.config import NPUConfig
+from ..contract.errors import NPUError
 from ..ir.graph import BLOCK_BUILDER_LOCK, Graph, free_vars, subst
 from ..partition.kv_cache_check import find_layers
 from ..partition.report import Placement, op_macs
-from .plan.kv_plan import plan_kv_attention
+from .plan.kv_plan import cache_row_bytes, plan_kv_attention
 from .verify import verify
+
+PLACEMENTS = ("auto", "ddr", "sram")
+
+
+def cache_bytes(cfg: NPUConfig, step: dict, int8: bool) -> int:
+    """The whole resident cache: every layer's K and V, max_context aligned rows per KV head."""
+    row = cache_row_bytes(cfg, step["head_dim"], int8)
+    return 2 * step["layers"] * step["kv_heads"] * step["max_context"] * row
+
+
+def placement(cfg: NPUConfig, step: dict, int8: bool, wanted: str) -> tuple[str, int]:
+    """(where the cache lives, "sram" or "ddr"; the SRAM state area's bytes, 0 for "ddr").
+
+    "auto" takes SRAM when the cache is at most half of it: the other half stays for the weight tiles
+    of the dense layers (a decode step streams its weights once, so halving their tiles costs a few
+    DMA latencies, while a cache read from DDR costs its bytes at every step). "sram" takes it whenever
+    it fits, and is ERR_SRAM_OVERFLOW naming the bytes when it does not; "ddr" never."""
+    if wanted not in PLACEMENTS:
+        raise NPUError("ERR_INVALID_CONFIG", f"kv_placement={wanted!r}: use one of {PLACEMENTS}")
+    need = cache_bytes(cfg, step, int8)
+    if wanted == "sram" and need >= cfg.sram_bytes:
+        raise NPUError(
+            "ERR_SRAM_OVERFLOW",
+            f"the KV cache ({step['layers']} layers x 2 x {step['kv_heads']} heads x {step['max_context']} rows) "
+            f"needs {need} bytes of SRAM, {cfg.sram_bytes} are available (and the steps need some): use "
+            "kv_placement='ddr' or 'auto', or a smaller max_context",
+        )
+    if wanted == "sram" or (wanted == "auto" and 2 * need <= cfg.sram_bytes):
+        return "sram", need
+    return "ddr", 0
 
 
 def _live(g: Graph, roots: list, replaced: dict) -> set:
@@ -44,14 +81,17 @@ def _live(g: Graph, roots: list, replaced: dict) -> set:
     return need
 
 
-def make_resident(mod: tvm.IRModule, cfg: NPUConfig, step: dict, state_space: int, log: list, kv_scales=None) -> tuple:
+def make_resident(
+    mod: tvm.IRModule, cfg: NPUConfig, step: dict, state_space: int, log: list, kv_scales=None, sram_area: int = 0
+) -> tuple:
     """(the resident variant of `mod`, {symbol: (planned stream, placements)}), or (`mod`, {}) when a
     layer is refused (the Rejections appended to `log`).
 
     `step` is the step metadata (docs/llm.md); `state_space` the non-zero space the prefill and decode
     steps of one LLM share; `kv_scales` None (an fp16 cache) or an int8 cache's fp32 scales [L][2][H_kv]
     (layer, K / V, KV head): each layer's new K and V rows then reach its region split by KV head, the
-    runtime quantizing each with its head's scale (backend/plan/kv_plan.py)."""
+    runtime quantizing each with its head's scale (backend/plan/kv_plan.py); `sram_area` 0 (the cache
+    in the DDR state region) or the SRAM state area's bytes (placement())."""
     # The whole cache (every layer's slots, one state space) against the 32-bit DDR addresses first: a
     # max_context that cannot fit is a compile-time error naming the bytes, not a quiet host fallback.
     L, H_kv, T, D = (step[k] for k in ("layers", "kv_heads", "max_context", "head_dim"))
@@ -69,7 +109,8 @@ def make_resident(mod: tvm.IRModule, cfg: NPUConfig, step: dict, state_space: in
     for layer in layers:
         symbol = f"tvm_npu_kv_attention_{layer.layer}"
         scales = None if kv_scales is None else kv_scales[layer.layer]
-        planned = plan_kv_attention(cfg, layer, (2 * layer.layer, 2 * layer.layer + 1), state_space, scales)
+        slots = (2 * layer.layer, 2 * layer.layer + 1)
+        planned = plan_kv_attention(cfg, layer, slots, state_space, scales, sram_area)
         verify(planned)  # a planner bug is a compile-time error here, never a wrong cache
         regions[symbol] = (planned, stream.encode(planned), layer)
         replaced[layer.out] = [layer.q, layer.k_new, layer.v_new, position]

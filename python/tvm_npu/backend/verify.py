@@ -245,11 +245,35 @@ def _check_static(i: int, cmd, stream: Stream, reads: list, writes: list) -> Non
             _fail(i, cmd, f"DMA_STORE writes DDR {addr}, inside the read-only weight region [0, {len(stream.weights)})")
         if not lo <= addr <= addr + rows * stride <= hi:
             _fail(i, cmd, f"{what} footprint [{addr}, {addr + rows * stride}) lies outside {space} [{lo}, {hi})")
+        if space == "SRAM" and addr + rows * stride > cfg.sram_bytes - stream.sram_state_bytes:
+            _check_sram_state(i, cmd, stream, what, addr, addr + rows * stride)
     if cmd.op in COMPUTE_OPS:  # the kernel would read what it already overwrote
         for _, _, o, rows, _, stride in writes:
             for _, what, addr, r, _, s in reads:
                 if addr < o + rows * stride and o < addr + r * s:
                     _fail(i, cmd, f"output [{o}, {o + rows * stride}) overlaps its {what} [{addr}, {addr + r * s})")
+
+
+def _sram_states(stream: Stream) -> list:
+    """The SRAM state tensors' byte ranges (format 1.5; their `ddr_addr` is an SRAM address)."""
+    return [
+        (t.ddr_addr, t.ddr_addr + t.view[0] * t.view[1] * t.row_stride)
+        for t in stream.tensors
+        if t.role == "sram_state"
+    ]
+
+
+def _check_sram_state(i: int, cmd, stream: Stream, what: str, lo: int, hi: int) -> None:
+    """A footprint that reaches the SRAM state area lies inside one SRAM state tensor: the area is kept
+    across calls, and a tile there would overwrite another layer's (or step's) cache."""
+    if not any(a <= lo and hi <= b for a, b in _sram_states(stream)):
+        area = stream.config.sram_bytes - stream.sram_state_bytes
+        _fail(
+            i,
+            cmd,
+            f"{what} [{lo}, {hi}) reaches the SRAM state area [{area}, {stream.config.sram_bytes}) "
+            "outside its SRAM state tensors",
+        )
 
 
 def verify(stream: Stream) -> None:
@@ -276,6 +300,21 @@ def verify(stream: Stream) -> None:
     if not cmds or cmds[-1].op != "END":
         raise NPUError("ERR_BAD_STREAM", "the stream does not end with END")
     sram = _Bytes(stream.config.sram_bytes, (_NEVER,) + _NO_READERS)
+    area = stream.config.sram_bytes - stream.sram_state_bytes
+    if stream.sram_state_bytes % stream.config.alignment or area < stream.sram_bytes_used:
+        raise NPUError(
+            "ERR_SRAM_OVERFLOW",
+            f"the stream uses {stream.sram_bytes_used} bytes of SRAM next to an SRAM state area of "
+            f"{stream.sram_state_bytes} (aligned to {stream.config.alignment}), SRAM is {stream.config.sram_bytes}",
+        )
+    for lo, hi in _sram_states(stream):  # format 1.5: what the previous call left, like the DDR state
+        if not area <= lo <= hi <= stream.config.sram_bytes:
+            raise NPUError(
+                "ERR_BAD_STREAM",
+                f"an SRAM state tensor at [{lo}, {hi}) lies outside the SRAM state area "
+                f"[{area}, {stream.config.sram_bytes})",
+            )
+        sram.update(lo, hi, lambda a, b, s: (_BEFORE,) + _NO_READERS)
     ddr = _Bytes(stream.ddr_bytes + stream.state_bytes, (_NEVER,) + _NO_READERS)
     ddr.update(stream.ddr_bytes, stream.ddr_bytes + stream.state_bytes, lambda lo, hi, s: (_BEFORE,) + _NO_READERS)
     limit = stream.info.get("position_limit", 0)

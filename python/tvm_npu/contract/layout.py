@@ -173,6 +173,7 @@ def assemble(
     qparams_offset: int | None = None,
     state_bytes: int = 0,
     state_space: int = 0,
+    sram_state_bytes: int = 0,
 ) -> bytes:
     """A stream blob from its packed parts (docs/npu.md section 6).
 
@@ -181,7 +182,8 @@ def assemble(
     the quantization table, written right after the command table or, for tests of bad tables, at
     `qparams_offset` (a blob offset; one inside the header is recorded but not written). The weight
     region starts at the next WEIGHTS_ALIGNMENT boundary. `state_bytes` and `state_space` (format 1.4)
-    are the header's state-region words (docs/npu.md section 3).
+    are the header's state-region words, `sram_state_bytes` (format 1.5) its SRAM state area (docs/npu.md
+    section 3).
     """
     block = CONFIG.pack(config if isinstance(config, Mapping) else dict(zip(CONFIG.names, config)))
     tables_end = TENSOR_TABLE_OFFSET + TENSOR.size * len(tensors) + COMMAND_BYTES * len(commands)
@@ -208,5 +210,6 @@ def assemble(
         qparams_offset=at,
         state_bytes=state_bytes,
         state_space=state_space,
+        sram_state_bytes=sram_state_bytes,
     )
     return header + bytes(body)

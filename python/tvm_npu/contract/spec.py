@@ -40,6 +40,11 @@ MINORS: list[dict[str, Any]] = [
               "b_scale_addr (an int8 B, e.g. an int8 KV cache, with one fp32 scale per B batch); MATMUL's "
               "int8 form (a_zp, b_zp, out_zp, scale: two int8 activations, requantized per tensor); "
               "SOFTMAX's and NORM's int8 forms (in_zp, in_scale, out_zp, out_scale)"},
+    {"minor": 5, "c": "SramState",
+     "added": "the SRAM state area (header word 3, sram_state_bytes, formerly flags: the top of SRAM kept "
+              "across calls and shared by state space); the tensor role sram_state (a state tensor in it); "
+              "bit 2 of a DMA's pos_mode (sram_addr += p * sram_stride: new KV rows written into an SRAM "
+              "cache at the run-time position)"},
 ]
 
 # Named values of the format. "c" is the C++ constant, "py" the Python one (contract/stream.py).
@@ -77,7 +82,10 @@ HEADER: dict[str, Any] = {
         {"name": "version_minor", "type": "u16", "value": "VERSION_MINOR",
          "doc": "the newest minor this format defines; a reader refuses a newer one and reads every older"},
         {"name": "header_bytes", "value": "HEADER_BYTES", "doc": "the header's size"},
-        {"name": "flags", "value": 0, "doc": ""},
+        {"name": "sram_state_bytes", "since": 5,
+         "doc": "SRAM [sram_bytes - sram_state_bytes, sram_bytes), the SRAM state area, kept across calls "
+                "(formerly `flags`, 0)",
+         "comment": "format 1.5: the SRAM state area at the top of SRAM; 0 = none"},
         {"name": "num_tensors", "doc": "entries of the tensor table"},
         {"name": "num_commands", "doc": "entries of the command table, the last one END"},
         {"name": "weights_offset", "doc": "byte offset of the weight region in the blob, 128-aligned"},
@@ -215,6 +223,10 @@ ENUMS: dict[str, dict[str, Any]] = {
         {"name": "position", "code": 6, "c": "kRolePosition", "since": 4,
          "doc": "the input read into the position register, never staged",
          "comment": "format 1.4: the input read into the position register"},
+        {"name": "sram_state", "code": 7, "c": "kRoleSramState", "since": 5,
+         "doc": "a state tensor in the SRAM state area, kept across calls; `ddr_addr` is its SRAM address, "
+                "`io_index` its slot",
+         "comment": "format 1.5: in the SRAM state area; ddr_addr = its SRAM address"},
     ]},
     "layout": {"c": "HostLayout", "field": "tensor `host_layout`", "values": [
         {"name": "NHWC", "code": 0, "c": "kLayoutNHWC"},
@@ -286,7 +298,8 @@ _DMA_C_FIELDS = ["channel", "src_addr", "dst_addr", "rows", "row_bytes", "src_st
 # pos_mode (format 1.4): which operands add the run-time position p (docs/npu.md section 3).
 _DMA_POS = {"pos_mode": "format 1.4: bit 0 ddr_addr += p * ddr_stride, bit 1 rows += p"}
 _DMA_NOTES = ["", "", ("Both list channel, source, destination, rows, row_bytes, source stride, destination "
-                       "stride: DDR to SRAM for DMA_LOAD, SRAM to DDR for DMA_STORE.")]
+                       "stride: DDR to SRAM for DMA_LOAD, SRAM to DDR for DMA_STORE."),
+              "Format 1.5: pos_mode bit 2 moves the SRAM side, sram_addr += p * sram_stride."]
 
 OPCODES: list[dict[str, Any]] = [
     {"name": "END", "code": 0x00, "c": "kEnd", "engine": None, "operands": [],

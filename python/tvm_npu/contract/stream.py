@@ -154,6 +154,7 @@ class Stream:
     info: dict = field(default_factory=dict)  # the planner's statistics for reports; not encoded
     state_bytes: int = 0  # format 1.4: the state region after ddr_bytes (docs/npu.md section 3)
     state_space: int = 0  # format 1.4: 0 = the module's own state; k = shared with streams saying k
+    sram_state_bytes: int = 0  # format 1.5: the SRAM state area, the top of SRAM kept across calls
 
     @property
     def num_inputs(self) -> int:
@@ -196,9 +197,18 @@ _STATE_MINOR = 4
 _ADDRESS_SPACE = 1 << 32  # DDR addresses are 32 bits
 
 
+# Format 1.5's SRAM state area: the header word, the role sram_state, a DMA's pos_mode bit 2.
+_SRAM_STATE_MINOR = 5
+
+
 def _stream_minor(stream: Stream) -> int:
     stateful = stream.state_bytes or stream.state_space or any(t.role in ("state", "position") for t in stream.tensors)
-    return max(written_minor(stream.commands), _STATE_MINOR if stateful else 0)
+    sram_state = (
+        stream.sram_state_bytes
+        or any(t.role == "sram_state" for t in stream.tensors)
+        or any(c.op in ("DMA_LOAD", "DMA_STORE") and c.args.get("pos_mode", 0) & 4 for c in stream.commands)
+    )
+    return max(written_minor(stream.commands), _STATE_MINOR if stateful else 0, _SRAM_STATE_MINOR if sram_state else 0)
 
 
 def at_position(cmd: Command, p: int) -> Command:
@@ -213,6 +223,8 @@ def at_position(cmd: Command, p: int) -> Command:
             a["ddr_addr"] += p * a["ddr_stride"]
         if mode & 2:
             a["rows"] += p
+        if mode & 4:  # format 1.5: a row of an SRAM state tensor
+            a["sram_addr"] += p * a["sram_stride"]
     elif cmd.op == "SOFTMAX":
         a["row_elems"] += p
     elif cmd.op == "MATMUL":
@@ -253,6 +265,7 @@ def encode(stream: Stream) -> bytes:
         qparams=qparams,
         state_bytes=stream.state_bytes,
         state_space=stream.state_space,
+        sram_state_bytes=stream.sram_state_bytes,
     )
 
 
@@ -308,4 +321,5 @@ def decode(blob: bytes) -> Stream:
         config, tensors, commands, blob[weights_offset:], h["ddr_bytes"], h["sram_bytes_used"], (major, minor)
     )
     stream.state_bytes, stream.state_space = h["state_bytes"], h["state_space"]
+    stream.sram_state_bytes = h["sram_state_bytes"]
     return stream

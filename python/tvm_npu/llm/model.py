@@ -21,6 +21,7 @@ import tvm
 from tvm import relax
 
 from .. import runtime
+from ..backend import kv_cache as kv_cache_mod
 from ..contract.config import get_config
 from ..contract.errors import NPUError
 from ..partition.report import BuildReport
@@ -68,6 +69,7 @@ def compile(
     kv_dtype: str = "float16",
     calibration=None,
     group_size: int = 128,
+    kv_placement: str = "auto",
 ):
     """Compile a decoder's prefill and decode steps for the NPU (NPU regions, the rest on the CPU).
 
@@ -107,6 +109,12 @@ def compile(
     group_size : int
         With weights="int4": 32, 64 or 128 weights per scale (a layer whose K it does not divide stays
         fp16).
+    kv_placement : str
+        Where the resident cache lives (docs/llm.md, "Where the cache lives"): "auto" (default) in SRAM
+        when the whole cache takes at most half of it, else in DDR; "sram" in SRAM whenever it fits
+        (ERR_SRAM_OVERFLOW naming the bytes otherwise); "ddr" in the DDR state region. An SRAM cache is
+        read by no DDR transfer: a decode step moves only its weights and activations.
+        `lm.meta["kv_placement"]` and `lm.profile()[step]["kv_placement"]` say where it went.
 
     Returns
     -------
@@ -125,10 +133,14 @@ def compile(
             "ERR_INVALID_CONFIG",
             'kv_dtype="int8" is the NPU-resident cache\'s: use kv_cache="npu" (a host-held cache is float32)',
         )
+    if kv_placement not in kv_cache_mod.PLACEMENTS:
+        raise NPUError("ERR_INVALID_CONFIG", f"kv_placement={kv_placement!r}: use one of {kv_cache_mod.PLACEMENTS}")
     if calibration is not None and kv_dtype != "int8":
         raise NPUError("ERR_INVALID_CONFIG", 'calibration= chooses the int8 KV cache\'s scales: pass kv_dtype="int8"')
     cfg = get_config(config)
     (pre_mod, pre_info), (dec_mod, dec_info) = steps.resolve(model, max_context, prefill_len)
+    wanted = kv_placement if kv_cache == "npu" else "ddr"
+    where, area = kv_cache_mod.placement(cfg, dec_info, kv_dtype == "int8", wanted)
     if weights == "int8":  # W8A16: every constant dense weight as int8 codes and per-column fp32 scales
         same = pre_mod is dec_mod
         dec_mod = quantize_weights_int8(dec_mod)
@@ -146,10 +158,16 @@ def compile(
     space = _state_space()
 
     def build_all(resident: bool) -> tuple[dict, dict]:
-        kv = {"state_space": space, "kv_scales": scales} if resident else None
+        kv = {"state_space": space, "kv_scales": scales, "sram_area": area} if resident else None
         return one_library.build_steps(pairs, cfg, kv)
 
-    built, reports = build_all(kv_cache == "npu")
+    try:
+        built, reports = build_all(kv_cache == "npu")
+    except NPUError as err:  # "auto": a step's attention needs more SRAM beside the cache than is left
+        if kv_placement != "auto" or not area or err.code != "ERR_SRAM_OVERFLOW":
+            raise
+        where, area = "ddr", 0
+        built, reports = build_all(kv_cache == "npu")
     resident = all(r.kv_cache.get("resident") for r in reports.values())
     if kv_cache == "npu" and not resident and any(r.kv_cache.get("resident") for r in reports.values()):
         built, reports = build_all(False)  # one step took the cache and the other did not: both keep it on the host
@@ -169,6 +187,8 @@ def compile(
         "shared": pre_mod is dec_mod,
         "kv_cache": "npu" if resident else "host",
         "kv_dtype": (kv_dtype if resident else "float32"),
+        "kv_placement": where if resident else "host",
+        "sram_state_bytes": area if resident else 0,
         "kv_scales": scales if resident else None,
         "state_space": space if resident else 0,
         "placements": {k: _placements(r) for k, r in reports.items()},
@@ -230,6 +250,7 @@ class LLM:
             self._cache = [tvm.runtime.tensor(zeros) for _ in range(2 * self.layers)]
         self.length: int | None = None  # tokens in the cache; None before a prefill
         self._stats: dict = {"prefill": {}, "decode": {}}
+        self._decoded = 0  # profile() before any prefill: zeros, not an AttributeError
 
     def cache(self) -> list[np.ndarray]:
         """The KV cache as numpy copies: [key 0, value 0, key 1, ...], each [1, H_kv, T, D] (float32; a
@@ -357,7 +378,8 @@ class LLM:
         host_s and host_tokens_per_s (wall time of the whole step, CPU ops included), kv_bytes: with the
         cache on the NPU the K and V rows the steps read ([0, position + S) of every layer and KV head,
         D * 2 bytes a row in fp16, D in int8, summed over the calls), with a host-held cache the static
-        cache every step reads and writes (float32, K and V of every layer)."""
+        cache every step reads and writes (float32, K and V of every layer); kv_placement: where the cache
+        lives, "sram" (its rows read in place: none of kv_bytes crosses DDR), "ddr" or "host"."""
         conf = self.meta["config"]
         clock = conf["clock_mhz"] * 1e6
         kv = 2 * self.layers * int(np.prod(self._cache_shape)) * 4
@@ -377,6 +399,7 @@ class LLM:
                 "host_s": host,
                 "host_tokens_per_s": tokens / host if host else None,
                 "kv_bytes": s.get("kv_bytes", 0) if self.resident else kv,
+                "kv_placement": self.meta.get("kv_placement", "ddr" if self.resident else "host"),
             }
         return out
 

@@ -18,6 +18,12 @@ H_kv - 1, then v_new's), quantized by the runtime's staging with the head's scal
 weight region (one per 128-byte row: an aligned scale table of one B batch per MATMUL), loaded once, and
 both MATMULs read the cache as an int8 B with the head's scale (b_dtype int8).
 
+An SRAM cache (`sram_area`, docs/npu.md section 3, "The SRAM state area"; format 1.5) keeps every
+layer's keys and values in the top `sram_area` bytes of SRAM, layer i's at offset i * 2 * H_kv * T * row:
+the new rows go from DDR straight into the cache at row p (DMA_LOAD, pos_mode 4: sram_addr + p *
+stride) and both MATMULs read the cache where it lies, so no cache row crosses DDR; the step's scratch
+stays below the area.
+
 Every command waits for every engine (the heads reuse one set of SRAM buffers): the attention of a
 decode step is small next to its weights, and a plan without overlap has no hazard to get wrong. Decode
 cost and DDR bytes grow with the position by the cache rows read, as docs/npu.md section 5 counts them.
@@ -39,41 +45,70 @@ def _line(elems: int, cfg: NPUConfig) -> int:
     return -(-elems * 2 // cfg.alignment) * cfg.alignment  # an fp16 row, aligned
 
 
-def plan_kv_attention(cfg: NPUConfig, layer, slots: tuple, state_space: int, kv_scales=None) -> Stream:
+def cache_row_bytes(cfg: NPUConfig, head_dim: int, int8: bool) -> int:
+    """One cache row (a KV head's D elements at one position), aligned: the cache's unit of memory."""
+    return -(-head_dim * (1 if int8 else 2) // cfg.alignment) * cfg.alignment
+
+
+def scratch_bytes(cfg: NPUConfig, layer, int8: bool, sram_cache: bool) -> int:
+    """SRAM one KV head's buffers take (what plan_kv_attention places below an SRAM cache)."""
+    return _scratch(cfg, layer, int8, sram_cache)[1]
+
+
+def _scratch(cfg: NPUConfig, layer, int8: bool, sram_cache: bool) -> tuple[dict, int]:
+    H, H_kv, S, T, D = layer.heads, layer.kv_heads, layer.seq, layer.max_context, layer.head_dim
+    g = H // H_kv
+    rs, sst, rc = _line(D, cfg), _line(T, cfg), cache_row_bytes(cfg, D, int8)
+    # An SRAM cache needs no staging of the new rows or of the cache rows: they go to / are read in place.
+    own = () if sram_cache else (("k", S * rc), ("v", S * rc), ("kc", T * rc), ("vc", T * rc))
+    scales = 2 * H_kv * cfg.alignment if int8 else 0
+    sram, at = {}, 0
+    for key, size in (("q", g * S * rs), *own, ("sc", scales)):
+        sram[key], at = at, at + size
+    for key, size in (("s", g * S * sst), ("p", g * S * sst), ("o", g * S * rs)):
+        sram[key], at = at, at + size
+    return sram, at
+
+
+def plan_kv_attention(
+    cfg: NPUConfig, layer, slots: tuple, state_space: int, kv_scales=None, sram_area: int = 0
+) -> Stream:
     """The stream of `layer` (a partition.kv_cache_check.KVLayer) whose keys and values are the state
     slots `slots` = (keys, values) of `state_space`; `kv_scales` None (an fp16 cache) or the int8 cache's
-    (K scales [H_kv], V scales [H_kv]), fp32.
+    (K scales [H_kv], V scales [H_kv]), fp32; `sram_area` 0 (the cache in the DDR state region) or the
+    bytes of the SRAM state area holding every layer's cache (layer i's at i * 2 * H_kv * T * row).
 
-    Raises NPUError ERR_SRAM_OVERFLOW when one KV head's buffers exceed SRAM (the partition's
-    constraint_kv_fits refuses those first) and ERR_MEMORY_OVERFLOW when the state region passes the
-    32-bit DDR addresses."""
+    Raises NPUError ERR_SRAM_OVERFLOW when one KV head's buffers exceed SRAM (below the SRAM state area
+    when there is one; the partition's constraint_kv_fits refuses those first) and ERR_MEMORY_OVERFLOW
+    when the state region passes the 32-bit DDR addresses."""
     H, H_kv, S, T, D = layer.heads, layer.kv_heads, layer.seq, layer.max_context, layer.head_dim
     g = H // H_kv
     rs, sst = _line(D, cfg), _line(T, cfg)
     i8 = kv_scales is not None
     el = 1 if i8 else 2  # the cache's element bytes
-    rc = -(-D * el // cfg.alignment) * cfg.alignment  # a cache row (and a new K / V row), aligned
+    rc = cache_row_bytes(cfg, D, i8)  # a cache row (and a new K / V row), aligned
     name = f"layer {layer.layer} attention"
     weights = _scale_rows(kv_scales, cfg) if i8 else b""
-    # SRAM: one KV head's buffers (and the int8 cache's scales).
-    sram, at = {}, 0
-    for key, size in (("q", g * S * rs), ("k", S * rc), ("v", S * rc), ("kc", T * rc), ("vc", T * rc)):
-        sram[key], at = at, at + size
-    sram["sc"], at = at, at + len(weights)
-    for key, size in (("s", g * S * sst), ("p", g * S * sst), ("o", g * S * rs)):
-        sram[key], at = at, at + size
-    if at > cfg.sram_bytes:
-        raise NPUError("ERR_SRAM_OVERFLOW", f"{name}: one KV head needs {at} bytes of SRAM > {cfg.sram_bytes}")
+    # SRAM: one KV head's buffers (and the int8 cache's scales), below the SRAM state area.
+    sram, at = _scratch(cfg, layer, i8, bool(sram_area))
+    if at + sram_area > cfg.sram_bytes:
+        raise NPUError(
+            "ERR_SRAM_OVERFLOW",
+            f"{name}: one KV head needs {at} bytes of SRAM, {cfg.sram_bytes - sram_area} are available"
+            + (f" next to the SRAM KV cache of {sram_area} bytes: use kv_placement='ddr'" if sram_area else ""),
+        )
     # DDR: the staged inputs and the output, then the state region (keys, then values).
     dq = len(weights)  # the activation region follows the weight region (the int8 cache's scales)
     dk = dq + H * S * rs
     dv = dk + H_kv * S * rc
     do = dv + H_kv * S * rc
     ddr = do + H * S * rs
-    state_bytes = 2 * H_kv * T * rc
+    state_bytes = 0 if sram_area else 2 * H_kv * T * rc
     check_state_fits(ddr, state_bytes, f"the KV cache of layer {layer.layer} ({H_kv} heads x {T} rows x {D})")
-    ck, cv = ddr, ddr + H_kv * T * rc
-    tensors = _tensors(layer, slots, i8, kv_scales, (dq, dk, dv, do, ck, cv), rs, rc)
+    # The DDR state region follows the activations; an SRAM cache is layer i's share of the area.
+    ck = cfg.sram_bytes - sram_area + layer.layer * 2 * H_kv * T * rc if sram_area else ddr
+    cv = ck + H_kv * T * rc
+    tensors = _tensors(layer, slots, i8, kv_scales, (dq, dk, dv, do, ck, cv), rs, rc, bool(sram_area))
     if len(tensors) > cfg.max_tensors:  # an int8 cache has 2 * H_kv + 5 descriptors
         raise NPUError(
             "ERR_TASK_TOO_COMPLEX",
@@ -90,15 +125,22 @@ def plan_kv_attention(cfg: NPUConfig, layer, slots: tuple, state_space: int, kv_
     mm = dict(dtype=1, batch=g, b_group=g, m=S)
     for h in range(H_kv):
         note = f"{name} head {h}"
-        cmds += [
-            dma("DMA_LOAD", dq + h * g * S * rs, sram["q"], g * S, note=note, row_bytes=D * 2, stride=rs),
-            dma("DMA_LOAD", dk + h * S * rc, sram["k"], S, note=note),
-            dma("DMA_LOAD", dv + h * S * rc, sram["v"], S, note=note),
-            dma("DMA_STORE", ck + h * T * rc, sram["k"], S, pos_mode=1, note=note),
-            dma("DMA_STORE", cv + h * T * rc, sram["v"], S, pos_mode=1, note=note),
-            dma("DMA_LOAD", ck + h * T * rc, sram["kc"], S, pos_mode=2, note=note),
-            dma("DMA_LOAD", cv + h * T * rc, sram["vc"], S, pos_mode=2, note=note),
-        ]
+        cmds.append(dma("DMA_LOAD", dq + h * g * S * rs, sram["q"], g * S, note=note, row_bytes=D * 2, stride=rs))
+        if sram_area:  # the new rows straight into the SRAM cache at row p; the MATMULs read it in place
+            sram["kc"], sram["vc"] = ck + h * T * rc, cv + h * T * rc
+            cmds += [
+                dma("DMA_LOAD", dk + h * S * rc, sram["kc"], S, pos_mode=4, note=note),
+                dma("DMA_LOAD", dv + h * S * rc, sram["vc"], S, pos_mode=4, note=note),
+            ]
+        else:
+            cmds += [
+                dma("DMA_LOAD", dk + h * S * rc, sram["k"], S, note=note),
+                dma("DMA_LOAD", dv + h * S * rc, sram["v"], S, note=note),
+                dma("DMA_STORE", ck + h * T * rc, sram["k"], S, pos_mode=1, note=note),
+                dma("DMA_STORE", cv + h * T * rc, sram["v"], S, pos_mode=1, note=note),
+                dma("DMA_LOAD", ck + h * T * rc, sram["kc"], S, pos_mode=2, note=note),
+                dma("DMA_LOAD", cv + h * T * rc, sram["vc"], S, pos_mode=2, note=note),
+            ]
         k8 = dict(b_dtype=2, b_scale_addr=sram["sc"] + h * cfg.alignment) if i8 else {}
         v8 = dict(b_dtype=2, b_scale_addr=sram["sc"] + (H_kv + h) * cfg.alignment) if i8 else {}
         qk = dict(mm, k=D, n=S, b_transposed=1, a_addr=sram["q"], a_stride=rs, a_bstride=S * rs)
@@ -116,8 +158,20 @@ def plan_kv_attention(cfg: NPUConfig, layer, slots: tuple, state_space: int, kv_
             dma("DMA_STORE", do + h * g * S * rs, sram["o"], g * S, note=note, row_bytes=D * 2, stride=rs),
         ]
     cmds.append(Command("END", {}, dict(_SYNC)))
-    info = {"position_limit": T - S, "kv_state_bytes": state_bytes, "kv_slots": list(slots)}
-    return Stream(cfg, tensors, cmds, weights, ddr, at, info=info, state_bytes=state_bytes, state_space=state_space)
+    info = {"position_limit": T - S, "kv_state_bytes": 2 * H_kv * T * rc, "kv_slots": list(slots)}
+    info["kv_placement"] = "sram" if sram_area else "ddr"
+    return Stream(
+        cfg,
+        tensors,
+        cmds,
+        weights,
+        ddr,
+        at,
+        info=info,
+        state_bytes=state_bytes,
+        state_space=state_space,
+        sram_state_bytes=sram_area,
+    )
 
 
 def _scale_rows(kv_scales, cfg: NPUConfig) -> bytes:
@@ -130,9 +184,10 @@ def _scale_rows(kv_scales, cfg: NPUConfig) -> bytes:
     return b"".join(struct.pack("<f", s).ljust(cfg.alignment, b"\0") for s in rows)
 
 
-def _tensors(layer, slots, i8: bool, kv_scales, addrs: tuple, rs: int, rc: int) -> list:
+def _tensors(layer, slots, i8: bool, kv_scales, addrs: tuple, rs: int, rc: int, in_sram: bool) -> list:
     """The region's descriptors: q, k_new and v_new (an int8 cache: one quantized input per KV head and
-    each of K and V), the position, the output, the two state slots."""
+    each of K and V), the position, the output, the two state slots (role sram_state, at SRAM
+    addresses, for an SRAM cache)."""
     H, H_kv, S, T, D = layer.heads, layer.kv_heads, layer.seq, layer.max_context, layer.head_dim
     dq, dk, dv, do, ck, cv = addrs
     cache = "int8" if i8 else "float16"
@@ -141,7 +196,8 @@ def _tensors(layer, slots, i8: bool, kv_scales, addrs: tuple, rs: int, rc: int) 
         return TensorDesc(role, index, "float16", "float32", "ROWS", (1, heads, S, D), (1, heads * S, 1, D), addr, rs)
 
     def state(slot, addr):
-        return TensorDesc("state", slot, cache, cache, "ROWS", (1, H_kv, T, D), (1, H_kv * T, 1, D), addr, rc)
+        role = "sram_state" if in_sram else "state"
+        return TensorDesc(role, slot, cache, cache, "ROWS", (1, H_kv, T, D), (1, H_kv * T, 1, D), addr, rc)
 
     if i8:  # head h's new rows, quantized by the staging with its scale (zero point 0)
         new = [
