@@ -23,7 +23,8 @@ one machine, in one run):
    to the field's 22 tokens/s reference (issue 20).
 
 4. int4 against int8 weights (issue 21): one decode step of the measured models with group-wise int4
-   weights (W4A16, group 128) next to int8 (W8A16): DDR bytes per token and tokens/s on the cycle model.
+   weights (W4A16, group 128) next to int8 (W8A16): DDR bytes per token and tokens/s on the cycle model,
+   with the fp16 KV cache on both sides, then the int8 KV cache on both sides.
 
     python benchmarks/llm_decode.py [--skip-measured] [--skip-host] [--skip-qwen] [--skip-int4] [--rounds 51]
 """
@@ -194,18 +195,21 @@ def _int4_vs_int8() -> None:
         "llama-like": functools.partial(llama_step, layers=4, d=256, heads=4, kv_heads=2, ffn=768, vocab=2048),
     }
     for name, builder in models.items():
-        got = {}
-        for weights in ("int8", "int4"):
-            lm = tvm_npu.llm.compile(builder, max_context=256, prefill_len=128, weights=weights)
-            lm.prefill(np.arange(128, dtype=np.int64) % 200)
-            lm.decode(7)
-            got[weights] = lm.profile()["decode"]
-        b8, b4 = got["int8"]["ddr_bytes"], got["int4"]["ddr_bytes"]
-        t8, t4 = got["int8"]["tokens_per_s"], got["int4"]["tokens_per_s"]
-        print(
-            f"   {name:12s} DDR bytes/token {b8:,} -> {b4:,} ({b4 / b8:.2f}x); "
-            f"tokens/s {t8:,.0f} -> {t4:,.0f} ({t4 / t8:.2f}x)"
-        )
+        for kv_dtype in ("float16", "int8"):  # the same KV cache on both sides
+            got = {}
+            for weights in ("int8", "int4"):
+                lm = tvm_npu.llm.compile(builder, max_context=256, prefill_len=128, weights=weights, kv_dtype=kv_dtype)
+                lm.prefill(np.arange(128, dtype=np.int64) % 200)
+                lm.decode(7)
+                got[weights] = lm.profile()["decode"]
+            b8, b4 = got["int8"]["ddr_bytes"], got["int4"]["ddr_bytes"]
+            t8, t4 = got["int8"]["tokens_per_s"], got["int4"]["tokens_per_s"]
+            c8, c4 = got["int8"]["cycles"], got["int4"]["cycles"]
+            kv = "fp16 KV" if kv_dtype == "float16" else "int8 KV"
+            print(
+                f"   {name:12s} {kv}: DDR bytes/token {b8:,} -> {b4:,} ({b4 / b8:.2f}x); "
+                f"cycles {c8:,} -> {c4:,}; tokens/s {t8:,.0f} -> {t4:,.0f} ({t4 / t8:.2f}x)"
+            )
 
 
 def main(argv=None) -> int:

@@ -197,9 +197,13 @@ def footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
     return reads, [("sram", a["out_addr"], a["out_addr"] + a["out_h"] * a["out_stride"])]
 
 
-def emit_layer(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst: Placed, lp: LayerPlan, after_compute=None):
+def emit_layer(
+    sb: Scoreboard, cfg, layer: Layer, srcs: list, dst: Placed, lp: LayerPlan, after_compute=None, before_compute=None
+):
     """Commands of one layer into `sb`: per output-channel block, per row tile: load, compute, store.
-    `after_compute(cmd)` runs after each tile's commands (the weight streamer paces itself on it)."""
+    `after_compute(cmd)` runs after each tile's commands (the weight streamer paces itself on it),
+    `before_compute(cmd)` after the tile's input loads, just before its compute command (where the
+    weight streamer's lead mode queues the loads of later layers, weights.py)."""
     if layer.kind == "matmul":  # two activations, tiled by output batch (matmul_plan.py)
         return emit_matmul(sb, cfg, layer, srcs, dst, lp, after_compute)
     tiles = row_tiles(layer, srcs[0].view, dst.view, lp.tile_oh)
@@ -254,6 +258,8 @@ def emit_layer(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst: Placed, lp: L
                 lp.w_slots[bi] if blk is not None else None,
             )
             reads, writes = footprint(cfg, cmd)
+            if before_compute is not None:
+                before_compute(cmd)
             sb.emit(cmd, reads, writes)
             if i + 1 < len(tiles):
                 pending = inputs_of(i + 1, tiles[i + 1])

@@ -183,6 +183,13 @@ def _any_weight_heavy(cfg: NPUConfig, graph: Graph) -> bool:
     return False
 
 
+def _weight_bound(cfg: NPUConfig, planned: tuple) -> bool:
+    """Loading the region's constants takes the bus longer than its compute takes the engines (an LLM
+    decode step): the weight streamer's lead mode may be faster (weights.py)."""
+    est = cost_model.estimate(cfg, planned[0])
+    return len(planned[1]) > (est.mac_cycles + est.vector_cycles) * cfg.ddr_bytes_per_cycle
+
+
 def compute_layers(graph: Graph) -> list:
     """The layers that become commands (views are resolved by aliasing)."""
     return [layer for layer in graph.layers if layer.kind not in ("view", "concat")]
@@ -326,7 +333,14 @@ def _finish_ddr(cfg, graph, plans, data, placed, rel_top):
 
 
 def _plan_region(
-    cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set, pinned: set, small_first: bool = True
+    cfg: NPUConfig,
+    graph: Graph,
+    budget: int,
+    slices: dict,
+    joined: set,
+    pinned: set,
+    small_first: bool = True,
+    lead: bool = False,
 ):
     placement = _place(cfg, graph, budget, slices, joined, pinned, small_first)
     if placement is None:
@@ -353,7 +367,7 @@ def _plan_region(
         plans.append(lp)
     weights, ddr_top, layer_weight_bytes = _finish_ddr(cfg, graph, plans, data, placed, rel_top)
     sram_top = place_weight_slots(cfg, plans, residents)
-    streamer = WeightStreamer(cfg, sb, plans, [layer.name for layer in layers])
+    streamer = WeightStreamer(cfg, sb, plans, [layer.name for layer in layers], lead)
     ideal = 0
     for i, (layer, lp) in enumerate(zip(layers, plans)):
         streamer.flush(i)  # whatever of this layer's first block has not streamed in yet
@@ -365,6 +379,7 @@ def _plan_region(
             placed[layer.out],
             lp,
             after_compute=lambda cmd, i=i: streamer.after_compute(i, cmd),
+            before_compute=lambda cmd, i=i: streamer.before_compute(i),
         )
         ideal += cost_model.ideal_cycles(cfg, layer)
     commands = sb.finish()
@@ -404,9 +419,9 @@ def plan(cfg: NPUConfig, graph: Graph) -> Stream:
     pinned = recurrence.state_tensors(graph)
     slices_of, joined = slices.resolve(graph, pinned)
 
-    def attempt(share, small_first):  # ((cycles, DDR bytes) or None, share, plan or (layer, need))
+    def attempt(share, small_first, lead=False):  # ((cycles, DDR bytes) or None, share, plan or (layer, need))
         planned, bad_layer, bad_need = _plan_region(
-            cfg, graph, int(cfg.sram_bytes * share), slices_of, joined, pinned, small_first
+            cfg, graph, int(cfg.sram_bytes * share), slices_of, joined, pinned, small_first, lead
         )
         if planned is None:
             return None, share, (bad_layer, bad_need)
@@ -418,6 +433,9 @@ def plan(cfg: NPUConfig, graph: Graph) -> Stream:
     if done and _any_weight_heavy(cfg, graph):
         tries.append(attempt(min(done, key=lambda t: t[0])[1], False))
     done = [t for t in tries if t[0] is not None]
+    if done and _weight_bound(cfg, min(done, key=lambda t: t[0])[2]):
+        tries.append(attempt(min(done, key=lambda t: t[0])[1], True, lead=True))  # weights.py, lead mode
+        done = [t for t in tries if t[0] is not None]
     result = min(done, key=lambda t: t[0])[2] if done else None
     failed = [t[2] for t in tries if t[0] is None]
     layer = failed[0][0] if failed else None

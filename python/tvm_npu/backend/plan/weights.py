@@ -16,6 +16,16 @@ The loads go out in chunks on DMA channel 1, paced by the compute they hide behi
 command the streamer may queue as many bytes as the DDR bus moves in that command's cycles. Queuing
 everything at once would put a classifier's megabyte in front of the output stores that share the
 channel, and in front of the next input tiles on the shared DDR bus.
+
+That pacing starves a weight-bound region (an LLM decode step: one row per dense layer, each layer's
+compute a few hundred cycles against thousands of cycles of weights): the loads of layer j+1 went out
+after layer j's compute and output store, so the bus idled for that compute, the store and a DMA
+latency at every layer, and for a latency at every 32 KiB chunk. The *lead mode* keeps the bus busy
+instead: each block loads as one transfer, the transfers alternate between the two channels (one's
+latency hides behind the other's data, docs/npu.md section 5), and before every compute command the
+loads of later layers are queued until `LEAD_BYTES` of them are ahead of it in the stream (commands
+issue in order: a load placed after a compute that waits for its own weights could not start before
+them). The planner keeps whichever mode the cost model times faster (planner.py).
 """
 
 from __future__ import annotations
@@ -32,6 +42,11 @@ CHUNK_BYTES = 32 * 1024
 MAX_CREDIT_CHUNKS = 4
 # `load_after` of a block that needs no load: an earlier layer's load of the same bytes is still in SRAM.
 RESIDENT = "resident"
+# Lead mode: weight bytes of later layers queued ahead of each compute command (at least one block, whatever
+# its size). Enough that the next layer's weights are in flight while this one computes; more would put
+# more weights in front of the activation transfers behind them (DDR serves transfers in stream order).
+# On the 4-layer d-256 decode steps of benchmarks/llm_decode.py, 32 to 64 KiB ran fastest.
+LEAD_BYTES = 64 * 1024
 
 
 def _first_fit(busy: list, size: int, limit: int, alignment: int) -> int | None:
@@ -91,21 +106,42 @@ def _keep(busy: list, slot: int, last: int, i: int, size: int) -> bool:
 class WeightStreamer:
     """Emits the streamed constant-block loads of every layer, chunk by chunk, between compute commands."""
 
-    def __init__(self, cfg: NPUConfig, sb: Scoreboard, plans: list, names: list):
-        self.cfg, self.sb, self.names = cfg, sb, names
+    def __init__(self, cfg: NPUConfig, sb: Scoreboard, plans: list, names: list, lead: bool = False):
+        self.cfg, self.sb, self.names, self.lead = cfg, sb, names, lead
         self.queue = []  # (layer, load_after, ddr_addr, sram_addr, nbytes), in layer order
         for j, lp in enumerate(plans):
             for blk, slot, after in zip(lp.blocks, lp.w_slots, lp.load_after):
                 if after is None or after == RESIDENT:
                     continue
-                for off in range(0, blk.nbytes, CHUNK_BYTES):
-                    n = min(CHUNK_BYTES, blk.nbytes - off)
+                chunk = blk.nbytes if lead else CHUNK_BYTES
+                for off in range(0, blk.nbytes, chunk):
+                    n = min(chunk, blk.nbytes - off)
                     self.queue.append((j, after, blk.ddr_addr + off, slot + off, n))
         self.credit = float(MAX_CREDIT_CHUNKS * CHUNK_BYTES)
+        self.loads = 0
+        self.sent = {}  # layer -> bytes of its loads emitted so far (lead mode)
 
     def _emit(self, item):
         j, _, ddr, sram, n = item
-        emit_constant_load(self.sb, ddr, sram, n, self.cfg.alignment, self.names[j])
+        channel = self.loads % 2 if self.lead else 1
+        self.loads += 1
+        self.sent[j] = self.sent.get(j, 0) + n
+        emit_constant_load(self.sb, ddr, sram, n, self.cfg.alignment, self.names[j], channel)
+
+    def before_compute(self, layer: int):
+        """Lead mode: called before each compute command of `layer`; queue the loads of later layers
+        (those whose slots are free by now) until LEAD_BYTES of them are ahead of it."""
+        if not self.lead:
+            return
+        ahead = sum(n for j, n in self.sent.items() if j > layer)
+        kept = []
+        for item in self.queue:
+            if ahead < LEAD_BYTES and item[1] <= layer:
+                self._emit(item)
+                ahead += item[4]
+            else:
+                kept.append(item)
+        self.queue = kept
 
     def flush(self, layer: int):
         """Emit what is left of the loads of `layer` and of the layers before it."""
@@ -115,6 +151,8 @@ class WeightStreamer:
 
     def after_compute(self, layer: int, cmd):
         """Called after each compute command of `layer`: queue the loads its cycles can hide."""
+        if self.lead:
+            return self.before_compute(layer)  # the lead, not the compute, decides (module docstring)
         cap = MAX_CREDIT_CHUNKS * CHUNK_BYTES
         self.credit = min(cap, self.credit + cost_model.compute_cycles(self.cfg, cmd) * self.cfg.ddr_bytes_per_cycle)
         kept = []
