@@ -86,6 +86,9 @@ def test_listing_names_every_command_and_its_layer(library):
                 assert "; layer " in line, line
                 # ... and a model's (not an LLM's, whose metadata keeps the layer names only) pattern
                 assert " npu." in line or path.stem in LLMS, line
+        # END waits for every engine to drain: it comes after the last command of each engine.
+        last = {c.engine: i for i, c in enumerate(s.commands) if c.engine is not None}
+        assert lines[-1].endswith("; after " + ", ".join(f"#{i}" for i in sorted(last.values())))
         tensors = [ln for ln in block.splitlines() if ln.startswith(".tensor ")]
         assert [ln.split()[1] for ln in tensors] == [f"role={t.role}" for t in s.tensors]
 

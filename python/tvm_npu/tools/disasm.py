@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..contract import layout
 from ..contract.config import PRESETS
+from ..contract.stream import Command
 from . import listing
 from .listing import Region
 
@@ -110,21 +111,31 @@ def _fields(rec: layout.Record, values: dict, regions: listing.Regions) -> str:
     return " ".join(out)
 
 
-def _command(words: list, regions: listing.Regions) -> tuple[str, str]:
-    """(the command as listing text, a comment on its size); a command the spec cannot name, or whose
-    words its operands do not cover, as `.raw` words so that it still reads back the same."""
+def _command(words: list, regions: listing.Regions) -> tuple:
+    """(the command as listing text, a comment on its size, the decoded Command or None); a command the
+    spec cannot name, or whose words its operands do not cover, as `.raw` words so that it still reads
+    back the same."""
     code = words[0] & 0xFF
     raw = f".raw {' '.join(f'{w:#x}' for w in words)}"
     if code not in layout.OPNAMES:
-        return raw, f"unknown opcode {code:#04x}"
+        return raw, f"unknown opcode {code:#04x}", None
     op, args, waits = layout.unpack_command(struct.pack(f"<{layout.COMMAND_WORDS}I", *words))
     if layout.command_words(op, args, waits) != list(words):
-        return raw, f"{op} with bits outside its fields"
+        return raw, f"{op} with bits outside its fields", None
     text = " ".join([op] + [f"{k}={listing.format_value(op, k, v, regions)}" for k, v in args.items()])
     if waits:
         text += " wait=" + ",".join(f"{e}:{k}" for e, k in waits.items())
     size = f"{args['rows'] * args['row_bytes']} B" if op in ("DMA_LOAD", "DMA_STORE") else ""
-    return text, size
+    return text, size, Command(op, args, waits)
+
+
+def _after(issued: dict, cmd: Command | None) -> str:
+    """The earlier commands `cmd`'s waits hold it for: a wait k on an engine lets k of its commands be
+    outstanding, so the one issued k + 1 commands back there has ended (docs/npu.md section 5)."""
+    if cmd is None:
+        return ""
+    done = sorted({issued[e][-(k + 1)] for e, k in cmd.waits.items() if len(issued.get(e, ())) > k})
+    return "after " + ", ".join(f"#{i}" for i in done) if done else ""
 
 
 def _preset(config: dict) -> str:
@@ -158,10 +169,14 @@ def format_region(
         for at in range(0, len(region.weights), _DATA_BYTES):
             lines.append(f".data {region.weights[at : at + _DATA_BYTES].hex()}")
     width = len(str(len(region.commands)))
+    issued: dict = {}  # engine -> the indices of the commands issued on it so far
     for i, words in enumerate(region.commands):
-        text, size = _command(words, regions)
-        note = "; ".join(p for p in ((sources or [])[i] if i < len(sources or []) else "", size) if p)
+        text, size, cmd = _command(words, regions)
+        source = (sources or [])[i] if i < len(sources or []) else ""
+        note = "; ".join(p for p in (source, _after(issued, cmd), size) if p)
         lines.append(f"{i:>{width}}: {text}" + (f"  ; {note}" if note else ""))
+        if cmd is not None and cmd.engine is not None and cmd.engine in layout.ENGINES:
+            issued.setdefault(cmd.engine, []).append(i)
     if blob is not None and region.to_bytes() != blob:
         lines.append("; note: this stream is not laid out as the compiler lays out streams; asm writes it so")
     lines.append("end")
