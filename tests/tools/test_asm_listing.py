@@ -151,8 +151,9 @@ def test_record_and_structure_errors(cnn):
     for edited, what in cases.items():
         with pytest.raises(NPUError, match=rf"ERR_BAD_STREAM: listing line \d+: .*{what}"):
             asm(edited, weights_from=path)
+    assert asm(text) == asm(text, weights_from=path)  # the weights of the library its `library` line names
     with pytest.raises(NPUError, match=r"weight bytes are not in the listing: .*--weights-from"):
-        asm(text)
+        asm(text.replace("\nlibrary ", "\n; library ", 1))
     other = {s: b"\x01" * len(w) for s, w in _weights(path).items()}
     with pytest.raises(NPUError, match=r"SHA-256"):
         asm(text, weights_from=other)
@@ -188,7 +189,7 @@ def test_cli_disasm_asm_into(cnn, tmp_path, capsys):
     listing = tmp_path / "cnn.txt"
     assert main(["disasm", str(path), "-o", str(listing)]) == 0
     assert listing.read_text() == text
-    assert main(["asm", str(listing), "-o", str(tmp_path / "cnn.bin"), "--weights-from", str(path)]) == 0
+    assert main(["asm", str(listing), "-o", str(tmp_path / "cnn.bin")]) == 0  # weights: the `library` line's
     ((symbol, blob),) = asm(text, weights_from=path).items()
     assert (tmp_path / "cnn.bin").read_bytes() == blob
     assert main(["asm", str(listing), "--into", str(path), "-o", str(tmp_path / "same.so")]) == 0

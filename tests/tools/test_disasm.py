@@ -111,7 +111,8 @@ def test_edited_library_runs_the_edit(tmp_path):
     lib = tvm_npu.export_library(ex, tmp_path / "dense.so")
     w, b = (numpy_helper.to_array(t) for t in g.inits)
     text = disasm(lib)
-    assert disasm(ex).splitlines()[1:] == text.splitlines()[1:]  # the executable in memory lists the same
+    # The executable in memory lists the same (but for the file it came from).
+    assert disasm(ex).splitlines()[1:] == [ln for ln in text.splitlines()[1:] if not ln.startswith("library ")]
     assert text.count(" act=none ") == 1
     edited = asm(text.replace(" act=none ", " act=relu "), weights_from=lib)
     out = patch_library(lib, edited, tmp_path / "edited.so")

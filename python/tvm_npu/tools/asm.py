@@ -150,13 +150,18 @@ class _RegionText:
 _NOWHERE = listing.Regions(0, 0, 0)
 
 
-def parse(text: str) -> list[_RegionText]:
-    """The region blocks of a listing, each line checked for its shape (values are read by assemble)."""
+def parse(text: str) -> tuple[list[_RegionText], str | None]:
+    """The region blocks of a listing, each line checked for its shape (values are read by assemble),
+    and the library its `library PATH` line names (None without one)."""
     regions: list[_RegionText] = []
     current: _RegionText | None = None
+    library = None
     for n, raw in enumerate(text.splitlines(), start=1):
         tokens = raw.split(";", 1)[0].split()
         if not tokens:
+            continue
+        if tokens[0] == "library" and current is None:
+            library = raw.split(";", 1)[0].strip()[len("library") :].strip()
             continue
         if tokens[0] == "region":
             if current is not None:
@@ -178,7 +183,7 @@ def parse(text: str) -> list[_RegionText]:
         raise ListingError(current.line, f"region {current.symbol} has no `end`")
     if not regions:
         raise ListingError(1, "no `region SYMBOL` block: not a tvm-npu disasm listing")
-    return regions
+    return regions, library
 
 
 WeightSource = Mapping | Callable | None
@@ -280,7 +285,8 @@ def asm(text: str, weights_from=None, verify: bool = True) -> dict[str, bytes]:
     weights_from : str, os.PathLike, module, Mapping or callable, optional
         Where regions whose listing does not hold their weights (no `.data` lines) take them from: the
         library the listing was made of (a path or a loaded one), {symbol: weight bytes}, or a function
-        of the symbol. The listing's SHA-256 of each region's weights is checked against them.
+        of the symbol. The listing's SHA-256 of each region's weights is checked against them. Default:
+        the library its `library PATH` line names (disasm writes it), when that file exists.
     verify : bool
         Check every stream as the compiler and the runtime check theirs (see `check_stream`).
 
@@ -289,9 +295,13 @@ def asm(text: str, weights_from=None, verify: bool = True) -> dict[str, bytes]:
     dict
         symbol -> the region's stream bytes, in listing order.
     """
-    source = _weights_source(weights_from)
     out = {}
-    for r in parse(text):
+    regions, library = parse(text)
+    needs = any(not r.has_data and r.weights is not None and r.weights[1] for r in regions)
+    if weights_from is None and needs and library is not None and Path(library).is_file():
+        weights_from = library  # the listing's own library; the weights' SHA-256 is still checked
+    source = _weights_source(weights_from)
+    for r in regions:
         if r.symbol in out:
             raise ListingError(r.line, f"region {r.symbol} appears twice")
         blob = _region(r, source).to_bytes()

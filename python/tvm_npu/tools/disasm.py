@@ -205,6 +205,8 @@ def disasm(lib_or_path, inline_weights: bool = False, verify: bool = True) -> st
     lib = read_library(lib_or_path, verify)
     where = str(lib.path) if lib.path else "a library in memory"
     out = [f"; tvm-npu disasm of {where}: {len(lib.regions)} NPU region(s); `tvm-npu asm` reads it back"]
+    if lib.path is not None:  # where asm takes the weights from when the listing does not hold them
+        out.append(f"library {lib.path.resolve()}")
     for symbol, blob in lib.regions:
         out.append(format_region(Region.from_bytes(symbol, blob), lib.sources.get(symbol), inline_weights, blob))
     return "\n".join(out) + "\n"
