@@ -200,3 +200,20 @@ def test_cli_disasm_asm_into(cnn, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"tvm-npu: error: ERR_BAD_STREAM: listing line {_line_of(text, 'CONV2D')}: unknown opcode")
     assert main(["disasm", str(tmp_path / "missing.so")]) == 2
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_any_edit_assembles_or_is_a_coded_error(cnn, data):
+    """A token of the listing replaced by anything: asm gives bytes or an NPUError, never another exception."""
+    path, text = cnn
+    lines = text.splitlines()
+    n = data.draw(st.integers(0, len(lines) - 1))
+    tokens = lines[n].split(" ")
+    k = data.draw(st.integers(0, len(tokens) - 1))
+    tokens[k] = data.draw(st.text(alphabet="abcx0123456789+-=:,.|;_ ", max_size=12))
+    lines[n] = " ".join(tokens)
+    try:
+        asm("\n".join(lines), weights_from=path)
+    except NPUError as err:
+        assert "listing line " in str(err), err  # and it says where
