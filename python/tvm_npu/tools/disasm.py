@@ -45,7 +45,7 @@ def _source_map(lib) -> dict:
     from tvm import relax
 
     try:
-        vm = relax.VirtualMachine(lib, tvm.cpu())
+        vm = lib if isinstance(lib, relax.VirtualMachine) else relax.VirtualMachine(lib, tvm.cpu())
     except Exception:  # noqa: BLE001  (a module that is no Relax executable: no metadata to read)
         return {}
     for name in (SOURCE_MAP, _LLM_META):
@@ -86,7 +86,7 @@ def read_library(lib_or_path, verify: bool = True) -> Library:
         path = Path(lib_or_path)
         lib_or_path = runtime.load_module(path, verify=verify)
     regions = [(str(m["get_symbol"]()), bytes(m["get_stream"]())) for m in runtime.npu_modules(lib_or_path)]
-    return Library(regions, _source_map(getattr(lib_or_path, "mod", lib_or_path)), path)
+    return Library(regions, _source_map(lib_or_path), path)
 
 
 def _fields(rec: layout.Record, values: dict, regions: listing.Regions) -> str:
