@@ -103,8 +103,8 @@ def test_addresses_are_region_plus_offset(library):
 
 
 def test_edited_library_runs_the_edit(tmp_path):
-    """A dense layer's `act=none` edited to `act=relu` in its listing and patched into the library: the
-    library then computes relu(x @ W^T + b), checked against numpy."""
+    """A dense layer's `act=none` edited to `act=relu` (then to a clip) in its listing and patched into the
+    library: the library then computes relu(x @ W^T + b) (the clip of it), checked against numpy."""
     g = GraphBuilder(seed=0)
     y = g.gemm("input", 16, 8)
     ex = tvm_npu.build(tvm_npu.from_onnx(g.model([1, 16], y, [1, 8])))
@@ -130,3 +130,8 @@ def test_edited_library_runs_the_edit(tmp_path):
     np.testing.assert_allclose(run(lib), ref, rtol=2e-3, atol=2e-3)
     np.testing.assert_allclose(run(out), np.maximum(ref, 0), rtol=2e-3, atol=2e-3)
     assert read_library(out).regions[0][1] == next(iter(edited.values()))
+    # fp16 clamps are fp32 numbers in a listing: act=clip to [-0.1, 0.5].
+    clip = " act=clip clip_lo=-0.1f clip_hi=0.5f "
+    edited = asm(text.replace(" act=none clip_lo=0.0f clip_hi=0.0f ", clip), weights_from=lib)
+    assert (ref < -0.1).any() and (ref > 0.5).any()
+    np.testing.assert_allclose(run(patch_library(lib, edited, tmp_path / "clip.so")), np.clip(ref, -0.1, 0.5), 0, 2e-3)

@@ -122,7 +122,7 @@ def _command(words: list, regions: listing.Regions) -> tuple:
     op, args, waits = layout.unpack_command(struct.pack(f"<{layout.COMMAND_WORDS}I", *words))
     if layout.command_words(op, args, waits) != list(words):
         return raw, f"{op} with bits outside its fields", None
-    text = " ".join([op] + [f"{k}={listing.format_value(op, k, v, regions)}" for k, v in args.items()])
+    text = " ".join([op] + [f"{k}={listing.format_value(op, k, v, regions, args)}" for k, v in args.items()])
     if waits:
         text += " wait=" + ",".join(f"{e}:{k}" for e, k in waits.items())
     size = f"{args['rows'] * args['row_bytes']} B" if op in ("DMA_LOAD", "DMA_STORE") else ""

@@ -10,8 +10,10 @@ through contract/layout.py); this module only says how one value is written as t
 - an enum operand or field (the spec's "enums" of an opcode, or an enum whose "field" names it, e.g.
   every ``*dtype`` and ``act``) by its value's name, a code outside the enum whose low byte is one as
   ``name|0xHI00`` (CONV2D's ``w_dtype`` int4 | g << 8);
+- an operand that holds fp32 bits (spec.FP32_OPERANDS: scales, fp16 clamps, eps) as the number with
+  an `f` suffix (`0.0123f`; its bits in hex when it is not finite), which any operand also accepts;
 - any other word in decimal, a word within 2^20 of 2^32 as a negative number (zero points, int8
-  clamps, two's complement), the rest in hex (fp32 bit patterns: scales, fp16 clamps);
+  clamps, two's complement), the rest in hex;
 - an fp32 record field (a quantization scale) as Python writes the float, an array as ``1x3x16x16``.
 
 A listing can be wrong in many ways; each is an NPUError(ERR_BAD_STREAM) that names the line.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Mapping
 
 from ..contract import layout, spec
 from ..contract.errors import NPUError
@@ -78,8 +81,18 @@ def word(value: int) -> str:
     return f"{value:#x}"
 
 
-def format_value(op: str | None, name: str, value: int, regions: Regions) -> str:
-    """An operand (of opcode `op`) or integer record field `name` as listing text."""
+def fp32_operand(op: str, name: str, args: Mapping) -> bool:
+    """Whether operand `name` of a command (`op`, its operands `args`) holds fp32 bits (spec.FP32_OPERANDS)."""
+    kinds = spec.FP32_OPERANDS.get(op, {})
+    return name in kinds and kinds[name] in (None, layout.names("dtype").get(args.get("dtype", 0)))
+
+
+def format_value(op: str | None, name: str, value: int, regions: Regions, args: Mapping | None = None) -> str:
+    """An operand (of opcode `op`, whose operands are `args`) or integer record field `name` as listing text."""
+    if op is not None and args is not None and fp32_operand(op, name, args):
+        number = struct.unpack("<f", struct.pack("<I", value))[0]
+        text = format_f32(number)
+        return text if text.startswith("0x") else text + "f"  # not finite: its bits
     if name.endswith("_addr"):
         if value == U32:
             return NONE
@@ -102,7 +115,16 @@ def format_f32(value: float) -> str:
 
 
 def _int(text: str) -> int:
-    return int(text, 0)
+    """An integer, or an fp32 number written with an `f` suffix (`0.5f`) as its bit pattern."""
+    try:
+        return int(text, 0)
+    except ValueError:
+        if not text.endswith("f"):
+            raise
+        try:
+            return struct.unpack("<I", struct.pack("<f", float(text[:-1])))[0]
+        except (OverflowError, struct.error):
+            raise ValueError(text) from None
 
 
 def parse_value(
