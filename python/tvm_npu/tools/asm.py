@@ -178,7 +178,10 @@ def parse(text: str) -> tuple[list[_RegionText], str | None]:
         elif tokens[0].startswith("."):
             current.directive(tokens[0], tokens[1:], n)
         else:
-            current.commands.append((n, tokens[1:] if _LABEL.match(tokens[0]) else tokens))
+            command = tokens[1:] if _LABEL.match(tokens[0]) else tokens
+            if not command:
+                raise ListingError(n, f"{tokens[0]} without an opcode (give OPCODE name=value ...)")
+            current.commands.append((n, command))
     if current is not None:
         raise ListingError(current.line, f"region {current.symbol} has no `end`")
     if not regions:

@@ -3,9 +3,9 @@
 The listing shows each region's header, configuration block and tensor descriptors, and one line per
 command: its opcode, every operand by its name in the contract (addresses as region + offset, enums by
 name), the waits it issues with, and in a comment the layer it came from (the library's source map,
-backend/source_map.py) and a DMA's bytes. `tvm-npu asm` (asm.py) reads the listing back into the same
-bytes. Fields, operands and widths all come from contract/spec.py; listing.py says how a value is
-written.
+backend/source_map.py), the earlier commands those waits hold it for and a DMA's bytes. `tvm-npu asm`
+(asm.py) reads the listing back into the same bytes. Fields, operands and widths all come from
+contract/spec.py; listing.py says how a value is written.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..backend.source_map import FUNCTION as SOURCE_MAP
 from ..contract import layout
 from ..contract.config import PRESETS
 from ..contract.stream import Command
 from . import listing
 from .listing import Region
 
-SOURCE_MAP = "npu_source_map"  # backend/source_map.py's function in a library
 _LLM_META = "llm_meta"  # an LLM artifact's metadata (llm/one_library.py): its regions' command_layers
 _DATA_BYTES = 32  # weight bytes per `.data` line
 
