@@ -2,7 +2,7 @@
 
     bind_params -> partition (patterns, constraints, region limits) -> codegen (lower, plan, verify,
     encode: one runtime module per NPU region; a region that fails unexpectedly back to the CPU) ->
-    cpu_lowering (TVM's pipeline for the rest)
+    source_map (each command's layer, for `tvm-npu disasm`) -> cpu_lowering (TVM's pipeline for the rest)
 
 A build is one `BuildContext` (its NPUConfig, report, params and what its stages collect) that every
 stage takes as its argument; no stage keeps state in a module, so builds in several threads never see
@@ -22,7 +22,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from .backend import codegen, fallback, kv_cache
+from .backend import codegen, fallback, kv_cache, source_map
 from .contract.config import NPUConfig, get_config
 from .contract.errors import NPUError
 from .partition import partitioner as partition
@@ -135,6 +135,11 @@ def _codegen(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:
     return mod
 
 
+def _source_map(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:
+    # After codegen, so a build that stops there (an LLM's steps, which keep their own map) has none.
+    return source_map.attach(mod, ctx.layers)
+
+
 def _cpu_lowering(mod: tvm.IRModule, ctx: BuildContext) -> tvm.IRModule:  # noqa: ARG001 - a stage
     return cpu_pipeline()(mod)
 
@@ -145,6 +150,7 @@ STAGES = (
     ("kv_cache", _kv_cache),
     ("partition", _partition),
     ("codegen", _codegen),
+    ("source_map", _source_map),
     ("cpu_lowering", _cpu_lowering),
 )
 

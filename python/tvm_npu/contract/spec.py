@@ -466,6 +466,19 @@ OPCODES: list[dict[str, Any]] = [
             "per-tensor requantization (format 1.4)"},
 ]
 
+# The operands that hold an fp32 bit pattern (docs/npu.md section 6), which a listing writes as a number
+# (tools/listing.py): always (None), or under the command's `dtype` named (fp16's clamps; int8's are int32).
+FP32_OPERANDS: dict[str, dict[str, str | None]] = {
+    "CONV2D": {"clip_lo": "float16", "clip_hi": "float16"},
+    "ADD": {"clip_lo": "float16", "clip_hi": "float16"},
+    "POOL": {"clip_lo": "float16", "clip_hi": "float16", "scale": None},
+    "ELTWISE": {"clip_lo": "float16", "clip_hi": "float16"},
+    "UNARY": {"alpha": None},
+    "SOFTMAX": {"scale": None, "in_scale": None, "out_scale": None},
+    "NORM": {"eps": None, "in_scale": None, "out_scale": None},
+    "MATMUL": {"scale": None},
+}
+
 # ---------------------------------------------------------------------------------------------------
 # Error codes (docs/npu.md section 7): raised in Python as tvm_npu.NPUError, thrown by the C++
 # runtime as the tvm-ffi error kind NPUError with a message that starts with the name.

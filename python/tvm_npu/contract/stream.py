@@ -269,9 +269,9 @@ def encode(stream: Stream) -> bytes:
     )
 
 
-def decode(blob: bytes) -> Stream:
-    """Parse a blob (structure only; the C++ runtime does the full validation before running it)."""
-    blob = bytes(blob)
+def read_header(blob: bytes) -> dict:
+    """The header of a blob whose structure checks out (magic, version, sizes against its length, CRC);
+    NPUError(ERR_BAD_STREAM) otherwise. Its tables may still hold anything (an unknown opcode, ...)."""
     if len(blob) < HEADER_BYTES + CONFIG_BYTES:
         raise NPUError("ERR_BAD_STREAM", f"stream of {len(blob)} bytes is shorter than its header")
     h = layout.HEADER.unpack(blob)
@@ -291,6 +291,15 @@ def decode(blob: bytes) -> Stream:
         raise NPUError("ERR_BAD_STREAM", "stream sizes disagree with its length (truncated?)")
     if layout.crc32(blob[HEADER_BYTES:]) != h["crc32"]:
         raise NPUError("ERR_BAD_STREAM", "stream checksum mismatch (damaged artifact)")
+    return h
+
+
+def decode(blob: bytes) -> Stream:
+    """Parse a blob (structure only; the C++ runtime does the full validation before running it)."""
+    blob = bytes(blob)
+    h = read_header(blob)
+    major, minor = h["version_major"], h["version_minor"]
+    num_tensors, num_commands, weights_offset = h["num_tensors"], h["num_commands"], h["weights_offset"]
     config = NPUConfig(name="from-stream", **layout.CONFIG.unpack(blob, layout.CONFIG_OFFSET))
     tensors, off = [], layout.TENSOR_TABLE_OFFSET
     for _ in range(num_tensors):

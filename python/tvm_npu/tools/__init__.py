@@ -3,6 +3,8 @@
 """
 
 from .accuracy import format_sqnr_table, layer_sqnr
+from .asm import asm
+from .disasm import disasm
 from .profiler import profile, to_csv
 from .session import AsyncModel, StreamingSession
 from .sustain import sustain

@@ -136,6 +136,20 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--top-p", type=float, help="sample from the smallest set of tokens reaching probability p")
     gen.add_argument("--seed", type=int, default=0, help="the sampler's (and a builder's weights') seed")
     config(gen)
+
+    # disasm / asm (tools/disasm.py, tools/asm.py; docs/disasm.md)
+    dis = sub.add_parser("disasm", help="print every command of every NPU region of a compiled library")
+    dis.add_argument("library", help="a library written by `tvm-npu compile` / tvm_npu.export_library")
+    dis.add_argument("-o", "--output", help="write the listing to this file (default: print it)")
+    dis.add_argument("--inline-weights", action="store_true", help="put the weight bytes into the listing (hex)")
+    dis.add_argument("--no-verify", action="store_true", help="skip the library's integrity trailer check")
+    asm = sub.add_parser("asm", help="assemble a listing of `tvm-npu disasm` (edited or not) back into bytes")
+    asm.add_argument("listing", help="the listing file")
+    asm.add_argument("-o", "--output", required=True, help="the stream file to write (with --into: the library)")
+    asm.add_argument("--region", help="the region to write when the listing has several (without --into)")
+    asm.add_argument("--weights-from", help="the library whose regions' weights a listing without .data lines takes")
+    asm.add_argument("--into", help="write a copy of this library with the listing's regions in place of its own")
+    asm.add_argument("--no-check", action="store_true", help="skip the compiler's and the runtime's stream checks")
     return parser
 
 

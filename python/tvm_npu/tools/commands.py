@@ -1,4 +1,5 @@
-"""The `tvm-npu` subcommands compile, quantize, run, profile, report, sweep and generate (argument parsing: cli.py).
+"""The `tvm-npu` subcommands compile, quantize, run, profile, report, sweep, generate, disasm and asm (argument
+parsing: cli.py).
 
 Each command takes the parsed argparse namespace and returns the exit code. A user mistake raises
 `CLIError` or `NPUError`; cli.main turns either into one line on stderr.
@@ -309,6 +310,42 @@ def cmd_sustain(args) -> int:
     return run(args)
 
 
+def cmd_disasm(args) -> int:
+    """Print (or write) the listing of every NPU region of a library."""
+    from .disasm import disasm
+
+    text = disasm(_existing(args.library, "library"), inline_weights=args.inline_weights, verify=not args.no_verify)
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output}")
+    else:
+        print(text, end="")
+    return 0
+
+
+def cmd_asm(args) -> int:
+    """Assemble a listing into a stream file, or (--into) into a copy of a library."""
+    from .asm import asm, patch_library
+
+    text = _existing(args.listing, "listing").read_text()
+    weights = args.weights_from or args.into
+    streams = asm(text, weights_from=str(_existing(weights, "library")) if weights else None, verify=not args.no_check)
+    if args.into:
+        out = patch_library(args.into, streams, args.output)
+        print(f"wrote {out}: {len(streams)} region(s) of {args.into} replaced")
+        return 0
+    if args.region is None and len(streams) > 1:
+        raise CLIError(f"the listing has {len(streams)} regions: choose one with --region ({', '.join(streams)})")
+    symbol = args.region or next(iter(streams))
+    if symbol not in streams:
+        raise CLIError(f"--region {symbol}: the listing has {', '.join(streams)}")
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_bytes(streams[symbol])
+    print(f"wrote {args.output}: {len(streams[symbol])} bytes of region {symbol}")
+    return 0
+
+
 COMMANDS = {
     "generate": cmd_generate,
     "sustain": cmd_sustain,
@@ -318,4 +355,6 @@ COMMANDS = {
     "profile": cmd_profile,
     "report": cmd_report,
     "sweep": cmd_sweep,
+    "disasm": cmd_disasm,
+    "asm": cmd_asm,
 }
