@@ -3,6 +3,6 @@
 """
 
 from .accuracy import format_sqnr_table, layer_sqnr
-from .profiler import profile, to_csv
+from .profiler import profile, saturation_warnings, to_csv
 from .session import AsyncModel, StreamingSession
 from .trace import write_chrome_trace

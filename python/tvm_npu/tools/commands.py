@@ -7,6 +7,7 @@ Each command takes the parsed argparse namespace and returns the exit code. A us
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -161,7 +162,7 @@ def cmd_profile(args) -> int:
     """Build, run once on the reference NPU and print / write the per-layer profile."""
     from ..partition.report import BuildReport
     from .html_report import write_html
-    from .profiler import profile, to_csv
+    from .profiler import profile, saturation_warnings, to_csv
     from .trace import write_chrome_trace
 
     mod = _import(args.model)
@@ -173,6 +174,8 @@ def cmd_profile(args) -> int:
     report = BuildReport()
     prof = profile(mod, inputs=inputs, config=args.config, report=report)
     print(layer_table(prof))
+    for line in saturation_warnings(prof):  # one line per layer past 0.1% (docs/npu.md section 5)
+        print(f"tvm-npu: {line}", file=sys.stderr)
     for path, write in (
         (args.csv, lambda p: to_csv(prof, p)),
         (args.json, lambda p: Path(p).write_text(json.dumps(prof, indent=2) + "\n")),
