@@ -189,6 +189,32 @@ def cmd_profile(args) -> int:
     return 0
 
 
+def cmd_export_graph(args) -> int:
+    """Write the library as an ONNX graph for Netron; with --serve, open it there until interrupted."""
+    from ..runtime import load_module
+    from .export_graph import export_graph, serve
+
+    lib_path = Path(args.library)
+    out = Path(args.output) if args.output else lib_path.with_suffix(".npu.onnx")
+    lib = load_module(lib_path, verify=not args.no_verify)
+    export_graph(lib, out, run=not args.no_run)
+    print(f"wrote {out}")
+    if args.serve:
+        try:
+            address = serve(out, port=args.port)
+        except ImportError as err:
+            raise CLIError(str(err)) from err
+        print(f"netron serves {out} at http://{address[0]}:{address[1]} (Ctrl-C stops it)")
+        import time
+
+        try:
+            while True:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
 def cmd_report(args) -> int:
     """Partition the model and print where each op runs and why the rest does not (nothing runs)."""
     _, report = _build(_import(args.model), args.config)
@@ -306,6 +332,7 @@ COMMANDS = {
     "quantize": cmd_quantize,
     "run": cmd_run,
     "profile": cmd_profile,
+    "export-graph": cmd_export_graph,
     "report": cmd_report,
     "sweep": cmd_sweep,
 }
