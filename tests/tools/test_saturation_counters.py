@@ -154,3 +154,28 @@ def test_cli_warns_once_for_the_layer_and_html_highlights_it(saturating, tmp_pat
     assert table.count('<tr class="warn">') == 1 and f'<td class="num">{want}</td>' in table
     spans = [e for e in json.loads(trace_path.read_text())["traceEvents"] if e.get("cat") == "layer"]
     assert sorted(e["args"]["saturated"] for e in spans) == sorted([0] * (len(spans) - 1) + [want])
+
+
+def test_fp16_nan_counted_where_inf_minus_inf_makes_it(rng):
+    """conv (its results partly beyond 65504: +-inf) -> y - y (inf - inf = NaN there): the conv counts the
+    infinities, the subtract the NaNs, each equal to the fp16 numpy model's count. Odd sizes leave a tail
+    shorter than a vector."""
+    from tvm import relax
+
+    layer = conv_layer(rng, 3, 3, 3, act="none")
+    layer["w"] = layer["w"] * np.float32(3e4)
+    x = rng.standard_normal((1, 3, 5, 7)).astype(np.float32) * np.float32(8)
+    bb = relax.BlockBuilder()
+    xv = relax.Var("x", relax.TensorType((1, 3, 5, 7), "float32"))
+    with bb.function("main", [xv]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d(xv, relax.const(layer["w"]), padding=1))
+            y = bb.emit(relax.op.add(y, relax.const(layer["b"].reshape(1, 3, 1, 1))))
+            out = bb.emit_output(relax.op.subtract(y, y))
+        bb.emit_func_output(out)
+    want = chain_reference(x, [layer])
+    assert 0 < np.isinf(want).sum() < want.size and not np.isnan(want).any()
+    prof = profile(bb.get(), [x])
+    kinds = [(lay["kind"], lay["fp16_overflow"], lay["nan"]) for lay in prof["layers"]]
+    inf = int(np.isinf(want).sum())
+    assert [k[1:] for k in kinds] == [(inf, 0), (0, inf)], kinds
