@@ -31,10 +31,14 @@ def three_convs(seed=5):
 
 
 def shrink_output_scale(model, conv_index, factor):
-    """Divides the output scale of the `conv_index`-th Conv by `factor` (its QuantizeLinear and the
-    DequantizeLinear after it share the change): that layer alone saturates."""
+    """Divides the output scale of the `conv_index`-th Conv by `factor`: that layer alone saturates."""
     convs = [n for n in model.graph.node if n.op_type == "Conv"]
-    out = convs[conv_index].output[0]
+    return shrink_output_scale_of(model, convs[conv_index].output[0], factor)
+
+
+def shrink_output_scale_of(model, out, factor):
+    """Divides the scale of tensor `out`'s QuantizeLinear by `factor` (and of the DequantizeLinear after
+    it, which shares the change)."""
     q = next(n for n in model.graph.node if n.op_type == "QuantizeLinear" and n.input[0] == out)
     names = {q.input[1]} | {
         n.input[1] for n in model.graph.node if n.op_type == "DequantizeLinear" and n.input[0] == q.output[0]
@@ -179,3 +183,51 @@ def test_fp16_nan_counted_where_inf_minus_inf_makes_it(rng):
     kinds = [(lay["kind"], lay["fp16_overflow"], lay["nan"]) for lay in prof["layers"]]
     inf = int(np.isinf(want).sum())
     assert [k[1:] for k in kinds] == [(inf, 0), (0, inf)], kinds
+
+
+def conv_add_model(seed=6):
+    """conv -> conv -> Add(both) -> conv1x1, no activations (an int8 ADD on the NPU)."""
+    g = GraphBuilder(seed)
+    a = g.conv("input", 3, 16, 3, act=None)
+    b = g.conv(a, 16, 16, 3, act=None)
+    r = g.node("Add", [a, b])
+    return g.model((1, 3, 12, 12), g.conv(r, 16, 8, 1, act=None), (1, 8, 12, 12))
+
+
+def numpy_add_count(model, x):
+    """The Add's saturated results on the numpy model: z_y + rshift_rne(t, n) of docs/npu.md section 2
+    beyond [-128, 127] (no activation: the clamp is the dtype's)."""
+    ref = QDQInterpreter(model)
+    ref.run(x)
+    add = next(n for n in model.graph.node if n.op_type == "Add")
+    q = next(n for n in model.graph.node if n.op_type == "QuantizeLinear" and n.input[0] == add.output[0])
+    _, s_y, z_y = ref.q[q.output[0]]
+    (a, s_a, z_a), (b, s_b, z_b) = (ref.q[ref.dq_of[i]] for i in add.input)
+    m_a, m_b, n = int8.eltwise_multipliers("add", s_a, s_b, s_y)
+    t = (a.astype(np.int64) - z_a) * m_a + (b.astype(np.int64) - z_b) * m_b
+    y = z_y + int8.rshift_rne(t, n)
+    return int((((y > 127) & (z_y != 127)) | ((y < -128) & (z_y != -128))).sum())
+
+
+def test_int8_add_saturation_alike_at_every_level(tmp_path):
+    rng = np.random.default_rng(12)
+    calib = [rng.standard_normal((1, 3, 12, 12)).astype(np.float32) for _ in range(8)]
+    q = quantize_with_ort(conv_add_model(), calib, tmp_path / "q.onnx")
+    adds = [n for n in q.graph.node if n.op_type == "Add"]
+    q = shrink_output_scale_of(q, adds[0].output[0], SHRINK)
+    want = numpy_add_count(q, calib[0])
+    assert want > 0.1 * 12 * 12 * 16
+    seen = []
+    before = tvm_npu.runtime.kernel_level(), tvm_npu.runtime.threads()
+    try:
+        for level in LEVELS:
+            for threads in (1, 2):
+                tvm_npu.runtime.set_kernel_level(level)
+                tvm_npu.runtime.set_threads(threads)
+                prof = profile(tvm_npu.from_onnx(q), [calib[0]])
+                seen.append([(lay["kind"], lay["saturated"]) for lay in prof["layers"] if lay["saturated"]])
+    finally:
+        tvm_npu.runtime.set_kernel_level(before[0])
+        tvm_npu.runtime.set_threads(before[1])
+    assert all(s == seen[0] for s in seen), seen
+    assert [count for _, count in seen[0]] == [want], seen[0]
