@@ -3,7 +3,8 @@
     tvm_npu.tools.export_graph("model.so", "model.npu.onnx")   # or an Executable / loaded Module
     tvm-npu export-graph model.so -o model.npu.onnx [--serve]
 
-The graph is the library's Relax VM program (tools/vm_program.py), one node per call:
+The graph is the library's Relax VM program (tools/vm_program.py), its function `main` (else the
+first one the executable lists: an LLM library's `prefill`), one node per call:
 - a CPU function as itself: an ONNX op where its name is one (`sin` -> Sin) and the call checks against
   the op's schema, else an op of domain "tvm" named after the compiled function;
 - each NPU region as one node of domain "npu" (op `NPURegion`) whose attributes carry its stream: the
