@@ -30,6 +30,7 @@
 #include "kernels/ref/norm_ref.h"
 #include "kernels/ref/pool_ref.h"
 #include "kernels/ref/rope_ref.h"
+#include "kernels/ref/sat_count.h"
 #include "kernels/ref/softmax_causal_ref.h"
 #include "runtime/cycle_model.h"
 #include "runtime/npu_error.h"
@@ -484,7 +485,7 @@ Stats TimeStream(const ParsedStream& ps, uint32_t position) {
 
 std::vector<uint64_t> Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
                               const std::vector<DLTensor*>& outputs, ExecCache* cache,
-                              const StateBinding* state) {
+                              const StateBinding* state, CommandCounts* counts) {
   if (inputs.size() != ps.inputs.size() || outputs.size() != ps.outputs.size()) {
     NPU_THROW(kShapeMismatch) << "got " << inputs.size() << " inputs and " << outputs.size()
                               << " outputs, the model was compiled for " << ps.inputs.size()
@@ -539,8 +540,12 @@ std::vector<uint64_t> Execute(const ParsedStream& ps, const std::vector<const DL
 
   // One after another in program order; when they would overlap on the hardware is the cycle
   // model's business (TimeStream, once per stream).
+  if (counts != nullptr) counts->Resize(ps.commands.size());
+  std::atomic<uint64_t> saturated_results{0};
   for (size_t i = 0; i < ps.commands.size(); ++i) {
     const stream::Command cmd = Resolve(ps.commands[i], position);  // static as it was, or 1.4's
+    saturated_results.store(0, std::memory_order_relaxed);
+    const ref::SatScope count(counts != nullptr ? &saturated_results : nullptr);
     switch (cmd.opcode()) {
       case stream::kDmaLoad:
         if (skip == nullptr || !(*skip)[i]) machine.Dma(cmd);
@@ -556,6 +561,10 @@ std::vector<uint64_t> Execute(const ParsedStream& ps, const std::vector<const DL
       case stream::kMatmul: machine.Matmul(cmd); break;
       case stream::kRope: machine.Rope(cmd); break;
       default: break;  // END
+    }
+    if (counts != nullptr) {
+      CountOutputs(cmd, own->sram.data(), i, counts);
+      counts->saturated[i] = saturated_results.load(std::memory_order_relaxed);
     }
   }
   for (const StateView& v : state->sram_views()) {

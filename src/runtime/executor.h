@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/fast/weight_cache.h"
+#include "runtime/output_counts.h"
 #include "runtime/sram_provenance.h"
 #include "runtime/state_store.h"
 #include "runtime/stream_parser.h"
@@ -110,6 +111,7 @@ Stats TimeStream(const ParsedStream& ps, uint32_t position = 0);
  * \param cache The stream's ExecCache, or nullptr to allocate everything for this call.
  * \param state The module's state tensors (format 1.4), or nullptr for a stream without any; the
  *        caller holds its CallLock().
+ * \param counts Filled with the call's saturation and overflow counters per command, or nullptr.
  *
  * \return Per input, how many finite fp32 values beyond the fp16 range (abs above 65504) its
  *         staging saturated to +-65504 (docs/npu.md section 2); 0 for int8 / int16 inputs.
@@ -119,7 +121,7 @@ Stats TimeStream(const ParsedStream& ps, uint32_t position = 0);
  */
 std::vector<uint64_t> Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
                               const std::vector<DLTensor*>& outputs, ExecCache* cache = nullptr,
-                              const StateBinding* state = nullptr);
+                              const StateBinding* state = nullptr, CommandCounts* counts = nullptr);
 
 }  // namespace tvm_npu
 

@@ -25,6 +25,7 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/cycle_model.h"
@@ -277,6 +278,7 @@ class NPUModuleObj : public ffi::ModuleObj {
     state_ = std::make_unique<StateBinding>(ps_);  // format 1.4: zero, or shared by state_space
     timing_ = TimeStream(ps_);
     total_saturated_.assign(ps_.inputs.size(), 0);
+    total_counts_ = CommandCounts();
   }
 
   // A module loaded with its weights by reference: find them, validate the whole stream (its CRC
@@ -321,9 +323,10 @@ class NPUModuleObj : public ffi::ModuleObj {
     for (size_t i = 0; i < no; ++i) outputs.push_back(args[ni + i].cast<DLTensor*>());
     const int64_t host_start = SteadyNs();
     std::vector<uint64_t> saturated;
+    CommandCounts counts;
     {
       const std::unique_lock<std::mutex> one_call = state_->CallLock();  // shared state: serial
-      saturated = Execute(ps_, inputs, outputs, cache_.get(), state_.get());
+      saturated = Execute(ps_, inputs, outputs, cache_.get(), state_.get(), &counts);
     }
     const int64_t host_end = SteadyNs();
     const uint32_t position = CallPosition(ps_, inputs);  // in range: Execute ran
@@ -340,6 +343,35 @@ class NPUModuleObj : public ffi::ModuleObj {
     total_saturated_.resize(saturated.size(), 0);
     for (size_t k = 0; k < saturated.size(); ++k) total_saturated_[k] += saturated[k];
     if (!warned_) WarnSaturated(saturated);
+    AddCounts(counts);
+  }
+
+  // The per-command saturation and overflow counters (docs/npu.md section 5): the last call's, and
+  // summed over calls. Called under mutex_.
+  void AddCounts(const CommandCounts& counts) {
+    last_counts_ = counts;
+    if (total_counts_.outputs.size() != counts.outputs.size()) {
+      total_counts_.Resize(counts.outputs.size());
+    }
+    for (size_t i = 0; i < counts.outputs.size(); ++i) {
+      total_counts_.outputs[i] += counts.outputs[i];
+      total_counts_.saturated[i] += counts.saturated[i];
+      total_counts_.fp16_overflow[i] += counts.fp16_overflow[i];
+      total_counts_.nan[i] += counts.nan[i];
+    }
+  }
+
+  static void CommandCountsJson(std::ostringstream& os, const CommandCounts& c) {
+    const std::pair<const char*, const std::vector<uint64_t>*> lists[] = {
+        {"command_outputs", &c.outputs},
+        {"command_saturated", &c.saturated},
+        {"command_fp16_overflow", &c.fp16_overflow},
+        {"command_nan", &c.nan}};
+    for (const auto& [key, values] : lists) {
+      os << ", \"" << key << "\": [";
+      for (size_t i = 0; i < values->size(); ++i) os << (i ? ", " : "") << (*values)[i];
+      os << "]";
+    }
   }
 
   // The staging policy of docs/npu.md section 2: a finite fp32 input beyond the fp16 range runs
@@ -380,12 +412,14 @@ class NPUModuleObj : public ffi::ModuleObj {
     StatsJson(os, last);
     os << ", \"position\": " << (calls_ > 0 ? timed_position_ : 0);
     CountsJson(os, calls_ > 0 ? last_saturated_ : std::vector<uint64_t>(ps_.inputs.size(), 0));
+    CommandCountsJson(os, calls_ > 0 ? last_counts_ : CommandCounts());
     os << ", \"host_start_ns\": " << last_host_ns_[0] << ", \"host_end_ns\": " << last_host_ns_[1]
        << ", \"records\": ";
     RecordsJson(os, last.records);
     os << "}, \"total\": {";
     StatsJson(os, total_);
     CountsJson(os, total_saturated_);
+    CommandCountsJson(os, total_counts_);
     os << ", \"command_macs\": [";
     for (size_t i = 0; i < total_.command_macs.size(); ++i) {
       os << (i ? ", " : "") << total_.command_macs[i];
@@ -401,6 +435,7 @@ class NPUModuleObj : public ffi::ModuleObj {
     last_host_ns_[0] = last_host_ns_[1] = 0;
     calls_ = 0;
     total_saturated_.assign(ps_.inputs.size(), 0);
+    total_counts_ = CommandCounts();
   }
 
   std::string symbol_;
@@ -422,6 +457,7 @@ class NPUModuleObj : public ffi::ModuleObj {
   // Per input: finite fp32 values beyond the fp16 range that staging saturated (last call, all calls).
   std::vector<uint64_t> last_saturated_, total_saturated_;
   bool warned_ = false;  // the saturation warning is printed once per module instance
+  CommandCounts last_counts_, total_counts_;  // per command: saturated / overflowed results
 };
 
 }  // namespace

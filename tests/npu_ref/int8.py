@@ -105,6 +105,11 @@ def conv2d(x, w, bias, S, out_hw, stride=(1, 1), dil=(1, 1), pad=(0, 0), groups=
     """CONV2D on int8: acc[oc] = bias[oc] + the sum over taps inside the input of (x - z_x) * w (taps in
     the padding skipped, the same as padding with z_x), wrapped to int32 and requantized with S[oc].
     x [N, H, W, C]; w [OC, KH, KW, C] (groups 1) or [C, KH, KW, 1] (depthwise, groups = C = OC)."""
+    return requantize(conv2d_acc(x, w, bias, out_hw, stride, dil, pad, groups, z_x), S, z_y, lo, hi)
+
+
+def conv2d_acc(x, w, bias, out_hw, stride=(1, 1), dil=(1, 1), pad=(0, 0), groups=1, z_x=0):
+    """CONV2D's int32 accumulator (wrapped) before the requantization of `conv2d`."""
     x, w = np.asarray(x, np.int64) - z_x, np.asarray(w, np.int64)
     oc, kh, kw, ic = w.shape
     depthwise = groups != 1
@@ -112,7 +117,17 @@ def conv2d(x, w, bias, S, out_hw, stride=(1, 1), dil=(1, 1), pad=(0, 0), groups=
     acc = np.zeros((x.shape[0], *out_hw, oc), np.int64) + np.asarray(bias, np.int64)
     for i, j, at, src in taps(x.shape[1:3], kh, kw, out_hw, stride, dil, pad):
         acc[at] += x[src] * w[:, i, j, 0] if depthwise else x[src] @ w[:, i, j, :].T
-    return requantize(wrap32(acc), S, z_y, lo, hi)
+    return wrap32(acc)
+
+
+def saturated(acc, S, z_y, lo=-128, hi=127) -> int:
+    """How many results of `requantize` saturate (docs/npu.md section 5, "Saturation and overflow
+    counters"): z_y + round_half_even(fp32(acc) * S) beyond [-128, 127] on a side whose clamp bound is
+    the dtype's own and not z_y (a relu's lo = z_y, or a range ending at 0, clips by design)."""
+    with np.errstate(over="ignore"):
+        prod = np.asarray(acc, np.int64).astype(F32) * np.asarray(S, F32)
+    y = z_y + np.rint(prod).astype(np.float64)
+    return int((((y > 127) & (hi == 127) & (z_y != 127)) | ((y < -128) & (lo == -128) & (z_y != -128))).sum())
 
 
 def eltwise(kind, a, b, z_a, z_b, z_y, m_a, m_b, n, lo=None, hi=None, out_dtype=np.int8):

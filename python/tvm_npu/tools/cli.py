@@ -76,6 +76,16 @@ def _parser() -> argparse.ArgumentParser:
     prof.add_argument("--trace", help="write a Chrome / Perfetto trace to this JSON file")
     prof.add_argument("--html", help="write an HTML report (+ PNG figures next to it) to this file")
 
+    graph = sub.add_parser(
+        "export-graph", help="write a compiled library as an ONNX graph for Netron (NPU regions as npu nodes)"
+    )
+    graph.add_argument("library", help="the compiled library (.so from `tvm-npu compile` / tvm_npu.export_library)")
+    graph.add_argument("-o", "--output", help="the .onnx file to write (default: LIBRARY with .npu.onnx)")
+    graph.add_argument("--no-run", action="store_true", help="leave out the cycles (no timing call on zeros)")
+    graph.add_argument("--serve", action="store_true", help="open the graph in Netron (the `netron` package)")
+    graph.add_argument("--port", type=int, default=8080, help="Netron's port with --serve (default: %(default)s)")
+    graph.add_argument("--no-verify", action="store_true", help="load a library without tvm_npu's integrity trailer")
+
     rep = sub.add_parser("report", help="print where each op runs and why the rest does not")
     rep.add_argument("model", help="the ONNX model file")
     config(rep)

@@ -8,6 +8,7 @@ Each command takes the parsed argparse namespace and returns the exit code. A us
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -162,7 +163,7 @@ def cmd_profile(args) -> int:
     """Build, run once on the reference NPU and print / write the per-layer profile."""
     from ..partition.report import BuildReport
     from .html_report import write_html
-    from .profiler import profile, to_csv
+    from .profiler import profile, saturation_warnings, to_csv
     from .trace import write_chrome_trace
 
     mod = _import(args.model)
@@ -174,6 +175,8 @@ def cmd_profile(args) -> int:
     report = BuildReport()
     prof = profile(mod, inputs=inputs, config=args.config, report=report)
     print(layer_table(prof))
+    for line in saturation_warnings(prof):  # one line per layer past 0.1% (docs/npu.md section 5)
+        print(f"tvm-npu: {line}", file=sys.stderr)
     for path, write in (
         (args.csv, lambda p: to_csv(prof, p)),
         (args.json, lambda p: Path(p).write_text(json.dumps(prof, indent=2) + "\n")),
@@ -184,6 +187,32 @@ def cmd_profile(args) -> int:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             write(path)
             print(f"wrote {path}")
+    return 0
+
+
+def cmd_export_graph(args) -> int:
+    """Write the library as an ONNX graph for Netron; with --serve, open it there until interrupted."""
+    from ..runtime import load_module
+    from .export_graph import export_graph, serve
+
+    lib_path = Path(args.library)
+    out = Path(args.output) if args.output else lib_path.with_suffix(".npu.onnx")
+    lib = load_module(lib_path, verify=not args.no_verify)
+    export_graph(lib, out, run=not args.no_run)
+    print(f"wrote {out}")
+    if args.serve:
+        try:
+            address = serve(out, port=args.port)
+        except ImportError as err:
+            raise CLIError(str(err)) from err
+        print(f"netron serves {out} at http://{address[0]}:{address[1]} (Ctrl-C stops it)")
+        import time
+
+        try:
+            while True:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
     return 0
 
 
@@ -353,6 +382,7 @@ COMMANDS = {
     "quantize": cmd_quantize,
     "run": cmd_run,
     "profile": cmd_profile,
+    "export-graph": cmd_export_graph,
     "report": cmd_report,
     "sweep": cmd_sweep,
     "disasm": cmd_disasm,

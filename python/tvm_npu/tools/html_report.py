@@ -17,12 +17,14 @@ import html
 from pathlib import Path
 
 from ..partition.report import BuildReport
+from .profiler import SATURATION_WARN_FRACTION
 
 COLORS = {"compute": "#4C72B0", "dma": "#DD8452", "stall": "#C44E52", "util": "#2CA02C"}
 CSS = (
     "body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse}"
     "td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}th{background:#eee}"
     "td.num{text-align:right}tr.cpu{background:#fff3f0}img{max-width:100%;border:1px solid #ddd}"
+    "tr.warn{background:#ffd7d7;font-weight:bold}"
 )
 
 
@@ -183,6 +185,30 @@ def headline(prof: dict) -> dict:
     }
 
 
+def _saturation_table(prof: dict) -> str:
+    """Per NPU layer: its outputs and how many saturated at requantization (int8 / int16), overflowed
+    to +-inf or are NaN (fp16; docs/npu.md section 5). A row above SATURATION_WARN_FRACTION of its
+    outputs is highlighted (class "warn"), as the CLI warns about it."""
+    rows = []
+    for lay in prof["layers"]:
+        worst = max(lay.get(f"{k}_fraction", 0.0) for k in ("saturated", "fp16_overflow", "nan"))
+        cells = [_short(lay), lay["kind"], lay["dtype"]]
+        cells += [str(lay.get(k, 0)) for k in ("outputs", "saturated", "fp16_overflow", "nan")]
+        cells.append(f"{100 * worst:.3f}%")
+        cls = "warn" if worst > SATURATION_WARN_FRACTION else "ok"
+        rows.append(f'<tr class="{cls}">' + "".join(f'<td class="num">{html.escape(c)}</td>' for c in cells) + "</tr>")
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("layer", "kind", "dtype", "outputs", "saturated", "fp16 overflow", "NaN", "worst fraction")
+    )
+    return (
+        "<h2>Saturation and overflow</h2><p>Results the int8 / int16 requantization clipped to the "
+        "dtype's range, and fp16 results that are +-inf or NaN (rows above "
+        f"{100 * SATURATION_WARN_FRACTION:g}% of the layer's outputs highlighted).</p>"
+        f'<table id="saturation"><tr>{head}</tr>{"".join(rows)}</table>'
+    )
+
+
 def _placement_table(report: BuildReport) -> str:
     alias = report.aliases()
     rows = []
@@ -268,6 +294,7 @@ def write_html(prof: dict, report: BuildReport | None, path) -> list[Path]:
     ]
     for k, title in figs.items():
         parts.append(f'<h2>{html.escape(title)}</h2><img src="{html.escape(pngs[k].name)}" alt="{html.escape(title)}">')
+    parts.append(_saturation_table(prof))
     if report is not None:
         parts.append(_placement_table(report))
     parts.append("</body></html>\n")

@@ -46,7 +46,12 @@ CSV_COLUMNS = (
     "compulsory_ddr_bytes",
     "intensity",
     "roofline_bound",
+    "saturated",
+    "fp16_overflow",
+    "nan",
 )
+# A layer whose saturated results exceed this fraction of its outputs is flagged (CLI warning, HTML).
+SATURATION_WARN_FRACTION = 0.001
 
 
 def random_inputs(mod: tvm.IRModule, seed: int = 0) -> list:
@@ -155,7 +160,7 @@ def collect(report: BuildReport, module_profiles: list) -> dict:
                 f"{sym}: the report has {len(notes)} commands, the runtime ran "
                 f"{len(last['records'])}; profile the executable of this build"
             )
-        records = [dict(r, layer=notes[r["index"]]) for r in last["records"]]
+        records = [dict(r, layer=notes[r["index"]], **_counts_of(last, r["index"])) for r in last["records"]]
         busy_all = _union([r for r in records if r["engine"] in COMPUTE_ENGINES])
         rows = [
             _layer(conf, sym, aliases[sym], layer, [r for r in records if r["layer"] == layer["name"]], busy_all)
@@ -204,6 +209,15 @@ def collect(report: BuildReport, module_profiles: list) -> dict:
     }
 
 
+COUNTERS = ("outputs", "saturated", "fp16_overflow", "nan")
+
+
+def _counts_of(last: dict, index: int) -> dict:
+    """Command `index`'s saturation and overflow counters of the call (docs/npu.md section 5); 0 from
+    a runtime that predates them."""
+    return {k: last[f"command_{k}"][index] if f"command_{k}" in last else 0 for k in COUNTERS}
+
+
 def _rate(conf: dict, dtype: str) -> int:
     return conf["fp16_rate_div"] if dtype == "float16" else 1
 
@@ -238,7 +252,10 @@ def _layer(conf: dict, symbol: str, alias: str, layer: dict, records: list, busy
     layer's own). ``roofline_bound`` compares the ideal compute cycles (MACs at the peak rate, or vector
     steps at full lanes) with the DDR bytes it moved / ``ddr_bytes_per_cycle``; ``intensity`` is MACs
     per DDR byte moved. ``compulsory_ddr_bytes``: its constants as stored plus those of its tensors
-    that are region inputs or outputs (intermediates need not leave SRAM)."""
+    that are region inputs or outputs (intermediates need not leave SRAM). ``outputs`` is the result
+    elements its compute commands wrote; ``saturated`` the int8 / int16 results the clamp to the
+    dtype's range changed at requantization, ``fp16_overflow`` the fp16 results that are +-inf,
+    ``nan`` those that are NaN (docs/npu.md section 5), each also as ``*_fraction`` of ``outputs``."""
     compute = [r for r in records if r["engine"] in COMPUTE_ENGINES]
     dma = [r for r in records if r["engine"] and r["engine"].startswith("dma")]
     start = min((r["start"] for r in records), default=0)
@@ -256,6 +273,8 @@ def _layer(conf: dict, symbol: str, alias: str, layer: dict, records: list, busy
         ideal = math.ceil(layer["vector_steps"] / lanes)
     memory = (rd + wr) / conf["ddr_bytes_per_cycle"]
     slots = (busy + stall) * conf["mac_rows"] * conf["mac_cols"]
+    counts = {k: sum(r.get(k, 0) for r in compute) for k in COUNTERS}
+    fraction = {f"{k}_fraction": counts[k] / counts["outputs"] if counts["outputs"] else 0.0 for k in COUNTERS[1:]}
     return {
         "name": layer["name"],
         "region": alias,
@@ -276,7 +295,48 @@ def _layer(conf: dict, symbol: str, alias: str, layer: dict, records: list, busy
         "roofline_bound": "compute" if ideal >= memory else "memory",
         "intensity": macs / (rd + wr) if rd + wr else None,
         "commands": len(records),
+        **counts,
+        **fraction,
     }
+
+
+def saturation_warnings(prof: dict, fraction: float = SATURATION_WARN_FRACTION) -> list:
+    """One line per layer whose saturated int8 / int16 results (or fp16 results that overflowed to
+    +-inf or are NaN) exceed `fraction` of its outputs, in the layers' order.
+
+    Parameters
+    ----------
+    prof : dict
+        A `profile` result.
+    fraction : float
+        The threshold (0.1% by default).
+
+    Returns
+    -------
+    list of str
+        The warnings, each naming the layer, its region, the counts and what to change.
+    """
+    lines = []
+    for lay in prof["layers"]:
+        over = [
+            f"{lay[k]} of {lay['outputs']} outputs {what} ({100 * lay[k + '_fraction']:.2f}%)"
+            for k, what in (
+                ("saturated", "saturated at requantization"),
+                ("fp16_overflow", "overflowed fp16 to +-inf"),
+                ("nan", "are NaN"),
+            )
+            if lay[k + "_fraction"] > fraction
+        ]
+        if over:
+            lines.append(
+                f"warning: layer {lay['name']} ({lay['region']}): {'; '.join(over)}; "
+                + (
+                    "its output scale is too small for these inputs: calibrate with data like them"
+                    if lay["saturated_fraction"] > fraction
+                    else "its results leave the fp16 range: scale the layer down or keep it in float32"
+                )
+            )
+    return lines
 
 
 def to_csv(prof: dict, path) -> None:
@@ -313,5 +373,8 @@ def to_csv(prof: dict, path) -> None:
                     lay["compulsory_ddr_bytes"],
                     "" if lay["intensity"] is None else f"{lay['intensity']:.3f}",
                     lay["roofline_bound"],
+                    lay["saturated"],
+                    lay["fp16_overflow"],
+                    lay["nan"],
                 ]
             )

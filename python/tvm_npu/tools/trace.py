@@ -65,7 +65,11 @@ def _layer_spans(layers: list, t0: float, mhz: float, pid: int) -> tuple[list, i
                 "ddr_read_bytes",
                 "ddr_write_bytes",
                 "roofline_bound",
+                "saturated",
+                "fp16_overflow",
+                "nan",
             )
+            if k in lay
         }
         events.append(
             _span(

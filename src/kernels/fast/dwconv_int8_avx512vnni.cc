@@ -63,6 +63,16 @@ NPU_TARGET_AVX512_VNNI inline void Interleave4(const V (&v)[4], V (&out)[4]) {
   out[3] = Unpack<2 * kBits, true>(hi01, hi23);
 }
 
+// The lanes of acc[k] that are channels below `left`: lane 4L + j holds channel 16L + 4k + j.
+inline unsigned Interleaved(size_t left, int k) {
+  if (left >= 64) return 0xFFFFu;
+  unsigned bits = 0;
+  for (unsigned i = 0; i < 16; ++i) {
+    if ((i / 4) * 16 + 4 * static_cast<unsigned>(k) + i % 4 < left) bits |= 1u << i;
+  }
+  return bits;
+}
+
 NPU_TARGET_AVX512_VNNI void Pixel(const DwVnniArgs& a, const uint8_t* const* x, int8_t* out) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i zp = _mm512_set1_epi32(static_cast<int32_t>(a.op->out_zp));
@@ -92,7 +102,8 @@ NPU_TARGET_AVX512_VNNI void Pixel(const DwVnniArgs& a, const uint8_t* const* x, 
     for (int k = 0; k < 4; ++k) {
       const size_t at = c0 + k * 16;
       const __m512i sum = _mm512_add_epi32(acc[k], _mm512_loadu_si512(a.bias + at));
-      b[k] = _mm512_cvtepi32_epi8(Requant16(sum, _mm512_loadu_ps(a.scale + at), zp, lo, hi));
+      b[k] = _mm512_cvtepi32_epi8(
+          Requant16(sum, _mm512_loadu_ps(a.scale + at), zp, lo, hi, Interleaved(left, k)));
     }
     // b[k] dword L = channels L*16 + 4k .. +3; channels L*16 .. +15 are dword L of b[0..3].
     __m128i r[4];

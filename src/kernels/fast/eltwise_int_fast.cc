@@ -48,7 +48,7 @@ template <bool kWide>
 void Requantize(const int64_t* t, uint64_t n, const IntParams& p, uint8_t* row, uint64_t e) {
   for (uint64_t i = 0; i < n; ++i) {
     ref::StoreInt(row, e + i, kWide,
-                  ref::ClampInt(ref::RoundShift(t[i], p.shift), p.zy, p.lo, p.hi));
+                  ref::ClampInt(ref::RoundShift(t[i], p.shift), p.zy, p.lo, p.hi, kWide));
   }
 }
 
@@ -144,15 +144,24 @@ NPU_TARGET_AVX512 inline __m512i Combine8(__m512i da, __m512i db, const Int8Lane
 }
 
 // ref::RoundShift (q = t >> n, r = the low n bits, q += 1 past half or at half with q odd), then
-// ClampInt.
-NPU_TARGET_AVX512 inline __m512i Requantize8(__m512i t, const Int8Lanes& k) {
+// ClampInt, counting the lanes of `mask` that saturate (ref::CountIfSaturated).
+template <bool kO16>
+NPU_TARGET_AVX512 inline __m512i Requantize8(__m512i t, const Int8Lanes& k, __mmask8 mask) {
   const __m512i one = _mm512_set1_epi64(1);
   __m512i q = _mm512_sra_epi64(t, k.shift);
   const __m512i rem = _mm512_and_si512(t, k.low_mask);
   const __mmask8 up = _mm512_cmpgt_epi64_mask(rem, k.half) |
                       (_mm512_cmpeq_epi64_mask(rem, k.half) & _mm512_test_epi64_mask(q, one));
   q = _mm512_mask_add_epi64(q, up, q, one);
-  return _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(q, k.zy), k.lo), k.hi);
+  const __m512i y = _mm512_add_epi64(q, k.zy);
+  const __m512i dmax = _mm512_set1_epi64(kO16 ? 32767 : 127);
+  const __m512i dmin = _mm512_set1_epi64(kO16 ? -32768 : -128);
+  const __mmask8 sat = (_mm512_cmpgt_epi64_mask(y, dmax) & _mm512_cmpeq_epi64_mask(k.hi, dmax) &
+                        _mm512_cmpneq_epi64_mask(k.zy, dmax)) |
+                       (_mm512_cmplt_epi64_mask(y, dmin) & _mm512_cmpeq_epi64_mask(k.lo, dmin) &
+                        _mm512_cmpneq_epi64_mask(k.zy, dmin));
+  if ((sat & mask) != 0) ref::CountSaturated(__builtin_popcount(sat & mask));
+  return _mm512_min_epi64(_mm512_max_epi64(y, k.lo), k.hi);
 }
 
 // n elements of a row; b advances with them, or is `fixed` for every block of 8. The kind is a
@@ -165,7 +174,7 @@ NPU_TARGET_AVX512 void Span8(const uint8_t* a, const uint8_t* b, const __m512i* 
     const __m512i da = Differences8<kA16>(a + e * (kA16 ? 2 : 1), mask, k.za);
     const __m512i db =
         fixed != nullptr ? *fixed : Differences8<kB16>(b + e * (kB16 ? 2 : 1), mask, k.zb);
-    const __m512i y = Requantize8(Combine8<kKind>(da, db, k), k);
+    const __m512i y = Requantize8<kO16>(Combine8<kKind>(da, db, k), k, mask);
     if (kO16) {
       _mm512_mask_cvtepi64_storeu_epi16(out + e * 2, mask, y);
     } else {

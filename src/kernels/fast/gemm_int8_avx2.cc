@@ -20,6 +20,9 @@ namespace tvm_npu {
 namespace fast {
 namespace {
 
+// The lanes of the first min(n, 8) elements, a bit each.
+inline unsigned Lanes8(size_t n) { return n >= 8 ? 0xFFu : (1u << n) - 1; }
+
 NPU_TARGET_AVX2 inline void Store8(int8_t* out, __m256i q, size_t n) {
   alignas(32) int32_t lanes[8];
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), q);
@@ -50,7 +53,8 @@ struct Avx2 {
   }
   NPU_TARGET_AVX2 static void Store(int8_t* out, __m256i acc, const Channels& ch, __m256i zp,
                                     __m256i lo, __m256i hi) {
-    Store8(out, Requant8(_mm256_add_epi32(acc, ch.bias), ch.scale, zp, lo, hi), ch.left);
+    Store8(out, Requant8(_mm256_add_epi32(acc, ch.bias), ch.scale, zp, lo, hi, Lanes8(ch.left)),
+           ch.left);
   }
 };
 
@@ -74,7 +78,8 @@ NPU_TARGET_AVX2 void DwPixelAvx2(const DwPixel& p) {
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.w + p.tap[t] * p.c_pad + c));
       acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(_mm256_sub_epi32(x, zx), w));
     }
-    Store8(p.out + c, Requant8(acc, _mm256_loadu_ps(p.scale + c), zp, lo, hi), p.c - c);
+    Store8(p.out + c, Requant8(acc, _mm256_loadu_ps(p.scale + c), zp, lo, hi, Lanes8(p.c - c)),
+           p.c - c);
   }
 }
 

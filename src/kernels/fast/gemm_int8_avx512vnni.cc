@@ -45,7 +45,7 @@ struct Vnni {
   }
   NPU_TARGET_AVX512_VNNI static void Store(int8_t* out, __m512i acc, const Channels& ch, __m512i zp,
                                            __m512i lo, __m512i hi) {
-    const __m512i q = Requant16(_mm512_add_epi32(acc, ch.bias), ch.scale, zp, lo, hi);
+    const __m512i q = Requant16(_mm512_add_epi32(acc, ch.bias), ch.scale, zp, lo, hi, ch.mask);
     _mm512_mask_cvtepi32_storeu_epi8(out, ch.mask, q);
   }
 };

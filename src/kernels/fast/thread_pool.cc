@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/ref/sat_count.h"
+
 namespace tvm_npu {
 namespace fast {
 namespace {
@@ -51,6 +53,7 @@ class Pool {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       fn_ = &fn;
+      sink_ = ref::SatSink();  // the workers count into the caller's saturation counter
       n_tasks_ = n_tasks;
       next_.store(0);
       error_ = nullptr;
@@ -105,6 +108,7 @@ class Pool {
 
   // Takes tasks until none is left; the first exception is kept for the caller.
   void Work() {
+    const ref::SatScope count(sink_);
     in_task = true;
     for (size_t i; (i = next_.fetch_add(1)) < n_tasks_;) {
       try {
@@ -123,6 +127,7 @@ class Pool {
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   const std::function<void(size_t)>* fn_ = nullptr;
+  std::atomic<uint64_t>* sink_ = nullptr;  // the job's saturation counter (sat_count.h)
   size_t n_tasks_ = 0;
   std::atomic<size_t> next_{0};
   std::exception_ptr error_;

@@ -51,7 +51,8 @@ void EltwiseRef(const stream::EltwiseOperands& op, const uint8_t* a, const uint8
       const int64_t da = ref::LoadInt(ar, e, a16) - a_zp;
       const int64_t db = ref::LoadInt(b + BOffset(op, r, e, b_elem), 0, b16) - b_zp;
       const int64_t t = ref::EltwiseInt(op.kind, da, db, ma, mb);
-      ref::StoreInt(outr, e, out16, ref::ClampInt(ref::RoundShift(t, op.shift), out_zp, lo, hi));
+      ref::StoreInt(outr, e, out16,
+                    ref::ClampInt(ref::RoundShift(t, op.shift), out_zp, lo, hi, out16));
     }
   }
 }

@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "kernels/ref/fp16.h"
+#include "kernels/ref/sat_count.h"
 
 namespace tvm_npu {
 namespace ref {
@@ -125,11 +126,14 @@ inline int64_t RoundShift(int64_t p, uint32_t n) {
 /*! \brief y = clamp(z_y + rounded, lo, hi) for a rounded value given in int64. */
 inline int8_t ClampOut(int64_t rounded, int32_t zp, int32_t lo, int32_t hi) {
   const int64_t y = zp + rounded;
+  CountIfSaturated(static_cast<double>(y), zp, lo, hi, -128, 127);
   return static_cast<int8_t>(std::min<int64_t>(std::max<int64_t>(y, lo), hi));
 }
 
-/*! \brief zp + rounded clamped to [lo, hi], for a result of either integer width. */
-inline int32_t ClampInt(int64_t rounded, int32_t zp, int32_t lo, int32_t hi) {
+/*! \brief zp + rounded clamped to [lo, hi], for a result of either integer width (`wide`: int16). */
+inline int32_t ClampInt(int64_t rounded, int32_t zp, int32_t lo, int32_t hi, bool wide) {
+  CountIfSaturated(static_cast<double>(zp + rounded), zp, lo, hi, wide ? -32768 : -128,
+                   wide ? 32767 : 127);
   return static_cast<int32_t>(std::min<int64_t>(std::max<int64_t>(zp + rounded, lo), hi));
 }
 
@@ -183,6 +187,7 @@ inline float RoundHalfEven(float v) {
 inline int8_t RequantizeFloat(float sum, float scale, int32_t zp, int32_t lo, int32_t hi) {
   const float prod = sum * scale;
   const double y = static_cast<double>(zp) + static_cast<double>(RoundHalfEven(prod));
+  CountIfSaturated(y, zp, lo, hi, -128, 127);
   if (y <= lo) return static_cast<int8_t>(lo);
   if (y >= hi) return static_cast<int8_t>(hi);
   return static_cast<int8_t>(static_cast<int32_t>(y));
@@ -203,6 +208,7 @@ inline int8_t QuantizeInt8(float x, float scale, int32_t zp) {
   v = v < vhi ? v : vhi;
   v = v > vlo ? v : vlo;
   const int32_t r = static_cast<int32_t>(RoundHalfEven(v)) + zp;
+  CountIfSaturated(r, zp, -128, 127, -128, 127);
   return static_cast<int8_t>(r < -128 ? -128 : (r > 127 ? 127 : r));
 }
 
