@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ...contract.config import NPUConfig
 from . import cost_model
-from .schedule import Scoreboard, emit_constant_load
+from .schedule import Scoreboard, emit_dma
 from .sram import align
 
 # Bytes per weight-load command: long enough that the DMA set-up latency is ~3% of a chunk.
@@ -93,19 +93,18 @@ class WeightStreamer:
 
     def __init__(self, cfg: NPUConfig, sb: Scoreboard, plans: list, names: list):
         self.cfg, self.sb, self.names = cfg, sb, names
-        self.queue = []  # (layer, load_after, ddr_addr, sram_addr, nbytes), in layer order
+        self.queue = []  # (layer, load_after, bytes, DMA operands of Block.loads), in layer order
         for j, lp in enumerate(plans):
             for blk, slot, after in zip(lp.blocks, lp.w_slots, lp.load_after):
                 if after is None or after == RESIDENT:
                     continue
-                for off in range(0, blk.nbytes, CHUNK_BYTES):
-                    n = min(CHUNK_BYTES, blk.nbytes - off)
-                    self.queue.append((j, after, blk.ddr_addr + off, slot + off, n))
+                for dma in blk.loads(slot, cfg.alignment, CHUNK_BYTES):
+                    self.queue.append((j, after, dma[2] * dma[3], dma))
         self.credit = float(MAX_CREDIT_CHUNKS * CHUNK_BYTES)
 
     def _emit(self, item):
-        j, _, ddr, sram, n = item
-        emit_constant_load(self.sb, ddr, sram, n, self.cfg.alignment, self.names[j])
+        j, _, _, dma = item
+        emit_dma(self.sb, "DMA_LOAD", 1, *dma, self.names[j])
 
     def flush(self, layer: int):
         """Emit what is left of the loads of `layer` and of the layers before it."""
@@ -121,7 +120,7 @@ class WeightStreamer:
         for item in self.queue:
             if self.credit > 0 and item[1] <= layer:
                 self._emit(item)
-                self.credit -= item[4]
+                self.credit -= item[2]
             else:
                 kept.append(item)
         self.queue = kept
