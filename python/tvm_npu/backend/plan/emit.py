@@ -20,7 +20,7 @@ from ...contract.stream import (
 from ..lower.graph import Layer
 from .matmul_plan import emit_matmul
 from .matmul_plan import footprint as matmul_footprint
-from .schedule import Scoreboard, emit_constant_load, emit_dma
+from .schedule import Scoreboard, emit_dma
 from .sram import align
 from .tiling import row_tiles
 from .vector_commands import VECTOR_OPS, binary_requant, vector_command, vector_footprint
@@ -52,7 +52,8 @@ class Placed:
 
 @dataclass
 class Block:
-    """The constants of one output-channel block of a conv layer, as stored in DDR."""
+    """The constants of one output-channel block of a conv layer: `nbytes` in its SRAM slot (weight rows,
+    then from `w_bytes` on the bias / scale rows), loaded from the layer's constants at `ddr_addr`."""
 
     oc0: int
     oc1: int
@@ -60,6 +61,22 @@ class Block:
     nbytes: int
     w_stride: int
     w_bytes: int
+    # The byte runs that fill the slot, (DDR offset from ddr_addr, slot offset, bytes); empty: the slot's
+    # bytes as they lie in DDR. A block of a layer stored in its row-independent layout
+    # (planner.layer_blocks) takes its weight rows and its bias / scale rows from where the whole layer
+    # keeps them.
+    pieces: tuple = ()
+
+    def loads(self, slot: int, alignment: int, chunk: int) -> list:
+        """(DDR address, SRAM address, rows, row_bytes, DDR stride, SRAM stride) of the one-row loads that
+        fill the block's slot at `slot`, each of at most `chunk` bytes."""
+        out = []
+        for src, dst, nbytes in self.pieces or ((0, 0, self.nbytes),):
+            for off in range(0, nbytes, chunk):
+                n = min(chunk, nbytes - off)
+                stride = align(n, alignment)
+                out.append((self.ddr_addr + src + off, slot + dst + off, 1, n, stride, stride))
+        return out
 
 
 @dataclass
@@ -210,7 +227,8 @@ def emit_layer(
     blocks = lp.blocks or [None]
     for bi, blk in enumerate(blocks):
         if blk is not None and lp.load_after[bi] is None:  # not streamed in, nor resident (weights.py)
-            emit_constant_load(sb, blk.ddr_addr, lp.w_slots[bi], blk.nbytes, cfg.alignment, layer.name)
+            for dma in blk.loads(lp.w_slots[bi], cfg.alignment, blk.nbytes):
+                emit_dma(sb, "DMA_LOAD", 1, *dma, layer.name)
         oc0 = blk.oc0 if blk is not None else 0
         ocb = (blk.oc1 - blk.oc0) if blk is not None else dst.view[3]
 

@@ -1,6 +1,6 @@
 """Stage 4 — plan: turn a lowered region into a command stream, in order:
 
-    constants   weights / biases / requantization blocks laid out in DDR (per output-channel block)
+    constants   weights / biases / requantization rows laid out in DDR, per layer whatever its blocks
     DDR         every region tensor that is not SRAM-resident gets a DDR home
     state       an unrolled recurrence's state pinned in SRAM for its whole life (recurrence.py)
     slices      concatenations resident in SRAM, their inputs written into their channels (slices.py)
@@ -93,6 +93,42 @@ def int4_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[bytes,
         packed = (zeros[:, 0::2] | (zeros[:, 1::2] << 4)).astype(np.uint8)
         block = block.ljust(align(len(block), cfg.alignment), b"\0") + packed.tobytes()
     return data + block, w_stride, align(oc * w_stride, cfg.alignment)
+
+
+def layer_blocks(cfg: NPUConfig, layer: Layer, size: int, image: tuple) -> list[tuple[Block, bytes]]:
+    """A conv layer's output-channel blocks of at most `size` channels, each with the DDR bytes it loads
+    from. `image` is `constant_bytes` of the whole layer, its one-block layout: every weight row, then the
+    bias / scale rows of every channel.
+
+    A layer's constants lie in DDR in that layout whatever its blocks, so the blocks a planner chooses
+    for M activation rows do not change the weight region: a prefill (M = the bucket's rows) and a decode
+    step (M = 1) carry the same bytes, which the runtime then holds once (docs/llm.md, "The artifact").
+    A block loads its weight rows and (a DMA each) its part of the bias / scale rows from there, which
+    needs each to start aligned; a layer whose blocks cannot (rows of an odd size, int4's grouped
+    scales) stores each block's bytes on their own."""
+    raw, w_stride, w_all = image
+    oc = layer.weight.shape[0]
+    if size >= oc:
+        return [(Block(0, oc, -1, len(raw), w_stride, w_all), raw)]
+    a = cfg.alignment
+    vec_all = align(oc * 4, a)
+    if layer.w4 or size * w_stride % a or size * 4 % a:
+        out = []
+        for oc0, oc1 in oc_blocks(oc, size):
+            own, _, w_bytes = constant_bytes(cfg, layer, oc0, oc1)
+            out.append((Block(oc0, oc1, -1, len(own), w_stride, w_bytes), own))
+        return out
+    rows = (len(raw) - w_all) // vec_all  # bias / scale rows: 0, 1 (fp16 bias) or 2 (int8, W8A16)
+    out = []
+    for oc0, oc1 in oc_blocks(oc, size):
+        n = oc1 - oc0
+        w_bytes, vec = align(n * w_stride, a), align(n * 4, a)
+        # One load per row: a 2-row load's source footprint (rows x stride) would reach past the layer's
+        # last row from any block but the first (docs/npu.md section 6).
+        pieces = ((oc0 * w_stride, 0, n * w_stride),)
+        pieces += tuple((w_all + r * vec_all + oc0 * 4, w_bytes + r * vec, n * 4) for r in range(rows))
+        out.append((Block(oc0, oc1, -1, w_bytes + rows * vec, w_stride, w_bytes, pieces), raw))
+    return out
 
 
 def _block_size(cfg: NPUConfig, layer: Layer, dst: Placed, in_bytes: int, small_first: bool = True) -> list[int]:
@@ -254,6 +290,7 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set,
         if layer.kind != "conv":
             continue
         oc = layer.weight.shape[0]
+        image = constant_bytes(cfg, layer, 0, oc)
         options = []
         dst = Placed(
             "sram" if layer.out in residents or layer.out in slices else "ddr",
@@ -268,9 +305,7 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set,
             else [layer.weight.shape[0]]
         ):
             opt = []
-            for oc0, oc1 in oc_blocks(oc, size):
-                raw, w_stride, w_bytes = constant_bytes(cfg, layer, oc0, oc1)
-                blk = Block(oc0, oc1, -1, len(raw), w_stride, w_bytes)
+            for blk, raw in layer_blocks(cfg, layer, size, image):
                 data[id(blk)] = raw
                 opt.append(blk)
             options.append(opt)
@@ -313,18 +348,21 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set,
 
 
 def _finish_ddr(cfg, graph, plans, data, placed, rel_top):
-    """Lay out the chosen constant blocks from DDR address 0 and move the activations above them. Blocks
-    with the same bytes (an unrolled recurrence's weights, one per time step) share one copy, which also
-    lets weights.py keep one load of it in SRAM."""
+    """Lay out the chosen constant blocks' bytes from DDR address 0 and move the activations above them.
+    Blocks with the same bytes (an unrolled recurrence's weights, one per time step; the blocks of a
+    layer in its row-independent layout, layer_blocks) share one copy, which also lets weights.py keep
+    one load of it in SRAM."""
     weights, per_layer, copies = bytearray(), {}, {}
     for layer, lp in zip(compute_layers(graph), plans):
+        own = {}
         for blk in lp.blocks:
             raw = data[id(blk)]
             if raw not in copies:
                 copies[raw] = len(weights)
-                weights += raw.ljust(align(blk.nbytes, cfg.alignment), b"\0")
+                weights += raw.ljust(align(len(raw), cfg.alignment), b"\0")
             blk.ddr_addr = copies[raw]
-        per_layer[layer.name] = sum(align(b.nbytes, cfg.alignment) for b in lp.blocks)
+            own[blk.ddr_addr] = align(len(raw), cfg.alignment)
+        per_layer[layer.name] = sum(own.values())
     base = align(len(weights), cfg.alignment)
     for p in {id(p): p for p in placed.values()}.values():
         if p.space == "ddr":

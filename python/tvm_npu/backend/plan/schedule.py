@@ -105,14 +105,6 @@ class Scoreboard:
         return self.commands
 
 
-def emit_constant_load(sb: Scoreboard, ddr: int, sram: int, nbytes: int, alignment: int, note: str, channel: int = 1):
-    """Load `nbytes` of constants (weights, biases, tables) from the weight region on DMA `channel` (1
-    unless the weight streamer alternates them, weights.py), as one row (its stride only has to be
-    aligned)."""
-    stride = (nbytes + alignment - 1) // alignment * alignment
-    return emit_dma(sb, "DMA_LOAD", channel, ddr, sram, 1, nbytes, stride, stride, note)
-
-
 def emit_dma(sb: Scoreboard, op, channel, ddr, sram, rows, row_bytes, ddr_stride, sram_stride, note):
     """Emit a DMA_LOAD (DDR -> SRAM) or DMA_STORE (SRAM -> DDR) of `rows` rows with its footprints."""
     span_ddr = ("ddr", ddr, ddr + (rows - 1) * ddr_stride + row_bytes)

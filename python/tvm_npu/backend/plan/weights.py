@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from ...contract.config import NPUConfig
 from . import cost_model
-from .schedule import Scoreboard, emit_constant_load
+from .schedule import Scoreboard, emit_dma
 from .sram import align
 
 # Bytes per weight-load command: long enough that the DMA set-up latency is ~3% of a chunk.
@@ -108,25 +108,24 @@ class WeightStreamer:
 
     def __init__(self, cfg: NPUConfig, sb: Scoreboard, plans: list, names: list, lead: bool = False):
         self.cfg, self.sb, self.names, self.lead = cfg, sb, names, lead
-        self.queue = []  # (layer, load_after, ddr_addr, sram_addr, nbytes), in layer order
+        self.queue = []  # (layer, load_after, bytes, DMA operands of Block.loads), in layer order
         for j, lp in enumerate(plans):
             for blk, slot, after in zip(lp.blocks, lp.w_slots, lp.load_after):
                 if after is None or after == RESIDENT:
                     continue
-                chunk = blk.nbytes if lead else CHUNK_BYTES
-                for off in range(0, blk.nbytes, chunk):
-                    n = min(chunk, blk.nbytes - off)
-                    self.queue.append((j, after, blk.ddr_addr + off, slot + off, n))
+                chunk = blk.nbytes if lead else CHUNK_BYTES  # lead mode: one DMA per block piece
+                for dma in blk.loads(slot, cfg.alignment, chunk):
+                    self.queue.append((j, after, dma[2] * dma[3], dma))
         self.credit = float(MAX_CREDIT_CHUNKS * CHUNK_BYTES)
         self.loads = 0
         self.sent = {}  # layer -> bytes of its loads emitted so far (lead mode)
 
     def _emit(self, item):
-        j, _, ddr, sram, n = item
+        j, _, n, dma = item
         channel = self.loads % 2 if self.lead else 1
         self.loads += 1
         self.sent[j] = self.sent.get(j, 0) + n
-        emit_constant_load(self.sb, ddr, sram, n, self.cfg.alignment, self.names[j], channel)
+        emit_dma(self.sb, "DMA_LOAD", channel, *dma, self.names[j])
 
     def before_compute(self, layer: int):
         """Lead mode: called before each compute command of `layer`; queue the loads of later layers
@@ -138,7 +137,7 @@ class WeightStreamer:
         for item in self.queue:
             if ahead < LEAD_BYTES and item[1] <= layer:
                 self._emit(item)
-                ahead += item[4]
+                ahead += item[2]
             else:
                 kept.append(item)
         self.queue = kept
@@ -159,7 +158,7 @@ class WeightStreamer:
         for item in self.queue:
             if self.credit > 0 and item[1] <= layer:
                 self._emit(item)
-                self.credit -= item[4]
+                self.credit -= item[2]
             else:
                 kept.append(item)
         self.queue = kept
