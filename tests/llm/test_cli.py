@@ -63,3 +63,17 @@ def test_generate_from_an_exported_library(tmp_path, capsys):
     assert main(["generate", str(old), "--prompt-ids", "1,2"]) == 2
     err = capsys.readouterr().err
     assert "ERR_BAD_ARTIFACT" in err and "export it again" in err
+
+
+def test_generate_passes_the_weight_and_cache_options(capsys):
+    """--weights int8 --kv-placement ddr: the tokens stay onnxruntime's greedy ones on this model; forcing
+    a cache that cannot fit into SRAM is the compile-time ERR_SRAM_OVERFLOW, exit code 2."""
+    argv = ["generate", "gpt2", "--prompt-ids", "1,2,3", "--max-new-tokens", "4", "--max-context", "16"]
+    argv += ["--prefill-len", "2", "--weights", "int8", "--kv-placement", "ddr"]
+    assert main(argv) == 0
+    out, _ = capsys.readouterr()
+    _, want = OrtDecoder(gpt2_step, max_context=16).run([1, 2, 3], 4)
+    assert _tokens(out) == want
+    assert "KV cache: " in out and " bytes in DDR" in out
+    assert main([*argv[:-1], "sram", "--max-context", "100000"]) == 2  # a cache that cannot fit SRAM
+    assert "ERR_SRAM_OVERFLOW" in capsys.readouterr().err

@@ -145,6 +145,15 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--top-k", type=int, help="sample from the k most likely tokens (default: greedy)")
     gen.add_argument("--top-p", type=float, help="sample from the smallest set of tokens reaching probability p")
     gen.add_argument("--seed", type=int, default=0, help="the sampler's (and a builder's weights') seed")
+    gen.add_argument("--weights", choices=("fp16", "int8", "int4"), default="fp16", help="dense weights' dtype")
+    gen.add_argument("--group-size", type=int, default=128, help="int4 weights' group along K (32, 64 or 128)")
+    gen.add_argument("--kv-dtype", choices=("float16", "int8"), default="float16", help="the KV cache's dtype")
+    gen.add_argument(
+        "--kv-placement",
+        choices=("auto", "sram", "ddr"),
+        default="auto",
+        help="where the KV cache lives: SRAM when it fits (auto), or forced (default: %(default)s)",
+    )
     config(gen)
 
     # disasm / asm (tools/disasm.py, tools/asm.py; docs/disasm.md)

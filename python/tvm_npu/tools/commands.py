@@ -286,14 +286,20 @@ def _llm(args):
     path = Path(args.model)
     if not path.is_file() and args.model in builders:
         build = functools.partial(builders[args.model], seed=args.seed)
-        return llm.compile(build, max_context=args.max_context or 64, config=args.config, prefill_len=args.prefill_len)
+        return llm.compile(build, max_context=args.max_context or 64, **_llm_options(args))
     _existing(args.model, "model file")
     with open(path, "rb") as f:
         head = f.read(4)
     if head == b"\x7fELF" or tarfile.is_tarfile(path):  # a library, or the old tar format (ERR_BAD_ARTIFACT)
         return llm.load(path)
     model = str(path) if args.prefill_model is None else (str(_existing(args.prefill_model, "model file")), str(path))
-    return llm.compile(model, max_context=args.max_context, config=args.config, prefill_len=args.prefill_len)
+    return llm.compile(model, max_context=args.max_context, **_llm_options(args))
+
+
+def _llm_options(args) -> dict:
+    """The `tvm_npu.llm.compile` options `tvm-npu generate` passes through (an artifact has its own)."""
+    keys = ("config", "prefill_len", "weights", "group_size", "kv_dtype", "kv_placement")
+    return {k: getattr(args, k) for k in keys}
 
 
 def _speed(name: str, p: dict, clock_mhz: int) -> str:
@@ -330,6 +336,8 @@ def cmd_generate(args) -> int:
     prof, clock = lm.profile(), lm.meta["config"]["clock_mhz"]
     print(_speed("prefill", prof["prefill"], clock))
     print(_speed("decode", prof["decode"], clock))
+    kv = prof["decode"]
+    print(f"KV cache: {kv['kv_bytes']} bytes in {kv['kv_placement'].upper()}")
     return 0
 
 
