@@ -193,7 +193,7 @@ class Region:
     # The header words `layout.assemble` takes (the rest follow from the parts).
     SETTABLE = (
         *("version_major", "version_minor", "ddr_bytes", "sram_bytes_used"),
-        *("num_inputs", "num_outputs", "state_bytes", "state_space"),
+        *("num_inputs", "num_outputs", "state_bytes", "state_space", "sram_state_bytes"),
     )
 
     def __init__(self, symbol: str, header: dict, config: dict, tensors: list, qparams, commands: list, weights):
@@ -236,6 +236,7 @@ class Region:
             qparams=None if self.qparams is None else [(q["scale"], q["zero_point"]) for q in self.qparams],
             state_bytes=h["state_bytes"],
             state_space=h["state_space"],
+            sram_state_bytes=h["sram_state_bytes"],
         )
 
     def ddr_regions(self) -> Regions:
