@@ -3,12 +3,13 @@ latency c + n, the steady temperature Ta + R P; and properties over hypothesis' 
 large enough throttles nothing (sustained = burst), a hotter ambient never raises the frame rate."""
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tvm_npu import NPUError
 from tvm_npu.contract.config import NPU_REF
 from tvm_npu.power import DEFAULT_POWER, THERMALS, NpuWork, operating_points, simulate
+from tvm_npu.power.governor import Governor
 
 # 2 ms of compute per inference at 1 GHz, 0.5 ms of DDR; about 0.7 W on npu-ref at the top point.
 HEAVY = NpuWork(1000, compute_cycles=1_800_000, ddr_cycles=500_000, overlap_cycles=200_000, macs_int8=3 * 10**9,
@@ -73,6 +74,7 @@ def test_target_policy_takes_the_slowest_point_that_holds_the_rate():
 
 @settings(max_examples=12, deadline=None)
 @given(ambient=st.floats(0, 50), hotter=st.floats(0.5, 20), policy=st.sampled_from(["throttle", "target"]))
+@example(ambient=40.3125, hotter=2.0, policy="target")  # a limit-cycle phase (below)
 def test_a_hotter_ambient_never_raises_fps(ambient, hotter, policy):
     runs = [
         simulate(
@@ -87,8 +89,13 @@ def test_a_hotter_ambient_never_raises_fps(ambient, hotter, policy):
         ).summary  # fmt: skip
         for a in (ambient, ambient + hotter)
     ]
-    assert runs[1]["fps"] <= runs[0]["fps"]
-    assert runs[1]["sustained_fps"] <= runs[0]["sustained_fps"]
+    # Throttled, the governor settles into a limit cycle between operating points, switching at its polls
+    # (every Governor.poll_s); where a window's ends fall in that cycle moves its frame count by up to
+    # one poll's worth of frames at the fastest rate (seen: 237.15 against 237.075 sustained fps at
+    # ambients 40.3 and 42.3 C). Beyond that, a hotter ambient must not raise either rate.
+    burst = 1 / max(CPU_S, HEAVY.time_s(operating_points(NPU_REF)[0]))
+    for key, window in (("fps", 40), ("sustained_fps", 40 / 3)):
+        assert runs[1][key] <= runs[0][key] + Governor.poll_s * burst / window, key
 
 
 def test_unknown_policy_is_refused():
