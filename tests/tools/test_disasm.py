@@ -1,6 +1,10 @@
 """`tvm-npu disasm` / `asm`: the listing of the tutorial and benchmark models reads back into the very bytes
 of their libraries (tools/disasm.py, tools/asm.py, docs/disasm.md)."""
 
+import importlib.util
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tvm
@@ -35,12 +39,36 @@ MODELS = {
     "mobilenet_v2_int8": lambda: (_quantized(mobilenet_v2_shaped(seed=0, size=32, width=0.25, classes=10)), "npu-ref"),
     "lstm_wake_word_int8": lambda: (_quantized(lstm(T=3, B=1, I=8, H=16, seed=3)), "npu-ref"),
     "op_zoo_small": lambda: (tvm_npu.from_onnx(op_zoo(seed=1, size=9)), "npu-small"),
+    "gemm_fp16": lambda: (_compiler_core().gemm(m=16, k=64, n=48)[0], "npu-ref"),
+    "resnet_block_fp16": lambda: (_compiler_core().resnet_block(c=16, hw=8)[0], "npu-ref"),
 }
+
+
+def _compiler_core():
+    """benchmarks/compiler_core.py (its GEMM and ResNet block builders), which is not a package."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "compiler_core.py"
+    spec = importlib.util.spec_from_file_location("compiler_core", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _hf(arch: str):
+    """The LLM tutorial's model: a Hugging Face decoder-with-past export (torch, transformers), tiny."""
+    pytest.importorskip("transformers")
+    from tvm_npu.models import hf_export
+
+    path = hf_export.export(arch, f"{tempfile.mkdtemp()}/{arch}.onnx", seed=0, layers=1, d_model=64, heads=4, vocab=128)
+    return tvm_npu.llm.compile(path, max_context=16, prefill_len=2)
+
+
 # The LLM tutorial's and benchmarks' decoders (llm_decode, int4_weights), small: one library of prefill and
 # decode, the KV cache resident on the NPU (state tensors, pos_mode), decode's weights by reference.
 LLMS = {
     "gpt2_fp16": lambda: tvm_npu.llm.compile(gpt2_step, max_context=16, prefill_len=2),
     "llama_int4": lambda: tvm_npu.llm.compile(llama_step, max_context=16, prefill_len=2, weights="int4", group_size=32),
+    "hf_gpt2_tutorial": lambda: _hf("gpt2"),
+    "hf_llama_tutorial": lambda: _hf("llama"),
 }
 
 
