@@ -228,6 +228,18 @@ def _placement_table(report: BuildReport) -> str:
     )
 
 
+def _pyplot_to(path) -> tuple:
+    """matplotlib's pyplot on the Agg backend (files, no display), and `path` as a Path whose folder exists."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return plt, out
+
+
 def write_html(prof: dict, report: BuildReport | None, path) -> list[Path]:
     """Write `path` (HTML) and its PNG figures next to it (`<stem>_cycles.png`, ...).
 
@@ -246,13 +258,7 @@ def write_html(prof: dict, report: BuildReport | None, path) -> list[Path]:
     list of Path
         The HTML file, then the PNG files.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    plt, out = _pyplot_to(path)
     figs = {
         "cycles": "Cycles and MAC utilization per layer",
         "roofline": "Roofline: arithmetic intensity against achieved MACs per cycle",
@@ -329,13 +335,7 @@ def write_sustain_html(result, path) -> list[Path]:
     list of Path
         The HTML file, then the PNG file.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    plt, out = _pyplot_to(path)
     png = out.with_name(f"{out.stem}_sustain.png")
     _sustain_figure(plt, result, png)
     rows = "".join(
