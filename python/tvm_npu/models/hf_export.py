@@ -92,9 +92,14 @@ class _WithPast:
 def export(arch: str, path: str, seed: int = 0, attn: str = "eager", **sizes) -> str:
     """Export the tiny `arch` ("gpt2" or "llama") decoder-with-past to `path` (opset 17), its attention
     written out ("eager") or as torch's scaled_dot_product_attention ("sdpa", transformers' default)."""
+    return export_model(build_model(arch, seed, attn, **sizes), path)
+
+
+def export_model(model, path: str) -> str:
+    """Export the transformers causal LM `model` (eval mode, float32) as a decoder-with-past to `path`
+    (opset 17), written to a temporary file beside it and renamed."""
     import torch
 
-    model = build_model(arch, seed, attn, **sizes)
     cfg = model.config
     layers = cfg.num_hidden_layers
     kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
