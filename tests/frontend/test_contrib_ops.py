@@ -197,3 +197,81 @@ def test_skip_norm_unknown_attribute_is_refused():
     model, _ = skip_norm(SKIP_OPS[1], (2, 5, 64))
     model.graph.node[0].attribute.append(helper.make_attribute("simplified", 1))
     _coded(model, "ERR_OP_NOT_SUPPORTED", "'simplified'", "SkipSimplifiedLayerNormalization node 'skipnorm'")
+
+
+# -- RotaryEmbedding (com.microsoft) -------------------------------------------------------------------------
+
+
+def rope(shape, interleaved=0, dim=0, heads=0, pos="ids", tables="const", max_pos=16, head=16, seed=0, **attrs):
+    """A RotaryEmbedding model of input `shape` (3-D [B, S, N * H] or 4-D [B, N, S, H]) and its feeds."""
+    rng = np.random.default_rng(seed)
+    batch, seq = shape[0], shape[1] if len(shape) == 3 else shape[2]
+    head = shape[-1] if len(shape) == 4 else shape[-1] // heads if heads else head
+    half = (dim or head) // 2
+    angles = np.arange(max_pos)[:, None] * rng.uniform(0.01, 1.0, half)[None, :]
+    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    feeds = {"x": _rand(rng, *shape)}
+    if pos == "ids":
+        feeds["pos"] = rng.integers(0, max_pos, (batch, seq)).astype(np.int64)
+    else:
+        feeds["pos"] = np.array([pos], np.int64)  # the first position; then one per token
+    inits = []
+    if tables == "const":
+        inits = [numpy_helper.from_array(cos, "cos"), numpy_helper.from_array(sin, "sin")]
+    else:
+        feeds.update(cos=cos, sin=sin)
+    attrs = dict(attrs, interleaved=interleaved)
+    if dim:
+        attrs["rotary_embedding_dim"] = dim
+    if heads:
+        attrs["num_heads"] = heads
+    node = helper.make_node("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], name="rope0", domain=MS, **attrs)
+    return _model([node], feeds, {"y": shape}, inits), feeds
+
+
+@pytest.mark.parametrize(
+    "shape,interleaved,dim,heads,pos,tables",
+    [
+        ((2, 5, 64), 0, 0, 4, "ids", "const"),  # 3-D, heads of 16, whole head
+        ((2, 5, 64), 1, 0, 0, 3, "const"),  # interleaved, num_heads from the tables, positions 3..7
+        ((1, 6, 96), 0, 8, 4, "ids", "const"),  # partial: 8 of each head's 24 features rotate
+        ((2, 3, 64), 1, 12, 2, 0, "input"),  # partial, interleaved, tables computed at run time
+        ((1, 3, 4, 32), 0, 0, 0, "ids", "const"),  # 4-D [B, N, S, H]
+        ((2, 2, 5, 16), 1, 0, 2, 7, "const"),
+        ((1, 3, 4, 32), 1, 16, 3, "ids", "input"),
+        ((1, 2, 1, 64), 0, 32, 2, 11, "const"),  # one token (decode), half the head
+    ],
+)
+def test_rotary_embedding_matches_onnxruntime(shape, interleaved, dim, heads, pos, tables):
+    model, feeds = rope(shape, interleaved, dim, heads, pos, tables)
+    want = _check_cpu(model, feeds)
+    assert not np.allclose(want[0], feeds["x"], atol=1e-3)  # the rotation is not the identity here
+
+
+@pytest.mark.parametrize(
+    "change,code,words",
+    [
+        (dict(is_packed_batching=1), "ERR_OP_NOT_SUPPORTED", "is_packed_batching=1"),
+        (dict(interleaved=2), "ERR_INVALID_MODEL", "interleaved=2"),
+        (dict(heads=0, dim=8), "ERR_INVALID_MODEL", "needs num_heads"),
+        (dict(dim=7), "ERR_OP_NOT_SUPPORTED", "rotary_embedding_dim 7"),  # odd
+        (dict(max_pos=4), "ERR_OP_NOT_SUPPORTED", "tables of 4 positions"),
+    ],
+)
+def test_rotary_embedding_bad_attributes(change, code, words):
+    args = dict(shape=(2, 5, 64), heads=4)
+    args.update(change)
+    model, _ = rope(**args)
+    _coded(model, code, words, "RotaryEmbedding node 'rope0'")
+
+
+def test_onnx_domain_rotary_embedding_is_not_the_contrib_op():
+    """ONNX's RotaryEmbedding (opset 23) reads (X, cos_cache, sin_cache, position_ids): never routed to
+    com.microsoft's converter, whose inputs come in another order."""
+    model, _ = rope((2, 5, 64), heads=4)
+    node = model.graph.node[0]
+    node.domain = ""
+    node.input[:] = ["x", "cos", "sin", "pos"]
+    del model.opset_import[:]
+    model.opset_import.append(helper.make_opsetid("", 23))
+    _coded(model, "ERR_OP_NOT_SUPPORTED", "RotaryEmbedding")
