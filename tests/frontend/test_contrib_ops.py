@@ -16,14 +16,14 @@ MS = "com.microsoft"
 OPSETS = [("", 17), (MS, 1)]
 
 
-def _model(nodes, feeds: dict, outputs: dict, inits=(), opsets=OPSETS):
-    """A model of `nodes` reading `feeds` (name -> array) and giving `outputs` (name -> shape), float32."""
+def _model(nodes, feeds: dict, outputs: dict, inits=(), opsets=OPSETS, out_type=TensorProto.FLOAT):
+    """A model of `nodes` reading `feeds` (name -> array) and giving `outputs` (name -> shape)."""
     dtype = lambda a: helper.np_dtype_to_tensor_dtype(a.dtype)  # noqa: E731
     graph = helper.make_graph(
         nodes,
         "contrib",
         [helper.make_tensor_value_info(n, dtype(a), a.shape) for n, a in feeds.items()],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs.items()],
+        [helper.make_tensor_value_info(n, out_type, s) for n, s in outputs.items()],
         list(inits),
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
@@ -275,3 +275,111 @@ def test_onnx_domain_rotary_embedding_is_not_the_contrib_op():
     del model.opset_import[:]
     model.opset_import.append(helper.make_opsetid("", 23))
     _coded(model, "ERR_OP_NOT_SUPPORTED", "RotaryEmbedding")
+
+
+# -- GatherBlockQuantized (com.microsoft) -------------------------------------------------------------------
+
+
+def _pack_bits(codes: np.ndarray, bits: int) -> np.ndarray:
+    """uint8 codes [..., n] -> bytes [..., ceil(n * bits / 8)], low bits first (numpy, not the importer's)."""
+    per = 8 // bits
+    pad = (-codes.shape[-1]) % per
+    codes = np.concatenate([codes, np.zeros((*codes.shape[:-1], pad), codes.dtype)], -1).astype(np.uint8)
+    groups = codes.reshape(*codes.shape[:-1], -1, per)
+    return sum(groups[..., i] << (i * bits) for i in range(per)).astype(np.uint8)
+
+
+def gbq(shape, kind, block, bits=4, gather=0, quant=1, zp=True, index=((1, -2, 5), (40, 0, -100)), fp16=False, seed=0):
+    """A GatherBlockQuantized model of a table of logical `shape` and its feeds (the index, at run time)."""
+    rng = np.random.default_rng(seed)
+    lo, hi = {"int4": (-8, 8), "uint4": (0, 16), "uint8": (0, 1 << bits)}[kind]
+    codes = rng.integers(lo, hi, shape)
+    blocks = list(shape)
+    blocks[quant] = -(-shape[quant] // block)
+    scale_type = np.float16 if fp16 else np.float32
+    inits = [numpy_helper.from_array(rng.uniform(0.01, 0.1, blocks).astype(scale_type), "scales")]
+    zeros = rng.integers(lo, hi, blocks)
+    if kind == "uint8":
+        inits.append(numpy_helper.from_array(_pack_bits(codes, bits), "data"))
+        if zp:
+            inits.append(numpy_helper.from_array(_pack_bits(zeros, bits), "zp"))
+    else:
+        onnx_type = TensorProto.INT4 if kind == "int4" else TensorProto.UINT4
+        inits.append(helper.make_tensor("data", onnx_type, shape, codes.flatten().tolist()))
+        if zp:
+            inits.append(helper.make_tensor("zp", onnx_type, blocks, zeros.flatten().tolist()))
+    index = np.array(index, np.int64)
+    out_shape = list(shape[:gather]) + list(index.shape) + list(shape[gather + 1 :])
+    node = helper.make_node(
+        "GatherBlockQuantized",
+        ["data", "idx", "scales"] + (["zp"] if zp else []),
+        ["y"],
+        name="embed0",
+        domain=MS,
+        bits=bits,
+        block_size=block,
+        gather_axis=gather,
+        quantize_axis=quant,
+    )
+    out_type = TensorProto.FLOAT16 if fp16 else TensorProto.FLOAT
+    return _model([node], {"idx": index}, {"y": out_shape}, inits, out_type=out_type), {"idx": index}
+
+
+@pytest.mark.parametrize(
+    "shape,kind,block,bits,gather,quant,zp,fp16",
+    [
+        ((48, 64), "int4", 16, 4, 0, 1, True, False),
+        ((48, 64), "int4", 32, 4, 0, 1, False, False),  # default zero point 0
+        ((48, 40), "uint4", 16, 4, 0, 1, True, False),  # a partial last block
+        ((64, 48), "int4", 16, 4, 1, 0, True, False),  # gather columns, blocks down the rows
+        ((3, 48, 32), "uint4", 16, 4, 1, 2, True, False),
+        ((48, 64), "uint8", 32, 4, 0, 1, True, False),  # packed nibbles, packed zero points
+        ((48, 96), "uint8", 64, 4, 0, 1, True, False),  # 2 blocks, the last partial; odd zero point bytes
+        ((48, 64), "uint8", 16, 8, 0, 1, False, False),  # 8 bits, default zero point 128
+        ((48, 64), "uint8", 16, 2, 0, 1, True, False),
+        ((48, 64), "uint8", 32, 4, 0, 1, False, True),  # float16 scales and output, zero point 8
+    ],
+)
+def test_gather_block_quantized_matches_onnxruntime(shape, kind, block, bits, gather, quant, zp, fp16):
+    model, feeds = gbq(shape, kind, block, bits, gather, quant, zp, fp16=fp16)
+    got = np.moveaxis(_check_cpu(model, feeds)[0], (gather, gather + 1), (0, 1))
+    assert (got[1, 2] == 0).all() and got[0, 1].any()  # index -100 is out of range: zeros; -2 counts back
+
+
+def test_gather_block_quantized_constant_indices():
+    model, _ = gbq((48, 64), "int4", 32)
+    idx = model.graph.input[0]
+    model.graph.input.remove(idx)
+    model.graph.initializer.append(numpy_helper.from_array(np.array([[3, -1], [0, 47]], np.int32), "idx"))
+    model.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2, 64]))
+    want = _ort(model, {})
+    got = run_cpu(tvm_npu.from_onnx(model))
+    np.testing.assert_allclose(got, want[0], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "change,code,words",
+    [
+        (dict(block=24), "ERR_INVALID_MODEL", "block_size 24"),
+        (dict(kind="uint8", bits=3), "ERR_INVALID_MODEL", "bits 2, 4 or 8 (got 3)"),
+        (dict(kind="int4", bits=8), "ERR_INVALID_MODEL", "bits 8"),
+        (dict(kind="uint8", gather=1, quant=0), "ERR_INVALID_MODEL", "gather_axis 0"),
+    ],
+)
+def test_gather_block_quantized_bad_attributes(change, code, words):
+    args = dict(shape=(48, 64), kind="int4", block=16)
+    args.update(change)
+    if args["kind"] == "uint8" and args.get("bits", 4) == 3:
+        args["bits"] = 4
+        model, _ = gbq(**args)
+        model.graph.node[0].attribute[0].i = 3
+    else:
+        model, _ = gbq(**args)
+    _coded(model, code, words, "GatherBlockQuantized node 'embed0'")
+
+
+def test_gather_block_quantized_float8_table_is_refused():
+    model, _ = gbq((48, 64), "int4", 16, zp=False)
+    data = model.graph.initializer[1]
+    data.CopyFrom(helper.make_tensor("data", TensorProto.FLOAT8E4M3FN, [48, 64], np.zeros(48 * 64).tolist()))
+    _coded(model, "ERR_OP_NOT_SUPPORTED", "FLOAT8E4M3FN", "embed0")
