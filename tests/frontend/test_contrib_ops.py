@@ -383,3 +383,46 @@ def test_gather_block_quantized_float8_table_is_refused():
     data = model.graph.initializer[1]
     data.CopyFrom(helper.make_tensor("data", TensorProto.FLOAT8E4M3FN, [48, 64], np.zeros(48 * 64).tolist()))
     _coded(model, "ERR_OP_NOT_SUPPORTED", "FLOAT8E4M3FN", "embed0")
+
+
+# -- MatMulNBits (com.microsoft; the converter is frontend/blockwise.py's) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "K,N,block,bits,zp,bias",
+    [
+        (32, 8, 16, 4, "packed", False),
+        (48, 8, 16, 4, None, True),  # symmetric (zero point 8), K a multiple of 16, 3 blocks (odd zp bytes)
+        (72, 8, 32, 4, "packed", True),  # K not a multiple of the block
+        (128, 16, 64, 4, None, False),
+        (200, 8, 128, 4, "packed", True),  # 2 blocks, the last 72 of 128
+        (256, 8, 256, 4, "packed", False),
+        (300, 8, 256, 4, None, True),
+        (64, 8, 32, 4, "float", True),  # zero points of A's type
+        (40, 8, 16, 8, "packed", False),  # 8 bits
+        (96, 8, 64, 8, None, True),  # 8 bits symmetric (zero point 128), partial block
+        (512, 8, 256, 8, "packed", True),
+    ],
+)
+def test_matmul_nbits_block_sizes_bits_and_zero_points(K, N, block, bits, zp, bias):
+    from test_blockwise import matmul_nbits  # the numpy packing of the format, independent of the importer
+
+    model, weight = matmul_nbits(K, N, block, bits, zp, bias)
+    x = np.random.default_rng(K).standard_normal((3, K)).astype(np.float32)
+    want = _check_cpu(model, {"A": x}, rtol=2e-5)
+    bias_value = numpy_helper.to_array(model.graph.initializer[-1]) if bias else 0
+    scale = max(1.0, float(np.abs(want[0]).max()))
+    np.testing.assert_allclose(x @ weight + bias_value, want[0], rtol=1e-5, atol=1e-5 * scale)  # the packing
+
+
+def test_matmul_nbits_g_idx_and_prepacked_weights_are_refused():
+    from test_blockwise import matmul_nbits
+
+    model, _ = matmul_nbits(64, 8, 32)
+    node = model.graph.node[0]
+    node.input.append("g_idx")
+    model.graph.initializer.append(numpy_helper.from_array(np.arange(64, dtype=np.int32) // 32, "g_idx"))
+    _coded(model, "ERR_OP_NOT_SUPPORTED", "g_idx", "act order", "MatMulNBits node")
+    model, _ = matmul_nbits(64, 8, 32)
+    model.graph.node[0].attribute.append(helper.make_attribute("weight_prepacked", 1))
+    _coded(model, "ERR_OP_NOT_SUPPORTED", "weight_prepacked=1", "MatMulNBits node")

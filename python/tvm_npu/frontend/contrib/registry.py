@@ -26,13 +26,14 @@ MS_DOMAIN = "com.microsoft"
 
 @dataclass(frozen=True)
 class ContribOp:
-    """One registered op: its converter (an onnx_frontend.OnnxOpConverter) and its attribute, optional
-    input and optional output handling (an onnx_attributes.OnnxOp, applied by onnx_attributes.check_model
-    before the import)."""
+    """One registered op: its converter (an onnx_frontend.OnnxOpConverter; None: the op keeps the
+    converter frontend/onnx.py's CONVERTERS gives its op_type, and only its entry is checked here) and
+    its attribute, input and output handling (an onnx_attributes.OnnxOp, applied by
+    onnx_attributes.check_model before the import)."""
 
     domain: str
     op_type: str
-    converter: type
+    converter: type | None
     spec: object
 
     @property
@@ -44,7 +45,8 @@ CONTRIB_OPS: dict[tuple[str, str], ContribOp] = {}
 
 
 def contrib_op(domain: str, op_type: str, spec):
-    """Class decorator: register `cls` as the converter of (domain, op_type) nodes ("" is ONNX's domain)."""
+    """Class decorator: register `cls` as the converter of (domain, op_type) nodes ("" is ONNX's domain);
+    `contrib_op(...)(None)` registers only the entry."""
 
     def register(cls):
         CONTRIB_OPS[(domain, op_type)] = ContribOp(domain, op_type, cls, spec)
@@ -62,9 +64,14 @@ def entry(node: onnx.NodeProto) -> ContribOp | None:
     return CONTRIB_OPS.get((_domain(node), node.op_type))
 
 
+def _routed(node: onnx.NodeProto) -> ContribOp | None:
+    op = entry(node)
+    return op if op is not None and op.converter is not None else None
+
+
 def converters() -> dict[str, type]:
     """{dispatch name: converter} for TVM's converter map."""
-    return {op.dispatch_name: op.converter for op in CONTRIB_OPS.values()}
+    return {op.dispatch_name: op.converter for op in CONTRIB_OPS.values() if op.converter is not None}
 
 
 def checkable(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -86,13 +93,13 @@ def route(model: onnx.ModelProto) -> onnx.ModelProto:
     """The importer's copy of `model`: each registered node renamed to its dispatch name, given its first
     output's name when it has none (converters name the node in their errors), and its optional outputs
     that nothing reads dropped (TVM's importer wants no more outputs than a converter gives)."""
-    if not any(entry(n) is not None for n in model.graph.node):
+    if not any(_routed(n) is not None for n in model.graph.node):
         return model
     used = consumed(model)
     out = onnx.ModelProto()
     out.CopyFrom(model)
     for node in out.graph.node:
-        op = entry(node)
+        op = _routed(node)
         if op is None:
             continue
         node.op_type = op.dispatch_name
