@@ -426,3 +426,48 @@ def test_matmul_nbits_g_idx_and_prepacked_weights_are_refused():
     model, _ = matmul_nbits(64, 8, 32)
     model.graph.node[0].attribute.append(helper.make_attribute("weight_prepacked", 1))
     _coded(model, "ERR_OP_NOT_SUPPORTED", "weight_prepacked=1", "MatMulNBits node")
+
+
+# -- the table against onnxruntime's schemas; a genai-shaped chain -------------------------------------------
+
+
+def test_every_entry_names_onnxruntime_s_schema_in_order():
+    """Each contrib entry lists the attributes, inputs and outputs of onnxruntime's own schema (inputs and
+    outputs in its order: check_model reads them by position), so a new onnxruntime attribute fails here."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as C
+
+    from tvm_npu.frontend.contrib import CONTRIB_OPS
+
+    schemas = {(s.domain, s.name): s for s in C.get_all_operator_schema()}
+    assert len(CONTRIB_OPS) >= 6
+    for key, op in CONTRIB_OPS.items():
+        schema = schemas[key]
+        assert set(op.spec.attrs) == set(schema.attributes), key
+        assert list(op.spec.inputs) == [i.name for i in schema.inputs], key
+        assert list(op.spec.outputs) == [o.name for o in schema.outputs], key
+
+
+def genai_block(seq=4, hidden=64, seed=0):
+    """onnxruntime-genai's layer boundary in small: SimplifiedLayerNormalization (ONNX's domain) -> MatMul
+    -> SkipSimplifiedLayerNormalization (the residual) -> MatMul -> a second one reading the first's sum."""
+    rng = np.random.default_rng(seed)
+    shapes = [(hidden,), (hidden, hidden), (hidden,), (hidden, hidden), (hidden,)]
+    inits = [
+        numpy_helper.from_array((rng.standard_normal(s) * 0.2 + (len(s) == 1)).astype(np.float32), f"w{i}")
+        for i, s in enumerate(shapes)
+    ]
+    nodes = [
+        helper.make_node("SimplifiedLayerNormalization", ["x", "w0"], ["n0"], epsilon=1e-6),
+        helper.make_node("MatMul", ["n0", "w1"], ["h1"]),
+        helper.make_node("SkipSimplifiedLayerNormalization", ["h1", "x", "w2"], ["n1", "", "", "r1"], domain=MS),
+        helper.make_node("MatMul", ["n1", "w3"], ["h2"]),
+        helper.make_node("SkipSimplifiedLayerNormalization", ["h2", "r1", "w4"], ["y", "", "", "r2"], domain=MS),
+    ]
+    feeds = {"x": _rand(rng, 1, seq, hidden)}
+    return _model(nodes, feeds, {"y": [1, seq, hidden], "r2": [1, seq, hidden]}, inits), feeds
+
+
+def test_genai_shaped_chain_matches_onnxruntime_and_runs_its_norms_on_the_npu():
+    model, feeds = genai_block()
+    _check_cpu(model, feeds)
+    _check_npu(model, feeds, "relax.nn.rms_norm")
