@@ -120,6 +120,14 @@ def test_simplified_layer_normalization_bad_attributes(change, code, words):
     _coded(model, code, words, "SimplifiedLayerNormalization node 'norm0'")
 
 
+def test_float16_norm_is_refused():
+    model, _ = simplified_ln((3, 64))
+    model.graph.input[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    model.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.ones(64, np.float16), "scale"))
+    model.graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    _coded(model, "ERR_OP_NOT_SUPPORTED", "float16", "in float32", "norm0")
+
+
 def test_inv_std_var_is_refused_when_read_and_dropped_when_not():
     model, feeds = simplified_ln((3, 64))
     model.graph.node[0].output.append("inv")
