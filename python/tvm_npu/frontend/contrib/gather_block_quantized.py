@@ -42,7 +42,7 @@ SPEC = OnnxOp(
     {"output": imported("the gathered, dequantized slices, of the scales' type")},
 )
 
-_DATA_TYPE = "tvm_npu_data_type"  # set by registry.route: the int4 / uint4 types are widened before TVM
+_DATA_TYPE = "tvm_npu_data_type"  # set by registry.routed: the int4 / uint4 types are widened before TVM
 
 
 def _unpack(packed: np.ndarray, bits: int) -> np.ndarray:

@@ -9,7 +9,7 @@ the table rows cos[p], sin[p] (rotary_embedding_dim / 2 values each):
 
 the remaining features pass through. The input is [batch, sequence, hidden] (heads of hidden / num_heads
 features side by side) or [batch, num_heads, sequence, head_size]. ONNX's own RotaryEmbedding (opset 23,
-inputs in another order) is another op and is not this converter's (registry.route dispatches by domain).
+inputs in another order) is another op and is not this converter's (registry.routed dispatches by domain).
 """
 
 from __future__ import annotations
