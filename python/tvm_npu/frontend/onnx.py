@@ -7,7 +7,9 @@ the convolution after it), LSTM and ConvInteger, which TVM's frontend lacks (onn
 as an int32 convolution for the CPU), QOperator-format
 quantized models (QLinearConv, QLinearMatMul) are rewritten into the QDQ format the NPU patterns match
 (onnx_qlinear.py), and group-wise quantized weights (MatMulNBits, blocked DequantizeLinear, int4
-initializers) are read by blockwise.py.
+initializers) are read by blockwise.py. onnxruntime's contrib ops (SimplifiedLayerNormalization,
+the skip norms, RotaryEmbedding, GatherBlockQuantized) are frontend/contrib's, one file each,
+dispatched by domain.
 """
 
 from __future__ import annotations
