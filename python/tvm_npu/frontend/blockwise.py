@@ -182,3 +182,25 @@ class MatMulNBits(onnx_frontend.OnnxOpConverter):
         if len(inputs) > 5 and inputs[5] is not None:
             out = bb.normalize(relax.op.add(out, inputs[5]))
         return out
+
+
+def inferable(graph: onnx.GraphProto) -> tuple[list, list]:
+    """(nodes, stub inputs): `graph`'s nodes with each MatMulNBits replaced by a MatMul of its input A and
+    a stub graph input [K, N] of its scales' type, which onnx's shape inference (knowing no com.microsoft
+    op) gives the output's type and shape. Without it, nothing after the first MatMulNBits has a type, and
+    the importer cannot see the Casts to the type a tensor already has (after each attention softmax)."""
+    types = {t.name: t.data_type for t in graph.initializer}
+    nodes, stubs = [], []
+    for node in graph.node:
+        if node.op_type != "MatMulNBits" or node.domain != "com.microsoft" or len(node.input) < 3:
+            nodes.append(node)
+            continue
+        attrs = {a.name: a.i for a in node.attribute}
+        stub = f"{node.output[0]}__matmulnbits_stub"
+        stubs.append(
+            onnx.helper.make_tensor_value_info(
+                stub, types.get(node.input[2], TensorProto.FLOAT), [attrs.get("K", 0), attrs.get("N", 0)]
+            )
+        )
+        nodes.append(onnx.helper.make_node("MatMul", [node.input[0], stub], [node.output[0]], name=node.name))
+    return nodes, stubs
