@@ -13,13 +13,29 @@ lose more, so that weight folds to fp16 instead.
 
 from __future__ import annotations
 
+import logging
+import warnings
+
 from ...ir.group_quant import group_parts, npu_group_layout
 from .composite import Composite
+
+_LOG = logging.getLogger(__name__)
 
 
 def group_codes(comp: Composite, wexpr, perms: list) -> dict | None:
     """{"codes" [N, 1, 1, K] int8, "scales" [G, N] fp16, "zeros" [G, N] uint8 or None, "group" g}, or None
-    (module docstring). `wexpr` is the weight under its permutes `perms` (outermost first)."""
+    (module docstring). `wexpr` is the weight under its permutes `perms` (outermost first). A group-wise
+    weight it cannot keep is a warning (and a log line) naming the layer, the reason and the bytes the
+    fp16 weight costs beyond its int4 codes: never a format lost without a word (issue 31)."""
     parts = group_parts(wexpr, comp.resolve)
     layout = None if parts is None else npu_group_layout(*parts, perms)
+    if isinstance(layout, str):
+        k, n = parts[0].shape  # the weight as the model holds it: its int4 bytes, about 0.5 + 2 / 32 a weight
+        lost = 2 * k * n - (k * n // 2 + k * n // 16)
+        msg = (
+            f"{comp.name}: a group-wise int4 weight [{k}, {n}] is expanded to fp16 on the NPU ({layout}): "
+            f"about +{lost} bytes read per run; lm.meta['weight_formats'] / the build report list each layer"
+        )
+        _LOG.warning(msg)
+        warnings.warn(msg, stacklevel=2)
     return layout if isinstance(layout, dict) else None
