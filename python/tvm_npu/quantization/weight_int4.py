@@ -283,25 +283,33 @@ def _int4_format(parts, perms: list, source: str) -> tuple[str, int]:
     for axes in reversed(perms):  # to x @ w's [K, N]
         order = None if axes is None else [int(a) for a in axes]
         codes, zero, scale = codes.transpose(order), zero.transpose(order), scale.transpose(order)
-    k, n = codes.shape
     symmetric = (not zero.any() and codes.min() >= -8) or (np.all(zero == 8) and codes.min() >= 0)
     kind = "sym" if symmetric else "asym"
     layout = npu_group_layout(codes, zero, scale, [])
     if isinstance(layout, dict):
         return f"int4 g{layout['group']} {kind}, {source}", 0
-    block = _own_block(scale, zero)
-    own = k * n // 2 + -(-k // block) * n * (2 if symmetric else 2.5)
-    lost = int(2 * k * n - own)
+    block, lost = expanded_bytes(codes, zero, scale)
     return f"fp16 (expanded from int4 g{block} {kind}, {source}: not kept ({layout}), +{lost} bytes)", lost
 
 
-def weight_formats(mod: tvm.IRModule, quantized: tuple = (), how: str = "") -> dict:
+def expanded_bytes(codes, zero, scale) -> tuple[int, int]:
+    """(the model's block, the bytes an fp16 weight [K, N] costs beyond its int4 codes, fp16 scales and,
+    unless every zero point is 0 or 8, uint4 zero points) of a group-wise weight's arrays [K, N]."""
+    k, n = codes.shape
+    block = _own_block(scale, zero)
+    symmetric = (not zero.any()) or bool(np.all(zero == 8))
+    own = k * n // 2 + -(-k // block) * n * (2 if symmetric else 2.5)
+    return block, int(2 * k * n - own)
+
+
+def weight_formats(mod: tvm.IRModule, before: dict | None = None) -> dict:
     """Each dense layer's weight format in `mod`'s main: {layer: format}, e.g. "int4 g32 sym, from
     MatMulNBits", "int8 per-column, quantized by tvm_npu", "fp16", "fp16 (expanded from int4 g16 ...: not
     kept (reason), +N bytes)". An imported group-wise weight's layer is named after its ONNX node (the
-    importer names its binding, frontend/blockwise.py); the others after the matmul's var. `quantized`
-    names the layers tvm_npu quantized (`how`: "int8" or "int4"), which then say "quantized by tvm_npu".
-    What a layer the compiler puts on the CPU computes is float32 whatever its format says."""
+    importer names its binding, frontend/blockwise.py); the others after the matmul's var. `before`: the
+    formats of the module `mod` was quantized from (the quantizers keep the dense layers and their order),
+    whose "fp16" layers `mod` has quantized say "quantized by tvm_npu". What a layer the compiler puts on
+    the CPU computes is float32 whatever its format says."""
     g = rg.Graph(mod["main"])
 
     def resolve(e):
@@ -323,11 +331,13 @@ def weight_formats(mod: tvm.IRModule, quantized: tuple = (), how: str = "") -> d
         parts = group_parts(w, resolve)
         if parts is not None:
             op, _, node = (named or "").removeprefix(WEIGHT_PREFIX).partition("__")
-            source = "quantized by tvm_npu" if var.name in quantized else _SOURCES.get(op, "imported")
-            out[node or var.name] = _int4_format(parts, perms, source)[0]
+            out[node or var.name] = _int4_format(parts, perms, _SOURCES.get(op, "imported"))[0]
         elif rg.op_name(w) == "relax.dequantize" and constant_value(resolve(w.args[0])) is not None:
-            by = ", quantized by tvm_npu" if var.name in quantized and how == "int8" else ", imported"
-            out[var.name] = f"{constant_value(resolve(w.args[0])).dtype} per-column{by}"
+            out[var.name] = f"{constant_value(resolve(w.args[0])).dtype} per-column, imported"
         elif constant_value(w) is not None:
             out[var.name] = "fp16"
+    if before is not None and len(before) == len(out):
+        for (layer, fmt), was in zip(list(out.items()), before.values()):
+            if was == "fp16" and fmt != "fp16":
+                out[layer] = fmt.replace(", imported", ", quantized by tvm_npu")
     return out

@@ -17,6 +17,7 @@ import logging
 import warnings
 
 from ...ir.group_quant import group_parts, npu_group_layout
+from ...quantization.weight_int4 import expanded_bytes
 from .composite import Composite
 
 _LOG = logging.getLogger(__name__)
@@ -30,11 +31,13 @@ def group_codes(comp: Composite, wexpr, perms: list) -> dict | None:
     parts = group_parts(wexpr, comp.resolve)
     layout = None if parts is None else npu_group_layout(*parts, perms)
     if isinstance(layout, str):
-        k, n = parts[0].shape  # the weight as the model holds it: its int4 bytes, about 0.5 + 2 / 32 a weight
-        lost = 2 * k * n - (k * n // 2 + k * n // 16)
+        arrays = [a.T if perms else a for a in parts]  # [K, N] as x @ w reads it (MatMulNBits' one transpose)
+        block, lost = expanded_bytes(*arrays)
+        k, n = arrays[0].shape
         msg = (
-            f"{comp.name}: a group-wise int4 weight [{k}, {n}] is expanded to fp16 on the NPU ({layout}): "
-            f"about +{lost} bytes read per run; lm.meta['weight_formats'] / the build report list each layer"
+            f"{comp.name}: a group-wise int4 weight (K {k}, N {n}, block {block}) is expanded to fp16 on the "
+            f"NPU ({layout}): +{lost} bytes read per run; lm.meta['weight_formats'] and the build report list "
+            "each dense layer's format"
         )
         _LOG.warning(msg)
         warnings.warn(msg, stacklevel=2)
