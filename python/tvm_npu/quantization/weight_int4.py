@@ -333,7 +333,9 @@ def weight_formats(mod: tvm.IRModule, before: dict | None = None) -> dict:
             op, _, node = (named or "").removeprefix(WEIGHT_PREFIX).partition("__")
             out[node or var.name] = _int4_format(parts, perms, _SOURCES.get(op, "imported"))[0]
         elif rg.op_name(w) == "relax.dequantize" and constant_value(resolve(w.args[0])) is not None:
-            out[var.name] = f"{constant_value(resolve(w.args[0])).dtype} per-column, imported"
+            scales = constant_value(resolve(w.args[1]))
+            per = "per-tensor" if scales is not None and scales.size == 1 else "per-column"
+            out[var.name] = f"{constant_value(resolve(w.args[0])).dtype} {per}, imported"
         elif constant_value(w) is not None:
             out[var.name] = "fp16"
     if before is not None and len(before) == len(out):
