@@ -161,3 +161,24 @@ def test_int4_decode_reads_at_most_0p6_of_the_int8_build(wide_llama, tmp_path, s
     b4, b8 = (lm.profile()["decode"]["ddr_bytes"] / lm.profile()["decode"]["tokens"] for lm in (lm4, lm8))
     print(f"decode DDR bytes a token: int4 {b4:.0f}, int8 {b8:.0f}: {b4 / b8:.3f}x")
     assert b4 <= 0.6 * b8, (b4, b8, b4 / b8)
+
+
+def test_negative_scales_fold_into_the_codes_exactly():
+    """onnxruntime's symmetric form (uint4 codes, zero point 8, signed scales), and a zero scale: the
+    NPU's layout (every scale > 0) stands for the same weights, element by element."""
+    from tvm_npu.ir.group_quant import npu_group_layout
+
+    rng = np.random.default_rng(0)
+    k, n, g = 64, 8, 32
+    codes = rng.integers(0, 16, (k, n))
+    scale_groups = rng.choice([-1, 1], (k // g, n)) * rng.uniform(0.01, 0.1, (k // g, n))
+    scale_groups[1, 3] = 0.0
+    scale_groups = scale_groups.astype(np.float16).astype(np.float32)
+    scale, zero = np.repeat(scale_groups, g, axis=0), np.full((k, n), 8.0)
+    layout = npu_group_layout(codes, zero, scale, [])
+    assert isinstance(layout, dict) and layout["group"] == g and layout["zeros"] is not None, layout
+    q = layout["codes"][:, 0, 0, :].astype(np.float64)  # [N, K]
+    s = np.repeat(layout["scales"].astype(np.float64), g, axis=0).T  # [N, K]
+    z = np.repeat(layout["zeros"].astype(np.float64), g, axis=0).T
+    assert (layout["scales"] > 0).all() and q.min() >= 0 and q.max() <= 15
+    np.testing.assert_array_equal((q - z) * s, ((codes - zero) * scale).T)
