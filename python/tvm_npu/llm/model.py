@@ -26,7 +26,7 @@ from ..contract.config import get_config
 from ..contract.errors import NPUError
 from ..partition.report import BuildReport
 from ..quantization import quantize_weights_int4, quantize_weights_int8
-from ..quantization.weight_int4 import GROUP_SIZES
+from ..quantization.weight_int4 import GROUP_SIZES, weight_formats
 from . import kv_calibration, one_library, sampling, steps
 from .step_runner import StepRunner
 
@@ -141,6 +141,7 @@ def compile(
     (pre_mod, pre_info), (dec_mod, dec_info) = steps.resolve(model, max_context, prefill_len)
     wanted = kv_placement if kv_cache == "npu" else "ddr"
     where, area = kv_cache_mod.placement(cfg, dec_info, kv_dtype == "int8", wanted)
+    float_formats = weight_formats(dec_mod)  # a float weight ("fp16") is what `weights` quantizes
     if weights == "int8":  # W8A16: every constant dense weight as int8 codes and per-column fp32 scales
         same = pre_mod is dec_mod
         dec_mod = quantize_weights_int8(dec_mod)
@@ -149,6 +150,7 @@ def compile(
         same = pre_mod is dec_mod
         dec_mod = quantize_weights_int4(dec_mod, group_size, progress=False)[0]
         pre_mod = dec_mod if same else quantize_weights_int4(pre_mod, group_size, progress=False)[0]
+    formats = weight_formats(dec_mod, float_formats)
     scales = None
     if kv_dtype == "int8":  # the model as compiled (int8 weights included), run on the host
         prompts = kv_calibration.check_prompts(calibration, dec_info["vocab"], dec_info["max_context"])
@@ -193,7 +195,10 @@ def compile(
         "state_space": space if resident else 0,
         "placements": {k: _placements(r) for k, r in reports.items()},
         "regions": {k: _regions(r) for k, r in reports.items()},
+        "weight_formats": formats,
     }
+    for r in reports.values():
+        r.weight_formats = formats
     lm = LLM(one_library.link(built, meta), meta)
     lm.reports = reports
     return lm
