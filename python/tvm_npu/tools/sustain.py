@@ -174,9 +174,12 @@ def cmd_sustain(args) -> int:
     import json
 
     from ..power import get_thermal
+    from ..runtime.files import write_text
+    from .commands import outputs_apart
     from .html_report import write_sustain_html
     from .trace import write_sustain_trace
 
+    outputs_apart({"--html": args.html, "--trace": args.trace, "--json": args.json}, [args.model, *(args.input or [])])
     thermal = get_thermal(args.thermal)
     if args.ambient is not None:
         thermal = thermal.replace(ambient_c=args.ambient)
@@ -200,10 +203,9 @@ def cmd_sustain(args) -> int:
     for path, write in (
         (args.html, lambda p: write_sustain_html(res, p)),
         (args.trace, lambda p: write_sustain_trace(res, p)),
-        (args.json, lambda p: Path(p).write_text(json.dumps({**res.__dict__}, indent=2) + "\n")),
+        (args.json, lambda p: write_text(p, json.dumps({**res.__dict__}, indent=2) + "\n")),
     ):
         if path:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
             write(path)
             print(f"wrote {path}")
     return 0
