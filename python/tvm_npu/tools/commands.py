@@ -328,7 +328,9 @@ def _llm(args):
     path = Path(args.model)
     if not path.is_file() and args.model in builders:
         build = functools.partial(builders[args.model], seed=args.seed)
-        return llm.compile(build, max_context=args.max_context or 64, **_llm_options(args))
+        # 64 only when not given: --max-context 0 is refused by compile (ERR_INVALID_CONFIG), not made 64
+        max_context = 64 if args.max_context is None else args.max_context
+        return llm.compile(build, max_context=max_context, **_llm_options(args))
     _existing(args.model, "model file")
     with open(path, "rb") as f:
         head = f.read(4)
