@@ -12,7 +12,9 @@
  * starts one asynchronous run, waits at most T ms (ERR_TIMEOUT when late), then shows the model is still
  * usable: the run completes and a new one gives the same result. The library must carry the integrity
  * trailer of tvm_npu.export_library (checked before dlopen, include/tvm_npu/artifact.h); --no-verify
- * loads one exported without it (plain ex.export_library) with the ELF check only.
+ * loads one exported without it (plain ex.export_library) with the ELF check only. A bad option
+ * value prints the usage with exit status 2 (ranges in Usage below); --out is written whole or not at
+ * all, and a failed write is exit status 1 naming the path and strerror (options.h).
  *
  *   npu_host lm.so --prompt-ids 1,2,3 --max-new-tokens 16 [--logits-out l.bin] [--no-verify]
  *
