@@ -342,3 +342,24 @@ def test_disasm_of_something_else_is_coded(bad):
     with pytest.raises(tvm_npu.NPUError) as info:
         tvm_npu.tools.disasm(bad)
     assert info.value.code == "ERR_INVALID_CONFIG" and "library path" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["sweep", "model.onnx", "--jobs", "1000"], "--jobs 1000: give 1 to 64"),
+        (["export-graph", "lib.so", "--serve", "--port", "70000", "-o", "g.onnx"], "--port 70000"),
+    ],
+)
+def test_cli_numbers_past_their_range_are_coded(made, capsys, monkeypatch, args, says):
+    monkeypatch.chdir(made)
+    code, err = _cli(args, capsys)
+    assert code == 2 and "ERR_INVALID_CONFIG" in err and says in err, err
+
+
+def test_sustain_repeats_are_bounded(made):
+    from tvm_npu.tools.sustain import sustain
+
+    with pytest.raises(tvm_npu.NPUError) as info:
+        sustain(made / "lib.so", inputs=[np.load(made / "x.npy")], repeats=10**9)
+    assert info.value.code == "ERR_INVALID_CONFIG" and "repeats" in str(info.value)

@@ -17,6 +17,8 @@ from ..contract.errors import NPUError
 from ..runtime.files import check_distinct, replacing, writable_folder, write_bytes, write_text
 from . import inputs as model_inputs
 
+MAX_JOBS = 64  # sweep's worker processes
+
 
 class CLIError(Exception):
     """A user mistake found by the command line (a missing file, an unreadable input, ...)."""
@@ -233,6 +235,8 @@ def cmd_export_graph(args) -> int:
     lib_path = Path(args.library)
     out = Path(args.output) if args.output else lib_path.with_suffix(".npu.onnx")
     outputs_apart({"--output": out}, [lib_path])
+    if args.serve and not 0 <= args.port <= 65535:
+        raise NPUError("ERR_INVALID_CONFIG", f"--port {args.port}: give a TCP port, 0 to 65535")
     lib = load_module(lib_path, verify=not args.no_verify)
     export_graph(lib, out, run=not args.no_run)
     print(f"wrote {out}")
@@ -292,8 +296,8 @@ def cmd_sweep(args) -> int:
     """Estimate the model on every configuration of the grid; print the table and where files went."""
     from ..dse.sweeper import sweep
 
-    if args.jobs is not None and args.jobs < 1:
-        raise CLIError(f"--jobs {args.jobs}: give at least one worker process")
+    if args.jobs is not None and not 1 <= args.jobs <= MAX_JOBS:  # each worker imports TVM: ~0.3 GB
+        raise NPUError("ERR_INVALID_CONFIG", f"--jobs {args.jobs}: give 1 to {MAX_JOBS} worker processes")
     grid = {"mac": args.mac, "sram": args.sram, "ddr_bw": args.ddr_bw}
     model = str(_existing(args.model, "model file"))
     check_distinct(args.out, [model], "--out")

@@ -183,6 +183,8 @@ def sustain(
         throttled), `.timeline`, `.text()`.
     """
     _check_numbers(fps=fps, seconds=seconds, cpu_ms=cpu_ms)
+    if isinstance(repeats, bool) or not isinstance(repeats, numbers.Integral) or not 1 <= repeats <= 1000:
+        raise NPUError("ERR_INVALID_CONFIG", f"repeats={repeats!r}: pass an int from 1 to 1000 (calls of main timed)")
     vm, arrays = _executable(model, config, inputs)
     cfg, work = npu_work(vm)
     if cpu_ms is not None:
