@@ -363,3 +363,11 @@ def test_sustain_repeats_are_bounded(made):
     with pytest.raises(tvm_npu.NPUError) as info:
         sustain(made / "lib.so", inputs=[np.load(made / "x.npy")], repeats=10**9)
     assert info.value.code == "ERR_INVALID_CONFIG" and "repeats" in str(info.value)
+
+
+def test_generate_options_an_artifact_cannot_take_are_refused_not_ignored(tmp_path, capsys):
+    from llm.reference import compiled
+
+    lib = compiled("gpt2").export_library(tmp_path / "lm.so")
+    code, err = _cli(["generate", lib, "--prompt-ids", "1,2", "--max-context", "128", "--prefill-len", "4"], capsys)
+    assert code == 2 and "ERR_INVALID_CONFIG" in err and "--max-context, --prefill-len" in err

@@ -339,6 +339,14 @@ def _llm(args):
     with open(path, "rb") as f:
         head = f.read(4)
     if head == b"\x7fELF" or tarfile.is_tarfile(path):  # a library, or the old tar format (ERR_BAD_ARTIFACT)
+        options = {"--max-context": args.max_context, "--prefill-len": args.prefill_len}
+        given = [flag for flag, v in {**options, "--prefill-model": args.prefill_model}.items() if v is not None]
+        if given:  # not silently ignored
+            raise NPUError(
+                "ERR_INVALID_CONFIG",
+                f"{', '.join(given)}: {path} is a compiled artifact with its own; compile the step models again "
+                "to change it",
+            )
         return llm.load(path)
     model = str(path) if args.prefill_model is None else (str(_existing(args.prefill_model, "model file")), str(path))
     return llm.compile(model, max_context=args.max_context, **_llm_options(args))
