@@ -157,6 +157,11 @@ def test_an_output_under_a_regular_file_is_a_coded_error_before_the_build(made, 
     assert (tmp_path / "plain").read_text() == "a file, not a folder"
 
 
+def test_an_output_that_is_a_folder_is_refused_before_the_build(made, tmp_path, capsys):
+    code, err = _cli(["compile", made / "model.onnx", "-o", tmp_path], capsys)
+    assert code == 2 and "ERR_INVALID_CONFIG" in err and "EISDIR" in err and list(tmp_path.iterdir()) == []
+
+
 def test_an_output_the_os_refuses_is_a_coded_error(made, capsys):
     """/proc takes no new files, even from root (a chmod'ed folder does not stop root)."""
     code, err = _cli(["disasm", made / "lib.so", "-o", "/proc/lib.lst"], capsys)

@@ -7,6 +7,7 @@ Each command takes the parsed argparse namespace and returns the exit code. A us
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..contract.errors import NPUError
-from ..runtime.files import check_distinct, replacing, writable_folder, write_bytes, write_text
+from ..runtime.files import check_distinct, replacing, writable_folder, write_bytes, write_error, write_text
 from . import inputs as model_inputs
 
 MAX_JOBS = 64  # sweep's worker processes
@@ -39,6 +40,8 @@ def outputs_apart(outputs: dict, inputs: list) -> None:
         check_distinct(path, inputs, flag)
         for other, was in given[:i]:
             check_distinct(path, [was], f"{flag} (also {other})")
+        if Path(path).is_dir():  # found now, not by the rename after the work
+            raise write_error(path, IsADirectoryError(errno.EISDIR, "a folder where the file would go", str(path)))
         writable_folder(Path(path).parent, path)
 
 
