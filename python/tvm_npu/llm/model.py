@@ -120,6 +120,9 @@ def compile(
     -------
     LLM
     """
+    for name, value in (("max_context", max_context), ("prefill_len", prefill_len)):
+        if value is not None:  # 64.0, 0, True: ERR_INVALID_CONFIG here, not a TypeError in the builder
+            sampling.count(name, value)
     if weights not in ("fp16", "int8", "int4"):
         raise NPUError("ERR_INVALID_CONFIG", f'weights={weights!r}: use "fp16", "int8" or "int4"')
     if weights == "int4" and group_size not in GROUP_SIZES:
@@ -327,8 +330,13 @@ class LLM:
         `sampler(logits) -> int` picks each token on the CPU (default: greedy, `sampling.greedy`; see
         `sampling.top_k` / `sampling.top_p`); `on_token(token)` is called after each (a progress bar)."""
         ids = self._ids(ids)
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) or max_new_tokens < 0:
-            raise NPUError("ERR_SHAPE_MISMATCH", f"max_new_tokens must be an int >= 0, not {max_new_tokens!r}")
+        max_new_tokens = sampling.count("max_new_tokens", max_new_tokens, low=0)  # at most max_context: below
+        for name, fn in (("sampler", sampler), ("on_token", on_token)):
+            if fn is not None and not callable(fn):
+                what = (
+                    "sampler(logits) -> token id, e.g. tvm_npu.llm.top_k(40)" if name == "sampler" else "on_token(id)"
+                )
+                raise NPUError("ERR_INVALID_CONFIG", f"{name}={fn!r}: pass a callable {what}, or None")
         if max_new_tokens and len(ids) + max_new_tokens - 1 > self.max_context:
             raise NPUError(
                 "ERR_LLM_CONTEXT",
