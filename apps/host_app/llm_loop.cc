@@ -16,11 +16,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "options.h"
 
 namespace host = tvm_npu::host;
 
@@ -95,6 +96,12 @@ int RunLLM(int argc, char** argv) {
         return 2;
       }
     }
+    try {
+      npu_host::CheckApart("--logits-out", logits_out, {argv[1]});
+    } catch (const npu_host::UsageError& e) {
+      std::cerr << "npu_host: " << e.what() << "\n";
+      return 2;
+    }
     host::LLM lm(argv[1], integrity);
     // The prefill alone first (its cycles and time), then the decode loop; the same tokens as
     // lm.Generate(ids, max_new).
@@ -130,11 +137,8 @@ int RunLLM(int argc, char** argv) {
       }
     }
     const double decode_s = Since(start);
-    if (!logits_out.empty()) {
-      std::ofstream(logits_out, std::ios::binary)
-          .write(reinterpret_cast<const char*>(seen.data()),
-                 static_cast<std::streamsize>(seen.size() * sizeof(float)));
-    }
+    if (!logits_out.empty())
+      npu_host::WriteFile(logits_out, seen.data(), seen.size() * sizeof(float));
     std::cout << "new tokens: ";
     for (size_t i = 0; i < out.size(); ++i) std::cout << (i ? "," : "") << out[i];
     std::cout << "\n"

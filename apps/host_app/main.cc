@@ -12,7 +12,9 @@
  * starts one asynchronous run, waits at most T ms (ERR_TIMEOUT when late), then shows the model is still
  * usable: the run completes and a new one gives the same result. The library must carry the integrity
  * trailer of tvm_npu.export_library (checked before dlopen, include/tvm_npu/artifact.h); --no-verify
- * loads one exported without it (plain ex.export_library) with the ELF check only.
+ * loads one exported without it (plain ex.export_library) with the ELF check only. A bad option
+ * value prints the usage with exit status 2 (ranges in Usage below); --out is written whole or not at
+ * all, and a failed write is exit status 1 naming the path and strerror (options.h).
  *
  *   npu_host lm.so --prompt-ids 1,2,3 --max-new-tokens 16 [--logits-out l.bin] [--no-verify]
  *
@@ -22,11 +24,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <fstream>
 #include <iostream>
 #include <numeric>
 #include <sstream>
 #include <thread>
+
+#include "options.h"
 
 namespace host = tvm_npu::host;
 namespace ffi = tvm::ffi;
@@ -48,12 +53,20 @@ std::string ReadFile(const std::string& path) {
 std::vector<int64_t> ParseShape(const std::string& text) {
   std::vector<int64_t> shape;
   std::stringstream ss(text);
+  int64_t elements = 1;
   for (std::string dim; std::getline(ss, dim, ',');) {
-    if (dim.find_first_not_of(" 0123456789") != std::string::npos ||
-        dim.find_first_of("0123456789") == std::string::npos) {
+    dim.erase(std::remove(dim.begin(), dim.end(), ' '), dim.end());
+    const char* end = dim.data() + dim.size();
+    int64_t n = 0;
+    const auto [ptr, ec] = std::from_chars(dim.data(), end, n);
+    // Each dimension and the element count at most 2^40: no file holds more, and the byte count
+    // computed from them cannot overflow (std::stoll threw out_of_range on a long one).
+    constexpr int64_t kMax = int64_t{1} << 40;
+    if (ec != std::errc() || ptr != end || n < 0 || n > kMax || (n && elements > kMax / n)) {
       throw host::Error("ERR_SHAPE_MISMATCH", "bad shape '" + text + "': use e.g. 1,3,224,224");
     }
-    shape.push_back(std::stoll(dim));
+    elements *= n;
+    shape.push_back(n);
   }
   return shape;
 }
@@ -157,50 +170,70 @@ int Threads(const std::string& model_path, host::Integrity integrity, const ffi:
 
 int RunLLM(int argc, char** argv);  // llm_loop.cc
 
+// The limits of the numeric options: --threads x --runs inferences at most kMaxInferences, so that
+// no value keeps the app busy for hours; --timeout-ms at most a day.
+constexpr int64_t kMaxThreads = 64, kMaxRuns = 100000, kMaxInferences = 100000;
+
+int Usage(const std::string& problem) {
+  if (!problem.empty()) std::cerr << "npu_host: " << problem << "\n";
+  std::cerr << "usage: npu_host model.so input.npy|input.bin [--shape 1,3,224,224] [--top K] "
+               "[--out y.bin]"
+               " [--profile] [--threads N --runs M] [--timeout-ms T] [--no-verify]\n"
+               "       npu_host lm.so --prompt-ids 1,2,3 [--max-new-tokens N] [--logits-out l.bin]"
+               " [--no-verify]\n"
+               "  --top 1.."
+            << (1 << 20) << ", --threads 0.." << kMaxThreads << ", --runs 1.." << kMaxRuns
+            << " (threads x runs <= " << kMaxInferences << "), --timeout-ms 0..86400000\n";
+  return 2;
+}
+
 int main(int argc, char** argv) {
   if (argc >= 3 && std::string(argv[2]) == "--prompt-ids") return RunLLM(argc, argv);
-  if (argc < 3) {
-    std::cerr
-        << "usage: npu_host model.so input.npy|input.bin [--shape 1,3,224,224] [--top K] "
-           "[--out y.bin]"
-           " [--profile] [--threads N --runs M] [--timeout-ms T] [--no-verify]\n"
-           "       npu_host lm.so --prompt-ids 1,2,3 [--max-new-tokens N] [--logits-out l.bin]"
-           " [--no-verify]\n";
-    return 2;
-  }
+  if (argc < 3) return Usage("");
   std::string shape, out;
-  int top = 5, threads = 0, runs = 1, timeout_ms = -1;
+  int64_t top = 5, threads = 0, runs = 1, timeout_ms = -1;
   bool profile = false;
   host::Integrity integrity = host::Integrity::kRequireTrailer;
-  for (int i = 3; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) throw host::Error("ERR_SHAPE_MISMATCH", a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--shape") shape = next();
-    else if (a == "--top") top = std::stoi(next());
-    else if (a == "--out") out = next();
-    else if (a == "--threads") threads = std::stoi(next());
-    else if (a == "--runs") runs = std::stoi(next());
-    else if (a == "--profile") profile = true;
-    else if (a == "--timeout-ms") timeout_ms = std::stoi(next());
-    else if (a == "--no-verify") integrity = host::Integrity::kElfOnly;
-    else {
-      std::cerr << "unknown option " << a << "\n";
-      return 2;
+  try {
+    for (int i = 3; i < argc; ++i) {
+      const std::string a = argv[i];
+      auto next = [&]() -> std::string {
+        if (i + 1 >= argc) throw npu_host::UsageError(a + " needs a value");
+        return argv[++i];
+      };
+      if (a == "--shape") shape = next();
+      else if (a == "--top") top = npu_host::ParseInt(a, next(), 1, 1 << 20);
+      else if (a == "--out") out = next();
+      else if (a == "--threads") threads = npu_host::ParseInt(a, next(), 0, kMaxThreads);
+      else if (a == "--runs") runs = npu_host::ParseInt(a, next(), 1, kMaxRuns);
+      else if (a == "--profile") profile = true;
+      else if (a == "--timeout-ms") timeout_ms = npu_host::ParseInt(a, next(), 0, 86400000);
+      else if (a == "--no-verify") integrity = host::Integrity::kElfOnly;
+      else throw npu_host::UsageError("unknown option " + a);
     }
+    if (threads * runs > kMaxInferences) {
+      throw npu_host::UsageError("--threads " + std::to_string(threads) + " x --runs " +
+                                 std::to_string(runs) + " is more than " +
+                                 std::to_string(kMaxInferences) + " inferences");
+    }
+    npu_host::CheckApart("--out", out, {argv[1], argv[2]});
+  } catch (const npu_host::UsageError& e) {
+    return Usage(e.what());
   }
   try {
     Input in = Load(argv[2], shape);
     ffi::Tensor x = host::MakeTensor(in.shape, in.dtype, in.bytes.data());
     host::Model model(argv[1], integrity);
     std::vector<ffi::Tensor> ys = model.Run({x});
-    PrintTop(ys[0], top);
-    if (!out.empty()) std::ofstream(out, std::ios::binary) << Bytes(ys[0]);
+    PrintTop(ys[0], static_cast<int>(top));
+    if (!out.empty()) npu_host::WriteFile(out, ys[0].data_ptr(), ffi::GetDataSize(ys[0]));
     if (profile) std::cout << "profile: " << model.Profile() << "\n";
-    if (timeout_ms >= 0 && Timeout(model, x, timeout_ms, Bytes(ys[0])) != 0) return 1;
-    return threads > 0 ? Threads(argv[1], integrity, x, threads, runs, Bytes(ys[0])) : 0;
+    if (timeout_ms >= 0 && Timeout(model, x, static_cast<int>(timeout_ms), Bytes(ys[0])) != 0) {
+      return 1;
+    }
+    return threads > 0 ? Threads(argv[1], integrity, x, static_cast<int>(threads),
+                                 static_cast<int>(runs), Bytes(ys[0]))
+                       : 0;
   } catch (const std::exception& e) {
     std::cerr << "npu_host: " << e.what() << "\n";
     return 1;

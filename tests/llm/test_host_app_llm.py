@@ -94,3 +94,15 @@ def test_a_library_that_is_not_an_llm_is_refused(npu_host, tmp_path):
     path = tvm_npu.export_library(tvm_npu.build(tvm_npu.from_onnx(small_cnn(seed=0))), tmp_path / "cnn.so")
     res = run(npu_host, path, "--prompt-ids", "1,2")
     assert res.returncode == 1 and "npu_host: ERR_BAD_ARTIFACT: " in res.stderr and "llm_meta" in res.stderr
+
+
+def test_logits_out_that_cannot_be_written_is_an_error_not_a_success(npu_host, gpt2_library, tmp_path):
+    """It printed the tokens and exited 0 with nothing written; an output that is the library is refused."""
+    (tmp_path / "plain").write_text("a file")
+    res = run(npu_host, gpt2_library, "--prompt-ids", "1,2", "--logits-out", tmp_path / "plain" / "l.bin")
+    assert res.returncode == 1 and f"cannot write '{tmp_path / 'plain' / 'l.bin'}'" in res.stderr, res.stderr
+    assert "Not a directory" in res.stderr
+    before = gpt2_library.read_bytes()
+    res = run(npu_host, gpt2_library, "--prompt-ids", "1,2", "--logits-out", gpt2_library)
+    assert res.returncode == 2 and "would destroy the input" in res.stderr, res.stderr
+    assert gpt2_library.read_bytes() == before

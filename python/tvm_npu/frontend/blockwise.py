@@ -46,6 +46,17 @@ def widen_int4_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
+# The name hint of an imported group-wise weight's binding: "<prefix><op>__<ONNX node name>", which
+# quantization.weight_int4.weight_formats reads back to say where each dense layer's format came from.
+WEIGHT_PREFIX = "w4_"
+
+
+def weight_name(op: str, attr: dict) -> str:
+    """The name hint of the weight an `op` node (its converter's `attr`) imports."""
+    node = str(attr.get("tvm_custom", {}).get("name", ""))
+    return f"{WEIGHT_PREFIX}{op}__" + "".join(c if c.isalnum() else "_" for c in node).strip("_")
+
+
 def _const(expr, what: str, where: str) -> np.ndarray:
     value = constant_value(expr)
     if value is None:
@@ -98,7 +109,8 @@ class DequantizeLinear(onnx_frontend.DequantizeLinear):
             _finite_scales(constant_value(scale), where)
         out_dtype = attr.get("output_dtype", 0)
         out = scale.ty.dtype if not out_dtype else onnx.helper.tensor_dtype_to_np_dtype(out_dtype).name
-        return bb.normalize(group_dequantize(x, scale, zp, block, axis, int(x.ty.shape[axis]), out))
+        weight = group_dequantize(x, scale, zp, block, axis, int(x.ty.shape[axis]), out)
+        return bb.emit(weight, weight_name("DequantizeLinear", attr))
 
 
 def _unpack(packed: np.ndarray, bits: int) -> np.ndarray:
@@ -177,8 +189,33 @@ class MatMulNBits(onnx_frontend.OnnxOpConverter):
             relax.const(np.ascontiguousarray(codes)),
             relax.const(scales.reshape(N, blocks).astype(np.float32)),
         )
-        weight = group_dequantize(codes, scales, relax.const(zeros), block, 1, K, a.ty.dtype)
+        weight = bb.emit(
+            group_dequantize(codes, scales, relax.const(zeros), block, 1, K, a.ty.dtype),
+            weight_name("MatMulNBits", attr),
+        )
         out = bb.normalize(relax.op.matmul(a, relax.op.permute_dims(weight, [1, 0])))
         if len(inputs) > 5 and inputs[5] is not None:
             out = bb.normalize(relax.op.add(out, inputs[5]))
         return out
+
+
+def inferable(graph: onnx.GraphProto) -> tuple[list, list]:
+    """(nodes, stub inputs): `graph`'s nodes with each MatMulNBits replaced by a MatMul of its input A and
+    a stub graph input [K, N] of its scales' type, which onnx's shape inference (knowing no com.microsoft
+    op) gives the output's type and shape. Without it, nothing after the first MatMulNBits has a type, and
+    the importer cannot see the Casts to the type a tensor already has (after each attention softmax)."""
+    types = {t.name: t.data_type for t in graph.initializer}
+    nodes, stubs = [], []
+    for node in graph.node:
+        if node.op_type != "MatMulNBits" or node.domain != "com.microsoft" or len(node.input) < 3:
+            nodes.append(node)
+            continue
+        attrs = {a.name: a.i for a in node.attribute}
+        stub = f"{node.output[0]}__matmulnbits_stub"
+        stubs.append(
+            onnx.helper.make_tensor_value_info(
+                stub, types.get(node.input[2], TensorProto.FLOAT), [attrs.get("K", 0), attrs.get("N", 0)]
+            )
+        )
+        nodes.append(onnx.helper.make_node("MatMul", [node.input[0], stub], [node.output[0]], name=node.name))
+    return nodes, stubs

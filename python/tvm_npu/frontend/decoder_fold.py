@@ -15,9 +15,14 @@ import onnx
 from onnx import helper, numpy_helper, shape_inference
 from onnx.reference import ReferenceEvaluator
 
+from .blockwise import inferable
+
 # Ops never evaluated at import time: random or with subgraphs (their meaning needs more than inputs).
 _NOT_FOLDED = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "If", "Loop"}
 _NOT_FOLDED |= {"Scan", "SequenceConstruct", "SequenceAt", "SplitToSequence", "ConcatFromSequence"}
+# A quantized weight keeps its codes: folded, its DequantizeLinear would leave a float weight that
+# llm.compile(weights=...) quantizes again with other codes (issue 31).
+_NOT_FOLDED |= {"DequantizeLinear"}
 # Small constants are given to shape inference with their values (data propagation of shape tensors);
 # weights only with their shapes, so inference does not copy them.
 _SMALL = 4096
@@ -52,8 +57,9 @@ def light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
     """`model` with its weights as typed graph inputs instead of data: what the checker and shape
     inference need, without copying the weights (nor meeting protobuf's 2 GB limit on a real LLM)."""
     graph = onnx.GraphProto(name=model.graph.name)
-    graph.node.extend(model.graph.node)
-    graph.input.extend(model.graph.input)
+    nodes, stubs = inferable(model.graph)  # contrib ops as standard ones of the same output type and shape
+    graph.node.extend(nodes)
+    graph.input.extend([*model.graph.input, *stubs])
     graph.output.extend(model.graph.output)
     graph.value_info.extend(model.graph.value_info)
     light = helper.make_model(graph, opset_imports=list(model.opset_import))

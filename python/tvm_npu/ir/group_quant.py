@@ -80,6 +80,19 @@ def _constant_in_groups(values: np.ndarray, g: int) -> bool:
     return k % g == 0 and bool(np.all(values.reshape(n, k // g, g) == values.reshape(n, k // g, g)[:, :, :1]))
 
 
+def _positive_scales(codes, zero, scales, group: int) -> tuple:
+    """uint4 `codes` [N, K], `zero` [N, K] and group `scales` [N, K / g] with every scale > 0, the weights
+    the same: a group of negative scale `s` as `(q' - z') * -s` with `q' = 15 - q`, `z' = 15 - z` (so
+    `q' - z' = z - q`, still 0..15: onnxruntime's symmetric quantizer maps each group's largest magnitude to
+    -8, so its scale has that weight's sign and the codes cannot simply be negated), a group of scale 0 as
+    codes equal to its zero point (every weight 0) under scale 1."""
+    neg = np.repeat(scales < 0, group, axis=1)
+    nil = np.repeat(scales == 0, group, axis=1)
+    codes = np.where(neg, 15 - codes, np.where(nil, zero, codes))
+    zero = np.where(neg, 15 - zero, zero)
+    return codes, zero, np.where(scales < 0, -scales, np.where(scales == 0, 1.0, scales)).astype(scales.dtype)
+
+
 def npu_group_layout(codes, zero, scale, perms: list) -> dict | str:
     """The weight `(codes - zero) * scale` (group_parts' arrays) of ``x [M, K] @ w [K, N]``, under its
     permutes `perms` (axes, outermost first), in CONV2D's int4 form: {"codes" [N, 1, 1, K] int8, "scales"
@@ -90,7 +103,8 @@ def npu_group_layout(codes, zero, scale, perms: list) -> dict | str:
     with int4 zero points shift by 8, (q + 8) - (z + 8) = q - z), scales in fp16's normal range [2^-14,
     65504] (float32 ones round to fp16, moving each weight by at most 2^-11 of itself), and the scales and
     zero points constant over each group of g = 128, 64 or 32 consecutive K (the largest that holds), K a
-    multiple of g."""
+    multiple of g. A negative (or zero) scale, which CONV2D does not take, is folded into the group's codes
+    and zero point (`_positive_scales`): that group is uint4 then."""
     if not np.all(zero == np.round(zero)):
         return "a float zero point (not a 4-bit code)"
     zero = zero.astype(np.int64)
@@ -105,14 +119,17 @@ def npu_group_layout(codes, zero, scale, perms: list) -> dict | str:
     if not group:
         return f"K {k} is not split into groups of 32, 64 or 128 with one scale and zero point each"
     scales = scale[:, ::group]
-    if not np.all((scales >= FP16_MIN_NORMAL) & (scales <= FP16_MAX)):
+    signed = bool((scales <= 0).any())
+    if not np.all((np.abs(scales) >= FP16_MIN_NORMAL) & (np.abs(scales) <= FP16_MAX) | (scales == 0)):
         return "a scale outside fp16's normal range [2^-14, 65504]"
-    symmetric = not zero.any() and codes.min() >= -8 and codes.max() <= 7
+    symmetric = not signed and not zero.any() and codes.min() >= -8 and codes.max() <= 7
     if not symmetric:  # uint4: codes and zero points shifted into 0..15 by one offset
         offset = 8 if min(codes.min(), zero.min()) < 0 else 0
         codes, zero = codes + offset, zero + offset
         if min(codes.min(), zero.min()) < 0 or max(codes.max(), zero.max()) > 15:
             return "codes or zero points outside what 4 bits hold"
+    if signed:
+        codes, zero, scales = _positive_scales(codes, zero, scales, group)
     return {
         "codes": np.ascontiguousarray(codes[:, None, None, :].astype(np.int8)),
         "scales": np.ascontiguousarray(scales.T.astype(np.float16)),

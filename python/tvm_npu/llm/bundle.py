@@ -29,6 +29,7 @@ from tvm import relax
 
 from .. import runtime
 from ..contract.errors import NPUError
+from ..runtime.files import replacing
 from .one_library import FORMAT, META_FUNCTION
 
 _AGAIN = "export it again with lm.export_library(path)"
@@ -42,9 +43,9 @@ def write_bundle(lm, path) -> Path:
     path = Path(path)
     if path.suffix == ".so":
         return runtime.export_library(lm.executable, path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}.") as tmp:
-        os.replace(runtime.export_library(lm.executable, Path(tmp) / "lm.so"), path)
+    # a failed write: NPUError(ERR_INVALID_CONFIG) naming the path and the reason (runtime/files.py)
+    with replacing(path) as tmp, tempfile.TemporaryDirectory(dir=tmp.parent, prefix=f"{tmp.name}.") as folder:
+        os.replace(runtime.export_library(lm.executable, Path(folder) / "lm.so"), tmp)
     return path
 
 

@@ -26,7 +26,7 @@ from ..contract.config import get_config
 from ..contract.errors import NPUError
 from ..partition.report import BuildReport
 from ..quantization import quantize_weights_int4, quantize_weights_int8
-from ..quantization.weight_int4 import GROUP_SIZES
+from ..quantization.weight_int4 import GROUP_SIZES, weight_formats
 from . import kv_calibration, one_library, sampling, steps
 from .step_runner import StepRunner
 
@@ -120,6 +120,9 @@ def compile(
     -------
     LLM
     """
+    for name, value in (("max_context", max_context), ("prefill_len", prefill_len)):
+        if value is not None:  # 64.0, 0, True: ERR_INVALID_CONFIG here, not a TypeError in the builder
+            sampling.count(name, value)
     if weights not in ("fp16", "int8", "int4"):
         raise NPUError("ERR_INVALID_CONFIG", f'weights={weights!r}: use "fp16", "int8" or "int4"')
     if weights == "int4" and group_size not in GROUP_SIZES:
@@ -141,6 +144,7 @@ def compile(
     (pre_mod, pre_info), (dec_mod, dec_info) = steps.resolve(model, max_context, prefill_len)
     wanted = kv_placement if kv_cache == "npu" else "ddr"
     where, area = kv_cache_mod.placement(cfg, dec_info, kv_dtype == "int8", wanted)
+    float_formats = weight_formats(dec_mod)  # a float weight ("fp16") is what `weights` quantizes
     if weights == "int8":  # W8A16: every constant dense weight as int8 codes and per-column fp32 scales
         same = pre_mod is dec_mod
         dec_mod = quantize_weights_int8(dec_mod)
@@ -149,6 +153,7 @@ def compile(
         same = pre_mod is dec_mod
         dec_mod = quantize_weights_int4(dec_mod, group_size, progress=False)[0]
         pre_mod = dec_mod if same else quantize_weights_int4(pre_mod, group_size, progress=False)[0]
+    formats = weight_formats(dec_mod, float_formats)
     scales = None
     if kv_dtype == "int8":  # the model as compiled (int8 weights included), run on the host
         prompts = kv_calibration.check_prompts(calibration, dec_info["vocab"], dec_info["max_context"])
@@ -193,7 +198,10 @@ def compile(
         "state_space": space if resident else 0,
         "placements": {k: _placements(r) for k, r in reports.items()},
         "regions": {k: _regions(r) for k, r in reports.items()},
+        "weight_formats": formats,
     }
+    for r in reports.values():
+        r.weight_formats = formats
     lm = LLM(one_library.link(built, meta), meta)
     lm.reports = reports
     return lm
@@ -326,8 +334,13 @@ class LLM:
         `sampler(logits) -> int` picks each token on the CPU (default: greedy, `sampling.greedy`; see
         `sampling.top_k` / `sampling.top_p`); `on_token(token)` is called after each (a progress bar)."""
         ids = self._ids(ids)
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) or max_new_tokens < 0:
-            raise NPUError("ERR_SHAPE_MISMATCH", f"max_new_tokens must be an int >= 0, not {max_new_tokens!r}")
+        max_new_tokens = sampling.count("max_new_tokens", max_new_tokens, low=0)  # at most max_context: below
+        for name, fn in (("sampler", sampler), ("on_token", on_token)):
+            if fn is not None and not callable(fn):
+                what = (
+                    "sampler(logits) -> token id, e.g. tvm_npu.llm.top_k(40)" if name == "sampler" else "on_token(id)"
+                )
+                raise NPUError("ERR_INVALID_CONFIG", f"{name}={fn!r}: pass a callable {what}, or None")
         if max_new_tokens and len(ids) + max_new_tokens - 1 > self.max_context:
             raise NPUError(
                 "ERR_LLM_CONTEXT",

@@ -53,6 +53,9 @@ class BuildReport:
     # {"resident", "state_space", "regions"}.
     kv_placements: dict = field(default_factory=dict)
     kv_cache: dict = field(default_factory=dict)
+    # Each dense layer's weight format (quantization.weight_int4.weight_formats): layer -> "int4 g32 sym,
+    # from MatMulNBits", "fp16 (expanded from int4 ...: not kept, +N bytes)", ...; empty when not listed.
+    weight_formats: dict = field(default_factory=dict)
 
     def record_partition(self, mod: tvm.IRModule, rejections: list) -> None:
         """Fill placements and boundaries from a partitioned module (before RunCodegen)."""
@@ -92,9 +95,24 @@ class BuildReport:
     def summary(self) -> str:
         pct = self.mac_percent()
         ops = f"{self.npu_ops} of {len(self.placements)} ops"
-        if pct is None:
-            return f"{ops} on the NPU, MACs not counted (symbolic shapes)"
-        return f"{ops}, {pct:.1f}% of MACs on the NPU"
+        line = (
+            f"{ops} on the NPU, MACs not counted (symbolic shapes)"
+            if pct is None
+            else f"{ops}, {pct:.1f}% of MACs on the NPU"
+        )
+        return line + self._formats_line()
+
+    def _formats_line(self) -> str:
+        """ "; dense weights: 14 int4 g32 sym, 1 fp16 (expanded ...)" (each format's head), or ""."""
+        if not self.weight_formats:
+            return ""
+        heads: dict = {}
+        for fmt in self.weight_formats.values():
+            head = (
+                fmt.split(",")[0] if fmt.startswith("int") else fmt.split(" (")[0] + (" expanded" if "(" in fmt else "")
+            )
+            heads[head] = heads.get(head, 0) + 1
+        return "; dense weights: " + ", ".join(f"{n} {h}" for h, n in heads.items())
 
     def fallback_cost(self) -> dict:
         """The cost of what stayed on the CPU: NPU regions (and the extra ones CPU islands split off),
@@ -162,6 +180,7 @@ class BuildReport:
         lines.append(self.summary())
         if m["unknown_ops"]:
             lines.append(f"({m['unknown_ops']} op(s) with symbolic shapes: their MACs are not counted)")
+        lines += [f"  weight {layer}: {fmt}" for layer, fmt in self.weight_formats.items()]
         legend = [f"{alias[symbol]} = {symbol}" for symbol in self._region_names()]
         return "\n".join(lines + legend)
 
@@ -176,6 +195,7 @@ class BuildReport:
             "mac_percent": self.mac_percent(),
             "fallback": self.fallback_cost(),
             "summary": self.summary(),
+            "weight_formats": self.weight_formats,
         }
 
     def write(self, path_stem) -> tuple:

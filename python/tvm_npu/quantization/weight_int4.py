@@ -32,8 +32,10 @@ import tvm
 from tqdm import tqdm
 from tvm import relax
 
+from ..frontend.blockwise import WEIGHT_PREFIX
 from ..ir import graph as rg
-from ..ir.group_quant import group_dequantize
+from ..ir.group_quant import group_dequantize, group_parts, npu_group_layout
+from ..ir.values import constant_value
 from .weight_only import dense_weights
 
 GROUP_SIZES = (32, 64, 128)
@@ -260,3 +262,84 @@ def quantize_weights_int4(
     if not chosen:
         return mod, report
     return rg.with_main(mod, rg.rebuild(rg.Graph(mod["main"]), rewrite=rewrite)[0]), report
+
+
+# -- what each dense layer's weight is (lm.meta["weight_formats"], the build report) ------------------------
+
+_SOURCES = {"MatMulNBits": "from MatMulNBits", "DequantizeLinear": "from DequantizeLinear"}
+
+
+def _own_block(scale: np.ndarray, zero: np.ndarray) -> int:
+    """The model's own block along K of per-element `scale` / `zero` [K, N]: the shortest run of one value."""
+    change = np.flatnonzero(np.any((np.diff(scale, axis=0) != 0) | (np.diff(zero, axis=0) != 0), axis=1)) + 1
+    edges = np.concatenate([[0], change, [scale.shape[0]]])
+    return int(np.diff(edges).min())
+
+
+def _int4_format(parts, perms: list, source: str) -> tuple[str, int]:
+    """(the format of a group-wise weight, the bytes it costs beyond its own codes: 0 when the NPU keeps
+    them)."""
+    codes, zero, scale = parts
+    for axes in reversed(perms):  # to x @ w's [K, N]
+        order = None if axes is None else [int(a) for a in axes]
+        codes, zero, scale = codes.transpose(order), zero.transpose(order), scale.transpose(order)
+    symmetric = (not zero.any() and codes.min() >= -8) or (np.all(zero == 8) and codes.min() >= 0)
+    kind = "sym" if symmetric else "asym"
+    layout = npu_group_layout(codes, zero, scale, [])
+    if isinstance(layout, dict):
+        return f"int4 g{layout['group']} {kind}, {source}", 0
+    block, lost = expanded_bytes(codes, zero, scale)
+    return f"fp16 (expanded from int4 g{block} {kind}, {source}: not kept ({layout}), +{lost} bytes)", lost
+
+
+def expanded_bytes(codes, zero, scale) -> tuple[int, int]:
+    """(the model's block, the bytes an fp16 weight [K, N] costs beyond its int4 codes, fp16 scales and,
+    unless every zero point is 0 or 8, uint4 zero points) of a group-wise weight's arrays [K, N]."""
+    k, n = codes.shape
+    block = _own_block(scale, zero)
+    symmetric = (not zero.any()) or bool(np.all(zero == 8))
+    own = k * n // 2 + -(-k // block) * n * (2 if symmetric else 2.5)
+    return block, int(2 * k * n - own)
+
+
+def weight_formats(mod: tvm.IRModule, before: dict | None = None) -> dict:
+    """Each dense layer's weight format in `mod`'s main: {layer: format}, e.g. "int4 g32 sym, from
+    MatMulNBits", "int8 per-column, quantized by tvm_npu", "fp16", "fp16 (expanded from int4 g16 ...: not
+    kept (reason), +N bytes)". An imported group-wise weight's layer is named after its ONNX node (the
+    importer names its binding, frontend/blockwise.py); the others after the matmul's var. `before`: the
+    formats of the module `mod` was quantized from (the quantizers keep the dense layers and their order),
+    whose "fp16" layers `mod` has quantized say "quantized by tvm_npu". What a layer the compiler puts on
+    the CPU computes is float32 whatever its format says."""
+    g = rg.Graph(mod["main"])
+
+    def resolve(e):
+        return g.value.get(e, e) if isinstance(e, relax.Var) else e
+
+    out = {}
+    for var, e in g.bindings:
+        if rg.op_name(e) != "relax.matmul":
+            continue
+        w, perms, named = e.args[1], [], None
+        while True:
+            if isinstance(w, relax.Var) and w.name.startswith(WEIGHT_PREFIX):
+                named = w.name
+            w = resolve(w)
+            if rg.op_name(w) != "relax.permute_dims":
+                break
+            perms.append(w.attrs.axes)
+            w = w.args[0]
+        parts = group_parts(w, resolve)
+        if parts is not None:
+            op, _, node = (named or "").removeprefix(WEIGHT_PREFIX).partition("__")
+            out[node or var.name] = _int4_format(parts, perms, _SOURCES.get(op, "imported"))[0]
+        elif rg.op_name(w) == "relax.dequantize" and constant_value(resolve(w.args[0])) is not None:
+            scales = constant_value(resolve(w.args[1]))
+            per = "per-tensor" if scales is not None and scales.size == 1 else "per-column"
+            out[var.name] = f"{constant_value(resolve(w.args[0])).dtype} {per}, imported"
+        elif constant_value(w) is not None:
+            out[var.name] = "fp16"
+    if before is not None and len(before) == len(out):
+        for (layer, fmt), was in zip(list(out.items()), before.values()):
+            if was == "fp16" and fmt != "fp16":
+                out[layer] = fmt.replace(", imported", ", quantized by tvm_npu")
+    return out

@@ -23,10 +23,10 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-import tempfile
 from pathlib import Path
 
 from ..contract.errors import NPUError
+from .files import replacing
 
 MAGIC = b"NPU-SEAL"  # not "NPUS...": the command stream's magic, found in artifacts by it
 VERSION = 1
@@ -48,18 +48,16 @@ def export_library(ex, path: str | os.PathLike, **kwargs) -> Path:
     """`ex.export_library(path, **kwargs)`, sealed with the integrity trailer that `tvm_npu.load_module`,
     `tvm-npu run` and the C++ host app check before they load the library.
 
-    The library is written in a temporary folder next to `path` and moved there once sealed, so an
-    interrupted export leaves no partial file at `path`.
+    The library is written to a temporary file next to `path` and renamed onto it once sealed
+    (runtime/files.py), so an interrupted export leaves no partial file at `path`; a failed write is
+    NPUError(ERR_INVALID_CONFIG) naming the path and the reason.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}.") as tmp_dir:
-        tmp = Path(tmp_dir) / path.name
+    with replacing(path) as tmp:
         ex.export_library(str(tmp), **kwargs)
         seal = trailer(tmp.read_bytes())
         with open(tmp, "ab") as f:
             f.write(seal)
-        os.replace(tmp, path)
     return path
 
 

@@ -323,8 +323,10 @@ def patch_library(library: str | os.PathLike, streams: Mapping, output: str | os
     integrity trailer. A stream must keep its region's size (an edit of operands, waits, fields or
     weights; not one that adds commands or tensors: recompile for that): ERR_BAD_STREAM otherwise."""
     from ..runtime.artifact import trailer, verified_payload
+    from ..runtime.files import check_distinct, write_bytes
     from .disasm import read_library
 
+    check_distinct(output, [library], "output")
     library = Path(library)
     payload = bytearray(verified_payload(library, library.read_bytes()))
     old = dict(read_library(library).regions)
@@ -340,10 +342,9 @@ def patch_library(library: str | os.PathLike, streams: Mapping, output: str | os
             )
         at, stored = _stored(bytes(payload), was, new, symbol)
         payload[at : at + len(stored)] = stored
-    output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_bytes(bytes(payload) + trailer(bytes(payload)))
-    return output
+    # Renamed into place (runtime/files.py): `library` is loaded (dlopen maps the file), and writing the
+    # mapped file in place, as output == library did, crashed the process when the loader next read it.
+    return write_bytes(output, bytes(payload) + trailer(bytes(payload)))
 
 
 def _stored(payload: bytes, was: bytes, new: bytes, symbol: str) -> tuple:

@@ -1,7 +1,8 @@
 """`tvm-npu`: the command line: demo, compile, quantize, run, profile, report, sweep, generate (commands.py).
 
 Every failure is one line on stderr: `tvm-npu: error: CODE: what to change` with exit code 2 for a coded
-error (NPUError, a user mistake), 3 for an unexpected one (`--traceback` shows its trace).
+error (NPUError, a user mistake), 3 for an unexpected one (`--traceback` shows its trace). A closed stdout
+(`tvm-npu report m.onnx | head`) ends the command quietly with 141, as SIGPIPE ends a Unix tool.
 """
 
 from __future__ import annotations
@@ -197,6 +198,18 @@ def _one_line(err: Exception) -> str:
     return " ".join(str(err).split()) or type(err).__name__
 
 
+def _closed_pipe() -> int:
+    """The reader of stdout went away (`tvm-npu report m.onnx | head`): stop quietly, as Unix tools do
+    (they die of SIGPIPE: exit status 128 + 13). stdout goes to /dev/null first, so that Python's own
+    flush at exit does not fail on the closed pipe again."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + 13
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
@@ -208,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
 
             return 0 if run_demo(args.config, args.out)["ok"] else 1
         return COMMANDS[args.command](args)
+    except BrokenPipeError:
+        return _closed_pipe()
     except (NPUError, CLIError) as err:
         print(f"tvm-npu: error: {_one_line(err)}", file=sys.stderr)
         return 2

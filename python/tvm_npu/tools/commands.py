@@ -7,6 +7,7 @@ Each command takes the parsed argparse namespace and returns the exit code. A us
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 from pathlib import Path
@@ -14,7 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from ..contract.errors import NPUError
+from ..runtime.files import check_distinct, replacing, writable_folder, write_bytes, write_error, write_text
 from . import inputs as model_inputs
+
+MAX_JOBS = 64  # sweep's worker processes
 
 
 class CLIError(Exception):
@@ -26,6 +30,32 @@ def _existing(path: str, what: str) -> Path:
     if not p.is_file():
         raise CLIError(f"{what} {str(p)!r} does not exist")
     return p
+
+
+def outputs_apart(outputs: dict, inputs: list) -> None:
+    """Before any work: every output given (flag -> path or None) is none of the `inputs` and none of the
+    other outputs, and its folder takes new files (runtime/files.py: NPUError ERR_INVALID_CONFIG)."""
+    given = [(flag, path) for flag, path in outputs.items() if path is not None]
+    for i, (flag, path) in enumerate(given):
+        check_distinct(path, inputs, flag)
+        for other, was in given[:i]:
+            check_distinct(path, [was], f"{flag} (also {other})")
+        if Path(path).is_dir():  # found now, not by the rename after the work
+            raise write_error(path, IsADirectoryError(errno.EISDIR, "a folder where the file would go", str(path)))
+        writable_folder(Path(path).parent, path)
+
+
+def _report_paths(output, stem) -> list:
+    stem = Path(stem) if stem else Path(output).with_name(Path(output).stem + ".report")
+    return [stem.with_name(stem.name + ".json"), stem.with_name(stem.name + ".txt")]
+
+
+def write_report(report, paths) -> list:
+    """The partition report as JSON and as its table, at `paths` (two), each written whole or not at all."""
+    js, txt = paths
+    write_text(js, json.dumps(report.to_dict(), indent=2) + "\n")
+    write_text(txt, report.table() + "\n")
+    return [Path(js), Path(txt)]
 
 
 def _import(model: str):
@@ -44,16 +74,20 @@ def _build(mod, config: str):
 
 def cmd_compile(args) -> int:
     """Import an ONNX model, build it for the NPU, export the library and the partition report."""
+    reports = _report_paths(args.output, args.report)
+    outputs_apart(
+        {"--output": args.output, "--report (.json)": reports[0], "--report (.txt)": reports[1]}, [args.model]
+    )
     ex, report = _build(_import(args.model), args.config)
-    return _export(ex, report, args.output, args.report)
+    return _export(ex, report, args.output, reports)
 
 
-def _export(ex, report, output: str, report_stem: str | None = None) -> int:
+def _export(ex, report, output: str, reports: list) -> int:
     """Write the library and its partition report (<output stem>.report.json / .txt by default)."""
     from ..runtime import export_library
 
     out = export_library(ex, output)
-    js, txt = report.write(Path(report_stem) if report_stem else out.with_name(out.stem + ".report"))
+    js, txt = write_report(report, reports)
     print(f"{out}: {report.summary()}")
     print(f"partition report: {js}, {txt}")
     return 0
@@ -77,6 +111,7 @@ def cmd_run(args) -> int:
     from .. import runtime
 
     lib_path = _existing(args.library, "library")
+    outputs_apart({"--output": args.output}, [lib_path, *args.inputs])
     inputs = model_inputs.as_arguments(args.inputs[0] if len(args.inputs) == 1 else args.inputs)
     try:
         lib = runtime.load_module(lib_path, verify=not args.no_verify)
@@ -97,15 +132,17 @@ def cmd_run(args) -> int:
         print(f"output {i}: shape {tuple(o.shape)} {o.dtype}: [{head}{', ...' if o.size > 8 else ''}]")
     if args.output:
         out = Path(args.output)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if len(outs) == 1:
-            np.save(out, outs[0])
-            print(f"saved {out}")
-        else:
-            for i, o in enumerate(outs):
-                p = out.with_name(f"{out.stem}_{i}{out.suffix or '.npy'}")
-                np.save(p, o)
-                print(f"saved {p}")
+        paths = (
+            [out]
+            if len(outs) == 1
+            else [out.with_name(f"{out.stem}_{i}{out.suffix or '.npy'}") for i in range(len(outs))]
+        )
+        for p, o in zip(paths, outs):
+            p = p if p.name.endswith(".npy") else p.with_name(p.name + ".npy")  # np.save's naming
+            check_distinct(p, [lib_path, *args.inputs])
+            with replacing(p) as tmp:
+                np.save(tmp, o)
+            print(f"saved {p}")
     return 0
 
 
@@ -166,6 +203,10 @@ def cmd_profile(args) -> int:
     from .profiler import profile, saturation_warnings, to_csv
     from .trace import write_chrome_trace
 
+    outputs_apart(
+        {"--csv": args.csv, "--json": args.json, "--trace": args.trace, "--html": args.html},
+        [args.model, *(args.input or [])],
+    )
     mod = _import(args.model)
     inputs = None
     if args.input:
@@ -179,12 +220,11 @@ def cmd_profile(args) -> int:
         print(f"tvm-npu: {line}", file=sys.stderr)
     for path, write in (
         (args.csv, lambda p: to_csv(prof, p)),
-        (args.json, lambda p: Path(p).write_text(json.dumps(prof, indent=2) + "\n")),
+        (args.json, lambda p: write_text(p, json.dumps(prof, indent=2) + "\n")),
         (args.trace, lambda p: write_chrome_trace(prof, p)),
         (args.html, lambda p: write_html(prof, report, p)),
     ):
         if path:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
             write(path)
             print(f"wrote {path}")
     return 0
@@ -197,6 +237,9 @@ def cmd_export_graph(args) -> int:
 
     lib_path = Path(args.library)
     out = Path(args.output) if args.output else lib_path.with_suffix(".npu.onnx")
+    outputs_apart({"--output": out}, [lib_path])
+    if args.serve and not 0 <= args.port <= 65535:
+        raise NPUError("ERR_INVALID_CONFIG", f"--port {args.port}: give a TCP port, 0 to 65535")
     lib = load_module(lib_path, verify=not args.no_verify)
     export_graph(lib, out, run=not args.no_run)
     print(f"wrote {out}")
@@ -229,9 +272,13 @@ def cmd_quantize(args) -> int:
     from ..quantization.ptq import quantize
     from .accuracy import format_sqnr_table, layer_sqnr
 
-    mod = _import(args.model)
     folder = Path(args.calib)
     files = sorted([*folder.glob("*.npy"), *folder.glob("*.npz")]) if folder.is_dir() else []
+    reports = _report_paths(args.output, None)
+    outputs_apart(
+        {"--output": args.output, "report (.json)": reports[0], "report (.txt)": reports[1]}, [args.model, *files]
+    )
+    mod = _import(args.model)
     if not files:
         raise CLIError(
             f"calibration folder {str(folder)!r} has no .npy / .npz files (one batch each: an "
@@ -245,17 +292,19 @@ def cmd_quantize(args) -> int:
     if args.sqnr:
         print(format_sqnr_table(layer_sqnr(mod, qmod, qreport, batches[0])))
     ex, report = _build(qmod, args.config)
-    return _export(ex, report, args.output)
+    return _export(ex, report, args.output, reports)
 
 
 def cmd_sweep(args) -> int:
     """Estimate the model on every configuration of the grid; print the table and where files went."""
     from ..dse.sweeper import sweep
 
-    if args.jobs is not None and args.jobs < 1:
-        raise CLIError(f"--jobs {args.jobs}: give at least one worker process")
+    if args.jobs is not None and not 1 <= args.jobs <= MAX_JOBS:  # each worker imports TVM: ~0.3 GB
+        raise NPUError("ERR_INVALID_CONFIG", f"--jobs {args.jobs}: give 1 to {MAX_JOBS} worker processes")
     grid = {"mac": args.mac, "sram": args.sram, "ddr_bw": args.ddr_bw}
     model = str(_existing(args.model, "model file"))
+    check_distinct(args.out, [model], "--out")
+    writable_folder(args.out)
     res = sweep(model, **grid, out=args.out, base=args.base, jobs=args.jobs, plots=not args.no_plots)
     print(res.table())
     feasible = sum(bool(r.get("feasible")) for r in res.rows)
@@ -288,11 +337,21 @@ def _llm(args):
         return llm.compile(str(path), max_context=args.max_context or 128, **_llm_options(args))
     if not path.is_file() and args.model in builders:
         build = functools.partial(builders[args.model], seed=args.seed)
-        return llm.compile(build, max_context=args.max_context or 64, **_llm_options(args))
+        # 64 only when not given: --max-context 0 is refused by compile (ERR_INVALID_CONFIG), not made 64
+        max_context = 64 if args.max_context is None else args.max_context
+        return llm.compile(build, max_context=max_context, **_llm_options(args))
     _existing(args.model, "model file")
     with open(path, "rb") as f:
         head = f.read(4)
     if head == b"\x7fELF" or tarfile.is_tarfile(path):  # a library, or the old tar format (ERR_BAD_ARTIFACT)
+        options = {"--max-context": args.max_context, "--prefill-len": args.prefill_len}
+        given = [flag for flag, v in {**options, "--prefill-model": args.prefill_model}.items() if v is not None]
+        if given:  # not silently ignored
+            raise NPUError(
+                "ERR_INVALID_CONFIG",
+                f"{', '.join(given)}: {path} is a compiled artifact with its own; compile the step models again "
+                "to change it",
+            )
         return llm.load(path)
     model = str(path) if args.prefill_model is None else (str(_existing(args.prefill_model, "model file")), str(path))
     return llm.compile(model, max_context=args.max_context, **_llm_options(args))
@@ -376,10 +435,11 @@ def cmd_disasm(args) -> int:
     """Print (or write) the listing of every NPU region of a library."""
     from .disasm import disasm
 
-    text = disasm(_existing(args.library, "library"), inline_weights=args.inline_weights, verify=not args.no_verify)
+    library = _existing(args.library, "library")
+    outputs_apart({"--output": args.output}, [library])
+    text = disasm(library, inline_weights=args.inline_weights, verify=not args.no_verify)
     if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(text)
+        write_text(args.output, text)
         print(f"wrote {args.output}")
     else:
         print(text, end="")
@@ -390,6 +450,7 @@ def cmd_asm(args) -> int:
     """Assemble a listing into a stream file, or (--into) into a copy of a library."""
     from .asm import asm, patch_library
 
+    outputs_apart({"--output": args.output}, [args.listing, args.weights_from, args.into])
     text = _existing(args.listing, "listing").read_text()
     weights = args.weights_from or args.into
     streams = asm(text, weights_from=str(_existing(weights, "library")) if weights else None, verify=not args.no_check)
@@ -402,8 +463,7 @@ def cmd_asm(args) -> int:
     symbol = args.region or next(iter(streams))
     if symbol not in streams:
         raise CLIError(f"--region {symbol}: the listing has {', '.join(streams)}")
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_bytes(streams[symbol])
+    write_bytes(args.output, streams[symbol])
     print(f"wrote {args.output}: {len(streams[symbol])} bytes of region {symbol}")
     return 0
 

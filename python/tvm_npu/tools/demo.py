@@ -25,6 +25,10 @@ SIZE = 224
 def run_demo(config: str = "npu-ref", out_dir: str | None = None, seed: int = 0) -> dict:
     """Compile, run and compare; returns the numbers it prints (and writes report.json to out_dir)."""
     cfg = get_config(config)
+    if out_dir:  # a folder that cannot take the files fails now, not after the build
+        from ..runtime.files import writable_folder
+
+        writable_folder(out_dir)
     model = mobilenet_v2_shaped(seed=seed, size=SIZE, width=1.0, classes=1000)
     mod = from_onnx(model)
     x = np.random.default_rng(seed + 1).standard_normal((1, 3, SIZE, SIZE)).astype(np.float32)
@@ -92,11 +96,13 @@ def run_demo(config: str = "npu-ref", out_dir: str | None = None, seed: int = 0)
         "profiles": profiles,
     }
     if out_dir:
-        path = Path(out_dir)
-        path.mkdir(parents=True, exist_ok=True)
-        (path / "report.json").write_text(json.dumps(result, indent=2))
-        js, txt = report.write(path / "partition")
+        from ..runtime.files import write_text
+        from .commands import write_report
         from .html_report import write_html
+
+        path = Path(out_dir)
+        write_text(path / "report.json", json.dumps(result, indent=2))
+        js, txt = write_report(report, [path / "partition.json", path / "partition.txt"])
 
         page, *_ = write_html(prof, report, path / "report.html")
         print(f"report written to {path / 'report.json'} (partition: {js.name}, {txt.name}; figures: {page.name})")

@@ -20,6 +20,7 @@ from pathlib import Path
 from ..backend.source_map import FUNCTION as SOURCE_MAP
 from ..contract import layout
 from ..contract.config import PRESETS
+from ..contract.errors import NPUError
 from ..contract.stream import Command
 from . import listing
 from .listing import Region
@@ -85,6 +86,13 @@ def read_library(lib_or_path, verify: bool = True) -> Library:
     if isinstance(lib_or_path, (str, os.PathLike)):
         path = Path(lib_or_path)
         lib_or_path = runtime.load_module(path, verify=verify)
+    inner = getattr(lib_or_path, "module", None) or getattr(lib_or_path, "mod", None) or lib_or_path
+    if not hasattr(inner, "kind"):  # as runtime.npu_modules looks for the module
+        raise NPUError(
+            "ERR_INVALID_CONFIG",
+            f"cannot read NPU regions from {type(lib_or_path).__name__} {lib_or_path!r:.60}: pass a library path, "
+            "a loaded library, tvm_npu.build's executable, a VirtualMachine, or one stream's bytes",
+        )
     regions = [(str(m["get_symbol"]()), bytes(m["get_stream"]())) for m in runtime.npu_modules(lib_or_path)]
     return Library(regions, _source_map(lib_or_path), path)
 

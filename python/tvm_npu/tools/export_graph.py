@@ -31,6 +31,7 @@ from onnx import TensorProto, helper
 
 from .. import runtime
 from ..contract.stream import decode
+from ..runtime.files import replacing
 from . import vm_program
 
 NPU_DOMAIN = "npu"
@@ -422,8 +423,8 @@ def export_graph(lib, path, run: bool = True) -> Path:
     model = build_model(lib, run=run)
     onnx.checker.check_model(model)
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(out))
+    with replacing(out) as tmp:
+        onnx.save(model, str(tmp))
     return out
 
 

@@ -17,6 +17,7 @@ import html
 from pathlib import Path
 
 from ..partition.report import BuildReport
+from ..runtime.files import replacing, write_text
 from .profiler import SATURATION_WARN_FRACTION
 
 COLORS = {"compute": "#4C72B0", "dma": "#DD8452", "stall": "#C44E52", "util": "#2CA02C"}
@@ -57,8 +58,7 @@ def _cycles_figure(plt, prof: dict, path: Path) -> None:
         f"Cycles per layer ({prof['total_cycles']} total, {100 * prof['mac_utilization']:.1f}% MAC utilization)"
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, path)
 
 
 def _roofline_figure(plt, prof: dict, path: Path) -> None:
@@ -116,8 +116,7 @@ def _roofline_figure(plt, prof: dict, path: Path) -> None:
     ax.legend(fontsize=8, loc="best")
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, path)
 
 
 def sram_spans(prof: dict, report: BuildReport) -> list:
@@ -170,8 +169,7 @@ def _sram_figure(plt, prof: dict, spans: list, path: Path) -> None:
     ax.set_title(f"SRAM occupancy (peak {prof['sram_peak_bytes']} B of {size} B)")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, path)
 
 
 def headline(prof: dict) -> dict:
@@ -235,9 +233,16 @@ def _pyplot_to(path) -> tuple:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    return plt, out
+    return plt, Path(path)
+
+
+def _save(plt, fig, path) -> None:
+    """Save a figure as PNG through a temporary file renamed onto `path` (runtime/files.py)."""
+    try:
+        with replacing(path) as tmp:
+            fig.savefig(tmp, dpi=110, format="png")
+    finally:
+        plt.close(fig)
 
 
 def write_html(prof: dict, report: BuildReport | None, path) -> list[Path]:
@@ -304,7 +309,7 @@ def write_html(prof: dict, report: BuildReport | None, path) -> list[Path]:
     if report is not None:
         parts.append(_placement_table(report))
     parts.append("</body></html>\n")
-    out.write_text("\n".join(parts))
+    write_text(out, "\n".join(parts))
     return [out, *pngs.values()]
 
 
@@ -322,8 +327,7 @@ def _sustain_figure(plt, result, path: Path) -> None:
     axes[2].set_xlabel("time (s)")
     axes[0].set_title(f"Sustained run: {s['policy']} policy, {s['thermal']} cooler, {s['config']}")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, path)
 
 
 def write_sustain_html(result, path) -> list[Path]:
@@ -343,11 +347,12 @@ def write_sustain_html(result, path) -> list[Path]:
         f"{html.escape(f'{v:.4g}' if isinstance(v, float) else str(v))}</td></tr>"
         for k, v in result.summary.items()
     )
-    out.write_text(
+    write_text(
+        out,
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>tvm_npu sustained run: "
         f"{html.escape(out.stem)}</title><style>{CSS}</style></head><body>"
         f"<h1>tvm_npu sustained run: {html.escape(out.stem)}</h1><pre>{html.escape(result.text())}</pre>"
         f'<img src="{html.escape(png.name)}" alt="temperature, clock and fps over time">'
-        f'<table id="summary">{rows}</table></body></html>\n'
+        f'<table id="summary">{rows}</table></body></html>\n',
     )
     return [out, png]

@@ -25,6 +25,7 @@ from ..build import build
 from ..contract.config import get_config
 from ..contract.errors import NPUError
 from ..partition.report import BuildReport
+from ..runtime.files import replacing
 from . import inputs as inputs_mod
 
 COMPUTE_ENGINES = ("mac", "vector")
@@ -349,7 +350,7 @@ def to_csv(prof: dict, path) -> None:
     path : str or os.PathLike
         The CSV file to write.
     """
-    with open(path, "w", newline="") as f:
+    with replacing(path) as tmp, open(tmp, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(CSV_COLUMNS)
         for lay in prof["layers"]:

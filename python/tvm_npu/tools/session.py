@@ -128,8 +128,14 @@ class Pending:
     def wait(self, timeout: float | None = None):
         """The call's result (numpy arrays, a list for several outputs); NPUError ERR_TIMEOUT when it
         has not finished within `timeout` seconds (None: wait as long as it takes)."""
+        import math
+        import numbers
         from concurrent.futures import TimeoutError as FutureTimeout
 
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or math.isnan(timeout) or timeout < 0
+        ):
+            raise NPUError("ERR_INVALID_CONFIG", f"timeout={timeout!r}: pass seconds as a number >= 0, or None")
         try:
             out = self._future.result(timeout=timeout)
         except FutureTimeout:

@@ -14,13 +14,15 @@ frame) is timed alike and added. Or it is given (`cpu_ms`). The run itself is po
 
 from __future__ import annotations
 
+import math
+import numbers
 import statistics
 import time
 from pathlib import Path
 
 from ..contract.config import PRESETS, NPUConfig
 from ..contract.errors import NPUError
-from ..power import DEFAULT_POWER, NpuWork, PowerModel, SustainResult, simulate, work_of
+from ..power import DEFAULT_POWER, NpuWork, PowerModel, SustainResult, operating_points, simulate, work_of
 
 
 def npu_work(vm) -> tuple[NPUConfig, NpuWork]:
@@ -105,6 +107,35 @@ def measure_cpu_s(vm, arrays: list, repeats: int = 20, pre=None) -> float:
     return statistics.median(samples)
 
 
+# The simulation steps frame by frame (about 20 us each on one core): a run is refused past this many
+# frames (some 20 s of work) rather than left to run for hours (--seconds 1e12 never ended).
+MAX_FRAMES = 1_000_000
+
+
+def _check_numbers(**values) -> None:
+    """fps, seconds and cpu_ms: finite numbers (NaN or inf seconds ran forever); the signs simulate checks."""
+    for name, v in values.items():
+        if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v)):
+            raise NPUError("ERR_INVALID_CONFIG", f"{name}={v!r}: pass a finite number")
+
+
+def _check_frames(cfg, work, cpu_s: float, fps, seconds: float, pipelined: bool) -> None:
+    """Refuse a run of more than MAX_FRAMES frames: `seconds` at the source's rate, or at the fastest
+    rate the pipeline takes frames with fps 0 (throttling only lowers it), before any is simulated."""
+    stage = work.time_s(operating_points(cfg)[0])
+    frame_s = max(cpu_s, stage) if pipelined else cpu_s + stage
+    burst = 1 / frame_s if frame_s > 0 else math.inf
+    rate = min(fps, burst) if fps else burst
+    frames = seconds * rate
+    if frames > MAX_FRAMES:
+        fits = MAX_FRAMES / rate
+        raise NPUError(
+            "ERR_INVALID_CONFIG",
+            f"seconds={seconds:g} at {rate:.4g} frames/s is {frames:.3g} frames; a sustained run simulates at most "
+            f"{MAX_FRAMES:,} frames: pass seconds <= {fits:.4g} (or a lower fps)",
+        )
+
+
 def sustain(
     model,
     fps: float | None = 30.0,
@@ -131,7 +162,8 @@ def sustain(
     fps : float or None
         The source's frame rate (None or 0: frames back to back, as fast as the pipeline runs).
     seconds, policy, thermal, pipelined, cpu_w, power, other_w
-        As `tvm_npu.power.simulate`.
+        As `tvm_npu.power.simulate`. A run of more than MAX_FRAMES (1,000,000) frames is refused
+        (NPUError ERR_INVALID_CONFIG naming the seconds that fit), as are NaN and infinite numbers.
     inputs : optional
         `main`'s arguments (arrays, or .npy / .npz paths) to time the CPU part with; random for an
         ONNX file or an IRModule. A library does not say its inputs' shapes: give them, or `cpu_ms`.
@@ -150,6 +182,9 @@ def sustain(
         `.summary` (fps, latency percentiles, energy per inference, power, peak temperature, time
         throttled), `.timeline`, `.text()`.
     """
+    _check_numbers(fps=fps, seconds=seconds, cpu_ms=cpu_ms)
+    if isinstance(repeats, bool) or not isinstance(repeats, numbers.Integral) or not 1 <= repeats <= 1000:
+        raise NPUError("ERR_INVALID_CONFIG", f"repeats={repeats!r}: pass an int from 1 to 1000 (calls of main timed)")
     vm, arrays = _executable(model, config, inputs)
     cfg, work = npu_work(vm)
     if cpu_ms is not None:
@@ -164,6 +199,7 @@ def sustain(
         )
     else:
         cpu_s, measured = measure_cpu_s(vm, arrays, repeats, pre), True
+    _check_frames(cfg, work, cpu_s, fps, seconds, pipelined)
     res = simulate(cfg, work, cpu_s, fps or None, seconds, policy, thermal, power, cpu_w, pipelined, other_w=other_w)
     res.summary["cpu_measured"] = measured
     return res
@@ -174,9 +210,12 @@ def cmd_sustain(args) -> int:
     import json
 
     from ..power import get_thermal
+    from ..runtime.files import write_text
+    from .commands import outputs_apart
     from .html_report import write_sustain_html
     from .trace import write_sustain_trace
 
+    outputs_apart({"--html": args.html, "--trace": args.trace, "--json": args.json}, [args.model, *(args.input or [])])
     thermal = get_thermal(args.thermal)
     if args.ambient is not None:
         thermal = thermal.replace(ambient_c=args.ambient)
@@ -200,10 +239,9 @@ def cmd_sustain(args) -> int:
     for path, write in (
         (args.html, lambda p: write_sustain_html(res, p)),
         (args.trace, lambda p: write_sustain_trace(res, p)),
-        (args.json, lambda p: Path(p).write_text(json.dumps({**res.__dict__}, indent=2) + "\n")),
+        (args.json, lambda p: write_text(p, json.dumps({**res.__dict__}, indent=2) + "\n")),
     ):
         if path:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
             write(path)
             print(f"wrote {path}")
     return 0

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 
+from ..runtime.files import write_text
+
 CPU_PID = 0
 THREADS = {"dma0": (0, "DMA ch0"), "dma1": (1, "DMA ch1"), "mac": (2, "MAC array"), "vector": (3, "vector unit")}
 LAYERS_TID = 100  # lanes 100, 101, ... (DMA channels past 1 are 10 + channel)
@@ -177,8 +179,7 @@ def write_chrome_trace(prof: dict, path) -> None:
         "displayTimeUnit": "ns",
         "otherData": {"npu_time": "cycle model at clock_mhz", "cpu_time": "host wall clock"},
     }
-    with open(path, "w") as f:
-        json.dump(doc, f)
+    write_text(path, json.dumps(doc))
 
 
 def sustain_events(result) -> list:
@@ -198,5 +199,4 @@ def sustain_events(result) -> list:
 def write_sustain_trace(result, path) -> None:
     """Write a sustained run's counter tracks (`sustain_events`) as a Chrome trace-event JSON file."""
     doc = {"traceEvents": sustain_events(result), "displayTimeUnit": "ms", "otherData": result.summary}
-    with open(path, "w") as f:
-        json.dump(doc, f)
+    write_text(path, json.dumps(doc))
