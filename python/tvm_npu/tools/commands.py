@@ -323,8 +323,9 @@ def cmd_sweep(args) -> int:
 
 
 def _llm(args):
-    """The LLM `tvm-npu generate` runs: an artifact of LLM.export_library, an ONNX step model (with
-    --prefill-model, the pair), or a seeded builder of tvm_npu.models.decoder by name."""
+    """The LLM `tvm-npu generate` runs: a model folder (Hugging Face or onnxruntime-genai), an artifact of
+    LLM.export_library, an ONNX step model (with --prefill-model, the pair), or a seeded builder of
+    tvm_npu.models.decoder by name."""
     import functools
     import tarfile
 
@@ -333,8 +334,9 @@ def _llm(args):
 
     builders = {"gpt2": decoder.gpt2_step, "llama": decoder.llama_step}
     path = Path(args.model)
-    if path.is_dir():  # a Hugging Face checkpoint folder (frontend/hf_folder.py)
-        return llm.compile(str(path), max_context=args.max_context or 128, **_llm_options(args))
+    if path.is_dir():  # a model folder (frontend/hf_folder.py, frontend/genai.py)
+        max_context = 128 if args.max_context is None else args.max_context
+        return llm.compile(str(path), max_context=max_context, **_llm_options(args))
     if not path.is_file() and args.model in builders:
         build = functools.partial(builders[args.model], seed=args.seed)
         # 64 only when not given: --max-context 0 is refused by compile (ERR_INVALID_CONFIG), not made 64
