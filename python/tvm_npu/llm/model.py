@@ -193,6 +193,7 @@ def compile(
         "state_space": space if resident else 0,
         "placements": {k: _placements(r) for k, r in reports.items()},
         "regions": {k: _regions(r) for k, r in reports.items()},
+        "generation": steps.generation(model),  # an onnxruntime-genai folder's token ids and search defaults
     }
     lm = LLM(one_library.link(built, meta), meta)
     lm.reports = reports
