@@ -24,6 +24,7 @@ from tvm.relax.frontend.onnx import onnx_frontend
 from ..contract.errors import NPUError
 from ..ir.graph import BLOCK_BUILDER_LOCK
 from ..ir.values import constant_value
+from . import contrib
 from .blockwise import DequantizeLinear, MatMulNBits, widen_int4_initializers
 from .lstm import LSTM
 from .onnx_attributes import check_model
@@ -146,6 +147,7 @@ CONVERTERS = {
     "AveragePool": AveragePool,
     "DequantizeLinear": DequantizeLinear,
     "MatMulNBits": MatMulNBits,
+    **contrib.converters(),  # onnxruntime's contrib ops, by "domain::op_type" (frontend/contrib)
 }
 
 
@@ -210,11 +212,15 @@ def from_onnx(model: onnx.ModelProto | str | bytes, shape_dict: dict | None = No
     if isinstance(model, (str, bytes, bytearray, memoryview)) or hasattr(model, "__fspath__"):
         model = _load(model)
     try:
-        onnx.checker.check_model(model)
+        # onnxruntime's ops of ONNX's domain (SimplifiedLayerNormalization) are unknown to the checker
+        onnx.checker.check_model(contrib.checkable(model))
     except (onnx.checker.ValidationError, ValueError) as err:
         raise NPUError("ERR_INVALID_MODEL", f"invalid ONNX model: {err}") from None
-    model = widen_int4_initializers(qoperator_to_qdq(initializers_as_constants(model)))
-    check_model(model)  # attribute values the importer cannot give the meaning of: a coded error
+    model = qoperator_to_qdq(initializers_as_constants(model))
+    # attribute values the importer cannot give the meaning of: a coded error
+    check_model(model, {key: op.spec for key, op in contrib.CONTRIB_OPS.items()})
+    # each contrib node to its domain's converter; before the widening, which hides int4 tables' types
+    model = widen_int4_initializers(contrib.route(model))
     # TVM's importer builds main in a BlockBuilder function scope; under the same lock no other import
     # sees the converter map patched or restored half-way.
     with BLOCK_BUILDER_LOCK, _npu_converters():

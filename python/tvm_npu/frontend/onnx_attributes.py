@@ -29,6 +29,7 @@ class Handling:
     how: str
     becomes: tuple = ()  # (relax op, attribute or argument name) it is carried into
     refuse: Callable | None = None  # value -> True when the import refuses it
+    code: str = "ERR_OP_NOT_SUPPORTED"  # the error a refused value raises (ERR_INVALID_MODEL: no meaning)
 
 
 def becomes(op: str, name: str, how: str = "") -> Handling:
@@ -39,8 +40,8 @@ def imported(how: str) -> Handling:
     return Handling(how)
 
 
-def refused(how: str, when: Callable = lambda value: True) -> Handling:
-    return Handling(how, refuse=when)
+def refused(how: str, when: Callable = lambda value: True, code: str = "ERR_OP_NOT_SUPPORTED") -> Handling:
+    return Handling(how, refuse=when, code=code)
 
 
 @dataclass(frozen=True)
@@ -259,12 +260,61 @@ def _opset(model: onnx.ModelProto) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
-def check_model(model: onnx.ModelProto) -> None:
+def consumed(model: onnx.ModelProto) -> set[str]:
+    """The names some node (a subgraph's too) reads, and the graph outputs."""
+    names = {o.name for o in model.graph.output}
+
+    def walk(graph):
+        for node in graph.node:
+            names.update(node.input)
+            for attr in node.attribute:
+                for g in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                    walk(g)
+
+    walk(model.graph)
+    return names
+
+
+def _check_contrib(node: onnx.NodeProto, op: OnnxOp, used: set, where: str) -> None:
+    """A contrib op's entry names every input and output in its schema's order; onnx.checker does not
+    check other domains' nodes, so an attribute the entry does not name is refused here too."""
+    for attr in node.attribute:
+        entry = op.attrs.get(attr.name)
+        if entry is None:
+            raise NPUError(
+                "ERR_OP_NOT_SUPPORTED",
+                f"{where}: attribute {attr.name!r} is not one of onnxruntime's {node.op_type} attributes the "
+                f"import knows ({', '.join(op.attrs)}); remove it",
+            )
+        value = helper.get_attribute_value(attr)
+        if entry.refuse is not None and entry.refuse(value):
+            raise NPUError(entry.code, f"{where}: {attr.name}={_text(value)}: {entry.how}")
+    for kind, names, given in (("input", op.inputs, node.input), ("output", op.outputs, node.output)):
+        if len(given) > len(names):
+            raise NPUError("ERR_INVALID_MODEL", f"{where}: {len(given)} {kind}s; onnxruntime's schema has {len(names)}")
+        for i, (name, entry) in enumerate(zip(names, given)):
+            handling = names[name]
+            if entry and handling.refuse is not None and (kind == "input" or entry in used):
+                raise NPUError(handling.code, f"{where}: {kind} {i} ({name} {entry!r}): {handling.how}")
+
+
+def check_model(model: onnx.ModelProto, contrib: dict | None = None) -> None:
     """Refuse, before TVM's importer runs, a node of a claimed op with an attribute value or optional
     output the table refuses, and a Conv whose kernel_shape is not its weight's: an NPUError naming the
-    node, the attribute and what to change, where TVM would compute something else or fail uncoded."""
+    node, the attribute and what to change, where TVM would compute something else or fail uncoded.
+    `contrib` maps (domain, op_type) to the OnnxOp entries of onnxruntime's contrib ops
+    (frontend/contrib): there every input and output is listed in order, an output refused only when
+    something reads it, and an attribute the entry does not name is refused."""
     weights = {init.name: list(init.dims) for init in model.graph.initializer}
+    used = None
     for node in model.graph.node:
+        domain = "" if node.domain in ("", "ai.onnx") else node.domain
+        if contrib and (domain, node.op_type) in contrib:
+            if used is None:
+                used = consumed(model)
+            where = f"{node.op_type} node {node.name or node.output[0]!r} ({domain or 'ai.onnx'} domain)"
+            _check_contrib(node, contrib[(domain, node.op_type)], used, where)
+            continue
         op = ONNX_OPS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
         if op is None:
             continue
