@@ -57,8 +57,10 @@ def _config(family: str):
         "phi3": transformers.Phi3Config,
     }[family]
     # Mistral keeps its default sliding window (4096, beyond the context: GroupQueryAttention's local_window_size)
-    extra = {"phi3": dict(original_max_position_embeddings=CONTEXT)}
-    return cls(**common, **extra.get(family, {}))
+    # Phi-3's fused gate_up_proj is [2 x intermediate, d]: at 2 x 128 = 256 = vocab the builder takes it
+    # for the LM head (it finds the head by shape), so Phi-3 gets intermediate 96
+    extra = {"phi3": dict(original_max_position_embeddings=CONTEXT, intermediate_size=96)}
+    return cls(**{**common, **extra.get(family, {})})
 
 
 def _tokenizer():

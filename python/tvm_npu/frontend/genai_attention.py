@@ -5,13 +5,14 @@ three), the past K / V [B, H_kv, P, D], `seqlens_k` (each sequence's total lengt
 `total_sequence_length`; it rotates Q and K itself when `do_rotary` (tables `cos_cache` / `sin_cache`
 [max_position, R / 2] gathered at each token's position, halves or interleaved pairs, the first R of D
 dims), appends K / V to the past (the `present` outputs) and attends each query to the rows up to its
-own position (and no further back than `local_window_size` rows), its H heads sharing the H_kv KV heads
-in groups, the scores times `scale` (default 1 / sqrt(D)) and, with `softcap` c > 0, c * tanh(s / c).
+own position (with `local_window_size` w > 0, only the w rows ending there), its H heads sharing the
+H_kv KV heads in groups, the scores times `scale` (default 1 / sqrt(D)) and, with `softcap` c > 0,
+c * tanh(s / c).
 
 In the step model a token's position is `position + s`, the past is the whole cache [1, H_kv, T, D],
 the append is a ScatterND of the S new rows at those positions (its output `cache_out.{i}.*`), and the
 mask is computed from `position` as Less + Where: the forms of `tvm_npu.models.decoder`'s step models,
-which partition/kv_cache_check.py takes as the resident cache (with `local_window_size` < T - 1 or a
+which partition/kv_cache_check.py takes as the resident cache (with 0 < `local_window_size` < T or a
 softcap the attention is exact but the cache stays on the host).
 """
 
@@ -73,13 +74,13 @@ def scatter_indices(e: Emitter, pos: str, heads: int, seq: int) -> str:
 
 
 def causal_mask(e: Emitter, pos: str, total: int, window: int) -> str:
-    """float32 [S, T]: 0 where row t is seen by the token at pos (t <= pos, and t >= pos - window when
-    window >= 0), MASKED elsewhere."""
+    """float32 [S, T]: 0 where row t is seen by the token at pos (t <= pos, and with a window w > 0 the
+    w rows up to pos only, t > pos - w, as onnxruntime's kernel), MASKED elsewhere."""
     col = e.op("Unsqueeze", [pos, e.ints(1)])  # [S, 1]
     rows = e.const(np.arange(total, dtype=np.int64)[None, :])
     hidden = e.op("Less", [col, rows])
-    if 0 <= window < total - 1:  # rows before pos - window hidden too: a band
-        start = e.op("Sub", [col, e.const(np.array(window, np.int64))])
+    if 0 < window < total:  # rows up to pos - w hidden too: a band (a wider window is plain causal)
+        start = e.op("Sub", [col, e.const(np.array(window - 1, np.int64))])
         hidden = e.op("Or", [hidden, e.op("Less", [rows, start])])
     return e.op("Where", [hidden, e.const(np.float32(MASKED)), e.const(np.float32(0.0))])
 
@@ -120,6 +121,8 @@ def check(node: onnx.NodeProto, consts: dict[str, np.ndarray]) -> dict:
             raise _refuse(node, f"attribute {name} must be a positive head count")
     if attrs["num_heads"] % attrs["kv_num_heads"]:
         raise _refuse(node, f"num_heads {attrs['num_heads']} is not a multiple of kv_num_heads")
+    if attrs.get("local_window_size", -1) == 0 or attrs.get("local_window_size", -1) < -1:
+        raise _refuse(node, f"attribute local_window_size {attrs['local_window_size']} (-1, or a window > 0)")
     if attrs.get("softcap", 0.0) < 0:
         raise _refuse(node, f"attribute softcap {attrs['softcap']} is negative")
     extra = [k for k, name in enumerate(node.input) if k >= 9 and name]
