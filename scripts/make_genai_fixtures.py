@@ -30,6 +30,8 @@ PRECISIONS = ("fp32", "int4")
 PROMPT = [1, 17, 42, 99, 7, 200, 3]  # token ids: the fixed prompt of every reference
 MAX_LENGTH = len(PROMPT) + 16  # 16 greedy tokens after the prompt
 CONTEXT = 64  # max_position_embeddings: the folder's context_length (small rope caches)
+# Each family its own weights. Phi-3 at seed 3 has a near-tie on its int4 greedy path (top-2 logits
+# 2e-3 apart, one fp16 step): the NPU's fp16 logits cannot order them, so it takes seed 13.
 SEED = 0
 KEEP = ("model.onnx", "model.onnx.data", "genai_config.json", "tokenizer.json", "tokenizer_config.json")
 
@@ -88,7 +90,7 @@ def _hf_folder(family: str, folder: str) -> None:
     import torch
     import transformers
 
-    torch.manual_seed(SEED + FAMILIES.index(family))  # each family its own weights
+    torch.manual_seed(SEED + FAMILIES.index(family) + (10 if family == "phi3" else 0))  # see SEED
     model = transformers.AutoModelForCausalLM.from_config(_config(family)).eval()
     with torch.no_grad():  # larger weights than the init's 0.02 so that the greedy tokens vary
         for p in model.parameters():

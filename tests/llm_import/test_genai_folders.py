@@ -8,6 +8,7 @@ import json
 import os
 
 import numpy as np
+import onnx
 import pytest
 
 import tvm_npu
@@ -24,11 +25,19 @@ T, S = 32, 8
 
 
 class _Builder:
-    """onnxruntime on the folder's model.onnx, fed as onnxruntime-genai feeds it: the whole past each call."""
+    """onnxruntime on the folder's model.onnx, fed as onnxruntime-genai feeds it: the whole past each call.
+    exact=True sets MatMulNBits' accuracy_level to 0: the builder's 4 lets onnxruntime's CPU kernel
+    quantize the activations to int8 blocks (measured: 3.3e-2 x max|ref| on qwen2-int4 against
+    accuracy_level 0, where the NPU build is within 2.8e-3), a speed option, not the model's meaning."""
 
-    def __init__(self, folder: str):
+    def __init__(self, folder: str, exact: bool = False):
         dec = genai.read_config(folder)["model"]["decoder"]
-        self.sess = ort.InferenceSession(os.path.join(folder, "model.onnx"), providers=["CPUExecutionProvider"])
+        model = onnx.load(os.path.join(folder, "model.onnx"))
+        for node in model.graph.node:
+            for attr in node.attribute:
+                if exact and node.op_type == "MatMulNBits" and attr.name == "accuracy_level":
+                    attr.i = 0
+        self.sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
         self.layers = dec["num_hidden_layers"]
         empty = np.zeros((1, dec["num_key_value_heads"], 0, dec["head_size"]), np.float32)
         self.past = [(empty, empty)] * self.layers
@@ -57,15 +66,33 @@ def compiled():
     return get
 
 
+def _greedy(step, prompt: list[int]) -> list[int]:
+    logits, tokens = step(prompt), []
+    for _ in range(NEW):
+        tokens.append(int(logits.argmax()))
+        logits = step([tokens[-1]])
+    return tokens
+
+
 @pytest.mark.parametrize("name", FOLDERS)
-def test_genai_folder_generates_onnxruntime_greedy_tokens(compiled, name):
-    """16 greedy tokens equal to onnxruntime's on model.onnx and to onnxruntime-genai's; every logits
-    vector within 1e-2 (fp32) / 3e-2 (int4) x max(1, max|ref|); the cache resident."""
+def test_onnxruntime_on_the_folder_generates_onnxruntime_genai_tokens(name):
+    """The reference driver: onnxruntime on model.onnx as the builder wrote it (accuracy_level 4 kept)
+    gives onnxruntime-genai's own 16 greedy tokens, recorded when the folder was made."""
     folder = os.path.join(FIXTURES, name)
     with open(os.path.join(folder, "reference.json")) as f:
         recorded = json.load(f)
     prompt = recorded["prompt"]
-    lm, ref = compiled(name), _Builder(folder)
+    assert _greedy(_Builder(folder), prompt) == recorded["sequence"][len(prompt) : len(prompt) + NEW]
+
+
+@pytest.mark.parametrize("name", FOLDERS)
+def test_genai_folder_generates_onnxruntime_greedy_tokens(compiled, name):
+    """16 greedy tokens equal to onnxruntime's on model.onnx (int4: accuracy_level 0, see _Builder);
+    every logits vector within 1e-2 (fp32) / 3e-2 (int4) x max(1, max|ref|); the cache resident."""
+    folder = os.path.join(FIXTURES, name)
+    with open(os.path.join(folder, "reference.json")) as f:
+        prompt = json.load(f)["prompt"]
+    lm, ref = compiled(name), _Builder(folder, exact=True)
     tol = 3e-2 if name.endswith("int4") else 1e-2
     logits, want = lm.prefill(np.array(prompt, np.int64)), ref(prompt)
     tokens, ref_tokens, errs = [], [], []
@@ -76,7 +103,6 @@ def test_genai_folder_generates_onnxruntime_greedy_tokens(compiled, name):
         logits, want = lm.decode(ref_tokens[-1]), ref([ref_tokens[-1]])
     assert max(errs) <= tol, errs
     assert tokens == ref_tokens
-    assert ref_tokens == recorded["sequence"][len(prompt) : len(prompt) + NEW]
     assert lm.resident and lm.meta["kv_cache"] == "npu"
     gen = lm.meta["generation"]
     assert (gen["eos_token_id"], gen["pad_token_id"], gen["context_length"]) == (2, 0, 64)
