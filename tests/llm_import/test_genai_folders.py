@@ -6,10 +6,12 @@ onnxruntime-genai's own greedy generation recorded beside each folder (reference
 
 import json
 import os
+import shutil
 
 import numpy as np
 import onnx
 import pytest
+from onnx import helper
 
 import tvm_npu
 from tvm_npu.contract.errors import NPUError
@@ -116,3 +118,63 @@ def test_genai_folder_defaults_to_its_context_length(tmp_path):
     assert info == dict(layers=2, kv_heads=2, head_dim=16, max_context=64, vocab=256, seq_len=1)
     with pytest.raises(NPUError, match="ERR_INVALID_MODEL"):
         genai.to_step_model(str(tmp_path), 32, 1)
+
+
+def _edited(tmp_path, edit) -> str:
+    """A copy of the llama-fp32 folder whose model.onnx `edit(model)` changed."""
+    folder = tmp_path / "edited"
+    shutil.copytree(os.path.join(FIXTURES, "llama-fp32"), folder)
+    model = onnx.load(str(folder / "model.onnx"))
+    edit(model)
+    onnx.save(model, str(folder / "model.onnx"), save_as_external_data=True, location="model.onnx.data")
+    return str(folder)
+
+
+def _set(model, op_type: str, name: str, value) -> None:
+    for node in model.graph.node:
+        if node.op_type == op_type:
+            kept = [a for a in node.attribute if a.name != name]
+            del node.attribute[:]
+            node.attribute.extend([*kept, helper.make_attribute(name, value)])
+
+
+@pytest.mark.parametrize("attrs", [{"local_window_size": 4}, {"softcap": 1.5}])
+def test_step_model_keeps_the_window_and_softcap_of_onnxruntime(tmp_path, attrs):
+    """GroupQueryAttention's local_window_size (a band shorter than the context) and softcap in the step
+    model: onnxruntime on the step models along a prefill and 8 decodes against onnxruntime on the
+    edited model.onnx, logits to 1e-5."""
+    folder = _edited(tmp_path, lambda m: [_set(m, "GroupQueryAttention", k, v) for k, v in attrs.items()])
+    ref = _Builder(folder)
+    steps = [genai.to_step_model(folder, T, s) for s in (S, 1)]
+    sessions = [ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]) for m in steps]
+    names = [i.name for i in steps[1].graph.input[2:]]
+    cache = {n: np.zeros([d.dim_value for d in i.type.tensor_type.shape.dim], np.float32)
+             for n, i in zip(names, steps[1].graph.input[2:])}  # fmt: skip
+    prompt = [1, 17, 42, 99, 7]
+
+    def run(sess, ids, position):
+        out = sess.run(None, {"input_ids": np.array([ids], np.int64), "position": np.array([position]), **cache})
+        cache.update(zip(names, out[1:]))
+        return out[0][0]
+
+    got, want = run(sessions[0], prompt + [0] * (S - len(prompt)), 0)[len(prompt) - 1], ref(prompt)
+    for k in range(8):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(want).max()))
+        token = int(want.argmax())
+        got, want = run(sessions[1], [token], len(prompt) + k)[0], ref([token])
+
+
+def test_unsupported_attribute_in_a_folder_is_a_coded_error_naming_node_and_attribute(tmp_path):
+    folder = _edited(tmp_path, lambda m: _set(m, "GroupQueryAttention", "smooth_softmax", 1))
+    with pytest.raises(NPUError, match="ERR_OP_NOT_SUPPORTED.*GroupQueryAttention.*layers.0.*smooth_softmax"):
+        genai.to_step_model(folder, T, 1)
+
+
+def test_a_folder_without_float32_caches_is_refused_coded(tmp_path):
+    def half(model):
+        for vi in model.graph.input:
+            if vi.name.startswith("past_key_values."):
+                vi.type.tensor_type.elem_type = onnx.TensorProto.FLOAT16
+
+    with pytest.raises(NPUError, match="ERR_OP_NOT_SUPPORTED.*float16.*-p fp32"):
+        genai.to_step_model(_edited(tmp_path, half), T, 1)

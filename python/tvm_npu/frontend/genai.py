@@ -136,7 +136,14 @@ def _layers(model: onnx.ModelProto, names: dict) -> tuple[int, int]:
                 raise _missing(f"no {names[key] % i} for layer {i} of {layers}")
     if not layers:
         raise _missing(f"no input {names['past_key_names'] % 0}")
-    dims = inputs[names["past_key_names"] % 0].type.tensor_type.shape.dim
+    past = inputs[names["past_key_names"] % 0].type.tensor_type
+    if past.elem_type != TensorProto.FLOAT:
+        raise NPUError(
+            "ERR_OP_NOT_SUPPORTED",
+            f"{names['past_key_names'] % 0} is {helper.tensor_dtype_to_np_dtype(past.elem_type)}: the step model's "
+            "cache is float32; build the folder with -p fp32 or -p int4 (the builder's fp16 / bf16 are not read)",
+        )
+    dims = past.shape.dim
     if len(dims) != 4 or not dims[1].dim_value:
         raise _missing(f"{names['past_key_names'] % 0} is not [batch, kv_heads, past, head_dim]")
     return layers, dims[1].dim_value
