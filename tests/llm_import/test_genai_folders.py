@@ -118,6 +118,8 @@ def test_genai_folder_defaults_to_its_context_length(tmp_path):
     assert info == dict(layers=2, kv_heads=2, head_dim=16, max_context=64, vocab=256, seq_len=1)
     with pytest.raises(NPUError, match="ERR_INVALID_MODEL"):
         genai.to_step_model(str(tmp_path), 32, 1)
+    with pytest.raises(NPUError, match="ERR_INVALID_CONFIG.*context_length 64"):
+        genai.to_step_model(folder, 65, 1)
 
 
 def _edited(tmp_path, edit) -> str:

@@ -162,8 +162,8 @@ def to_step_model(folder, max_context: int | None, seq_len: int) -> onnx.ModelPr
     folder's context_length) of an onnxruntime-genai folder's decoder.
 
     Raises NPUError: ERR_INVALID_MODEL for a folder without a readable genai_config.json or model;
-    ERR_INVALID_CONFIG for seq_len / max_context out of range (max_context above context_length: the
-    rotary tables end there); ERR_OP_NOT_SUPPORTED naming the node and the attribute or input that is
+    ERR_INVALID_CONFIG for seq_len / max_context out of range (max_context above the folder's
+    context_length too: the rotary tables end there); ERR_OP_NOT_SUPPORTED naming the node and the attribute or input that is
     not implemented exactly, or the part of the builder's interface that is missing.
     """
     model, config = _load(folder)
@@ -174,6 +174,11 @@ def to_step_model(folder, max_context: int | None, seq_len: int) -> onnx.ModelPr
         raise NPUError(
             "ERR_INVALID_CONFIG",
             f"seq_len {seq_len!r} and max_context {T!r}: need integers with 1 <= seq_len <= max_context",
+        )
+    context = int(config["model"].get("context_length", 0))
+    if context and context < T:  # the rotary tables (and the model's training) end there
+        raise NPUError(
+            "ERR_INVALID_CONFIG", f"max_context {T} exceeds the folder's context_length {context}: give at most that"
         )
     layers, H_kv = _layers(model, names)
     graph = model.graph
