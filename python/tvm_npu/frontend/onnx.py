@@ -7,7 +7,9 @@ the convolution after it), LSTM and ConvInteger, which TVM's frontend lacks (onn
 as an int32 convolution for the CPU), QOperator-format
 quantized models (QLinearConv, QLinearMatMul) are rewritten into the QDQ format the NPU patterns match
 (onnx_qlinear.py), and group-wise quantized weights (MatMulNBits, blocked DequantizeLinear, int4
-initializers) are read by blockwise.py.
+initializers) are read by blockwise.py. onnxruntime's contrib ops (SimplifiedLayerNormalization,
+the skip norms, RotaryEmbedding, GatherBlockQuantized) are frontend/contrib's, one file each,
+dispatched by domain.
 """
 
 from __future__ import annotations
@@ -219,11 +221,11 @@ def from_onnx(model: onnx.ModelProto | str | bytes, shape_dict: dict | None = No
     model = qoperator_to_qdq(initializers_as_constants(model))
     # attribute values the importer cannot give the meaning of: a coded error
     check_model(model, {key: op.spec for key, op in contrib.CONTRIB_OPS.items()})
-    # each contrib node to its domain's converter; before the widening, which hides int4 tables' types
-    model = widen_int4_initializers(contrib.route(model))
     # TVM's importer builds main in a BlockBuilder function scope; under the same lock no other import
-    # sees the converter map patched or restored half-way.
-    with BLOCK_BUILDER_LOCK, _npu_converters():
+    # sees the converter map patched or restored half-way, nor the contrib nodes routed (in place) to
+    # their domain's converters.
+    with BLOCK_BUILDER_LOCK, contrib.routed(model), _npu_converters():
+        model = widen_int4_initializers(model)  # after the routing, which reads the int4 tables' types
         try:
             return onnx_frontend.from_onnx(model, shape_dict=shape_dict, keep_params_in_input=False)
         except tvm.error.OpNotImplemented as err:  # nothing can run it, on the NPU or on TVM's CPU

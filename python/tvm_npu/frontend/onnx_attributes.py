@@ -10,7 +10,9 @@ Each entry is one of three kinds:
   such a value stops the import with ERR_OP_NOT_SUPPORTED (`refuse(value)` says which values).
 
 `check_model` applies the refusals before TVM's importer runs; tests/partition/test_attribute_completeness.py
-fails when a schema has an attribute or optional input that no entry names.
+fails when a schema has an attribute or optional input that no entry names. onnxruntime's contrib ops
+keep their entries beside their converters (frontend/contrib), checked against onnxruntime's schemas by
+tests/frontend/test_contrib_ops.py.
 """
 
 from __future__ import annotations
@@ -292,10 +294,10 @@ def _check_contrib(node: onnx.NodeProto, op: OnnxOp, used: set, where: str) -> N
     for kind, names, given in (("input", op.inputs, node.input), ("output", op.outputs, node.output)):
         if len(given) > len(names):
             raise NPUError("ERR_INVALID_MODEL", f"{where}: {len(given)} {kind}s; onnxruntime's schema has {len(names)}")
-        for i, (name, entry) in enumerate(zip(names, given)):
+        for i, (name, tensor) in enumerate(zip(names, given)):
             handling = names[name]
-            if entry and handling.refuse is not None and (kind == "input" or entry in used):
-                raise NPUError(handling.code, f"{where}: {kind} {i} ({name} {entry!r}): {handling.how}")
+            if tensor and handling.refuse is not None and (kind == "input" or tensor in used):
+                raise NPUError(handling.code, f"{where}: {kind} {i} ({name} {tensor!r}): {handling.how}")
 
 
 def check_model(model: onnx.ModelProto, contrib: dict | None = None) -> None:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from .registry import CONTRIB_OPS, checkable, contrib_op, converters, route
+from .registry import CONTRIB_OPS, checkable, contrib_op, converters, routed
 
 for _module in pkgutil.iter_modules(__path__):
     if _module.name != "registry":
         importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["CONTRIB_OPS", "checkable", "contrib_op", "converters", "route"]
+__all__ = ["CONTRIB_OPS", "checkable", "contrib_op", "converters", "routed"]

@@ -7,7 +7,7 @@ from ...ir.values import static_shape
 
 
 def where(op: str, attr: dict) -> str:
-    """ "SkipLayerNormalization node 'name'" for error messages (registry.route names every node)."""
+    """ "SkipLayerNormalization node 'name'" for error messages (registry.routed names every node)."""
     return f"{op} node {attr.get('tvm_custom', {}).get('name', '?')!r}"
 
 

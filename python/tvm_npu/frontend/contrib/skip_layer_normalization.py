@@ -49,7 +49,7 @@ SPEC = skip_spec(
 
 class SkipNorm(onnx_frontend.OnnxOpConverter):
     """The shared form: the sum, the norm of it, and (output, -, -, sum) as the node's outputs (the two
-    statistics are never read: check_model refuses a model that reads them, registry.route drops them)."""
+    statistics are never read: check_model refuses a model that reads them, registry.routed drops them)."""
 
     OP = ""
     BETA = True  # SkipLayerNormalization's inputs: input, skip, gamma, beta, bias
