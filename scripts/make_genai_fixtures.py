@@ -36,7 +36,11 @@ SEED = 0
 KEEP = ("model.onnx", "model.onnx.data", "genai_config.json", "tokenizer.json", "tokenizer_config.json")
 
 
-def _config(family: str):
+# --large: the decode-roofline model of docs/llm_import.md (benchmarks/llm_decode.py's shape), not committed
+LARGE = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=4, vocab_size=2048, max_position_embeddings=256)
+
+
+def _config(family: str, large: bool = False):
     import transformers
 
     common = dict(
@@ -62,7 +66,7 @@ def _config(family: str):
     # Phi-3's fused gate_up_proj is [2 x intermediate, d]: at 2 x 128 = 256 = vocab the builder takes it
     # for the LM head (it finds the head by shape), so Phi-3 gets intermediate 96
     extra = {"phi3": dict(original_max_position_embeddings=CONTEXT, intermediate_size=96)}
-    return cls(**{**common, **extra.get(family, {})})
+    return cls(**{**common, **extra.get(family, {}), **(LARGE if large else {})})
 
 
 def _tokenizer():
@@ -86,12 +90,12 @@ def _tokenizer():
     return fast
 
 
-def _hf_folder(family: str, folder: str) -> None:
+def _hf_folder(family: str, folder: str, large: bool = False) -> None:
     import torch
     import transformers
 
     torch.manual_seed(SEED + FAMILIES.index(family) + (10 if family == "phi3" else 0))  # see SEED
-    model = transformers.AutoModelForCausalLM.from_config(_config(family)).eval()
+    model = transformers.AutoModelForCausalLM.from_config(_config(family, large)).eval()
     with torch.no_grad():  # larger weights than the init's 0.02 so that the greedy tokens vary
         for p in model.parameters():
             if p.dim() == 2:
@@ -124,12 +128,13 @@ def _reference(folder: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "genai"))
+    parser.add_argument("--large", action="store_true", help="4 layers, d 256, vocab 2048, context 256")
     parser.add_argument("families", nargs="*", default=list(FAMILIES))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for family in args.families:
             hf = os.path.join(tmp, family)
-            _hf_folder(family, hf)
+            _hf_folder(family, hf, args.large)
             for precision in PRECISIONS:
                 out = os.path.abspath(os.path.join(args.out, f"{family}-{precision}"))
                 built = os.path.join(tmp, f"{family}-{precision}")
