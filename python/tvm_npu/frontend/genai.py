@@ -163,8 +163,9 @@ def to_step_model(folder, max_context: int | None, seq_len: int) -> onnx.ModelPr
 
     Raises NPUError: ERR_INVALID_MODEL for a folder without a readable genai_config.json or model;
     ERR_INVALID_CONFIG for seq_len / max_context out of range (max_context above the folder's
-    context_length too: the rotary tables end there); ERR_OP_NOT_SUPPORTED naming the node and the attribute or input that is
-    not implemented exactly, or the part of the builder's interface that is missing.
+    context_length too: the rotary tables end there); ERR_OP_NOT_SUPPORTED naming the node and the
+    attribute or input that is not implemented exactly, or the part of the builder's interface that is
+    missing.
     """
     model, config = _load(folder)
     names = _names(config)

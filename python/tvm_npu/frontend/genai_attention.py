@@ -26,6 +26,9 @@ from ..contract.errors import NPUError
 
 MASKED = -1e9  # a hidden score: exp underflows to 0 in float32 as -inf would, without inf arithmetic
 SUPPORTED = ("num_heads", "kv_num_heads", "scale", "local_window_size", "softcap", "do_rotary", "rotary_interleaved")
+# without effect here (the q / k norm weights are refused inputs), or at their defaults only
+HARMLESS = ("qk_norm_epsilon", "q_norm_epsilon", "k_norm_epsilon")
+DEFAULTS = {"causal": 1, "smooth_softmax": 0, "qk_output": 0, "kv_cache_bit_width": 0, "sliding_window_cache": 0}
 
 
 def _attrs(node: onnx.NodeProto) -> dict:
@@ -113,6 +116,11 @@ def _heads(e: Emitter, x: str, n: int, seq: int, dim: int) -> str:
 def check(node: onnx.NodeProto, consts: dict[str, np.ndarray]) -> dict:
     """The node's attributes with their defaults, after refusing what is not implemented exactly."""
     attrs = _attrs(node)
+    for name, default in DEFAULTS.items():
+        if name in attrs and attrs.pop(name) != default:
+            raise _refuse(node, f"attribute {name} is supported at its default {default} only")
+    for name in HARMLESS:
+        attrs.pop(name, None)
     unknown = sorted(set(attrs) - set(SUPPORTED))
     if unknown:
         raise _refuse(node, f"attribute {unknown[0]} is not supported (only {', '.join(SUPPORTED)})")

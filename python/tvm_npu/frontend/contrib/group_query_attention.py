@@ -48,6 +48,16 @@ SPEC = OnnxOp(
         "rotary_interleaved": imported("1: rotate interleaved pairs; 0: halves"),
         "smooth_softmax": refused(_UNSUPPORTED, lambda v: v != 0),
         "qk_output": refused(_UNSUPPORTED, lambda v: v != 0),
+        "causal": refused("1 (the default) only: the import's mask is causal", lambda v: v != 1),
+        "qk_norm_epsilon": imported("no effect: q_norm_weight / k_norm_weight are refused"),
+        "q_norm_epsilon": imported("no effect: q_norm_weight is refused"),
+        "k_norm_epsilon": imported("no effect: k_norm_weight is refused"),
+        "kv_cache_bit_width": refused("refused: a quantized KV cache; export a float32 one", lambda v: v != 0),
+        "sliding_window_cache": refused(
+            "0 (the default) only: the import's past holds the whole sequence", lambda v: v != 0
+        ),
+        "k_quant_type": refused("NONE only: a quantized KV cache", lambda v: _text(v) != "NONE"),
+        "v_quant_type": refused("NONE only: a quantized KV cache", lambda v: _text(v) != "NONE"),
     },
     {
         "query": imported("[B, S, H * D] or packed [B, S, (H + 2 H_kv) * D]"),
@@ -65,6 +75,11 @@ SPEC = OnnxOp(
         "position_ids": refused(_UNSUPPORTED),
         "attention_bias": refused(_UNSUPPORTED),
         "head_sink": refused(_UNSUPPORTED),
+        "k_scale": refused(_UNSUPPORTED),
+        "v_scale": refused(_UNSUPPORTED),
+        "q_norm_weight": refused(_UNSUPPORTED),
+        "k_norm_weight": refused(_UNSUPPORTED),
+        "query_seqlens": refused(_UNSUPPORTED),
     },
     {
         "output": imported("[B, S, H * D]"),
@@ -73,6 +88,10 @@ SPEC = OnnxOp(
         "output_qk": refused(_UNSUPPORTED),
     },
 )
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _slice(x, axis: int, begin: int, end: int):
