@@ -7,7 +7,7 @@ accuracy could not be measured. This one is trained on real images that ship ins
 images are scaled to [-1, 1] and upsampled to 16x16 by pixel repetition (the preprocessing is
 `tvm_npu.models.pretrained_digits.preprocess`, so the held-out split is recomputed the same way anywhere).
 
-The network (about 19k weights): conv 3x3 1->16, relu, max pool 2; conv 3x3 16->32, relu, max pool 2;
+The network (15,338 weights): conv 3x3 1->16, relu, max pool 2; conv 3x3 16->32, relu, max pool 2;
 conv 3x3 32->32, relu, max pool 2; conv 2x2 32->10 (the classifier); flatten. Exported to ONNX opset 17 with a
 static batch of 1 (input "input" [1, 1, 16, 16], output "logits" [1, 10]).
 
