@@ -9,6 +9,7 @@ float >= 98%. benchmarks/digits_accuracy.py prints the full table (docs/quality.
 import hashlib
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +67,15 @@ def test_the_shipped_file_matches_its_training_log_and_a_changed_byte_is_refused
     with pytest.raises(tvm_npu.NPUError) as e:
         pd.digits_cnn()
     assert e.value.code == "ERR_BAD_ARTIFACT"
+
+
+def test_without_scikit_learn_the_split_is_a_coded_error_saying_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)  # import of it raises ImportError
+    with pytest.raises(tvm_npu.NPUError, match="pip install scikit-learn") as e:
+        pd.digits_heldout()
+    assert e.value.code == "ERR_INVALID_CONFIG"
+    with pytest.raises(tvm_npu.NPUError, match='"train" or "heldout"'):
+        pd.digits_split("test")
 
 
 def test_the_heldout_split_is_the_one_the_training_log_measured(heldout, float_logits):
