@@ -22,6 +22,8 @@ from onnx import TensorProto, helper
 
 from ..contract.errors import NPUError
 from . import decoder_cache, decoder_fold, decoder_mask
+from .decoder_forms import KEY_TRANSPOSES
+from .decoder_forms.common import Context
 
 STEP_KEY = "tvm_npu.step"
 
@@ -51,8 +53,8 @@ def _layers(model: onnx.ModelProto) -> int:
     while f"past_key_values.{layers}.key" in names:
         layers += 1
     for i in range(layers):
-        for name in (f"past_key_values.{i}.value", f"present.{i}.key", f"present.{i}.value"):
-            if name not in names | outs:
+        for name in (f"past_key_values.{i}.value",):  # the presents: found by data flow (decoder_cache.py)
+            if name not in names:
                 raise NPUError("ERR_OP_NOT_SUPPORTED", f"no {name} for layer {i} of {layers}")
     if layers == 0 or "logits" not in outs:
         raise NPUError(
@@ -118,6 +120,16 @@ def _interface(model: onnx.ModelProto, layers: int, heads: int, dim: int, seq: i
     for gone in ("attention_mask", *(f"past_key_values.{i}.{kv}" for i in range(layers) for kv in ("key", "value"))):
         if gone in read:
             raise NPUError("ERR_OP_NOT_SUPPORTED", f"{gone} is still read after the rewrite: an unmapped use")
+
+
+def _key_transposes(model: onnx.ModelProto) -> None:
+    """Every K^T form of decoder_forms.KEY_TRANSPOSES rewritten to the 4-D Transpose(0, 1, 3, 2) the
+    resident cache recognises."""
+    values = decoder_fold.constants(model.graph)
+    for form in KEY_TRANSPOSES:
+        ctx = Context.of(model.graph, values, decoder_fold.static_shapes(model), 0)
+        if form.rewrite(model, ctx):
+            decoder_fold.remove_dead(model)
 
 
 def _declared_vocab(model: onnx.ModelProto) -> int:
@@ -193,10 +205,12 @@ def to_step_model(model: onnx.ModelProto | str | os.PathLike, max_context: int, 
     _specialize(model, seq_len, max_context)
     decoder_fold.fold(model)
     values = decoder_fold.constants(model.graph)
+    shapes = decoder_fold.static_shapes(model)
     decoder_mask.rebuild_mask(model, values, seq_len, max_context)
-    decoder_cache.write_caches(model, layers, heads, seq_len)
+    decoder_cache.write_caches(model, layers, heads, seq_len, Context.of(model.graph, values, shapes, max_context))
     decoder_cache.position_ids(model, seq_len)
     _interface(model, layers, heads, dim, seq_len, max_context)
+    _key_transposes(model)
     vocab = _vocab(model, declared)
     model.graph.output[0].type.tensor_type.shape.dim[2].dim_value = vocab
     step = dict(layers=layers, kv_heads=heads, head_dim=dim, max_context=int(max_context), vocab=vocab)
