@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-SIZES = dict(layers=2, d_model=64, heads=4, kv_heads=2, vocab=256, positions=128)
+SIZES = dict(layers=2, d_model=64, heads=4, kv_heads=2, vocab=256, positions=128, window=None)
 
 
 class _Builder:
@@ -59,12 +59,24 @@ def _heads(b: _Builder, x: str, heads: int, dim: int) -> str:
     return b.op("Transpose", b.op("Reshape", x, b.const([0, 0, heads, dim], np.int64)), perm=[0, 2, 1, 3])
 
 
+def _append(b: _Builder, past: str, new: str, present: str, window: int | None) -> str:
+    """Concat(past, new, axis=2) returned as `present`; with a `window`, inside the crop Slices of
+    transformers' sliding-window DynamicCache: the past's last window - 1 rows, the result's last window."""
+    if window is None:
+        return b.op("Concat", past, new, outputs=[present], axis=2)
+    i64, big = np.int64, np.iinfo(np.int64).max
+    crop = b.op("Slice", past, b.const([1 - window], i64), b.const([big], i64), b.const([2], i64))
+    out = b.op("Concat", crop, new, axis=2)
+    b.op("Slice", out, b.const([-window], i64), b.const([big], i64), b.const([2], i64), outputs=[present])
+    return out
+
+
 def _attention(b: _Builder, i: int, q: str, k: str, v: str, mask: str, cfg: dict) -> str:
     """q [B, H, S, D], the new k / v [B, H_kv, S, D]: the cache append, repeat_kv, softmax(q k^T / sqrt(D)
     + mask) v, heads merged to [B, S, H * D]."""
     heads, kv_heads, dim = cfg["heads"], cfg["kv_heads"], cfg["d_model"] // cfg["heads"]
-    keys = b.op("Concat", f"past_key_values.{i}.key", k, outputs=[f"present.{i}.key"], axis=2)
-    values = b.op("Concat", f"past_key_values.{i}.value", v, outputs=[f"present.{i}.value"], axis=2)
+    keys, values = (_append(b, f"past_key_values.{i}.{n}", x, f"present.{i}.{n}", cfg["window"])
+                    for n, x in (("key", k), ("value", v)))  # fmt: skip
     if kv_heads != heads:  # repeat_kv: [B, H_kv, T, D] -> [B, H_kv, g, T, D] -> [B, H, T, D]
         g = heads // kv_heads
         keys, values = (
@@ -138,7 +150,7 @@ def _llama_layer(b: _Builder, i: int, x: str, mask: str, rope: tuple, cfg: dict)
 
 def build(arch: str, seed: int = 0, **sizes) -> onnx.ModelProto:
     """The `arch` ("gpt2" or "llama") decoder-with-past; `sizes` override SIZES (GPT-2 uses heads KV
-    heads)."""
+    heads; `window` an int: the cache append inside sliding-window crop Slices, the mask still causal)."""
     cfg = {**SIZES, **sizes}
     if arch == "gpt2":
         cfg["kv_heads"] = cfg["heads"]

@@ -17,8 +17,12 @@ from tvm_npu.frontend import to_step_model
 
 T, DECODES = 32, 16
 CASES = [("helper", "gpt2"), ("helper", "llama")]
+CASES += [("torchscript", f) for f in ("gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "gemma")]
+CASES += [("dynamo", f) for f in ("gpt2", "llama")]
 # onnx.helper seeds whose greedy path moves (many distinct tokens) with top-2 margins > 0.02
 HELPER_SEEDS = {"gpt2": 1, "llama": 0}
+# hf_export seeds (torch's) with the widest top-2 margins along the path among seeds 0-5 (measured in torch)
+TORCH_SEEDS = {"gemma": 1, "gemma2": 0}
 
 
 @pytest.fixture(scope="module")
@@ -37,17 +41,16 @@ def made(tmp_path_factory):
                 pytest.importorskip("transformers", reason="needs transformers (pip install '.[llm]')")
                 from tvm_npu.models import hf_export
 
-                paths[producer, family] = hf_export.export(family, path, exporter=producer)
+                # sdpa: transformers' default attention (dynamo writes its K^T as 3-D Reshape/Transpose)
+                paths[producer, family] = hf_export.export(
+                    family, path, TORCH_SEEDS.get(family, 0), "sdpa", exporter=producer
+                )
         return paths[producer, family]
 
     return get
 
 
-@pytest.mark.parametrize("producer,family", CASES)
-def test_greedy_tokens_and_logits_equal_onnxruntime_with_the_cache_resident(made, producer, family):
-    path = made(producer, family)
-    lm = tvm_npu.llm.compile(path, max_context=T, prefill_len=8)
-    assert lm.resident and lm.meta["kv_cache"] == "npu", {k: r.kv_cache.get("refused") for k, r in lm.reports.items()}
+def _assert_greedy_path_equal(path, lm):
     ref = _Reference(path, *_kv(to_step_model(path, T, 1)))
     logits, want = lm.prefill(np.array(PROMPT, np.int64)), ref(np.array([PROMPT], np.int64))[0][0, -1]
     tokens, ref_tokens = [], []
@@ -58,6 +61,27 @@ def test_greedy_tokens_and_logits_equal_onnxruntime_with_the_cache_resident(made
         logits, want = lm.decode(ref_tokens[-1]), ref(np.array([[ref_tokens[-1]]], np.int64))[0][0, -1]
     assert tokens == ref_tokens
     assert len(set(ref_tokens)) > 1  # a path that moves: a constant token would hide a wrong cache
+
+
+@pytest.mark.parametrize("producer,family", CASES)
+def test_greedy_tokens_and_logits_equal_onnxruntime_with_the_cache_resident(made, producer, family):
+    path = made(producer, family)
+    lm = tvm_npu.llm.compile(path, max_context=T, prefill_len=8)
+    assert lm.resident and lm.meta["kv_cache"] == "npu", {k: r.kv_cache.get("refused") for k, r in lm.reports.items()}
+    _assert_greedy_path_equal(path, lm)
+
+
+def test_gemma2_softcaps_run_exactly_with_the_cache_held_by_the_host(made):
+    """Gemma2 through DynamicCache(config=) (crop Slices of its 4096 window): the final logit softcap
+    runs; the attention softcap between the scores and the mask keeps the cache host-held, the coded
+    reason naming it."""
+    path = made("torchscript", "gemma2")
+    lm = tvm_npu.llm.compile(path, max_context=T, prefill_len=8)
+    assert not lm.resident and lm.meta["kv_cache"] != "npu"
+    for report in lm.reports.values():
+        (why,) = report.kv_cache["refused"][:1]
+        assert why["code"] == "NPU_E_KV_CACHE" and "attention softcap tanh(s / 50) * 50" in why["detail"], why
+    _assert_greedy_path_equal(path, lm)
 
 
 def _code(fn):
@@ -87,3 +111,43 @@ def test_no_vocabulary_anywhere_is_refused():
     model.graph.input.append(helper.make_tensor_value_info("head_w", w.data_type, ["d", "v"]))
     code, msg = _code(lambda: to_step_model(model, T, 1))
     assert code == "ERR_OP_NOT_SUPPORTED" and "no static vocabulary dimension" in msg
+
+
+def test_a_sliding_window_at_least_max_context_is_plain_causal(made):
+    """The append inside crop Slices of a window of 32 rows: at max_context 32 they keep every row (dropped),
+    the cache resident, the tokens onnxruntime's."""
+    path = helper_decoders.save("llama", made("helper", "llama").replace(".onnx", "_w32.onnx"), 0, window=T)
+    lm = tvm_npu.llm.compile(path, max_context=T, prefill_len=8)
+    assert lm.resident and lm.meta["kv_cache"] == "npu"
+    _assert_greedy_path_equal(path, lm)
+
+
+def test_a_sliding_window_below_max_context_is_refused_naming_it():
+    model = helper_decoders.build("gpt2", window=8)
+    code, msg = _code(lambda: to_step_model(model, T, 1))
+    assert code == "ERR_OP_NOT_SUPPORTED"
+    assert "a sliding-window cache: the Slice keeps 7 of 31 rows of past_key_values.0.key" in msg
+    assert "a window of about 7 rows < max_context 32" in msg and "(node 'Slice_" in msg
+
+
+def test_two_candidate_caches_are_refused_naming_the_node():
+    """Layer 0's past concatenated twice along the sequence axis (a second cache returned as an output)."""
+    model = helper_decoders.build("gpt2")
+    concat = next(n for n in model.graph.node if n.op_type == "Concat" and n.output[0] == "present.0.key")
+    twin = helper.make_node("Concat", list(concat.input), ["other_cache"], name="twin_concat", axis=2)
+    model.graph.node.append(twin)
+    model.graph.output.append(helper.make_empty_tensor_value_info("other_cache"))
+    code, msg = _code(lambda: to_step_model(model, T, 1))
+    assert code == "ERR_OP_NOT_SUPPORTED"
+    assert "two candidate cache appends of past_key_values.0.key" in msg and "twin_concat" in msg
+
+
+def test_a_mask_that_is_not_causal_is_refused_naming_the_tensor():
+    """The helper's LessOrEqual as Less: each token no longer sees itself."""
+    model = helper_decoders.build("llama")
+    node = next(n for n in model.graph.node if n.op_type == "LessOrEqual")
+    node.op_type = "Less"
+    where = next(n for n in model.graph.node if n.op_type == "Where" and node.output[0] not in n.input)
+    code, msg = _code(lambda: to_step_model(model, T, 4))
+    assert code == "ERR_OP_NOT_SUPPORTED" and "no causal attention mask built from attention_mask" in msg
+    assert where.output[0] in msg

@@ -22,9 +22,16 @@ _FAMILIES = {
     "qwen3": ("Qwen3Config", {}),  # RMSNorm on q and k per head before RoPE
     "mistral": ("MistralConfig", {}),  # sliding_window 4096 (its default): crop Slices around the append
     "phi3": ("Phi3Config", {"pad_token_id": 0}),  # fused qkv and gate/up projections
-    "gemma": ("GemmaConfig", {}),  # embeddings scaled by sqrt(d), RMSNorm's (1 + w), GeLU-tanh MLP
+    # untied heads: a tied tiny random Gemma repeats its prompt's last token forever
+    "gemma": (
+        "GemmaConfig",
+        {"tie_word_embeddings": False},
+    ),  # embeddings scaled by sqrt(d), RMSNorm's (1 + w), GeLU-tanh MLP
     # softcaps: tanh(scores / 50) * 50 before the mask, tanh(logits / 30) * 30 after the head
-    "gemma2": ("Gemma2Config", {"attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}),
+    "gemma2": (
+        "Gemma2Config",
+        {"attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "tie_word_embeddings": False},
+    ),
 }
 ARCHS = ("gpt2", *_FAMILIES)
 
