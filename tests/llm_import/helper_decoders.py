@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-SIZES = dict(layers=2, d_model=64, heads=4, kv_heads=2, vocab=256, positions=128, window=None)
+SIZES = dict(layers=2, d_model=64, heads=4, kv_heads=2, vocab=256, positions=128, window=None, einsum=False)
 
 
 class _Builder:
@@ -87,10 +87,14 @@ def _attention(b: _Builder, i: int, q: str, k: str, v: str, mask: str, cfg: dict
             )
             for x in (keys, values)
         )
-    scores = b.op("MatMul", q, b.op("Transpose", keys, perm=[0, 1, 3, 2]))
+    if cfg["einsum"]:  # Q x K^T as a MatMul with a transposed operand, written as Einsum
+        scores = b.op("Einsum", q, keys, equation="bhqd,bhkd->bhqk")
+    else:
+        scores = b.op("MatMul", q, b.op("Transpose", keys, perm=[0, 1, 3, 2]))
     scores = b.op("Mul", scores, b.const(1.0 / np.sqrt(dim), np.float32))
     probs = b.op("Softmax", b.op("Add", scores, mask), axis=-1)
-    out = b.op("Transpose", b.op("MatMul", probs, values), perm=[0, 2, 1, 3])
+    pv = b.op("Einsum", probs, values, equation="bhqk,bhkd->bhqd") if cfg["einsum"] else b.op("MatMul", probs, values)
+    out = b.op("Transpose", pv, perm=[0, 2, 1, 3])
     return b.op("Reshape", out, b.const([0, 0, heads * dim], np.int64))
 
 
@@ -150,7 +154,8 @@ def _llama_layer(b: _Builder, i: int, x: str, mask: str, rope: tuple, cfg: dict)
 
 def build(arch: str, seed: int = 0, **sizes) -> onnx.ModelProto:
     """The `arch` ("gpt2" or "llama") decoder-with-past; `sizes` override SIZES (GPT-2 uses heads KV
-    heads; `window` an int: the cache append inside sliding-window crop Slices, the mask still causal)."""
+    heads; `window` an int: the cache append inside sliding-window crop Slices, the mask still causal;
+    `einsum` True: attention's Q x K^T and P x V as Einsum)."""
     cfg = {**SIZES, **sizes}
     if arch == "gpt2":
         cfg["kv_heads"] = cfg["heads"]

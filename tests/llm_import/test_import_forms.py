@@ -18,7 +18,7 @@ from tvm_npu.frontend import to_step_model
 T, DECODES = 32, 16
 CASES = [("helper", "gpt2"), ("helper", "llama")]
 CASES += [("torchscript", f) for f in ("gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "gemma")]
-CASES += [("dynamo", f) for f in ("gpt2", "llama")]
+CASES += [("dynamo", f) for f in ("gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "gemma")]
 # onnx.helper seeds whose greedy path moves (many distinct tokens) with top-2 margins > 0.02
 HELPER_SEEDS = {"gpt2": 1, "llama": 0}
 # hf_export seeds (torch's) with the widest top-2 margins along the path among seeds 0-5 (measured in torch)
@@ -121,6 +121,14 @@ def test_a_sliding_window_at_least_max_context_is_plain_causal(made):
     path = helper_decoders.save("llama", made("helper", "llama").replace(".onnx", "_w32.onnx"), 0, window=T)
     lm = tvm_npu.llm.compile(path, max_context=T, prefill_len=8)
     assert lm.resident and lm.meta["kv_cache"] == "npu"
+    _assert_greedy_path_equal(path, lm)
+
+
+def test_attention_written_as_einsum_keeps_the_cache_resident(made):
+    """Q x K^T as Einsum("bhqd,bhkd->bhqk") (a MatMul with a transposed operand) and P x V as Einsum."""
+    path = helper_decoders.save("llama", made("helper", "llama").replace(".onnx", "_einsum.onnx"), 0, einsum=True)
+    lm = tvm_npu.llm.compile(path, max_context=T, prefill_len=8)
+    assert lm.resident and lm.meta["kv_cache"] == "npu", {k: r.kv_cache.get("refused") for k, r in lm.reports.items()}
     _assert_greedy_path_equal(path, lm)
 
 

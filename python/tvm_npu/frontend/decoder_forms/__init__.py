@@ -15,10 +15,10 @@ rewrote.
 
 from __future__ import annotations
 
-from . import concat, kt_reshape3d, sliding_crop
+from . import concat, einsum, kt_reshape3d, sliding_crop
 from .common import Append
 
 APPENDS = [concat, sliding_crop]
-KEY_TRANSPOSES = [kt_reshape3d]
+KEY_TRANSPOSES = [kt_reshape3d, einsum]
 
 __all__ = ["APPENDS", "KEY_TRANSPOSES", "Append"]
