@@ -52,11 +52,11 @@ def made(tmp_path_factory):
     return get
 
 
-def _assert_greedy_path_equal(path, lm):
-    ref = _Reference(path, *_kv(to_step_model(path, T, 1)))
+def _assert_greedy_path_equal(path, lm, context=T, decodes=DECODES):
+    ref = _Reference(path, *_kv(to_step_model(path, context, 1)))
     logits, want = lm.prefill(np.array(PROMPT, np.int64)), ref(np.array([PROMPT], np.int64))[0][0, -1]
     tokens, ref_tokens = [], []
-    for _ in range(DECODES):
+    for _ in range(decodes):
         assert np.abs(logits - want).max() <= 1e-2 * max(1.0, np.abs(want).max())
         tokens.append(int(logits.argmax()))
         ref_tokens.append(int(want.argmax()))
@@ -132,12 +132,27 @@ def test_attention_written_as_einsum_keeps_the_cache_resident(made):
     _assert_greedy_path_equal(path, lm)
 
 
+def test_mistral_with_a_window_equal_to_max_context_is_exact(made):
+    """Mistral's window of 8 through DynamicCache(config=): at max_context 8 every query sees all its rows
+    (the present's crop to 7 rows only drops a row no step reaches)."""
+    pytest.importorskip("transformers", reason="needs transformers (pip install '.[llm]')")
+    from tvm_npu.models import hf_export
+
+    path = hf_export.export("mistral", made("helper", "gpt2").replace(".onnx", "_mistral_w8.onnx"),
+                            config={"sliding_window": 8})  # fmt: skip
+    lm = tvm_npu.llm.compile(path, max_context=8, prefill_len=8)
+    assert lm.resident
+    _assert_greedy_path_equal(path, lm, context=8, decodes=3)  # the prefill, positions 5 and 6 compared
+    with pytest.raises(NPUError, match="a sliding window of 8 < max_context 9"):
+        to_step_model(path, 9, 1)
+
+
 def test_a_sliding_window_below_max_context_is_refused_naming_it():
     model = helper_decoders.build("gpt2", window=8)
     code, msg = _code(lambda: to_step_model(model, T, 1))
     assert code == "ERR_OP_NOT_SUPPORTED"
-    assert "a sliding-window cache: the Slice keeps 7 of 31 rows of past_key_values.0.key" in msg
-    assert "a window of about 7 rows < max_context 32" in msg and "(node 'Slice_" in msg
+    assert "a sliding-window cache: past_key_values.0.key is cropped to its last 7 rows" in msg
+    assert "a sliding window of 8 < max_context 32" in msg and "(node 'Slice_" in msg
 
 
 def test_two_candidate_caches_are_refused_naming_the_node():

@@ -206,8 +206,9 @@ def to_step_model(model: onnx.ModelProto | str | os.PathLike, max_context: int, 
     decoder_fold.fold(model)
     values = decoder_fold.constants(model.graph)
     shapes = decoder_fold.static_shapes(model)
-    decoder_mask.rebuild_mask(model, values, seq_len, max_context)
+    # the cache first: a sliding window < max_context is refused naming the window, before its banded mask
     decoder_cache.write_caches(model, layers, heads, seq_len, Context.of(model.graph, values, shapes, max_context))
+    decoder_mask.rebuild_mask(model, values, seq_len, max_context)
     decoder_cache.position_ids(model, seq_len)
     _interface(model, layers, heads, dim, seq_len, max_context)
     _key_transposes(model)
