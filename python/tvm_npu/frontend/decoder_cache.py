@@ -78,11 +78,15 @@ def write_caches(model: onnx.ModelProto, layers: int, heads: int, seq: int, ctx:
             concat = found.node
             for node in found.dropped:
                 dropped.add(id(node))
+            rename[found.present] = f"cache_out.{i}.{kv}"
+            if found.write is not None:  # the append inside another op: the form rewrites that op
+                write += found.write(concat, f"cache.{i}.{kv}", "cache/indices")
+                continue
             concat.op_type = "ScatterND"
             del concat.attribute[:]
             del concat.input[:]
             concat.input.extend([f"cache.{i}.{kv}", "cache/indices", found.new])
-            rename[concat.output[0]] = rename[found.present] = f"cache_out.{i}.{kv}"
+            rename[concat.output[0]] = rename[found.present]  # what the attention reads: the cache
             concat.output[0] = found.present
     kept = [n for n in graph.node if id(n) not in dropped]
     for node in kept:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,12 +15,19 @@ from ...contract.errors import NPUError
 class Append:
     """One cache append: `node` (a Concat) appends `new` [1, H_kv, S, D] to the past along the sequence
     axis; `present` is the graph output returning the result; the nodes in `dropped` (identity crops
-    between them) go, their outputs read as the append's."""
+    between them) go, their outputs read as the append's.
+
+    A form whose append is inside another op (onnxruntime's GroupQueryAttention) sets `write`: called as
+    write(node, cache, indices) with the static cache's input name and the ScatterND indices [1, H_kv, S, 3]
+    (rows (0, h, position + s)), it rewrites `node` itself and returns the nodes to put at the graph's
+    start (reading only graph inputs, the indices and initializers); the output `present` is then renamed
+    cache_out.{i}.{kv}, as for a Concat."""
 
     node: onnx.NodeProto
     new: str
     present: str
     dropped: list = field(default_factory=list)
+    write: Callable[[onnx.NodeProto, str, str], list] | None = None
 
 
 @dataclass
