@@ -176,3 +176,27 @@ def test_a_mask_that_is_not_causal_is_refused_naming_the_tensor():
     code, msg = _code(lambda: to_step_model(model, T, 4))
     assert code == "ERR_OP_NOT_SUPPORTED" and "no causal attention mask built from attention_mask" in msg
     assert where.output[0] in msg
+
+
+def test_the_presents_are_found_by_data_flow_not_by_name():
+    """The presents renamed (kv_out_{i}_{kv}): the step model is the one of the optimum names, run by
+    onnxruntime on the same inputs to the same outputs."""
+    import onnxruntime as ort
+
+    model = helper_decoders.build("gpt2")
+    renamed = helper_decoders.build("gpt2")
+    names = {o.name: o.name.replace("present.", "kv_out_").replace(".", "_") for o in renamed.graph.output}
+    for node in renamed.graph.node:
+        node.input[:] = [names.get(i, i) for i in node.input]
+        node.output[:] = [names.get(o, o) for o in node.output]
+    for out in renamed.graph.output:
+        out.name = names[out.name]
+    rng = np.random.default_rng(0)
+    feed = {"input_ids": np.array([[7]], np.int64), "position": np.array([5], np.int64)}
+    feed.update({f"cache.{i}.{kv}": rng.standard_normal((1, 4, T, 16)).astype(np.float32)
+                 for i in range(2) for kv in ("key", "value")})  # fmt: skip
+    want, got = (ort.InferenceSession(to_step_model(m, T, 1).SerializeToString()).run(None, feed)
+                 for m in (model, renamed))  # fmt: skip
+    assert len(want) == len(got) == 5
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(w, g)
