@@ -6,9 +6,11 @@ The export (torch.onnx of a Hugging Face GPT-2 / Llama, or any model with the sa
 S tokens against a static cache of T = max_context rows, inputs `input_ids` [1, S], `position` [1],
 `cache.{i}.key/value` [1, H_kv, T, D]; outputs `logits` [1, S, vocab], `cache_out.{i}.key/value`.
 
-Three rewrites, one file each: the symbolic dims fixed (batch 1, S, past T - S) and the shape
-arithmetic folded (decoder_fold.py); the mask rebuilt from `position` (decoder_mask.py); each
-past/present Concat turned into a cache write at `position` (decoder_cache.py).
+The rewrites, one file each: the symbolic dims fixed (batch 1, S, past T - S) and the shape
+arithmetic folded (decoder_fold.py); each past's cache append, found by data flow in one of the forms
+of decoder_forms.APPENDS, turned into a cache write at `position` (decoder_cache.py); the mask rebuilt
+from `position` (decoder_mask.py); each K^T form of decoder_forms.KEY_TRANSPOSES rewritten to the 4-D
+Transpose the resident cache recognises.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from onnx import TensorProto, helper
 
 from ..contract.errors import NPUError
 from . import decoder_cache, decoder_fold, decoder_mask
+from .decoder_forms import KEY_TRANSPOSES
+from .decoder_forms.common import Context
 
 STEP_KEY = "tvm_npu.step"
 
@@ -51,8 +55,8 @@ def _layers(model: onnx.ModelProto) -> int:
     while f"past_key_values.{layers}.key" in names:
         layers += 1
     for i in range(layers):
-        for name in (f"past_key_values.{i}.value", f"present.{i}.key", f"present.{i}.value"):
-            if name not in names | outs:
+        for name in (f"past_key_values.{i}.value",):  # the presents: found by data flow (decoder_cache.py)
+            if name not in names:
                 raise NPUError("ERR_OP_NOT_SUPPORTED", f"no {name} for layer {i} of {layers}")
     if layers == 0 or "logits" not in outs:
         raise NPUError(
@@ -95,7 +99,7 @@ def _specialize(model: onnx.ModelProto, seq: int, total: int) -> None:
 
 
 def _interface(model: onnx.ModelProto, layers: int, heads: int, dim: int, seq: int, total: int) -> None:
-    """Graph inputs and outputs in the step model's order."""
+    """Graph inputs and outputs in the step model's order (the vocabulary still symbolic: _vocab)."""
     graph = model.graph
     cache = [helper.make_tensor_value_info(f"cache.{i}.{kv}", TensorProto.FLOAT, [1, heads, total, dim])
              for i in range(layers) for kv in ("key", "value")]  # fmt: skip
@@ -104,9 +108,7 @@ def _interface(model: onnx.ModelProto, layers: int, heads: int, dim: int, seq: i
         helper.make_tensor_value_info("position", TensorProto.INT64, [1]),
         *cache,
     ]
-    shapes = decoder_fold.static_shapes(model)
-    vocab = shapes.get("logits", (0, 0, 0))[-1]
-    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, seq, vocab])]
+    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, seq, "vocab"])]
     outputs += [
         helper.make_tensor_value_info(v.name.replace("cache.", "cache_out."), TensorProto.FLOAT, [1, heads, total, dim])
         for v in cache
@@ -122,22 +124,64 @@ def _interface(model: onnx.ModelProto, layers: int, heads: int, dim: int, seq: i
             raise NPUError("ERR_OP_NOT_SUPPORTED", f"{gone} is still read after the rewrite: an unmapped use")
 
 
-def _vocab(model: onnx.ModelProto) -> int:
-    """The logits' last dimension. ONNX's shape inference does not know onnxruntime's contrib ops, so after
-    an LM head of MatMulNBits (4-bit exports) it is unknown there: then the head's N says it (and is
-    written into the output's type)."""
-    out = model.graph.output[0]
-    dim = out.type.tensor_type.shape.dim[2]
-    if dim.dim_value:
-        return dim.dim_value
-    head = next((n for n in model.graph.node if out.name in n.output), None)
-    if head is not None and head.op_type == "MatMulNBits":
-        dim.dim_value = int(next(a.i for a in head.attribute if a.name == "N"))
-        return dim.dim_value
+def _key_transposes(model: onnx.ModelProto) -> None:
+    """Every K^T form of decoder_forms.KEY_TRANSPOSES rewritten to the 4-D Transpose(0, 1, 3, 2) the
+    resident cache recognises."""
+    values = decoder_fold.constants(model.graph)
+    for form in KEY_TRANSPOSES:
+        ctx = Context.of(model.graph, values, decoder_fold.static_shapes(model), 0)
+        if form.rewrite(model, ctx):
+            decoder_fold.remove_dead(model)
+
+
+def _declared_vocab(model: onnx.ModelProto) -> int:
+    """The static last dim the export declares for `logits` (0 when symbolic or absent); read before
+    _specialize clears the outputs' shapes."""
+    out = next((o for o in model.graph.output if o.name == "logits"), None)
+    dims = out.type.tensor_type.shape.dim if out is not None else []
+    return dims[-1].dim_value if len(dims) == 3 and dims[-1].HasField("dim_value") else 0
+
+
+# Ops between the LM head and `logits` that keep the last dim (Gemma2's final softcap: Div, Tanh, Mul).
+_ELEMENTWISE = {"Div", "Mul", "Add", "Sub", "Tanh", "Cast", "Identity"}
+
+
+def _head_vocab(model: onnx.ModelProto) -> int:
+    """N of the LM head producing `logits`: MatMul / Gemm with a weight initializer, or MatMulNBits (its
+    attribute N), behind elementwise ops with constants; 0 when there is none."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    weights = {t.name: tuple(t.dims) for t in model.graph.initializer}
+    node = producer.get("logits")
+    for _ in range(16):
+        if node is None or node.op_type not in _ELEMENTWISE:
+            break
+        computed = [i for i in node.input if i and i not in weights]
+        node = producer.get(computed[0]) if len(computed) == 1 else None
+    if node is None:
+        return 0
+    attrs = {a.name: a.i for a in node.attribute}
+    if node.op_type == "MatMulNBits":
+        return int(attrs.get("N", 0))
+    w = weights.get(node.input[1]) if len(node.input) > 1 else None
+    if node.op_type == "MatMul" and w is not None and len(w) == 2:
+        return w[1]
+    if node.op_type == "Gemm" and w is not None and len(w) == 2:
+        return w[0] if attrs.get("transB", 0) else w[1]
+    return 0
+
+
+def _vocab(model: onnx.ModelProto, declared: int) -> int:
+    """The logits' last dimension: the one the export declares, else the one shape inference proves,
+    else the LM head's N (ONNX's shape inference does not know onnxruntime's contrib ops, and a graph
+    written by hand may not declare it)."""
+    vocab = declared or decoder_fold.static_shapes(model).get("logits", (0,))[-1] or _head_vocab(model)
+    if vocab:
+        return vocab
     raise NPUError(
         "ERR_OP_NOT_SUPPORTED",
-        f"the logits output {out.name!r} has no static vocabulary dimension after specialization: export the "
-        "model with a static vocabulary (the LM head's output size)",
+        "the logits output 'logits' has no static vocabulary dimension: the export declares none, shape "
+        "inference proves none and it is not computed by an LM head (MatMul / Gemm with a weight, "
+        "MatMulNBits); declare logits as [batch, sequence, vocab] with a static vocab",
     )
 
 
@@ -159,14 +203,19 @@ def to_step_model(model: onnx.ModelProto | str | os.PathLike, max_context: int, 
     model = _load(model)
     layers = _layers(model)
     heads, dim = _kv_shape(model)
+    declared = _declared_vocab(model)
     _specialize(model, seq_len, max_context)
     decoder_fold.fold(model)
     values = decoder_fold.constants(model.graph)
+    shapes = decoder_fold.static_shapes(model)
+    # the cache first: a sliding window < max_context is refused naming the window, before its banded mask
+    decoder_cache.write_caches(model, layers, heads, seq_len, Context.of(model.graph, values, shapes, max_context))
     decoder_mask.rebuild_mask(model, values, seq_len, max_context)
-    decoder_cache.write_caches(model, layers, heads, seq_len)
     decoder_cache.position_ids(model, seq_len)
     _interface(model, layers, heads, dim, seq_len, max_context)
-    vocab = _vocab(model)
+    _key_transposes(model)
+    vocab = _vocab(model, declared)
+    model.graph.output[0].type.tensor_type.shape.dim[2].dim_value = vocab
     step = dict(layers=layers, kv_heads=heads, head_dim=dim, max_context=int(max_context), vocab=vocab)
     step["seq_len"] = int(seq_len)
     del model.metadata_props[:]

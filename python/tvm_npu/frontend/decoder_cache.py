@@ -15,13 +15,16 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..contract.errors import NPUError
+from .decoder_forms import APPENDS, Append
+from .decoder_forms.common import Context
 
 
 def _missing(what: str) -> NPUError:
     return NPUError(
         "ERR_OP_NOT_SUPPORTED",
-        f"no {what}; the importer maps a decoder-with-past export whose layers concatenate each past "
-        "key/value with the new one along the sequence axis and return the result as present.{i}.key/value",
+        f"no {what}; the importer maps a decoder-with-past export whose layers append each past key/value "
+        "and the new one along the sequence axis (the forms of frontend/decoder_forms) and return the result "
+        "as a graph output",
     )
 
 
@@ -49,47 +52,50 @@ def _indices(graph: onnx.GraphProto, heads: int, seq: int) -> list[onnx.NodeProt
     ]
 
 
-def write_caches(model: onnx.ModelProto, layers: int, heads: int, seq: int) -> None:
-    """Each Concat(past_key_values.{i}.{kv}, new, axis=2) -> ScatterND(cache.{i}.{kv}, rows at
-    position, new), its output renamed cache_out.{i}.{kv} (it must be present.{i}.{kv})."""
+def _append(graph: onnx.GraphProto, past: str, ctx: Context) -> Append:
+    """The cache append of `past`, by the first form of decoder_forms.APPENDS that matches its data flow;
+    checked to be the past's only reader."""
+    found = next((a for a in (form.find(graph, past, ctx) for form in APPENDS) if a is not None), None)
+    if found is None:
+        readers = ", ".join(f"{n.op_type} {n.name!r}" for n in ctx.readers.get(past, [])) or "nothing"
+        raise _missing(f"Concat of {past} along axis 2 returned as a graph output (it is read by {readers})")
+    mine = {id(found.node), *(id(n) for n in found.dropped)}
+    others = [n for n in ctx.readers.get(past, []) if id(n) not in mine]
+    if others:
+        raise _missing(f"{past} read only by its cache append (also read by {others[0].op_type} {others[0].name!r})")
+    return found
+
+
+def write_caches(model: onnx.ModelProto, layers: int, heads: int, seq: int, ctx: Context) -> None:
+    """Each cache append of past_key_values.{i}.{kv} (decoder_forms.APPENDS) -> ScatterND(cache.{i}.{kv},
+    rows at position, new), its output (and the present it returns) renamed cache_out.{i}.{kv}."""
     graph = model.graph
     write = _indices(graph, heads, seq)
-    rename = {}
+    rename, dropped = {}, set()
     for i in range(layers):
         for kv in ("key", "value"):
-            past, present = f"past_key_values.{i}.{kv}", f"present.{i}.{kv}"
-            concat = next(
-                (
-                    n
-                    for n in graph.node
-                    if n.op_type == "Concat"
-                    and len(n.input) == 2
-                    and n.input[0] == past
-                    and next((a.i for a in n.attribute if a.name == "axis"), None) in (2, -2)
-                ),
-                None,
-            )
-            if concat is None:
-                raise _missing(f"Concat of {past} along axis 2")
-            if concat.output[0] != present:
-                raise _missing(f"{present} as the Concat of {past} (it is computed otherwise)")
-            readers = [n for n in graph.node if past in n.input and n is not concat]
-            if readers:
-                raise _missing(f"{past} read only by its Concat (also read by {readers[0].op_type})")
+            found = _append(graph, f"past_key_values.{i}.{kv}", ctx)
+            concat = found.node
+            for node in found.dropped:
+                dropped.add(id(node))
+            rename[found.present] = f"cache_out.{i}.{kv}"
+            if found.write is not None:  # the append inside another op: the form rewrites that op
+                write += found.write(concat, f"cache.{i}.{kv}", "cache/indices")
+                continue
             concat.op_type = "ScatterND"
             del concat.attribute[:]
-            new = concat.input[1]
             del concat.input[:]
-            concat.input.extend([f"cache.{i}.{kv}", "cache/indices", new])
-            rename[present] = f"cache_out.{i}.{kv}"
-    for node in graph.node:
+            concat.input.extend([f"cache.{i}.{kv}", "cache/indices", found.new])
+            rename[concat.output[0]] = rename[found.present]  # what the attention reads: the cache
+            concat.output[0] = found.present
+    kept = [n for n in graph.node if id(n) not in dropped]
+    for node in kept:
         for k, name in enumerate(node.input):
             node.input[k] = rename.get(name, name)
         for k, name in enumerate(node.output):
             node.output[k] = rename.get(name, name)
-    nodes = write + list(graph.node)
     del graph.node[:]
-    graph.node.extend(nodes)
+    graph.node.extend(write + kept)
 
 
 def position_ids(model: onnx.ModelProto, seq: int) -> None:

@@ -199,6 +199,7 @@ def compile(
         "placements": {k: _placements(r) for k, r in reports.items()},
         "regions": {k: _regions(r) for k, r in reports.items()},
         "weight_formats": formats,
+        "generation": steps.generation(model),  # an onnxruntime-genai folder's token ids and search defaults
     }
     for r in reports.values():
         r.weight_formats = formats

@@ -10,6 +10,8 @@
   symbolic): the frontend's `to_step_model` specializes it to each step (docs/llm_import.md);
 - a Hugging Face checkpoint folder (config.json + model.safetensors): exported to such an export first
   (frontend/hf_folder.py; needs the `llm` extra).
+- an onnxruntime-genai folder (a directory with genai_config.json): frontend/genai.py rewrites its
+  model.onnx to each step; max_context defaults to the config's context_length.
 
 A step model is an ONNX ModelProto, a path to one, or a Relax IRModule whose `main` has the step
 signature; each carries the `tvm_npu.step` metadata (docs/llm.md). An ONNX step model at seq_len S
@@ -27,7 +29,7 @@ import onnx
 import tvm
 
 from ..contract.errors import NPUError
-from ..frontend import hf_folder
+from ..frontend import genai, hf_folder
 from ..frontend.decoder import to_step_model
 from ..frontend.onnx import from_onnx
 from ..models.decoder import STEP_KEY, step_info
@@ -79,6 +81,18 @@ def _decoder_with_past(model):
     return lambda seq_len, max_context: to_step_model(model, max_context=max_context, seq_len=seq_len)
 
 
+def _genai_folder(model):
+    """A builder over `genai.to_step_model` when `model` is an onnxruntime-genai folder, else None."""
+    if not genai.is_folder(model):
+        return None
+    return lambda seq_len, max_context: genai.to_step_model(model, max_context=max_context, seq_len=seq_len)
+
+
+def generation(model) -> dict | None:
+    """The token ids, context length and search defaults of an onnxruntime-genai folder, else None."""
+    return genai.generation(genai.read_config(model)) if genai.is_folder(model) else None
+
+
 def load_step(model) -> tuple[tvm.IRModule, dict]:
     """(the Relax module, its step metadata) of one step model (ModelProto, path or IRModule)."""
     if isinstance(model, tvm.IRModule):
@@ -123,8 +137,10 @@ def _check_signature(mod: tvm.IRModule, info: dict) -> None:
 
 def resolve(model, max_context: int | None, prefill_len: int | None) -> tuple:
     """((prefill module, info), (decode module, info)) for `model` (see the module docstring)."""
+    if genai.is_folder(model) and max_context is None:
+        max_context = int(genai.read_config(model)["model"]["context_length"])
     if not callable(model) and not isinstance(model, (tvm.IRModule, tuple, list)):
-        model = _decoder_with_past(model) or model
+        model = _genai_folder(model) or _decoder_with_past(model) or model
     if callable(model) and not isinstance(model, tvm.IRModule):
         if max_context is None:
             raise NPUError("ERR_LLM_CONTEXT", "give max_context= (the static cache's rows) with a step-model builder")

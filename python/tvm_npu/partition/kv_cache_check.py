@@ -91,6 +91,15 @@ def constraint_kv_mask(what: str):
     return what
 
 
+def constraint_kv_softcap(what: str):
+    """NPU_E_KV_CACHE: an attention softcap, tanh(scores / c) * c between the scores and the mask (Gemma2's
+    attn_logit_softcapping), is not in the resident attention region: the region runs Q x K^T, the causal
+    SOFTMAX and P x V, and the NPU's tanh (UNARY) is not scheduled between them (it has no position-limited
+    form). The step keeps the host-held cache, computing the softcap exactly; a model without an attention
+    softcap keeps its cache on the NPU."""
+    return what
+
+
 def constraint_kv_fits(layer: KVLayer, cfg: NPUConfig):
     """NPU_E_SRAM: the resident attention of one KV head keeps that head's T cache rows of keys and of values
     in SRAM with its query heads' queries, scores, probabilities and outputs (S rows each); when they do
@@ -114,6 +123,7 @@ KV_CONSTRAINTS = [
     constraint_kv_cache_shape,
     constraint_kv_attention,
     constraint_kv_mask,
+    constraint_kv_softcap,
     constraint_kv_fits,
 ]
 
@@ -283,6 +293,16 @@ def _nan_guard(g: Graph, probs) -> tuple:
     return g.sole_use(isnan), [isnan, g.sole_use(isnan)]
 
 
+def _softcap(g: Graph, var, x) -> float | None:
+    """c when `var` = x / c (or x * (1 / c)) starts tanh(x / c) * c, else None."""
+    c = _factor(g, var, x)
+    tv = g.sole_use(var) if c is not None else None
+    if tv is None or _call(g, tv, "tanh") is None:
+        return None
+    back = _factor(g, g.sole_use(tv), tv) if g.sole_use(tv) is not None else None
+    return back if back is not None and abs(back * c - 1.0) < 1e-6 else None
+
+
 def _sole_user(g: Graph, var):
     users = [u for u in g.uses.get(var, []) if u is not None and not isinstance(g.value[u], relax.Tuple)]
     return users[0] if len(users) == 1 else None
@@ -339,6 +359,9 @@ def _match_layer(g: Graph, i: int, info: dict, position, result) -> KVLayer:
         ops.append(nxt)
         x, nxt = nxt, _sole(g, nxt, "the scaled scores")
     add = _call(g, nxt, "add")
+    if add is None and _softcap(g, nxt, x) is not None:
+        c = _softcap(g, nxt, x)
+        raise _NoMatch(constraint_kv_softcap, nxt, f"the scores pass an attention softcap tanh(s / {c:g}) * {c:g}")
     if add is None:
         raise _NoMatch(constraint_kv_mask, nxt, "the scores take no causal mask")
     mask = add.args[1] if add.args[0].same_as(x) else add.args[0]
