@@ -8,9 +8,10 @@ reads them through a small TIR kernel that copies them and asserts ``0 <= index 
 assert compiles into the library itself with the tvm-ffi error kind "NPUError" (no Python at run
 time: the C++ host app gets the same error), so a bad index is a coded `NPUError` before the gather:
 
-- an LLM step's token ids (the first input of a module with the `tvm_npu.step` metadata):
-  ERR_LLM_TOKEN, "token id outside the vocabulary";
-- its position: ERR_POSITION_RANGE;
+- an index computed from an input named `input_ids` alone (an LLM step's token ids, docs/llm.md):
+  ERR_LLM_TOKEN, a token id outside the vocabulary (a negative id in [-n, 0) is ONNX's count from the
+  end, as in onnxruntime; `tvm_npu.llm` refuses those in Python first);
+- from an input named `position` or `position_ids` alone: ERR_POSITION_RANGE;
 - any other gather: ERR_INVALID_ADDR, naming the input the index comes from.
 
 The ONNX frontend has already turned a negative index in [-n, 0) into index + n, so the range the
@@ -30,7 +31,7 @@ from ..ir import graph as rg
 from .common import const_value, rebuild_main
 
 CHECK_PREFIX = "tvm_npu_check_index"
-STEP_KEY = "tvm_npu.step"  # llm/steps.py's metadata key (rewrite sits below llm in the layering)
+TOKENS, POSITIONS = ("input_ids",), ("position", "position_ids")  # the step models' input names (docs/llm.md)
 
 
 def _kernel(dtype: str, n: int, message: str):
@@ -71,15 +72,15 @@ def _roots(g: rg.Graph, var) -> list:
     return sorted(out, key=g.params.index)
 
 
-def _message(g: rg.Graph, mod: tvm.IRModule, var, idx, n: int, axis: int) -> str:
+def _message(g: rg.Graph, var, idx, n: int, axis: int) -> str:
     roots = _roots(g, idx)
-    step = mod.attrs is not None and STEP_KEY in mod.attrs
-    if step and roots == [g.params[0]]:
+    names = [r.name for r in roots]
+    if len(names) == 1 and names[0] in TOKENS:
         return (
-            f"ERR_LLM_TOKEN: a token id of input '{roots[0].name}' is outside the vocabulary [0, {n}): "
-            f"pass ids in [0, {n})"
+            f"ERR_LLM_TOKEN: a token id of input '{roots[0].name}' is outside the vocabulary of {n}: pass ids "
+            f"in [0, {n}) (as an ONNX Gather, the graph also reads [-{n}, 0) counted back from the end)"
         )
-    if step and len(g.params) > 1 and roots == [g.params[1]]:
+    if len(names) == 1 and names[0] in POSITIONS:
         return (
             f"ERR_POSITION_RANGE: input '{roots[0].name}' selects row outside [0, {n}) of the table gathered by "
             f"'{var.name}': pass a position below {n}"
@@ -125,7 +126,7 @@ def check_indices(mod: tvm.IRModule) -> tvm.IRModule:
             continue
         if const_value(g, idx, "index") is not None:
             continue
-        kernel = _kernel(dtype, int(extent), _message(g, mod, var, idx, int(extent), axis))
+        kernel = _kernel(dtype, int(extent), _message(g, var, idx, int(extent), axis))
         with rg.BLOCK_BUILDER_LOCK:
             gv = kb.add_func(kernel, fresh(CHECK_PREFIX))
         kernels[gv] = kernel
