@@ -79,7 +79,7 @@ class StreamingSession:
                 f"{sorted(feeds)}",
             )
         with self._lock:
-            result = self.model.call("main", *[self.state.get(n, feeds[n]) for n in self.inputs])
+            result = self.model.call("main", *[self.state[n] if n in self.state else feeds[n] for n in self.inputs])
             outs = list(result) if len(self.outputs) > 1 else [result]
             named = dict(zip(self.outputs, outs))
             for inp, out in self.state_map.items():
