@@ -263,3 +263,9 @@ def test_a_foreign_takeover_between_prefill_and_decode_is_still_err_llm_state(lm
     with pytest.raises(tvm_npu.NPUError) as err:
         a.decode(5)
     assert err.value.code == "ERR_LLM_STATE"
+
+
+def test_profile_checks_its_inputs_against_mains_signature():
+    mod = tvm_npu.from_onnx(_conv_model())
+    with pytest.raises(tvm_npu.NPUError, match=r"expected shape \(1, 3, 8, 8\) float32, got \(1, 3, 8, 8\) float64"):
+        tvm_npu.profile(mod, inputs=[_x(0, np.float64)])
