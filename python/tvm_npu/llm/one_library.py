@@ -68,7 +68,7 @@ def _namespaced(step: str, mod: tvm.IRModule, report: BuildReport) -> tuple:
     names, modules = {}, []
     for m in ext:
         if m.kind != "npu":
-            raise NPUError("NPU_E_INTERNAL", f"the {step} step holds a runtime module of kind {m.kind}, not npu")
+            raise NPUError("ERR_INVALID_MODEL", f"the {step} step holds a runtime module of kind {m.kind}, not npu")
         symbol = str(m["get_symbol"]())
         names[symbol] = prefix + symbol
         modules.append(runtime.create_module(prefix + symbol, bytes(m["get_stream"]())))
