@@ -87,8 +87,8 @@ def _message(g: rg.Graph, var, idx, n: int, axis: int) -> str:
         )
     source = ", ".join(f"'{r.name}'" for r in roots) or "a run-time value"
     return (
-        f"ERR_INVALID_ADDR: Gather '{var.name}' (from {source}): an index is outside [-{n}, {n}), the {n} rows of "
-        f"axis {axis} of its table; pass indices in range"
+        f"ERR_INVALID_ADDR: Gather '{var.name}' (from {source}): an index is outside the {n} rows of axis {axis} "
+        f"of its table; pass indices in range ([-{n}, {n}) for an ONNX Gather, which counts negatives back)"
     )
 
 
