@@ -29,7 +29,7 @@ from .quantization import QuantReport, quantize
 from .partition import BuildReport, partition_for_npu
 from .backend import codegen as _codegen  # noqa: F401  (registers "relax.ext.npu")
 from .backend.plan.energy import EnergyModel
-from .runtime import export_library, load_module
+from .runtime import Model, export_library, load_module
 from .build import build, npu_pipeline
 from .dse import SweepResult, estimate, sweep
 from . import llm  # tvm_npu.llm.compile: prefill / decode of a decoder (docs/llm.md)
@@ -54,6 +54,7 @@ __all__ = [
     "AsyncModel",
     "BuildReport",
     "EnergyModel",
+    "Model",
     "NPUConfig",
     "NPUError",
     "NPUFallbackWarning",

@@ -12,8 +12,10 @@ the sequence as they were (docs/llm.md, "Errors").
 
 from __future__ import annotations
 
+import functools
 import numbers
 import secrets
+import threading
 import warnings
 
 import numpy as np
@@ -51,6 +53,18 @@ def _regions(report: BuildReport) -> dict:
 # them may overwrite the other's cache. A decode checks it still owns the cache (ERR_LLM_STATE otherwise)
 # rather than continue on another sequence's rows. Process-wide by nature, like the runtime's state store.
 _OWNER: dict = {}
+# State space -> the lock every LLM naming it holds for a whole prefill, decode, generate or reset, and
+# its ownership check: two LLMs of one artifact used from two threads take turns instead of interleaving
+# their steps on the one cache (the runtime's state store is shared by the space's id, baked into the
+# streams, so a second load cannot get a space of its own). A host-held cache's LLM has a lock of its
+# own: its VM, like any Relax VM, must not run two calls at once.
+_SPACE_LOCKS: dict = {}
+_SPACE_LOCKS_LOCK = threading.Lock()
+
+
+def _space_lock(space: int) -> threading.RLock:
+    with _SPACE_LOCKS_LOCK:
+        return _SPACE_LOCKS.setdefault(space, threading.RLock())
 
 
 def _state_space() -> int:
@@ -208,12 +222,25 @@ def compile(
     return lm
 
 
+def _serialized(method):
+    """`method` under the LLM's lock (its state space's, for a resident cache): see _SPACE_LOCKS."""
+
+    @functools.wraps(method)
+    def locked(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return locked
+
+
 class LLM:
     """A compiled decoder: `prefill(ids)`, `decode(token)`, `generate(ids, ...)`, `reset()`, `profile()`,
     `memory()`, `export_library(path)`; `placements` says where each op of each step ran.
 
     `executable` is the one VM executable (or loaded library) with the entry functions "prefill" and
-    "decode" (llm/one_library.py)."""
+    "decode" (llm/one_library.py). Safe to share between threads: each call runs whole under a lock,
+    one per state space, so LLMs loaded twice from one artifact take turns on their one NPU cache too;
+    a decode whose cache another LLM took over since its prefill is ERR_LLM_STATE."""
 
     def __init__(self, executable, meta: dict):
         self.meta = meta
@@ -244,10 +271,12 @@ class LLM:
             self._runners["prefill"] = self._runners["decode"]
         self.placements = meta["placements"]
         self.reports: dict = {}
+        self._lock = _space_lock(meta["state_space"]) if self.resident else threading.RLock()
         self.reset()
 
     # -- the sequence ------------------------------------------------------------------------------------
 
+    @_serialized
     def reset(self) -> None:
         """Forget the sequence: zero the cache, and the profile; decode needs a prefill again."""
         if self.resident:
@@ -261,6 +290,7 @@ class LLM:
         self._stats: dict = {"prefill": {}, "decode": {}}
         self._decoded = 0  # profile() before any prefill: zeros, not an AttributeError
 
+    @_serialized
     def cache(self) -> list[np.ndarray]:
         """The KV cache as numpy copies: [key 0, value 0, key 1, ...], each [1, H_kv, T, D] (float32; a
         resident cache's fp16 rows widened)."""
@@ -268,6 +298,7 @@ class LLM:
             return self._runners["decode"].state(self.layers, self._cache_shape)
         return [c.numpy() for c in self._cache]
 
+    @_serialized
     def prefill(self, ids, all_logits: bool = False) -> np.ndarray:
         """Start a new sequence with the prompt `ids` (int64 [n], 1 <= n <= max_context): the logits
         float32 [vocab] of its last token (with `all_logits`, of every token: [n, vocab], what a
@@ -306,6 +337,7 @@ class LLM:
         self._runners["decode"].begin()  # after the prefill's counters were read: it may be the same runner
         return rows if rows is not None else logits[n - 1 - begin].copy()
 
+    @_serialized
     def decode(self, token) -> np.ndarray:
         """Append one token to the sequence: the logits float32 [vocab] after it."""
         token = self._token(token)
@@ -329,6 +361,7 @@ class LLM:
         self._decoded += 1
         return logits[0].copy()
 
+    @_serialized
     def generate(self, ids, max_new_tokens: int = 32, sampler=None, on_token=None) -> np.ndarray:
         """Prefill `ids`, then sample and decode up to `max_new_tokens` tokens: the new tokens, int64.
 
@@ -389,6 +422,7 @@ class LLM:
 
     # -- cost and artifact -------------------------------------------------------------------------------
 
+    @_serialized
     def profile(self) -> dict:
         """{"prefill": ..., "decode": ...}: the last prefill (all its chunks) and every decode step since,
         on the NPU regions of the cycle model (CPU ops are not counted): cycles, ddr_bytes, macs,
@@ -421,6 +455,7 @@ class LLM:
             }
         return out
 
+    @_serialized
     def memory(self) -> dict:
         """The weights of the NPU regions of both steps in this process's memory: `weights_bytes`, every
         region's weight region summed (what the two steps held before the runtime shared them), and

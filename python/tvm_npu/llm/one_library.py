@@ -29,6 +29,7 @@ from ..build import BuildContext, cpu_pipeline, run_stages
 from ..contract.errors import NPUError
 from ..ir.graph import BLOCK_BUILDER_LOCK
 from ..partition.report import BuildReport
+from ..rewrite.check_indices import CHECK_PREFIX
 
 META_FUNCTION = "llm_meta"
 FORMAT = 2  # of the LLM artifact (llm/bundle.py); 1 was a tar of two libraries
@@ -42,9 +43,9 @@ def step_prefix(step: str) -> str:
 
 @relax.expr_functor.mutator
 class _Rename(relax.PyExprMutator):
-    def __init__(self, mod, names: dict):
+    def __init__(self, mod, names: dict, kernels: dict):
         super().__init__(mod)
-        self.names = names
+        self.names, self.kernels = names, kernels
 
     def visit_call_(self, call):
         call = super().visit_call_(call)
@@ -52,32 +53,43 @@ class _Rename(relax.PyExprMutator):
         if isinstance(target, relax.ExternFunc) and target.global_symbol in self.names:
             args = [relax.ExternFunc(self.names[target.global_symbol]), *call.args[1:]]
             return relax.Call(call.op, args, call.attrs, call.ty_args)
+        if isinstance(target, tvm.ir.GlobalVar) and target.name_hint in self.kernels:
+            return relax.Call(call.op, [self.kernels[target.name_hint], *call.args[1:]], call.attrs, call.ty_args)
         return call
 
 
 def _namespaced(step: str, mod: tvm.IRModule, report: BuildReport) -> tuple:
-    """(`main` as the step's entry function, the step's runtime modules) with every NPU region symbol
-    prefixed by the step; the report's regions follow."""
+    """(`main` as the step's entry function, the step's runtime modules, its CPU kernels {GlobalVar:
+    PrimFunc}) with every NPU region symbol and kernel name prefixed by the step; the report's regions
+    follow. The kernels are the index checks of rewrite/check_indices.py, the only functions besides
+    main that a step has after codegen."""
     prefix = step_prefix(step)
     ext = list(mod.attrs["external_mods"]) if mod.attrs is not None and "external_mods" in mod.attrs else []
     names, modules = {}, []
     for m in ext:
         if m.kind != "npu":
-            raise NPUError("NPU_E_INTERNAL", f"the {step} step holds a runtime module of kind {m.kind}, not npu")
+            raise NPUError("ERR_INVALID_MODEL", f"the {step} step holds a runtime module of kind {m.kind}, not npu")
         symbol = str(m["get_symbol"]())
         names[symbol] = prefix + symbol
         modules.append(runtime.create_module(prefix + symbol, bytes(m["get_stream"]())))
     # Not carried over: the codegen's `const_name_to_constant` (RunCodegen's copy of each region's float
     # constants, `<symbol>_npu_const_<i>`). An NPU module bakes its weights into its stream and asks for
     # none (its get_const_vars is empty), so the library's const_loader would only store them unused.
-    extra = sorted(gv.name_hint for gv in mod.get_global_vars() if gv.name_hint != "main")
-    if extra:  # after codegen a step is its main; anything else would need renaming as well
-        raise NPUError("NPU_E_INTERNAL", f"the {step} step has functions {extra} besides main after codegen")
-    main = _Rename(mod, names).visit_expr(mod["main"]).with_attr("global_symbol", step)
+    kernels, renamed = {}, {}
+    with BLOCK_BUILDER_LOCK:
+        kb = relax.BlockBuilder()  # typed GlobalVars under the prefixed names (call_tir needs the type)
+        for gv, func in mod.functions.items():
+            if gv.name_hint == "main":
+                continue
+            if not gv.name_hint.startswith(CHECK_PREFIX):  # anything else would need renaming as well
+                raise NPUError("ERR_INVALID_MODEL", f"the {step} step has a function {gv.name_hint} besides main")
+            renamed[gv.name_hint] = new = kb.add_func(func, prefix + gv.name_hint)
+            kernels[new] = func
+    main = _Rename(mod, names, renamed).visit_expr(mod["main"]).with_attr("global_symbol", step)
     report.regions = {names.get(s, s): r for s, r in report.regions.items()}
     if report.kv_cache.get("regions"):
         report.kv_cache["regions"] = [names.get(s, s) for s in report.kv_cache["regions"]]
-    return main, modules
+    return main, modules, kernels
 
 
 def _entry_module(built: dict, meta: dict) -> tvm.IRModule:
@@ -85,14 +97,16 @@ def _entry_module(built: dict, meta: dict) -> tvm.IRModule:
     `llm_meta`."""
     with BLOCK_BUILDER_LOCK:
         bb = relax.BlockBuilder()
-        gvs = {step: bb.add_func(main, step) for step, (main, _) in built.items()}
+        gvs = {step: bb.add_func(main, step) for step, (main, _, _) in built.items()}
         if "prefill" not in gvs:
             params = [relax.Var(p.name, p.ty) for p in built["decode"][0].params]
             with bb.function("prefill", params, attrs={"num_input": len(params)}):
                 bb.emit_func_output(bb.emit(relax.Call(gvs["decode"], params)))
         with bb.function(META_FUNCTION, []):
             bb.emit_func_output(tvm.ir.StringImm(json.dumps(meta, sort_keys=True)))
-        return bb.get()
+        mod = bb.get()
+    kernels = {gv: f for _, _, step_kernels in built.values() for gv, f in step_kernels.items()}
+    return tvm.IRModule({**dict(mod.functions.items()), **kernels}, attrs=mod.attrs)
 
 
 def _weights_by_reference(modules: list) -> None:

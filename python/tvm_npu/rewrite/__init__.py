@@ -2,8 +2,9 @@
 compute on constants folded, a dense layer's column split pushed into its weights, a split into halves
 as two slices, views as reshapes,
 zero pads into conv padding, batch norm folded into convs, x * sigmoid(x) and the decomposed tanh GELU
-as the one activation each is, the written-out RMSNorm as one rms_norm. `run` applies them in the order of
-`PASSES`; `partition.prepare` and the quantizer call it.
+as the one activation each is, the written-out RMSNorm as one rms_norm; last, the run-time indices of
+every gather range-checked (check_indices). `run` applies them in the order of `PASSES`;
+`partition.prepare` and the quantizer call it.
 
 Frontends emit some ops the NPU has no command for but that disappear into a neighbour at compile
 time; each rewrite, one per file, removes one kind, so the patterns match what the NPU runs instead of
@@ -14,6 +15,7 @@ import tvm
 from tvm import relax
 
 from .batch_norm import decompose_batch_norm, fold_batch_norm
+from .check_indices import check_indices
 from .fold_constants import fold_constant_compute
 from .fuse_gelu_tanh import fuse_gelu_tanh
 from .fuse_pad import fuse_pad_into_conv
@@ -36,6 +38,7 @@ PASSES = (
     fuse_silu,
     fuse_gelu_tanh,
     fuse_rms_norm,
+    check_indices,
 )
 
 

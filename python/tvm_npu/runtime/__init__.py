@@ -1,9 +1,11 @@
 """The C++ runtime library (src/runtime, the reference NPU) seen from Python: loading it, wrapping
 command streams in runtime modules of kind "npu", exporting and loading artifacts (sealed with an
-integrity trailer), kernel levels and threads, per-module profiles.
+integrity trailer), calling them through one checked boundary (`Model`, boundary.py), kernel levels
+and threads, per-module profiles.
 """
 
 from .artifact import export_library
+from .boundary import Model, check_arguments, signature
 from .library import (
     best_kernel_level,
     constant_weight_commands,

@@ -16,10 +16,11 @@ whole (tests/tools/test_session.py). The chunk length is the model's static sequ
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import onnx
 import tvm
-from tvm import relax
 
 from .. import runtime
 from ..contract.errors import NPUError
@@ -42,8 +43,10 @@ class StreamingSession:
                 f"state names {unknown} are not inputs / outputs of the "
                 f"model (inputs {list(inputs)}, outputs {outputs})",
             )
-        self.vm = relax.VirtualMachine(ex, tvm.cpu())
+        self.model = runtime.Model(ex)  # checked calls, one at a time (runtime/boundary.py)
+        self.vm = self.model.vm
         self.inputs, self.outputs, self.state_map = inputs, outputs, state
+        self._lock = threading.RLock()  # a call and a reset from two threads never mix one state
         self.reset()
 
     @classmethod
@@ -62,7 +65,8 @@ class StreamingSession:
 
     def reset(self):
         """Zero state: the next call starts a new sequence."""
-        self.state = {name: tvm.runtime.tensor(np.zeros(self.inputs[name], np.float32)) for name in self.state_map}
+        with self._lock:
+            self.state = {name: tvm.runtime.tensor(np.zeros(self.inputs[name], np.float32)) for name in self.state_map}
 
     def __call__(self, **feeds) -> dict:
         """Run one chunk; `feeds` are the non-state inputs by name. Returns {output name: numpy array}."""
@@ -74,16 +78,13 @@ class StreamingSession:
                 f"{list(self.state_map)} come from the previous call); got "
                 f"{sorted(feeds)}",
             )
-        args = [
-            self.state[n] if n in self.state else tvm.runtime.tensor(np.ascontiguousarray(feeds[n], np.float32))
-            for n in self.inputs
-        ]
-        result = self.vm["main"](*args)
-        outs = list(result) if len(self.outputs) > 1 else [result]
-        named = dict(zip(self.outputs, outs))
-        for inp, out in self.state_map.items():
-            self.state[inp] = named[out]
-        return {k: v.numpy() for k, v in named.items()}
+        with self._lock:
+            result = self.model.call("main", *[self.state[n] if n in self.state else feeds[n] for n in self.inputs])
+            outs = list(result) if len(self.outputs) > 1 else [result]
+            named = dict(zip(self.outputs, outs))
+            for inp, out in self.state_map.items():
+                self.state[inp] = named[out]
+            return {k: v.numpy() for k, v in named.items()}
 
 
 class AsyncModel:
@@ -102,7 +103,8 @@ class AsyncModel:
     def __init__(self, ex, entry: str = "main"):
         from concurrent.futures import ThreadPoolExecutor
 
-        self.vm = relax.VirtualMachine(ex, tvm.cpu())
+        self.model = runtime.Model(ex)
+        self.vm = self.model.vm
         self.entry = entry
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tvm_npu")
 
@@ -112,8 +114,16 @@ class AsyncModel:
         return runtime.saturated_inputs(self.vm)
 
     def start(self, *inputs) -> Pending:
-        args = [a if isinstance(a, tvm.runtime.Tensor) else tvm.runtime.tensor(np.ascontiguousarray(a)) for a in inputs]
-        return Pending(self._worker.submit(self.vm[self.entry], *args))
+        """Start a call of the entry function on `inputs`, checked here against the compiled signature
+        (NPUError ERR_SHAPE_MISMATCH at once, runtime/boundary.py)."""
+        args = runtime.check_arguments(self.model.signature(self.entry), inputs, self.entry)
+        function = self.model.function(self.entry)
+
+        def call():
+            with self.model.lock:
+                return function(*args)
+
+        return Pending(self._worker.submit(call))
 
 
 class Pending:
