@@ -16,24 +16,27 @@ from pathlib import Path
 from ..contract.errors import NPUError
 
 _ROOT = Path(__file__).resolve().parent / "pretrained"
-NAMES = ("tiny-llama",)
+NAMES = ("tiny-llama", "digits-cnn")
 
 
 def pretrained(name: str = "tiny-llama", verify: bool = True) -> str:
-    """The folder of the shipped model `name` ("tiny-llama": a 4-layer Llama, d 256, 4 heads / 2 KV heads,
-    byte-level BPE of 2048 tokens, trained on Python's documentation topics), for
-    `transformers.AutoModelForCausalLM.from_pretrained(folder)` or `tvm_npu.llm.compile(folder, ...)`.
+    """The folder of the shipped model `name`: "tiny-llama" (a 4-layer Llama, d 256, 4 heads / 2 KV heads,
+    byte-level BPE of 2048 tokens, trained on Python's documentation topics; for
+    `transformers.AutoModelForCausalLM.from_pretrained(folder)` or `tvm_npu.llm.compile(folder, ...)`), or
+    "digits-cnn" (digits_cnn.onnx, a CNN trained on scikit-learn's digits; `pretrained_digits`).
 
     With `verify`, the weights' SHA-256 is checked against the training log first, so a damaged or
     replaced file is ERR_BAD_ARTIFACT rather than a model that writes other text.
     """
-    if name not in NAMES or not (_ROOT / name / "config.json").is_file():
-        shipped = [n for n in NAMES if (_ROOT / n / "config.json").is_file()]
+    if name not in NAMES or not (_ROOT / name / "train_log.json").is_file():
+        shipped = [n for n in NAMES if (_ROOT / n / "train_log.json").is_file()]
         raise NPUError("ERR_INVALID_CONFIG", f"no shipped model {name!r}: the models are {shipped}")
     folder = _ROOT / name
     if verify:
         log = json.loads((folder / "train_log.json").read_text())
         for file, want in log["sha256"].items():
+            if not (folder / file).is_file():
+                raise NPUError("ERR_BAD_ARTIFACT", f"{folder / file} is missing: reinstall tvm_npu")
             got = hashlib.sha256((folder / file).read_bytes()).hexdigest()
             if got != want:
                 raise NPUError(
