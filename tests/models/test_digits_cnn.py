@@ -61,9 +61,10 @@ def test_the_shipped_file_matches_its_training_log_and_a_changed_byte_is_refused
     data = (folder / pd.ONNX_FILE).read_bytes()
     assert hashlib.sha256(data).hexdigest() == log["sha256"][pd.ONNX_FILE]
     assert len(data) < 200_000
-    (tmp_path / pd.ONNX_FILE).write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
-    (tmp_path / "train_log.json").write_text(json.dumps(log))
-    monkeypatch.setattr(pd, "_FOLDER", tmp_path)
+    (tmp_path / "digits-cnn").mkdir()
+    (tmp_path / "digits-cnn" / pd.ONNX_FILE).write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    (tmp_path / "digits-cnn" / "train_log.json").write_text(json.dumps(log))
+    monkeypatch.setattr(sys.modules["tvm_npu.models.pretrained"], "_ROOT", tmp_path)
     with pytest.raises(tvm_npu.NPUError) as e:
         pd.digits_cnn()
     assert e.value.code == "ERR_BAD_ARTIFACT"

@@ -24,7 +24,7 @@ from tvm import relax
 from tvm.relax.frontend.onnx import onnx_frontend
 
 from ..contract.errors import NPUError
-from ..ir.group_quant import group_dequantize
+from ..ir.group_quant import WEIGHT_PREFIX, group_dequantize
 from ..ir.values import constant_value
 
 # Initializer types TVM's importer cannot hold, and the type holding the same values one per byte.
@@ -44,11 +44,6 @@ def widen_int4_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
             values = numpy_helper.to_array(init).astype(_WIDENED[init.data_type])
             init.CopyFrom(numpy_helper.from_array(values, init.name))
     return out
-
-
-# The name hint of an imported group-wise weight's binding: "<prefix><op>__<ONNX node name>", which
-# quantization.weight_int4.weight_formats reads back to say where each dense layer's format came from.
-WEIGHT_PREFIX = "w4_"
 
 
 def weight_name(op: str, attr: dict) -> str:

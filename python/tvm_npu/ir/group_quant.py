@@ -34,6 +34,9 @@ def group_dequantize(
 
 # What CONV2D's w_dtype int4 / uint4 takes (docs/npu.md section 2), largest first: a model's own block may be
 # smaller when neighbouring blocks share scales.
+# The binding-name prefix of an imported group-wise weight (frontend/blockwise.py names it after its ONNX
+# node; the quantizer's weight_formats reads it back). Here, below both, so neither imports the other.
+WEIGHT_PREFIX = "w4_"
 NPU_GROUPS = (128, 64, 32)
 FP16_MIN_NORMAL, FP16_MAX = 2.0**-14, 65504.0
 

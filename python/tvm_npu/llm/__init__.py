@@ -8,6 +8,7 @@
     new_ids = lm.generate(ids, max_new_tokens=32, sampler=tvm_npu.llm.top_k(40, seed=0))
     lm.profile()["decode"]["tokens_per_s"]
     lm.export_library("lm.so"); lm = tvm_npu.llm.load("lm.so")
+    tvm_npu.llm.perplexity(lm, ids).perplexity   # teacher-forced, on the NPU (llm/quality.py)
 
 The step model (the interface to the importer), the API, the errors and what runs where: docs/llm.md.
 """
@@ -15,6 +16,7 @@ The step model (the interface to the importer), the API, the errors and what run
 from __future__ import annotations
 
 from .model import LLM, compile
+from .quality import Evaluation, perplexity
 from .sampling import greedy, top_k, top_p
 
 
@@ -27,4 +29,4 @@ def load(path) -> LLM:
     return LLM(lib, meta)
 
 
-__all__ = ["LLM", "compile", "greedy", "load", "top_k", "top_p"]
+__all__ = ["LLM", "Evaluation", "compile", "greedy", "load", "perplexity", "top_k", "top_p"]

@@ -299,9 +299,10 @@ class LLM:
         return [c.numpy() for c in self._cache]
 
     @_serialized
-    def prefill(self, ids) -> np.ndarray:
+    def prefill(self, ids, all_logits: bool = False) -> np.ndarray:
         """Start a new sequence with the prompt `ids` (int64 [n], 1 <= n <= max_context): the logits
-        float32 [vocab] of its last token. A prompt longer than the prefill bucket runs in chunks."""
+        float32 [vocab] of its last token (with `all_logits`, of every token: [n, vocab], what a
+        teacher-forced evaluation reads). A prompt longer than the prefill bucket runs in chunks."""
         ids = self._ids(ids)
         n, S, T = len(ids), self.prefill_len, self.max_context
         if n > T:
@@ -318,6 +319,7 @@ class LLM:
         else:
             cache = [tvm.runtime.tensor(np.zeros(self._cache_shape, np.float32)) for _ in range(2 * self.layers)]
         runner.begin()
+        rows = np.empty((n, self.vocab), np.float32) if all_logits else None
         for start in range(0, n, S):
             # The last chunk is padded at its end (the causal mask keeps padding out of every real token's
             # attention; decode overwrites its cache rows). Where padding would pass T, the chunk starts
@@ -327,11 +329,13 @@ class LLM:
             real = ids[begin : begin + S]
             chunk[0, : len(real)] = real
             logits, cache = runner.run(chunk, begin, cache)
+            if rows is not None:
+                rows[begin : begin + len(real)] = logits[: len(real)]
         self._cache, self.length = cache, n
         self._stats = {"prefill": dict(runner.counters(), tokens=n), "decode": {}}
         self._decoded = 0
         self._runners["decode"].begin()  # after the prefill's counters were read: it may be the same runner
-        return logits[n - 1 - begin].copy()
+        return rows if rows is not None else logits[n - 1 - begin].copy()
 
     @_serialized
     def decode(self, token) -> np.ndarray:

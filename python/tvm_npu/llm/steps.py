@@ -8,6 +8,8 @@
 - one step model at seq_len 1: it serves both steps (a prompt is prefilled one token per call);
 - a Hugging Face decoder-with-past export (ONNX ModelProto or path, inputs `past_key_values.*`, lengths
   symbolic): the frontend's `to_step_model` specializes it to each step (docs/llm_import.md);
+- a Hugging Face checkpoint folder (config.json + model.safetensors): exported to such an export first
+  (frontend/hf_folder.py; needs the `llm` extra).
 - an onnxruntime-genai folder (a directory with genai_config.json): frontend/genai.py rewrites its
   model.onnx to each step; max_context defaults to the config's context_length.
 
@@ -21,12 +23,13 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 
 import onnx
 import tvm
 
 from ..contract.errors import NPUError
-from ..frontend import genai
+from ..frontend import genai, hf_folder
 from ..frontend.decoder import to_step_model
 from ..frontend.onnx import from_onnx
 from ..models.decoder import STEP_KEY, step_info
@@ -44,6 +47,12 @@ def _info_of(mod: tvm.IRModule) -> dict | None:
 def _read_onnx(model):
     """`model` as a ModelProto when it is a path (coded errors for what is not a readable ONNX file)."""
     if isinstance(model, (str, os.PathLike)):
+        if os.path.isdir(model):
+            raise NPUError(
+                "ERR_INVALID_MODEL",
+                f"{model} is a folder but not a model folder: a Hugging Face checkpoint holds config.json and "
+                "model.safetensors, an onnxruntime-genai folder genai_config.json and model.onnx",
+            )
         if not os.path.isfile(model):
             raise NPUError("ERR_INVALID_MODEL", f"no step model at {model}")
         try:
@@ -53,8 +62,17 @@ def _read_onnx(model):
     return model
 
 
+def _hf_folder(folder) -> onnx.ModelProto:
+    """The decoder-with-past export of a Hugging Face checkpoint folder, made in a temporary folder."""
+    with tempfile.TemporaryDirectory(prefix="tvm_npu_hf_") as tmp:
+        return onnx.load(hf_folder.export_folder(folder, os.path.join(tmp, "decoder_with_past.onnx")))
+
+
 def _decoder_with_past(model):
-    """A builder over `to_step_model` when `model` is a decoder-with-past export, else None."""
+    """A builder over `to_step_model` when `model` is a decoder-with-past export (or a Hugging Face
+    checkpoint folder, exported first), else None."""
+    if hf_folder.is_hf_folder(model):
+        model = _hf_folder(model)
     model = _read_onnx(model)
     if not isinstance(model, onnx.ModelProto):
         return None

@@ -133,11 +133,16 @@ def export(arch: str, path: str, seed: int = 0, attn: str = "eager", exporter: s
     exporter (`exporter="torchscript"`, opset 17, dynamic_axes) or its dynamo exporter ("dynamo", torch's
     default; opset 18, dynamic_shapes of torch.export.Dim.AUTO from an example batch of 2: dynamo does
     not convert dynamic_axes, and a batch of 1 would be specialized)."""
+    return export_model(build_model(arch, seed, attn, **sizes), path, exporter)
+
+
+def export_model(model, path: str, exporter: str = "torchscript") -> str:
+    """Export the transformers causal LM `model` (eval mode, float32) as a decoder-with-past to `path` by
+    `exporter` (as `export` says), written to a temporary file beside it and renamed."""
     import torch
 
     if exporter not in ("torchscript", "dynamo"):
         raise ValueError(f"exporter {exporter!r}: 'torchscript' or 'dynamo'")
-    model = build_model(arch, seed, attn, **sizes)
     cfg = model.config
     layers = cfg.num_hidden_layers
     names_past = [f"past_key_values.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]

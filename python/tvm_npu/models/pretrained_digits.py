@@ -10,13 +10,12 @@ ships them, with the split and preprocessing the training used.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
 import numpy as np
 
 from ..contract.errors import NPUError
+from .pretrained import pretrained
 
 _FOLDER = Path(__file__).resolve().parent / "pretrained" / "digits-cnn"
 ONNX_FILE = "digits_cnn.onnx"
@@ -40,19 +39,7 @@ def digits_cnn(verify: bool = True) -> str:
     str
         The ONNX file's path.
     """
-    path = _FOLDER / ONNX_FILE
-    if not path.is_file():
-        raise NPUError("ERR_BAD_ARTIFACT", f"{path} is missing: reinstall tvm_npu")
-    if verify:
-        want = json.loads((_FOLDER / "train_log.json").read_text())["sha256"][ONNX_FILE]
-        got = hashlib.sha256(path.read_bytes()).hexdigest()
-        if got != want:
-            raise NPUError(
-                "ERR_BAD_ARTIFACT",
-                f"{path}: SHA-256 {got[:16]}... is not the training log's {want[:16]}...: the file is "
-                "damaged or replaced; reinstall tvm_npu (or retrain with scripts/train_digits_cnn.py)",
-            )
-    return str(path)
+    return str(Path(pretrained("digits-cnn", verify)) / ONNX_FILE)
 
 
 def preprocess(images: np.ndarray) -> np.ndarray:

@@ -32,9 +32,8 @@ import tvm
 from tqdm import tqdm
 from tvm import relax
 
-from ..frontend.blockwise import WEIGHT_PREFIX
 from ..ir import graph as rg
-from ..ir.group_quant import group_dequantize, group_parts, npu_group_layout
+from ..ir.group_quant import WEIGHT_PREFIX, group_dequantize, group_parts, npu_group_layout
 from ..ir.values import constant_value
 from .weight_only import dense_weights
 

@@ -135,10 +135,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     gen.add_argument(
         "model",
-        help="an ONNX step model (seq_len 1; with --prefill-model the decode one), an artifact of "
-        "LLM.export_library, or gpt2 / llama (tvm_npu.models.decoder's seeded builders)",
+        help="a Hugging Face checkpoint folder, an ONNX decoder-with-past export or step model (seq_len 1; with "
+        "--prefill-model the decode one), an artifact of LLM.export_library, or gpt2 / llama "
+        "(tvm_npu.models.decoder's seeded builders)",
     )
-    gen.add_argument("--prompt-ids", required=True, help="the prompt's token ids, comma-separated, e.g. 1,2,3")
+    prompt = gen.add_mutually_exclusive_group(required=True)
+    prompt.add_argument("--prompt-ids", help="the prompt's token ids, comma-separated, e.g. 1,2,3")
+    prompt.add_argument("--prompt", help="the prompt as text (the tokenizer.json beside the model, or --tokenizer)")
+    gen.add_argument("--tokenizer", help="the tokenizer.json for --prompt (default: the one in the model's folder)")
     gen.add_argument("--max-new-tokens", type=int, default=32, help="tokens to generate (default: %(default)s)")
     gen.add_argument("--max-context", type=int, help="the static cache's rows (default: the model's; 64 for a builder)")
     gen.add_argument("--prefill-len", type=int, help="the prefill bucket (a builder's; default 32)")
@@ -156,6 +160,23 @@ def _parser() -> argparse.ArgumentParser:
         help="where the KV cache lives: SRAM when it fits (auto), or forced (default: %(default)s)",
     )
     config(gen)
+
+    ev = sub.add_parser(
+        "eval", help="perplexity of a compiled LLM on a text, on the NPU, against the float model (docs/llm.md)"
+    )
+    ev.add_argument("model", help="a Hugging Face checkpoint folder or an ONNX decoder-with-past export")
+    ev.add_argument("--text", required=True, help="the UTF-8 text file to score")
+    ev.add_argument("--tokenizer", help="the tokenizer.json (default: the one in the model's folder)")
+    ev.add_argument("--max-context", type=int, default=128, help="the compiled context (default: %(default)s)")
+    ev.add_argument("--prefill-len", type=int, default=32, help="the prefill bucket (default: %(default)s)")
+    ev.add_argument("--stride", type=int, help="window step for a text longer than max-context (default: half)")
+    ev.add_argument("--step", choices=("prefill", "decode"), default="prefill", help="which compiled step scores")
+    ev.add_argument("--max-tokens", type=int, help="score only the first N tokens of the text")
+    ev.add_argument("--weights", choices=("fp16", "int8", "int4"), default="fp16", help="dense weights' dtype")
+    ev.add_argument("--group-size", type=int, default=128, help="int4 weights' group along K (32, 64 or 128)")
+    ev.add_argument("--kv-dtype", choices=("float16", "int8"), default="float16", help="the KV cache's dtype")
+    ev.add_argument("--no-reference", action="store_true", help="skip the float model (perplexity only)")
+    config(ev)
 
     # disasm / asm (tools/disasm.py, tools/asm.py; docs/disasm.md)
     dis = sub.add_parser("disasm", help="print every command of every NPU region of a compiled library")

@@ -323,8 +323,9 @@ def cmd_sweep(args) -> int:
 
 
 def _llm(args):
-    """The LLM `tvm-npu generate` runs: an artifact of LLM.export_library, an ONNX step model (with
-    --prefill-model, the pair), or a seeded builder of tvm_npu.models.decoder by name."""
+    """The LLM `tvm-npu generate` runs: a model folder (Hugging Face or onnxruntime-genai), an artifact of
+    LLM.export_library, an ONNX step model (with --prefill-model, the pair), or a seeded builder of
+    tvm_npu.models.decoder by name."""
     import functools
     import tarfile
 
@@ -333,6 +334,9 @@ def _llm(args):
 
     builders = {"gpt2": decoder.gpt2_step, "llama": decoder.llama_step}
     path = Path(args.model)
+    if path.is_dir():  # a model folder (frontend/hf_folder.py, frontend/genai.py)
+        max_context = 128 if args.max_context is None else args.max_context
+        return llm.compile(str(path), max_context=max_context, **_llm_options(args))
     if not path.is_file() and args.model in builders:
         build = functools.partial(builders[args.model], seed=args.seed)
         # 64 only when not given: --max-context 0 is refused by compile (ERR_INVALID_CONFIG), not made 64
@@ -378,19 +382,42 @@ def cmd_generate(args) -> int:
     from tqdm import tqdm
 
     from .. import llm
+    from .llm_text import encode, find_tokenizer
 
-    try:
-        ids = [int(t) for t in args.prompt_ids.split(",")]
-    except ValueError:
-        raise CLIError(f"--prompt-ids {args.prompt_ids!r}: give token ids as integers separated by commas") from None
+    tok = find_tokenizer(args.model, args.tokenizer) if args.prompt is not None or args.tokenizer else None
+    if args.prompt is not None:
+        if tok is None:
+            raise CLIError(f"--prompt: no tokenizer.json beside {args.model}; give --tokenizer or --prompt-ids")
+        ids = encode(tok, args.prompt, "--prompt").tolist()
+    else:
+        try:
+            ids = [int(t) for t in args.prompt_ids.split(",")]
+        except ValueError:
+            raise CLIError(
+                f"--prompt-ids {args.prompt_ids!r}: give token ids as integers separated by commas"
+            ) from None
     sampler = None
     if args.top_k is not None:
         sampler = llm.top_k(args.top_k, seed=args.seed)
     elif args.top_p is not None:
         sampler = llm.top_p(args.top_p, seed=args.seed)
     lm = _llm(args)
-    with tqdm(total=args.max_new_tokens, desc="generate", unit="tok") as bar:
-        new = lm.generate(ids, max_new_tokens=args.max_new_tokens, sampler=sampler, on_token=lambda _: bar.update(1))
+    if tok is None:
+        with tqdm(total=args.max_new_tokens, desc="generate", unit="tok") as bar:
+            new = lm.generate(
+                ids, max_new_tokens=args.max_new_tokens, sampler=sampler, on_token=lambda _: bar.update(1)
+            )
+    else:  # stream the text as it is written
+        print(args.prompt if args.prompt is not None else tok.decode(ids), end="", flush=True)
+        shown: list[int] = []
+
+        def show(token: int) -> None:
+            before = tok.decode(shown)
+            shown.append(token)
+            print(tok.decode(shown)[len(before) :], end="", flush=True)
+
+        new = lm.generate(ids, max_new_tokens=args.max_new_tokens, sampler=sampler, on_token=show)
+        print()
     print("new tokens: " + ",".join(str(t) for t in new.tolist()))
     prof, clock = lm.profile(), lm.meta["config"]["clock_mhz"]
     print(_speed("prefill", prof["prefill"], clock))
@@ -443,8 +470,15 @@ def cmd_asm(args) -> int:
     return 0
 
 
+def cmd_eval(args) -> int:
+    from .llm_text import cmd_eval as run
+
+    return run(args)
+
+
 COMMANDS = {
     "generate": cmd_generate,
+    "eval": cmd_eval,
     "sustain": cmd_sustain,
     "compile": cmd_compile,
     "quantize": cmd_quantize,

@@ -1,0 +1,79 @@
+"""A Hugging Face checkpoint folder as the input of tvm_npu.llm.compile and `tvm-npu generate / eval`:
+the greedy tokens of transformers' own generate on the same folder, text in and text out through the
+folder's tokenizer.json, and coded errors for folders that are not models."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tvm_npu.llm
+from tvm_npu.contract.errors import NPUError
+
+PROMPT = [3, 17, 200, 45, 9]
+
+
+def test_folder_compiles_resident_and_generates_transformers_greedy_tokens(hf_folder, folder_llm):
+    import torch
+    import transformers
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(hf_folder, dtype=torch.float32).eval()
+    with torch.no_grad():
+        want = model.generate(
+            torch.tensor([PROMPT]), max_new_tokens=16, do_sample=False, attention_mask=torch.ones(1, len(PROMPT))
+        )[0, len(PROMPT) :].tolist()
+    assert folder_llm.resident
+    folder_llm.reset()
+    assert folder_llm.generate(np.array(PROMPT, np.int64), max_new_tokens=16).tolist() == want
+
+
+def test_a_folder_without_weights_is_coded(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(NPUError, match="not a model folder") as err:
+        tvm_npu.llm.compile(str(tmp_path), max_context=32)
+    assert err.value.code == "ERR_INVALID_MODEL"
+
+
+def test_a_folder_transformers_cannot_load_is_coded(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "no-such-family"}')
+    (tmp_path / "model.safetensors").write_bytes(b"not safetensors")
+    with pytest.raises(NPUError, match="transformers cannot load") as err:
+        tvm_npu.llm.compile(str(tmp_path), max_context=32)
+    assert err.value.code == "ERR_INVALID_MODEL"
+
+
+def _cli(*args, timeout=600):
+    env = dict(os.environ, TRANSFORMERS_VERBOSITY="error")
+    cmd = [sys.executable, "-m", "tvm_npu.tools.cli", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_generate_takes_text_and_prints_text(hf_folder, folder_llm):
+    """`tvm-npu generate FOLDER --prompt TEXT`: the tokens are the API's greedy tokens for the tokenized
+    prompt, and the text printed is the tokenizer's decoding of prompt + new tokens."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(os.path.join(hf_folder, "tokenizer.json"))
+    prompt = "The quick brown fox"
+    ids = tok.encode(prompt).ids
+    folder_llm.reset()
+    want = folder_llm.generate(np.array(ids, np.int64), max_new_tokens=8).tolist()
+    run = _cli("generate", hf_folder, "--prompt", prompt, "--max-new-tokens", "8", "--max-context", "32",
+               "--prefill-len", "8")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert f"new tokens: {','.join(map(str, want))}" in run.stdout
+    assert tok.decode(ids + want) in run.stdout
+
+
+def test_eval_prints_perplexity_and_refuses_an_empty_text(hf_folder, tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text("A list is a mutable sequence. " * 6)
+    run = _cli("eval", hf_folder, "--text", str(text), "--max-context", "32", "--prefill-len", "8")
+    assert run.returncode == 0, run.stderr
+    assert "perplexity" in run.stdout and "top-1 agreement" in run.stdout
+    empty = tmp_path / "empty.txt"
+    empty.write_text("  \n")
+    run = _cli("eval", hf_folder, "--text", str(empty), "--max-context", "32")
+    assert run.returncode == 2 and "ERR_INVALID_CONFIG" in run.stderr and "empty" in run.stderr
