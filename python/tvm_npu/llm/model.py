@@ -28,8 +28,8 @@ from ..contract.config import get_config
 from ..contract.errors import NPUError
 from ..partition.report import BuildReport
 from ..quantization import quantize_weights_int4, quantize_weights_int8
-from ..quantization.weight_int4 import GROUP_SIZES, weight_formats
-from . import kv_calibration, one_library, sampling, steps
+from ..quantization.weight_int4 import GROUP_SIZES, METHODS, weight_formats
+from . import kv_calibration, one_library, sampling, steps, weight_calibration
 from .step_runner import StepRunner
 
 
@@ -84,6 +84,7 @@ def compile(
     calibration=None,
     group_size: int = 128,
     kv_placement: str = "auto",
+    weight_method: str = "rtn",
 ):
     """Compile a decoder's prefill and decode steps for the NPU (NPU regions, the rest on the CPU).
 
@@ -119,10 +120,17 @@ def compile(
         refused attention), that cache is float32 and `meta["kv_dtype"]` says so.
     calibration : list of int arrays, optional
         kv_dtype="int8": the prompts (1-D token ids, 1..max_context each) of the calibration run; default
-        8 seeded random prompts of min(32, max_context) ids.
+        8 seeded random prompts of min(32, max_context) ids. weight_method "gptq" / "awq": token ids of
+        representative text (any length; cut into prefill-bucket chunks, llm/weight_calibration.py),
+        required.
     group_size : int
         With weights="int4": 32, 64 or 128 weights per scale (a layer whose K it does not divide stays
         fp16).
+    weight_method : str
+        With weights="int4", how the codes are chosen: "rtn" (default, round to nearest), "gptq" (each
+        column's rounding error spread over the columns after it, from the layers' calibration inputs) or
+        "awq" (activation-aware per-input-channel scales folded into the norm before; the rest round to
+        nearest). Both need `calibration`. The prefill and decode steps get the same codes.
     kv_placement : str
         Where the resident cache lives (docs/llm.md, "Where the cache lives"): "auto" (default) in SRAM
         when the whole cache takes at most half of it, else in DDR; "sram" in SRAM whenever it fits
@@ -152,8 +160,21 @@ def compile(
         )
     if kv_placement not in kv_cache_mod.PLACEMENTS:
         raise NPUError("ERR_INVALID_CONFIG", f"kv_placement={kv_placement!r}: use one of {kv_cache_mod.PLACEMENTS}")
-    if calibration is not None and kv_dtype != "int8":
-        raise NPUError("ERR_INVALID_CONFIG", 'calibration= chooses the int8 KV cache\'s scales: pass kv_dtype="int8"')
+    if weight_method not in METHODS:
+        raise NPUError("ERR_INVALID_CONFIG", f"weight_method={weight_method!r}: use one of {METHODS}")
+    if weight_method != "rtn" and weights != "int4":
+        raise NPUError("ERR_INVALID_CONFIG", f'weight_method={weight_method!r} chooses int4 codes: pass weights="int4"')
+    if weight_method != "rtn" and calibration is None:
+        raise NPUError(
+            "ERR_INVALID_CONFIG",
+            f"weight_method={weight_method!r} needs calibration=[token ids of representative text, ...]",
+        )
+    if calibration is not None and kv_dtype != "int8" and weight_method == "rtn":
+        raise NPUError(
+            "ERR_INVALID_CONFIG",
+            'calibration= chooses the int8 KV cache\'s scales or GPTQ / AWQ weights: pass kv_dtype="int8" or '
+            'weight_method="gptq" / "awq"',
+        )
     cfg = get_config(config)
     (pre_mod, pre_info), (dec_mod, dec_info) = steps.resolve(model, max_context, prefill_len)
     wanted = kv_placement if kv_cache == "npu" else "ddr"
@@ -163,14 +184,18 @@ def compile(
         same = pre_mod is dec_mod
         dec_mod = quantize_weights_int8(dec_mod)
         pre_mod = dec_mod if same else quantize_weights_int8(pre_mod)
-    if weights == "int4":  # W4A16: int4 codes, one fp16 scale per group of K
-        same = pre_mod is dec_mod
-        dec_mod = quantize_weights_int4(dec_mod, group_size, progress=False)[0]
-        pre_mod = dec_mod if same else quantize_weights_int4(pre_mod, group_size, progress=False)[0]
+    if weights == "int4":  # W4A16: int4 codes, one fp16 scale per group of K; both steps the same codes
+        same, memo, data = pre_mod is dec_mod, {}, None
+        if weight_method != "rtn":
+            data = weight_calibration.batches(weight_calibration.check(calibration, pre_info["vocab"]), pre_info)
+        options = dict(method=weight_method, calibration_data=data, progress=False, memo=memo)
+        pre_mod = quantize_weights_int4(pre_mod, group_size, **options)[0]
+        dec_mod = pre_mod if same else quantize_weights_int4(dec_mod, group_size, **options)[0]
     formats = weight_formats(dec_mod, float_formats)
     scales = None
     if kv_dtype == "int8":  # the model as compiled (int8 weights included), run on the host
-        prompts = kv_calibration.check_prompts(calibration, dec_info["vocab"], dec_info["max_context"])
+        kv_prompts = calibration if weight_method == "rtn" else None  # weights' text may pass max_context
+        prompts = kv_calibration.check_prompts(kv_prompts, dec_info["vocab"], dec_info["max_context"])
         scales = kv_calibration.kv_scales(dec_mod, dec_info, prompts)
     pairs = [("prefill", pre_mod, pre_info), ("decode", dec_mod, dec_info)]
     pairs = pairs[1:] if pre_mod is dec_mod else pairs
@@ -203,6 +228,7 @@ def compile(
         "config": cfg.to_dict(),
         "weights": weights,
         "group_size": group_size if weights == "int4" else 0,
+        "weight_method": weight_method if weights == "int4" else "",
         "shared": pre_mod is dec_mod,
         "kv_cache": "npu" if resident else "host",
         "kv_dtype": (kv_dtype if resident else "float32"),

@@ -428,10 +428,12 @@ def quantize(
     weight_bits : int
         8 (default): the int8 QDQ quantization above. 4: int4 weights with one fp16 scale per
         `group_size` weights along K, activations float (W4A16); `calibration_data` is needed by
-        ``weight_method="gptq"`` only, and `method`, `percentile`, `skip` and `state_bits` do not apply.
+        ``weight_method="gptq"`` and ``"awq"`` only, and `method`, `percentile`, `skip` and `state_bits`
+        do not apply.
     group_size, symmetric, weight_method :
         With ``weight_bits=4``: 32, 64 or 128; int4 around 0 or uint4 with a zero point per group;
-        "rtn" (round to nearest) or "gptq" (error-minimizing, from the calibration inputs).
+        "rtn" (round to nearest), "gptq" (error-minimizing, from the calibration inputs) or "awq"
+        (activation-aware per-channel scales folded into the op before, quantization/awq.py; W4A16 only).
     activations : str, optional
         "int8" (the default with ``weight_bits=8``) or "float" (the default with ``weight_bits=4``). With
         ``weight_bits=4, activations="int8"``: the int8 quantization above with int4 group-wise weights on

@@ -25,6 +25,8 @@ def check_options(group_size: int, method: str, calibration_data) -> None:
         raise ValueError(f"quantize: group_size {group_size}; the NPU's group sizes are {GROUP_SIZES}")
     if method not in METHODS:
         raise ValueError(f"quantize: weight method {method!r}; use one of {METHODS}")
+    if method == "awq":  # its 1/s would have to be folded into an int8 tensor's scale, per channel
+        raise ValueError('quantize: weight method "awq" is for float activations (W4A16): use "rtn" or "gptq"')
     if calibration_data is None:
         raise ValueError("quantize: int8 activations need calibration_data (batches of model inputs)")
 

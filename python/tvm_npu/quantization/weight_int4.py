@@ -25,6 +25,7 @@ gives each layer's output SQNR, as for int8.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,10 +36,11 @@ from tvm import relax
 from ..ir import graph as rg
 from ..ir.group_quant import WEIGHT_PREFIX, group_dequantize, group_parts, npu_group_layout
 from ..ir.values import constant_value
+from . import awq
 from .weight_only import dense_weights
 
 GROUP_SIZES = (32, 64, 128)
-METHODS = ("rtn", "gptq")
+METHODS = ("rtn", "gptq", "awq")
 MIN_SCALE = 2.0**-14  # the smallest normal fp16: an all-zero group's scale
 
 
@@ -198,6 +200,38 @@ def layer_inputs(mod: tvm.IRModule, xs: list, data, progress: bool, report) -> l
     return [np.concatenate(r) for r in rows]
 
 
+def _key(w: np.ndarray) -> tuple:
+    """A dense weight's identity across modules of one model (prefill and decode hold the same arrays)."""
+    return (w.shape, hashlib.sha1(np.ascontiguousarray(w).tobytes()).hexdigest())
+
+
+def _awq_plan(g, layers, inputs, group_size, symmetric, report) -> tuple[dict, dict]:
+    """({dense var: s [K]}, {binding var: [(argument index, s)]}) of the activation-aware scales
+    (quantization/awq.py): one search per input the layers share, folded into its producer's constant."""
+    by_input: dict = {}
+    for i, d in enumerate(layers):
+        by_input.setdefault(d.x, []).append(i)
+    per_layer, folds = {}, {}
+
+    def quantize(w):
+        codes, scales, zps = quantize_rtn(w, group_size, symmetric)
+        groups = np.arange(w.shape[1]) // group_size
+        return (codes - zps[:, groups]) * scales[:, groups]
+
+    for x, idx in by_input.items():
+        k = layers[idx[0]].weight.shape[0]
+        targets, why = awq.fold_target(g, x, [layers[i].var for i in idx], k)
+        if not targets:
+            report.skipped += [(layers[i].var.name, f"awq: s = 1 (round to nearest): {why}") for i in idx]
+            continue
+        s, _ = awq.search_scales([layers[i].weight.T for i in idx], inputs[idx[0]], quantize)
+        for i in idx:
+            per_layer[layers[i].var] = s
+        for var, index in targets:
+            folds.setdefault(var, []).append((index, s))
+    return per_layer, folds
+
+
 def quantize_weights_int4(
     mod: tvm.IRModule,
     group_size: int = 128,
@@ -205,6 +239,7 @@ def quantize_weights_int4(
     method: str = "rtn",
     calibration_data=None,
     progress: bool = True,
+    memo: dict | None = None,
 ):
     """Group-wise int4 weight-only quantization of `mod`'s dense layers (see the module docstring).
 
@@ -218,9 +253,14 @@ def quantize_weights_int4(
     symmetric : bool
         int4 codes around 0 (True) or uint4 codes with a zero point per group.
     method : str
-        "rtn" (round to nearest) or "gptq" (needs `calibration_data`).
+        "rtn" (round to nearest), "gptq" or "awq" (activation-aware scales folded into the op before,
+        quantization/awq.py); the last two need `calibration_data`.
     calibration_data : iterable, optional
         Batches of inputs for `main`, in any form `tvm_npu.quantize` accepts.
+    memo : dict, optional
+        Shared by the calls that quantize modules of one model (an LLM's prefill and decode steps): a
+        weight met again takes the codes (and scales) chosen the first time, without calibrating again, so
+        the steps hold the same codes and share one copy of them.
 
     Returns
     -------
@@ -230,28 +270,50 @@ def quantize_weights_int4(
         raise ValueError(f"quantize: group_size {group_size}; the NPU's group sizes are {GROUP_SIZES}")
     if method not in METHODS:
         raise ValueError(f"quantize: weight method {method!r}; use one of {METHODS}")
-    if method == "gptq" and calibration_data is None:
-        raise ValueError("quantize: weight method 'gptq' needs calibration_data (batches of model inputs)")
+    memo = {} if memo is None else memo
+    g = rg.Graph(mod["main"])
     report = WeightQuantReport(method, group_size, symmetric)
     layers = []
-    for d in dense_weights(rg.Graph(mod["main"])):
+    for d in dense_weights(g):
         if d.weight.shape[0] % group_size:
             reason = f"K {d.weight.shape[0]} is not a multiple of group_size {group_size}: stays float"
             report.skipped.append((d.var.name, reason))
         else:
             layers.append(d)
-    inputs = layer_inputs(mod, [d.x for d in layers], calibration_data, progress, report) if method == "gptq" else []
+    keys = [_key(d.weight) for d in layers]
+    calibrate = method != "rtn" and any(k not in memo for k in keys)
+    if calibrate and calibration_data is None:
+        raise ValueError(f"quantize: weight method {method!r} needs calibration_data (batches of model inputs)")
+    inputs = layer_inputs(mod, [d.x for d in layers], calibration_data, progress, report) if calibrate else []
+    per_layer, folds = {}, {}
+    if calibrate and method == "awq":
+        per_layer, folds = _awq_plan(g, layers, inputs, group_size, symmetric, report)
     chosen = {}
     for i, d in enumerate(layers):
-        w = d.weight.T.astype(np.float32)  # [N, K]
-        layer = Int4Layer.of(w, group_size, symmetric, method, inputs[i] if inputs else None)
-        report.tensors.append(WeightLayer(d.var.name, d.var.name, "matmul", w.shape[1], w.shape[0], layer.sqnr_db))
+        if keys[i] not in memo:
+            s = per_layer.get(d.var)
+            w = (d.weight if s is None else d.weight * s[:, None]).T.astype(np.float32)  # [N, K]
+            how = "rtn" if method == "awq" else method
+            memo[keys[i]] = (Int4Layer.of(w, group_size, symmetric, how, inputs[i] if inputs else None), s)
+        layer, s = memo[keys[i]]
+        n, k = layer.codes.shape
+        report.tensors.append(WeightLayer(d.var.name, d.var.name, "matmul", k, n, layer.sqnr_db))
         chosen[d.var] = (d, layer)
+        if s is not None and not calibrate:  # a memoized activation-aware layer: fold its 1 / s again
+            targets, _ = awq.fold_target(g, d.x, [e.var for e in layers if e.x.same_as(d.x)], d.weight.shape[0])
+            for var, index in targets:
+                if all(index != j for j, _ in folds.get(var, [])):
+                    folds.setdefault(var, []).append((index, s))
     dropped = {d.weight_var for d in layers if d.weight_var is not None}
 
     def rewrite(bb, var, value, m, fresh):
         if var in dropped:
             return False
+        if var in folds:
+            out = value
+            for index, s in folds[var]:
+                out = awq.scaled(out, index, g, s, m)
+            return out
         if var not in chosen:
             return None
         d, layer = chosen[var]
@@ -260,7 +322,7 @@ def quantize_weights_int4(
 
     if not chosen:
         return mod, report
-    return rg.with_main(mod, rg.rebuild(rg.Graph(mod["main"]), rewrite=rewrite)[0]), report
+    return rg.with_main(mod, rg.rebuild(g, rewrite=rewrite)[0]), report
 
 
 # -- what each dense layer's weight is (lm.meta["weight_formats"], the build report) ------------------------
