@@ -18,6 +18,7 @@ import multiprocessing
 import os
 import sys
 import time
+import types
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,7 +175,8 @@ def _unguarded_script_call() -> bool:
     path = getattr(main, "__file__", None)
     if not path or not os.path.isfile(path):
         return False  # `python -c`, a REPL, a notebook: spawn does not run the main module again
-    frame, line = sys._getframe(1), None
+    frame: types.FrameType | None = sys._getframe(1)
+    line = None
     while frame is not None:  # the script's own top-level line that led here (the outermost one)
         if frame.f_globals is vars(main) and frame.f_code.co_name == "<module>" and frame.f_code.co_filename == path:
             line = frame.f_lineno
