@@ -12,8 +12,14 @@ docs/dse.md says what the numbers mean and how to run a sweep on Dask or Ray.
 
 from __future__ import annotations
 
+import ast
 import concurrent.futures as cf
+import multiprocessing
+import os
+import sys
 import time
+import types
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,6 +96,8 @@ def sweep(
         Configurations that the contract forbids or that the model does not fit are rows with
         `feasible` False, `error_code` and `reason`.
     """
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        sys.exit(_GUARD_EXIT)  # a spawned worker importing a script that calls sweep() unguarded: no pool in it
     start = time.perf_counter()
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
@@ -99,7 +107,16 @@ def sweep(
     results = folder / "results.jsonl"
     fp = sweep_run.fingerprint(model_path, base_cfg)
     stored = set(sweep_run.load_rows(results, fp))
-    rows = sweep_run.run(points, model_path, results, fp, executor, jobs, progress)
+    threads = None
+    if executor is None and _unguarded_script_call():
+        warnings.warn(_THREADS_WARNING, stacklevel=2)
+        executor = threads = cf.ThreadPoolExecutor(jobs or os.cpu_count() or 1)
+    try:
+        rows = sweep_run.run(points, model_path, results, fp, executor, jobs, progress)
+    finally:
+        if threads is not None:
+            threads.shutdown(cancel_futures=True)
+    _raise_if_workers_died(rows)
     rows = sweep_sustained.add(sweep_table.finish(rows, energy, area), sustain)
     sweep_table.write_csv(rows, folder / "sweep.csv")
     files = [results, folder / "sweep.csv"]
@@ -126,3 +143,57 @@ def _model_file(model, folder: Path) -> str:
     raise NPUError(
         "ERR_INVALID_MODEL", f"sweep takes an ONNX file path or an onnx.ModelProto, not {type(model).__name__}"
     )
+
+
+_GUARD = 'put the sweep under `if __name__ == "__main__":` in the script'
+_GUARD_EXIT = f"tvm_npu.sweep: a worker process ran the main script again and stopped; {_GUARD}"
+_THREADS_WARNING = (
+    "tvm_npu.sweep runs its estimates in threads of this process: the main script calls it outside "
+    '`if __name__ == "__main__":`, and spawned worker processes would run the whole script again; '
+    f"{_GUARD} for a process pool"
+)
+# Rows of workers that died (run.py records the exception's type and message as the row's reason).
+_DEAD = ("BrokenProcessPool", "BrokenExecutor", "BrokenThreadPool")
+
+
+def _raise_if_workers_died(rows: list[dict]) -> None:
+    """A sweep whose workers died has no result: an error, not a table of INTERNAL rows."""
+    dead = [r for r in rows if r.get("error_code") == "INTERNAL" and str(r.get("reason", "")).startswith(_DEAD)]
+    if dead:
+        raise NPUError(
+            "ERR_INVALID_CONFIG",
+            f"{len(dead)} of {len(rows)} sweep configurations lost their worker process ({dead[0]['reason']}). "
+            f"A worker that dies at start is usually a script without a main guard: {_GUARD}, or pass "
+            "executor=concurrent.futures.ThreadPoolExecutor(); the rows estimated so far are kept in results.jsonl",
+        )
+
+
+def _unguarded_script_call() -> bool:
+    """True when the main script calls this at its top level outside `if __name__ == "__main__":` (spawned
+    workers import the main script again, so a process pool cannot start from there)."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not path or not os.path.isfile(path):
+        return False  # `python -c`, a REPL, a notebook: spawn does not run the main module again
+    frame: types.FrameType | None = sys._getframe(1)
+    line = None
+    while frame is not None:  # the script's own top-level line that led here (the outermost one)
+        if frame.f_globals is vars(main) and frame.f_code.co_name == "<module>" and frame.f_code.co_filename == path:
+            line = frame.f_lineno
+        frame = frame.f_back
+    if line is None:
+        return False
+    try:
+        tree = ast.parse(Path(path).read_text(), path)
+    except (OSError, SyntaxError, ValueError):
+        return False
+    return not any(_is_main_guard(n) and n.lineno <= line <= (n.end_lineno or n.lineno) for n in tree.body)
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and len(node.test.comparators) == 1):
+        return False
+    sides = [node.test.left, node.test.comparators[0]]
+    names = {s.id for s in sides if isinstance(s, ast.Name)}
+    consts = {s.value for s in sides if isinstance(s, ast.Constant)}
+    return names == {"__name__"} and consts == {"__main__"} and isinstance(node.test.ops[0], ast.Eq)

@@ -181,7 +181,7 @@ class BuildReport:
         if m["unknown_ops"]:
             lines.append(f"({m['unknown_ops']} op(s) with symbolic shapes: their MACs are not counted)")
         lines += [f"  weight {layer}: {fmt}" for layer, fmt in self.weight_formats.items()]
-        legend = [f"{alias[symbol]} = {symbol}" for symbol in self._region_names()]
+        legend = [f"{alias[symbol]} = {short_name(symbol)}" for symbol in self._region_names()]
         return "\n".join(lines + legend)
 
     def to_dict(self) -> dict:
@@ -206,6 +206,18 @@ class BuildReport:
         js.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
         txt.write_text(self.table() + "\n")
         return js, txt
+
+
+def short_name(symbol: str, ops: int = 3) -> str:
+    """A region's name for a screen: TVM names a merged region after every op in it (400-6,000
+    characters on real models), so show its first `ops` op names and the count. The full name stays in
+    the JSON report (`aliases`) and in the library."""
+    if not symbol.startswith("fused_") or len(symbol) <= 60:
+        return symbol
+    names = [n for n in symbol.removeprefix("fused_").split("relax_") if n.strip("_")]
+    shown = ", ".join(n.strip("_") for n in names[:ops])
+    more = f", ... {len(names)} ops" if len(names) > ops else ""
+    return f"fused({shown}{more}; {len(symbol)} characters)"
 
 
 def _components(bounds: dict) -> dict:
