@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
@@ -122,7 +123,7 @@ def test_greedy_tokens_and_logits_equal_onnxruntime_with_the_cache_resident(fami
     assert len(set(ref_tokens)) > 1  # a path that moves: a constant token would hide a wrong cache
 
 
-def _without_position_ids(positions) -> "helper.ModelProto":
+def _without_position_ids(positions) -> onnx.ModelProto:
     """The onnx.helper Llama with its position_ids input removed and computed in the graph by
     `positions(builder)` -> nodes writing "position_ids" [B, S] from the other inputs."""
     model = helper_decoders.build("llama")
