@@ -23,7 +23,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from ..contract.errors import NPUError
-from . import decoder_cache, decoder_fold, decoder_mask
+from . import decoder_cache, decoder_fold, decoder_mask, decoder_positions
 from .decoder_forms import KEY_TRANSPOSES
 from .decoder_forms.common import Context
 
@@ -44,7 +44,7 @@ def _load(model) -> onnx.ModelProto:
 def _layers(model: onnx.ModelProto) -> int:
     names = {i.name for i in model.graph.input}
     outs = {o.name for o in model.graph.output}
-    for name in ("input_ids", "attention_mask", "position_ids"):
+    for name in ("input_ids", "attention_mask"):  # no position_ids: decoder_positions.py finds the positions
         if name not in names:
             raise NPUError(
                 "ERR_OP_NOT_SUPPORTED",
@@ -204,6 +204,7 @@ def to_step_model(model: onnx.ModelProto | str | os.PathLike, max_context: int, 
     layers = _layers(model)
     heads, dim = _kv_shape(model)
     declared = _declared_vocab(model)
+    computed = decoder_positions.rewrite(model, seq_len, _specialize)  # positions computed in the graph
     _specialize(model, seq_len, max_context)
     decoder_fold.fold(model)
     values = decoder_fold.constants(model.graph)
@@ -211,7 +212,8 @@ def to_step_model(model: onnx.ModelProto | str | os.PathLike, max_context: int, 
     # the cache first: a sliding window < max_context is refused naming the window, before its banded mask
     decoder_cache.write_caches(model, layers, heads, seq_len, Context.of(model.graph, values, shapes, max_context))
     decoder_mask.rebuild_mask(model, values, seq_len, max_context)
-    decoder_cache.position_ids(model, seq_len)
+    if not computed:
+        decoder_cache.position_ids(model, seq_len)
     _interface(model, layers, heads, dim, seq_len, max_context)
     _key_transposes(model)
     vocab = _vocab(model, declared)
