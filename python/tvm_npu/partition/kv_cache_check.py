@@ -7,6 +7,7 @@ One layer of a step model, as TVM imports `tvm_npu.models.decoder`'s ONNX:
     values = scatter_nd(cache.{i}.value, idx, v_new)
     [repeat_kv: expand_dims(axis 2) -> broadcast_to -> reshape, for grouped-query attention]
     scores = matmul(q, permute_dims(keys, [0, 1, 3, 2])) [/ c or * c]
+    [scores = tanh(scores / cap) * cap: an attention softcap, Gemma2's]
     probs  = softmax(scores + where(less(positions[:, None], arange(T)), M, 0), axis=-1)
                                        [the mask optionally broadcast to [1, 1, S, T]]
     out    = matmul(probs, values)                         cache_out.{i}.* = keys, values
@@ -53,6 +54,7 @@ class KVLayer:
     head_dim: int
     ops: list = field(default_factory=list)  # (var name, op name) of every binding the region replaces
     cache_vars: tuple = ()  # (keys, values): the scatter results main returned as cache_out
+    softcap: float = 0.0  # cap of an attention softcap tanh(scale * s / cap) * cap before the mask; 0: none
 
 
 # --- constraints: docstring = reason shown to the user; first word of the code = reason code ---
@@ -92,11 +94,12 @@ def constraint_kv_mask(what: str):
 
 
 def constraint_kv_softcap(what: str):
-    """NPU_E_KV_CACHE: an attention softcap, tanh(scores / c) * c between the scores and the mask (Gemma2's
-    attn_logit_softcapping), is not in the resident attention region: the region runs Q x K^T, the causal
-    SOFTMAX and P x V, and the NPU's tanh (UNARY) is not scheduled between them (it has no position-limited
-    form). The step keeps the host-held cache, computing the softcap exactly; a model without an attention
-    softcap keeps its cache on the NPU."""
+    """NPU_E_KV_CACHE: an attention softcap between the scores and the mask is resident when it is
+    tanh(s / cap) * cap (Gemma2's attn_logit_softcapping: a Div by cap or a Mul by 1 / cap, Tanh, a Mul
+    by cap; float32 constants) with the scores' factor over cap an fp16 normal number (6.1e-5 to 65504
+    in magnitude): the region multiplies the scores by that factor rounded to fp16 (ELTWISE), takes
+    their tanh (UNARY) and gives cap to the causal SOFTMAX as its scale. Another form (other factors
+    around the tanh, or a factor fp16 cannot hold) stays on the host-held cache, computed exactly."""
     return what
 
 
@@ -111,11 +114,12 @@ def constraint_kv_fits(layer: KVLayer, cfg: NPUConfig):
 
 def kv_sram_bytes(layer: KVLayer, cfg: NPUConfig) -> int:
     """SRAM of one KV head's attention (the plan in backend/plan/kv_plan.py): q, k_new, v_new, the output,
-    T key and T value rows, the scores and probabilities [g * S, T]."""
+    T key and T value rows, the scores and probabilities [g * S, T] (and a softcap's factor)."""
     a = cfg.alignment
     line = lambda elems: -(-elems * 2 // a) * a  # noqa: E731 (an fp16 SRAM row)
     g, S, T, D = layer.heads // layer.kv_heads, layer.seq, layer.max_context, layer.head_dim
-    return (2 * g * S + 2 * S + 2 * T) * line(D) + 2 * g * S * line(T)
+    cap = a if layer.softcap else 0  # the softcap's fp16 factor, one aligned row
+    return (2 * g * S + 2 * S + 2 * T) * line(D) + 2 * g * S * line(T) + cap
 
 
 KV_CONSTRAINTS = [
@@ -293,14 +297,22 @@ def _nan_guard(g: Graph, probs) -> tuple:
     return g.sole_use(isnan), [isnan, g.sole_use(isnan)]
 
 
-def _softcap(g: Graph, var, x) -> float | None:
-    """c when `var` = x / c (or x * (1 / c)) starts tanh(x / c) * c, else None."""
-    c = _factor(g, var, x)
-    tv = g.sole_use(var) if c is not None else None
+def _softcap(g: Graph, var, x, scale: float) -> tuple | None:
+    """(cap, its three bindings) when `var` = x / cap (or x * (1 / cap)) starts tanh(x / cap) * cap;
+    None when `var` is no factor of x followed by a tanh. A tanh with other factors around it, or a
+    factor of the scores over cap that fp16 cannot hold, raises constraint_kv_softcap."""
+    inv = _factor(g, var, x)
+    tv = g.sole_use(var) if inv is not None else None
     if tv is None or _call(g, tv, "tanh") is None:
         return None
-    back = _factor(g, g.sole_use(tv), tv) if g.sole_use(tv) is not None else None
-    return back if back is not None and abs(back * c - 1.0) < 1e-6 else None
+    mv = g.sole_use(tv)
+    cap = _factor(g, mv, tv) if mv is not None else None
+    if cap is None or abs(cap * inv - 1.0) >= 1e-6:
+        raise _NoMatch(constraint_kv_softcap, tv, "the tanh of the scores is not tanh(s / cap) * cap")
+    f = scale / cap  # the region's ELTWISE factor, rounded to fp16
+    if not 2.0**-14 <= abs(f) <= 65504.0:
+        raise _NoMatch(constraint_kv_softcap, tv, f"the scores' factor over the cap, {f:.6g}, is no fp16 normal")
+    return cap, [var, tv, mv]
 
 
 def _sole_user(g: Graph, var):
@@ -350,18 +362,21 @@ def _match_layer(g: Graph, i: int, info: dict, position, result) -> KVLayer:
     ops.append(qkv)
     x = qkv
     nxt = _sole(g, x, "the scores")
-    scaled = _call(g, nxt, "divide", "multiply")
-    if scaled is not None:
+    cap = _softcap(g, nxt, x, scale)
+    if cap is None and _call(g, nxt, "divide", "multiply") is not None:
         c = _factor(g, nxt, x)
         if c is None:
             raise _NoMatch(constraint_kv_attention, nxt, "the scores' factor is not one finite float32 constant")
         scale *= c
         ops.append(nxt)
         x, nxt = nxt, _sole(g, nxt, "the scaled scores")
+        cap = _softcap(g, nxt, x, scale)
+    softcap = 0.0
+    if cap is not None:  # tanh(s / cap) * cap: ELTWISE, UNARY and the SOFTMAX's scale in the region
+        softcap, capped = cap
+        ops += capped
+        x, nxt = capped[-1], _sole(g, capped[-1], "the capped scores")
     add = _call(g, nxt, "add")
-    if add is None and _softcap(g, nxt, x) is not None:
-        c = _softcap(g, nxt, x)
-        raise _NoMatch(constraint_kv_softcap, nxt, f"the scores pass an attention softcap tanh(s / {c:g}) * {c:g}")
     if add is None:
         raise _NoMatch(constraint_kv_mask, nxt, "the scores take no causal mask")
     mask = add.args[1] if add.args[0].same_as(x) else add.args[0]
@@ -387,6 +402,7 @@ def _match_layer(g: Graph, i: int, info: dict, position, result) -> KVLayer:
         raise _NoMatch(constraint_kv_attention, pvv, "the probabilities and the values are not one P x V matmul")
     ops += [*vrep, pvv]
     layer = KVLayer(i, q, k_new, v_new, pvv, scale, heads, info["kv_heads"], S, T, D, cache_vars=(keys, values))
+    layer.softcap = softcap
     layer.ops = [(v.name, op_name(g.value[v])) for v in [keys, values, *ops]]
     return layer
 

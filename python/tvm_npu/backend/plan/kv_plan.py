@@ -12,6 +12,12 @@ slots [1, H_kv, T, D] of fp16 rows. Per KV head h, with its g = H / H_kv query h
               scale; MATMUL P x V, k = S + p (pos_mode 2)
     DMA_STORE the g * S output rows
 
+An attention softcap tanh(scale * s / cap) * cap (layer.softcap = cap, Gemma2's) adds, between the two
+MATMULs, ELTWISE multiply by the scalar fp16(scale / cap) (one aligned row of the weight region, loaded
+once) and UNARY tanh, both over all T columns of the g * S score rows (neither has a position-limited
+form: the columns past p + S hold what SRAM held, and the causal SOFTMAX never reads them), then the
+SOFTMAX with cap as its scale: fp16(cap * fp16(tanh(fp16(fp16(s) * fp16(scale / cap))))) in fp32 is z.
+
 An int8 cache (`kv_scales`, docs/npu.md section 2, "The int8 KV cache") has int8 state rows and one fp32
 scale per KV head for K and one for V: each head's new rows are an input of their own (k_new head 0 ..
 H_kv - 1, then v_new's), quantized by the runtime's staging with the head's scale; the scales are the
@@ -34,9 +40,23 @@ from __future__ import annotations
 import math
 import struct
 
+import numpy as np
+
 from ...contract.config import NPUConfig
 from ...contract.errors import NPUError
-from ...contract.stream import ENGINES, Command, Stream, TensorDesc, check_state_fits, f32_bits
+from ...contract.stream import (
+    B_MODES,
+    DTYPES,
+    ELTWISE_KINDS,
+    ENGINES,
+    NO_TABLE,
+    UNARY_FUNCS,
+    Command,
+    Stream,
+    TensorDesc,
+    check_state_fits,
+    f32_bits,
+)
 
 _SYNC = dict.fromkeys(ENGINES, 0)  # wait until every engine is idle
 
@@ -62,8 +82,9 @@ def _scratch(cfg: NPUConfig, layer, int8: bool, sram_cache: bool) -> tuple[dict,
     # An SRAM cache needs no staging of the new rows or of the cache rows: they go to / are read in place.
     own = () if sram_cache else (("k", S * rc), ("v", S * rc), ("kc", T * rc), ("vc", T * rc))
     scales = 2 * H_kv * cfg.alignment if int8 else 0
+    cap = cfg.alignment if layer.softcap else 0  # the softcap's fp16 factor
     sram, at = {}, 0
-    for key, size in (("q", g * S * rs), *own, ("sc", scales)):
+    for key, size in (("q", g * S * rs), *own, ("sc", scales), ("cap", cap)):
         sram[key], at = at, at + size
     for key, size in (("s", g * S * sst), ("p", g * S * sst), ("o", g * S * rs)):
         sram[key], at = at, at + size
@@ -89,6 +110,8 @@ def plan_kv_attention(
     rc = cache_row_bytes(cfg, D, i8)  # a cache row (and a new K / V row), aligned
     name = f"layer {layer.layer} attention"
     weights = _scale_rows(kv_scales, cfg) if i8 else b""
+    cap_at = len(weights)  # the softcap's factor row follows the int8 cache's scales
+    weights += _cap_row(layer, cfg) if layer.softcap else b""
     # SRAM: one KV head's buffers (and the int8 cache's scales), below the SRAM state area.
     sram, at = _scratch(cfg, layer, i8, bool(sram_area))
     if at + sram_area > cfg.sram_bytes:
@@ -98,7 +121,7 @@ def plan_kv_attention(
             + (f" next to the SRAM KV cache of {sram_area} bytes: use kv_placement='ddr'" if sram_area else ""),
         )
     # DDR: the staged inputs and the output, then the state region (keys, then values).
-    dq = len(weights)  # the activation region follows the weight region (the int8 cache's scales)
+    dq = len(weights)  # the activation region follows the weight region (int8 scales, softcap factor)
     dk = dq + H * S * rs
     dv = dk + H_kv * S * rc
     do = dv + H_kv * S * rc
@@ -122,6 +145,8 @@ def plan_kv_attention(
         return Command(op, args, dict(_SYNC), note)
 
     cmds = [dma("DMA_LOAD", 0, sram["sc"], 2 * H_kv, row_bytes=4, stride=cfg.alignment)] if i8 else []
+    if layer.softcap:
+        cmds.append(dma("DMA_LOAD", cap_at, sram["cap"], 1, row_bytes=2, stride=cfg.alignment))
     mm = dict(dtype=1, batch=g, b_group=g, m=S)
     for h in range(H_kv):
         note = f"{name} head {h}"
@@ -146,13 +171,15 @@ def plan_kv_attention(
         qk = dict(mm, k=D, n=S, b_transposed=1, a_addr=sram["q"], a_stride=rs, a_bstride=S * rs)
         qk.update(b_addr=sram["kc"], b_stride=rc, b_bstride=T * rc, **k8)
         qk.update(out_addr=sram["s"], out_stride=sst, out_bstride=S * sst, pos_mode=1)
+        factor = layer.softcap or layer.scale  # with a softcap, the scale is in the ELTWISE before the tanh
         sm = dict(dtype=1, in_addr=sram["s"], in_stride=sst, out_addr=sram["p"], out_stride=sst, rows=g * S)
-        sm.update(row_elems=S, scale=f32_bits(layer.scale) if layer.scale != 1.0 else 0, pos_mode=1)
+        sm.update(row_elems=S, scale=f32_bits(factor) if factor != 1.0 else 0, pos_mode=1)
         pv = dict(mm, k=S, n=D, b_transposed=0, a_addr=sram["p"], a_stride=sst, a_bstride=S * sst)
         pv.update(b_addr=sram["vc"], b_stride=rc, b_bstride=T * rc, **v8)
         pv.update(out_addr=sram["o"], out_stride=rs, out_bstride=S * rs, pos_mode=2)
         cmds += [
             Command("MATMUL", qk, dict(_SYNC), note),
+            *(_softcap_commands(sram, g * S, T, sst, cfg, note) if layer.softcap else []),
             Command("SOFTMAX", sm, dict(_SYNC), note),
             Command("MATMUL", pv, dict(_SYNC), note),
             dma("DMA_STORE", do + h * g * S * rs, sram["o"], g * S, note=note, row_bytes=D * 2, stride=rs),
@@ -172,6 +199,27 @@ def plan_kv_attention(
         state_space=state_space,
         sram_state_bytes=sram_area,
     )
+
+
+def _softcap_commands(sram: dict, rows: int, T: int, sst: int, cfg: NPUConfig, note: str) -> list:
+    """ELTWISE scores x fp16(scale / cap) into the probabilities' buffer, then UNARY tanh back into the
+    scores' (an output may not overlap its input): `rows` rows of all T columns, as SOFTMAX reads them."""
+    span = dict(dtype=DTYPES["float16"], rows=rows, row_elems=T)
+    mul = dict(span, kind=ELTWISE_KINDS["multiply"], b_mode=B_MODES["scalar"], channels=0, act=0)
+    mul.update(a_addr=sram["s"], a_stride=sst, b_addr=sram["cap"], b_stride=cfg.alignment)
+    mul.update(out_addr=sram["p"], out_stride=sst, clip_lo=0, clip_hi=0)
+    tanh = dict(span, func=UNARY_FUNCS["tanh"], in_addr=sram["p"], in_stride=sst, out_addr=sram["s"])
+    tanh.update(out_stride=sst, table_addr=NO_TABLE, alpha=0)
+    return [Command("ELTWISE", mul, dict(_SYNC), note), Command("UNARY", tanh, dict(_SYNC), note)]
+
+
+def _cap_row(layer, cfg: NPUConfig) -> bytes:
+    """The softcap's ELTWISE factor scale / cap as one fp16 scalar at the start of an aligned row (the
+    recognizer refused a factor fp16 cannot hold as a normal number)."""
+    f = np.float16(layer.scale / layer.softcap)
+    if not (np.isfinite(f) and abs(float(f)) >= 2.0**-14):
+        raise NPUError("ERR_INVALID_CONFIG", f"the softcap factor {layer.scale / layer.softcap:g} is no fp16 normal")
+    return f.tobytes().ljust(cfg.alignment, b"\0")
 
 
 def _scale_rows(kv_scales, cfg: NPUConfig) -> bytes:
