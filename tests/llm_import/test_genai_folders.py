@@ -14,6 +14,7 @@ import pytest
 from onnx import helper
 
 import tvm_npu
+from llm_import.ort_reference import OrtDecoder
 from tvm_npu.contract.errors import NPUError
 from tvm_npu.frontend import genai
 
@@ -26,33 +27,13 @@ NEW = 16  # greedy tokens: the one after the prompt, then 15 decodes
 T, S = 32, 8
 
 
-class _Builder:
+def _Builder(folder: str, exact: bool = False) -> OrtDecoder:
     """onnxruntime on the folder's model.onnx, fed as onnxruntime-genai feeds it: the whole past each call.
     exact=True sets MatMulNBits' accuracy_level to 0: the builder's 4 lets onnxruntime's CPU kernel
     quantize the activations to int8 blocks (measured: 3.3e-2 x max|ref| on qwen2-int4 against
     accuracy_level 0, where the NPU build is within 2.8e-3), a speed option, not the model's meaning."""
-
-    def __init__(self, folder: str, exact: bool = False):
-        dec = genai.read_config(folder)["model"]["decoder"]
-        model = onnx.load(os.path.join(folder, "model.onnx"))
-        for node in model.graph.node:
-            for attr in node.attribute:
-                if exact and node.op_type == "MatMulNBits" and attr.name == "accuracy_level":
-                    attr.i = 0
-        self.sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-        self.layers = dec["num_hidden_layers"]
-        empty = np.zeros((1, dec["num_key_value_heads"], 0, dec["head_size"]), np.float32)
-        self.past = [(empty, empty)] * self.layers
-        self.names = [o.name for o in self.sess.get_outputs()]
-
-    def __call__(self, ids: list[int]) -> np.ndarray:
-        total = self.past[0][0].shape[2] + len(ids)
-        feeds = {"input_ids": np.array([ids], np.int64), "attention_mask": np.ones((1, total), np.int64)}
-        for i, (k, v) in enumerate(self.past):
-            feeds[f"past_key_values.{i}.key"], feeds[f"past_key_values.{i}.value"] = k, v
-        out = dict(zip(self.names, self.sess.run(None, feeds)))
-        self.past = [(out[f"present.{i}.key"], out[f"present.{i}.value"]) for i in range(self.layers)]
-        return out["logits"][0, -1]
+    dec = genai.read_config(folder)["model"]["decoder"]
+    return OrtDecoder(folder, dec["num_hidden_layers"], dec["num_key_value_heads"], dec["head_size"], exact)
 
 
 @pytest.fixture(scope="module")

@@ -17,11 +17,11 @@ DequantizeLinear + MatMul into MatMulNBits with int8 activations at its default 
 import warnings
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 import pytest
 
 import tvm_npu
+from llm_import.ort_reference import quantize_nbits as _quantize
 from llm_import.test_step_model import PROMPT, _kv, _Reference
 from tvm_npu.frontend import to_step_model
 
@@ -37,20 +37,6 @@ class _Exact(_Reference):
         so = ort.SessionOptions()
         so.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "1")
         self.sess = ort.InferenceSession(path, so)
-
-
-def _quantize(src: str, out: str, symmetric: bool, qdq: bool, block: int = 32) -> str:
-    from onnxruntime.quantization import QuantFormat
-    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
-
-    model = onnx.load(src)
-    if qdq:  # int4 DequantizeLinear is opset 21; the quantizer would only relabel the opset 17 model
-        model = onnx.version_converter.convert_version(model, 21)
-    fmt = QuantFormat.QDQ if qdq else QuantFormat.QOperator
-    quantizer = MatMulNBitsQuantizer(model, bits=4, block_size=block, is_symmetric=symmetric, quant_format=fmt)
-    quantizer.process()
-    quantizer.model.save_model_to_file(out, use_external_data_format=False)
-    return out
 
 
 @pytest.fixture(scope="module")
