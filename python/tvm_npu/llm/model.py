@@ -185,12 +185,18 @@ def compile(
         dec_mod = quantize_weights_int8(dec_mod)
         pre_mod = dec_mod if same else quantize_weights_int8(pre_mod)
     if weights == "int4":  # W4A16: int4 codes, one fp16 scale per group of K; both steps the same codes
-        same, memo, data = pre_mod is dec_mod, {}, None
+        same, data = pre_mod is dec_mod, None
+        memo: dict = {}
         if weight_method != "rtn":
             data = weight_calibration.batches(weight_calibration.check(calibration, pre_info["vocab"]), pre_info)
-        options = dict(method=weight_method, calibration_data=data, progress=False, memo=memo)
-        pre_mod = quantize_weights_int4(pre_mod, group_size, **options)[0]
-        dec_mod = pre_mod if same else quantize_weights_int4(dec_mod, group_size, **options)[0]
+
+        def int4(mod):
+            return quantize_weights_int4(
+                mod, group_size, method=weight_method, calibration_data=data, progress=False, memo=memo
+            )[0]
+
+        pre_mod = int4(pre_mod)
+        dec_mod = pre_mod if same else int4(dec_mod)
     formats = weight_formats(dec_mod, float_formats)
     scales = None
     if kv_dtype == "int8":  # the model as compiled (int8 weights included), run on the host
