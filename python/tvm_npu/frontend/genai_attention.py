@@ -12,8 +12,8 @@ c * tanh(s / c).
 In the step model a token's position is `position + s`, the past is the whole cache [1, H_kv, T, D],
 the append is a ScatterND of the S new rows at those positions (its output `cache_out.{i}.*`), and the
 mask is computed from `position` as Less + Where: the forms of `tvm_npu.models.decoder`'s step models,
-which partition/kv_cache_check.py takes as the resident cache (with 0 < `local_window_size` < T or a
-softcap the attention is exact but the cache stays on the host).
+which partition/kv_cache_check.py takes as the resident cache, a softcap included (with 0 <
+`local_window_size` < T the attention is exact but the cache stays on the host).
 """
 
 from __future__ import annotations
