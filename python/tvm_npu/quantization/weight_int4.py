@@ -282,7 +282,8 @@ def quantize_weights_int4(
             layers.append(d)
     keys = [_key(d.weight) for d in layers]
     calibrate = method != "rtn" and any(k not in memo for k in keys)
-    if calibrate and calibration_data is None:
+    # without a memo (the first or only call), a calibrated method always needs its data, layers or not
+    if method != "rtn" and calibration_data is None and (calibrate or not memo):
         raise ValueError(f"quantize: weight method {method!r} needs calibration_data (batches of model inputs)")
     inputs = layer_inputs(mod, [d.x for d in layers], calibration_data, progress, report) if calibrate else []
     per_layer, folds = {}, {}
