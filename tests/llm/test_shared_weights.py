@@ -52,20 +52,27 @@ def test_unshared_weights_give_the_same_logits_bit_for_bit(lm, tmp_path):
 
 
 def test_the_pool_counts_each_copy_once_and_frees_it_with_its_last_module(tmp_path):
-    from llm.reference import BUILDERS
-
-    before = runtime.weight_pool()["bytes"]
-    # Weights of its own (a seed no other test uses): no module alive elsewhere shares them.
-    lm = tvm_npu.llm.compile(functools.partial(BUILDERS["gpt2"], seed=9173), max_context=16, prefill_len=4)
-    mem = lm.memory()
-    grown = runtime.weight_pool()["bytes"] - before
-    # The compiler's own modules (the executable's) and the VM's share the same copies as well.
-    assert grown == mem["weights_resident_bytes"] == mem["weights_bytes"] // 2
-    del lm, mem
     import gc
 
+    from llm.reference import BUILDERS
+
+    # Modules an earlier test left as garbage would otherwise be freed in the middle of the count: collect
+    # them first and keep the collector from running on its own until the count is done.
     gc.collect()
-    assert runtime.weight_pool()["bytes"] == before
+    gc.disable()
+    try:
+        before = runtime.weight_pool()["bytes"]
+        # Weights of its own (a seed no other test uses): no module alive elsewhere shares them.
+        lm = tvm_npu.llm.compile(functools.partial(BUILDERS["gpt2"], seed=9173), max_context=16, prefill_len=4)
+        mem = lm.memory()
+        grown = runtime.weight_pool()["bytes"] - before
+        # The compiler's own modules (the executable's) and the VM's share the same copies as well.
+        assert grown == mem["weights_resident_bytes"] == mem["weights_bytes"] // 2
+        del lm, mem
+        gc.collect()
+        assert runtime.weight_pool()["bytes"] == before
+    finally:
+        gc.enable()
 
 
 def test_the_library_holds_each_shared_weight_region_once(lm, tmp_path):
