@@ -25,6 +25,8 @@ signature has dropped it): any failure to plan it is raised, coded, before `main
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import tvm
 from tvm import relax
 
@@ -33,12 +35,13 @@ from ..contract import stream
 from ..contract.config import NPUConfig
 from ..contract.errors import NPUError
 from ..ir.graph import BLOCK_BUILDER_LOCK, Graph, free_vars, subst
-from ..partition.kv_cache_check import find_layers
+from ..partition.kv_cache_check import find_layers, kv_sram_bytes
 from ..partition.report import Placement, op_macs
 from .plan.kv_plan import cache_row_bytes, plan_kv_attention
 from .verify import verify
 
 PLACEMENTS = ("auto", "ddr", "sram")
+DDR_ADDRESS_SPACE = 1 << 32  # what stream.check_state_fits allows: the NPU's DDR addresses are 32 bits
 
 
 def cache_bytes(cfg: NPUConfig, step: dict, int8: bool) -> int:
@@ -67,6 +70,58 @@ def placement(cfg: NPUConfig, step: dict, int8: bool, wanted: str) -> tuple[str,
     if wanted == "sram" or (wanted == "auto" and 2 * need <= cfg.sram_bytes):
         return "sram", need
     return "ddr", 0
+
+
+def check_fits(cfg: NPUConfig, infos: list, int8: bool, wanted: str) -> None:
+    """The compile-time out-of-memory errors of a resident cache that fits nowhere, from the step metadata
+    alone (`infos`: the prefill's and the decode's), so that llm.compile raises them before anything of
+    max_context's size is allocated (calibration caches, a host-held cache, the build).
+
+    ERR_MEMORY_OVERFLOW: the whole cache (cache_bytes) passes the 2^32 bytes the NPU's DDR addresses reach,
+    with any placement (the resident build refuses it too: make_resident). ERR_SRAM_OVERFLOW, with
+    kv_placement "ddr" or "sram" only: one KV head's attention reads all T of its key and value rows into
+    SRAM (partition.kv_cache_check.kv_sram_bytes, at its least: one query head per KV head), and that does
+    not fit. "auto" then keeps the documented host-held cache (docs/llm.md, "All layers or none")."""
+    step = infos[-1]
+    L, H_kv, T, D = (step[k] for k in ("layers", "kv_heads", "max_context", "head_dim"))
+    need = cache_bytes(cfg, step, int8)
+    limit = DDR_ADDRESS_SPACE
+    if need > limit:
+        rows = limit // (need // T)
+        raise NPUError(
+            "ERR_MEMORY_OVERFLOW",
+            f"the KV cache ({L} layers x 2 x {H_kv} heads x {T} rows x {need // T // (2 * L * H_kv)} B) needs "
+            f"{need} bytes, the NPU's 32-bit DDR addresses reach {limit} (no configuration has more): "
+            f"compile with max_context <= {rows}"
+            + ("" if int8 else f", or kv_dtype='int8' ({cache_bytes(cfg, step, True)} bytes at this max_context)"),
+        )
+    if wanted == "auto":
+        return
+    for info in infos:
+        head = SimpleNamespace(heads=H_kv, kv_heads=H_kv, seq=info["seq_len"], max_context=T, head_dim=D, softcap=0)
+        least = kv_sram_bytes(head, cfg)
+        if least <= cfg.sram_bytes:
+            continue
+        fits = _largest_fitting(head, cfg)
+        raise NPUError(
+            "ERR_SRAM_OVERFLOW",
+            f"kv_placement={wanted!r}: the KV cache of max_context {T} fits no memory the NPU can run its "
+            f"attention from: one KV head reads its {T} key and value rows into SRAM with its queries and "
+            f"scores ({info['seq_len']} rows), at least {least} bytes, {cfg.sram_bytes} are available: compile "
+            f"with a smaller max_context (at most {fits}), a configuration with more "
+            "SRAM, or kv_cache='host' (the host holds the cache)",
+        )
+
+
+def _largest_fitting(head: SimpleNamespace, cfg: NPUConfig) -> int:
+    """The largest max_context whose head attention fits SRAM (kv_sram_bytes grows with T; bisection),
+    0 when not even max_context = seq fits."""
+    low, high = head.seq - 1, head.max_context  # need(low) fits (or low is seq - 1), need(high) does not
+    while high - low > 1:
+        mid = (low + high) // 2
+        fits = kv_sram_bytes(SimpleNamespace(**dict(vars(head), max_context=mid)), cfg) <= cfg.sram_bytes
+        low, high = (mid, high) if fits else (low, mid)
+    return low if low >= head.seq else 0
 
 
 def _live(g: Graph, roots: list, replaced: dict) -> set:

@@ -178,6 +178,8 @@ def compile(
     cfg = get_config(config)
     (pre_mod, pre_info), (dec_mod, dec_info) = steps.resolve(model, max_context, prefill_len)
     wanted = kv_placement if kv_cache == "npu" else "ddr"
+    if kv_cache == "npu":  # a cache that fits nowhere: the coded OOM now, before anything of T rows exists
+        kv_cache_mod.check_fits(cfg, [pre_info, dec_info], kv_dtype == "int8", kv_placement)
     where, area = kv_cache_mod.placement(cfg, dec_info, kv_dtype == "int8", wanted)
     float_formats = weight_formats(dec_mod)  # a float weight ("fp16") is what `weights` quantizes
     if weights == "int8":  # W8A16: every constant dense weight as int8 codes and per-column fp32 scales
@@ -219,6 +221,8 @@ def compile(
         where, area = "ddr", 0
         built, reports = build_all(kv_cache == "npu")
     resident = all(r.kv_cache.get("resident") for r in reports.values())
+    if kv_cache == "npu" and kv_placement != "auto" and not resident:
+        _refuse_host_for_memory(reports, kv_placement)
     if kv_cache == "npu" and not resident and any(r.kv_cache.get("resident") for r in reports.values()):
         built, reports = build_all(False)  # one step took the cache and the other did not: both keep it on the host
     if kv_dtype == "int8" and not resident:  # not wrong (float32 is exact-er), but not what was asked
@@ -252,6 +256,20 @@ def compile(
     lm = LLM(one_library.link(built, meta), meta)
     lm.reports = reports
     return lm
+
+
+def _refuse_host_for_memory(reports: dict, kv_placement: str) -> None:
+    """An explicit kv_placement whose attention the partition refused for its SRAM (NPU_E_SRAM: more query
+    heads per KV head than check_fits's least count) is the coded error, never a quiet host-held cache."""
+    for step, report in reports.items():
+        for r in report.kv_cache.get("refused", []):
+            if r["code"] == "NPU_E_SRAM":
+                raise NPUError(
+                    "ERR_SRAM_OVERFLOW",
+                    f"kv_placement={kv_placement!r}: the {step} step's attention cannot run on the NPU "
+                    f"({r['detail']}): compile with a smaller max_context, a configuration with more SRAM, or "
+                    "kv_cache='host' (the host holds the cache)",
+                )
 
 
 def _serialized(method):
