@@ -24,6 +24,7 @@ from .constraints import (
     constraint_per_tensor,
     constraint_pool,
     constraint_pool_window_fits,
+    constraint_quant_params,
     constraint_reshape_keeps_rows,
     constraint_slice_rows,
     constraint_softmax_axis,
@@ -205,12 +206,23 @@ RELAX_INPUTS: dict[str, dict[str, Attr]] = {
         "strides": through("[1]", constraint_slice_rows),
     },
     "relax.quantize": {
-        "scale": through("a per-tensor constant", constraint_per_tensor),
-        "zero_point": through("a per-tensor constant", constraint_per_tensor),
+        "scale": through("a per-tensor constant, finite and > 0", constraint_per_tensor, constraint_quant_params),
+        "zero_point": through(
+            "a per-tensor constant within the dtype's range", constraint_per_tensor, constraint_quant_params
+        ),
     },
     "relax.dequantize": {
-        "scale": through("a per-tensor constant; a weight's also per output channel", constraint_per_tensor),
-        "zero_point": through("a constant; a weight's 0", constraint_per_tensor, constraint_symmetric_weights),
+        "scale": through(
+            "a per-tensor constant, finite and > 0; a weight's also per output channel",
+            constraint_per_tensor,
+            constraint_quant_params,
+        ),
+        "zero_point": through(
+            "a constant within the dtype's range; a weight's 0",
+            constraint_per_tensor,
+            constraint_quant_params,
+            constraint_symmetric_weights,
+        ),
     },
 }
 

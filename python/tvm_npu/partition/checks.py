@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import tvm
 from tvm.ir.prim.expr import FloatImm, IntImm
@@ -37,6 +37,7 @@ from .constraints import (
     constraint_model_output,
     constraint_per_tensor,
     constraint_pool_window_fits,
+    constraint_quant_params,
     constraint_rank,
     constraint_reshape_keeps_rows,
     constraint_same_quantization,
@@ -62,11 +63,20 @@ class PartitionRun:
     Rejection (None: nowhere) and `main`'s inputs and outputs for quantized staging (None: none).
 
     Every check takes it as its first argument: patterns.bind makes the table's checks closures over
-    one run, so two partitions running at once never see each other's configuration or log."""
+    one run, so two partitions running at once never see each other's configuration or log.
+
+    `bad_qdq` collects the ops whose QDQ group constraint_quant_params refused: their float (fp16) entries
+    refuse them too, so the whole group runs on the CPU, as TVM computes it (the int8 entries come first
+    in the table)."""
 
     config: NPUConfig
     log: list | None = None
     io: ModelIO | None = None
+    bad_qdq: list = field(default_factory=list)
+
+    def refused_qdq(self, op) -> bool:
+        """Whether `op`'s QDQ group was refused for its quantization parameters in this run."""
+        return any(op.same_as(other) for other in self.bad_qdq)
 
 
 def _run(run: PartitionRun, ctx, pattern: str, checks) -> bool:
@@ -76,6 +86,8 @@ def _run(run: PartitionRun, ctx, pattern: str, checks) -> bool:
         detail = constraint(*args)
         if detail is not None:
             _log(run, ctx, pattern, constraint, detail)
+            if constraint is constraint_quant_params:
+                run.bad_qdq.append(ctx.annotated_expr["op"])
             return False
     return True
 
@@ -206,7 +218,7 @@ WEIGHTED_OP = (constraint_fp16_constants, *EPILOGUE)
 
 
 # What _quant_checks adds to an int8 match; with a weight, the weight must also be symmetric.
-QUANT_CONSTRAINTS = [constraint_int8_activations, constraint_per_tensor]
+QUANT_CONSTRAINTS = [constraint_int8_activations, constraint_per_tensor, constraint_quant_params]
 
 
 QUANT_WEIGHT_CONSTRAINTS = QUANT_CONSTRAINTS + [constraint_symmetric_weights]
@@ -214,8 +226,9 @@ QUANT_WEIGHT_CONSTRAINTS = QUANT_CONSTRAINTS + [constraint_symmetric_weights]
 
 def _quant_checks(ctx, wide: bool = False) -> list:
     """Checks of the QDQ parts of an int8 match: int8 data (int16 too where `wide`: the ELTWISE operands
-    of format 1.2), per-tensor scales, symmetric weights. A model output's lone dequantize (annotated
-    "dequantize", no quantize) has its input checked."""
+    of format 1.2), per-tensor scales, finite positive scales and zero points in range (the weight's
+    too), symmetric weights. A model output's lone dequantize (annotated "dequantize", no quantize) has
+    its input checked."""
     ann = ctx.annotated_expr
     if "quantize" not in ann and "dequantize" not in ann:
         return []
@@ -237,7 +250,8 @@ def _quant_checks(ctx, wide: bool = False) -> list:
             out_axis = _permuted_axis(w, out_axis)
             w = _resolve(ctx, w.args[0])
         checks.append((constraint_symmetric_weights, (w, out_axis)))
-    return checks
+        data_dqs = data_dqs + [w]
+    return checks[:2] + [(constraint_quant_params, (data_dqs + qs,))] + checks[2:]
 
 
 def _permuted_axis(permute, axis: int) -> int:

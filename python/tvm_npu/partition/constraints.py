@@ -114,6 +114,35 @@ def constraint_per_tensor(qcalls):
     return None
 
 
+def _quantized_dtype(call) -> str:
+    """The integer dtype of a quantize's output or of a dequantize's input."""
+    return str(call.attrs.out_dtype) if call.op.name == "relax.quantize" else dtype_of(call.args[0])
+
+
+# A zero point the NPU stores (uint8 as int8 with the zero point minus 128; int16 has none).
+_ZERO_POINT_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int16": (0, 0)}
+
+
+def constraint_quant_params(qcalls):
+    """NPU_E_QUANT_SCALE: quantization scales must be finite and > 0, and zero points within the
+    integer dtype's range (int8 -128..127, uint8 0..255, int16 only 0): the NPU's integer rescaling
+    has no form for a zero, negative, NaN or infinite scale. Such a QDQ group runs on the CPU, as TVM
+    computes it."""
+    for call in qcalls:
+        scale, zp = constant_value(call.args[1]), constant_value(call.args[2])
+        if scale is None or zp is None:
+            continue  # constraint_per_tensor gives the reason
+        bad = [float(s) for s in np.asarray(scale, np.float64).reshape(-1) if not (math.isfinite(s) and s > 0)]
+        if bad:
+            return f"scale {bad[0]:g} of {call.op.name.removeprefix('relax.')}"
+        dtype = _quantized_dtype(call)
+        lo, hi = _ZERO_POINT_RANGE.get(dtype, (-(2**63), 2**63 - 1))
+        out = [int(z) for z in np.asarray(zp).reshape(-1) if not lo <= int(z) <= hi]
+        if out:
+            return f"zero point {out[0]} of {dtype} {call.op.name.removeprefix('relax.')} (range {lo}..{hi})"
+    return None
+
+
 def constraint_symmetric_weights(dq, out_axis: int):
     """NPU_E_QUANT_WEIGHT: int8 weights must be symmetric (zero point 0; uint8 weights: zero point 128,
     as quantize_static's per-channel ones), per-tensor or per-channel along the output channels."""
@@ -503,6 +532,7 @@ ALL_CONSTRAINTS = [
     constraint_weight_2d,
     constraint_int8_activations,
     constraint_per_tensor,
+    constraint_quant_params,
     constraint_symmetric_weights,
     constraint_int4_weights,
     constraint_same_shape,

@@ -71,6 +71,8 @@ def _whole(name: str, check, run: checks.PartitionRun):
     @functools.wraps(check)
     def checked(ctx) -> bool:
         try:
+            if run.refused_qdq(ctx.annotated_expr["op"]):
+                return False  # its QDQ parameters were refused (NPU_E_QUANT_SCALE): the group runs on the CPU
             return not has_leaking_intermediate_variables(ctx) and check(run, ctx)
         except Exception as err:  # pylint: disable=broad-except  # any bug: the op stays on the CPU
             return checks.refuse_on_error(run, ctx, name, err)
