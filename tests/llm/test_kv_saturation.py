@@ -39,8 +39,9 @@ def _capture(lm):
 
 
 def _state_count(lm, calls, lo: int, hi: int) -> np.ndarray:
-    """[L, 2, H_kv]: of the cache rows [lo, hi) (written by the captured `calls`), the values whose written code (the runtime's state) is not
-    round_half_even(x / s) of the float32 value the region was given: those the staging clamped."""
+    """[L, 2, H_kv]: of the cache rows [lo, hi) (written by the captured `calls`), the values whose written
+    code (the runtime's state) is not round_half_even(x / s) of the float32 value the region was given: those
+    the staging clamped."""
     info = lm.meta["step"]
     L, H, D = info["layers"], info["kv_heads"], info["head_dim"]
     s = np.array(lm.meta["kv_scales"], np.float32)
