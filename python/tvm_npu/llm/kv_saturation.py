@@ -75,7 +75,7 @@ class SaturationCounter:
         """`lm.profile()[step]`'s counters: kv_saturated [L][2][H_kv] (K, V), kv_values_written."""
         return {"kv_saturated": self.counts[step].tolist(), "kv_values_written": self.written[step]}
 
-    def warn(self, stacklevel: int = 3) -> None:
+    def warn(self, stacklevel: int = 4) -> None:
         """KVSaturationWarning for each layer and KV head past WARN_FRACTION over the sequence (prefill and
         decodes since), not warned about before."""
         sat = self.counts["prefill"] + self.counts["decode"]
