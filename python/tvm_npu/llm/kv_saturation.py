@@ -20,6 +20,9 @@ import warnings
 
 import numpy as np
 
+from . import one_library
+from .step_runner import KV_SYMBOL
+
 # A layer and KV head whose saturated K and V values pass this fraction of those written are warned about:
 # the profiler's threshold for a layer's saturated results (tools/profiler.py SATURATION_WARN_FRACTION).
 WARN_FRACTION = 1e-2
@@ -28,6 +31,37 @@ STEPS = ("prefill", "decode")
 
 class KVSaturationWarning(UserWarning):
     """Values of an int8 KV cache beyond their head's calibrated range saturated (names the layer and head)."""
+
+
+def saturation_counter(vm, meta: dict, steps: list):
+    """The LLM's counter: for an int8 resident cache a SaturationCounter installed as `vm`'s instrument (the
+    attention regions of the compiled `steps`, "prefill" / "decode"), else a NoCounter."""
+    if meta.get("kv_cache") != "npu" or meta.get("kv_scales") is None:
+        return NoCounter()
+    layers = meta["step"]["layers"]
+    symbols = {f"{one_library.step_prefix(s)}{KV_SYMBOL}{i}": i for s in steps for i in range(layers)}
+    counter = SaturationCounter(meta["kv_scales"], symbols, meta["step"]["head_dim"])
+    vm.set_instrument(counter.instrument)
+    return counter
+
+
+class NoCounter:
+    """A cache that does not saturate this way (fp16, host-held): nothing counted, nothing said."""
+
+    def reset(self) -> None:
+        pass
+
+    def expect(self, step: str, lo: int, hi: int) -> None:
+        pass
+
+    def end_call(self) -> None:
+        pass
+
+    def warn(self) -> None:
+        pass
+
+    def profile(self, step: str) -> dict:
+        return {"kv_saturated": None, "kv_values_written": 0}
 
 
 class SaturationCounter:

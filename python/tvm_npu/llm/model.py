@@ -30,8 +30,8 @@ from ..partition.report import BuildReport
 from ..quantization import quantize_weights_int4, quantize_weights_int8
 from ..quantization.weight_int4 import GROUP_SIZES, METHODS, weight_formats
 from . import kv_calibration, one_library, sampling, steps, weight_calibration
-from .kv_saturation import SaturationCounter
-from .step_runner import KV_SYMBOL, StepRunner
+from .kv_saturation import saturation_counter
+from .step_runner import StepRunner
 
 
 def _placements(report: BuildReport) -> list[dict]:
@@ -323,15 +323,8 @@ class LLM:
         self.placements = meta["placements"]
         self.reports: dict = {}
         self._lock = _space_lock(meta["state_space"]) if self.resident else threading.RLock()
-        self._saturation = None  # an int8 cache's saturated values, counted as the VM calls its regions
-        if self.resident and meta.get("kv_scales") is not None:
-            symbols = {
-                f"{one_library.step_prefix(name)}{KV_SYMBOL}{layer}": layer
-                for name in steps
-                for layer in range(self.layers)
-            }
-            self._saturation = SaturationCounter(meta["kv_scales"], symbols, info["head_dim"])
-            self._vm.set_instrument(self._saturation.instrument)
+        # An int8 cache's saturated values, counted as the VM calls its regions (a no-op for another cache).
+        self._saturation = saturation_counter(self._vm, meta, steps)
         self.reset()
 
     # -- the sequence ------------------------------------------------------------------------------------
@@ -349,8 +342,7 @@ class LLM:
         self.length: int | None = None  # tokens in the cache; None before a prefill
         self._stats: dict = {"prefill": {}, "decode": {}}
         self._decoded = 0  # profile() before any prefill: zeros, not an AttributeError
-        if self._saturation is not None:
-            self._saturation.reset()
+        self._saturation.reset()
 
     @_serialized
     def cache(self) -> list[np.ndarray]:
@@ -381,8 +373,7 @@ class LLM:
         else:
             cache = [tvm.runtime.tensor(np.zeros(self._cache_shape, np.float32)) for _ in range(2 * self.layers)]
         runner.begin()
-        if self._saturation is not None:
-            self._saturation.reset()
+        self._saturation.reset()
         rows = np.empty((n, self.vocab), np.float32) if all_logits else None
         for start in range(0, n, S):
             # The last chunk is padded at its end (the causal mask keeps padding out of every real token's
@@ -392,19 +383,16 @@ class LLM:
             chunk = np.zeros((1, S), np.int64)
             real = ids[begin : begin + S]
             chunk[0, : len(real)] = real
-            if self._saturation is not None:  # the chunk's rows [start - begin, len(real)) are new tokens
-                self._saturation.expect("prefill", start - begin, len(real))
+            self._saturation.expect("prefill", start - begin, len(real))  # the chunk's new tokens' rows
             logits, cache = runner.run(chunk, begin, cache)
-            if self._saturation is not None:
-                self._saturation.end_call()
+            self._saturation.end_call()
             if rows is not None:
                 rows[begin : begin + len(real)] = logits[: len(real)]
         self._cache, self.length = cache, n
         self._stats = {"prefill": dict(runner.counters(), tokens=n), "decode": {}}
         self._decoded = 0
         self._runners["decode"].begin()  # after the prefill's counters were read: it may be the same runner
-        if self._saturation is not None:
-            self._saturation.warn()
+        self._saturation.warn()
         return rows if rows is not None else logits[n - 1 - begin].copy()
 
     @_serialized
@@ -426,12 +414,10 @@ class LLM:
                 "KV cache since this sequence's prefill: prefill again (or run the two one after the other)",
             )
         runner = self._runners["decode"]
-        if self._saturation is not None:
-            self._saturation.expect("decode", 0, 1)
+        self._saturation.expect("decode", 0, 1)
         logits, self._cache = runner.run(np.array([[token]], np.int64), self.length, self._cache)
-        if self._saturation is not None:
-            self._saturation.end_call()
-            self._saturation.warn()
+        self._saturation.end_call()
+        self._saturation.warn()
         self.length += 1
         self._decoded += 1
         return logits[0].copy()
@@ -531,11 +517,7 @@ class LLM:
                 "host_tokens_per_s": tokens / host if host else None,
                 "kv_bytes": s.get("kv_bytes", 0) if self.resident else kv,
                 "kv_placement": self.meta.get("kv_placement", "ddr" if self.resident else "host"),
-                **(
-                    self._saturation.profile(name)
-                    if self._saturation is not None
-                    else {"kv_saturated": None, "kv_values_written": 0}
-                ),
+                **self._saturation.profile(name),
             }
         return out
 
