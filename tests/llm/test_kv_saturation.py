@@ -151,3 +151,17 @@ def test_a_well_calibrated_run_warns_nothing(arch):
 def test_an_fp16_cache_has_no_int8_counters():
     prof = tvm_npu.llm.compile(BUILDERS["gpt2"], max_context=T, prefill_len=S).profile()
     assert prof["prefill"]["kv_saturated"] is None and prof["decode"]["kv_values_written"] == 0
+
+
+def test_a_loaded_artifact_counts_and_warns_too(tmp_path):
+    """llm.load builds its LLM from the artifact's metadata (the scales): the same counts, the same warning."""
+    lm = _narrow("llama")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", KVSaturationWarning)
+        lm.prefill(PROMPT)
+    want = lm.profile()["prefill"]["kv_saturated"]
+    lm.export_library(tmp_path / "lm.tar")
+    loaded = tvm_npu.llm.load(tmp_path / "lm.tar")
+    with pytest.warns(KVSaturationWarning, match=r"layer \d+ KV head \d+"):
+        loaded.prefill(PROMPT)
+    assert loaded.profile()["prefill"]["kv_saturated"] == want and np.sum(want) > 0
