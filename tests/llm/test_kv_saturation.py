@@ -165,3 +165,19 @@ def test_a_loaded_artifact_counts_and_warns_too(tmp_path):
     with pytest.warns(KVSaturationWarning, match=r"layer \d+ KV head \d+"):
         loaded.prefill(PROMPT)
     assert loaded.profile()["prefill"]["kv_saturated"] == want and np.sum(want) > 0
+
+
+def test_a_moved_last_chunk_counts_each_row_once():
+    """A 42-token prompt (T 44, S 8): the last chunk starts at 36, not 40, and writes rows 36..39 again; they
+    count once, the padding never: the counts equal the state's over rows [0, 42)."""
+    lm = _narrow("gpt2")
+    calls = _capture(lm)
+    ids = np.random.default_rng(7).integers(0, lm.vocab, 42)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", KVSaturationWarning)
+        lm.prefill(ids)
+    prof = lm.profile()["prefill"]
+    assert prof["kv_values_written"] == 42 * lm.meta["step"]["head_dim"]
+    assert sorted({c[3] for c in calls}) == [0, 8, 16, 24, 32, 36]
+    np.testing.assert_array_equal(prof["kv_saturated"], _state_count(lm, calls, 0, 42))
+    assert np.sum(prof["kv_saturated"]) > 0
