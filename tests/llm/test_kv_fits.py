@@ -52,9 +52,10 @@ def test_an_explicit_placement_whose_attention_fits_no_sram_is_coded(no_build, p
     assert f"at most {largest}" in msg and "kv_cache='host'" in msg, msg
 
 
-def test_auto_keeps_the_documented_host_cache_and_host_is_unchanged():
+def test_auto_keeps_the_documented_host_cache_an_explicit_placement_is_coded():
     """ "auto" may keep the host-held cache for an attention that does not fit SRAM (docs/llm.md, "All layers or
-    none"): a configuration of 64 KiB SRAM and T = 2048 (one head's rows 512 KiB) builds, with NPU_E_SRAM."""
+    none"): with 64 KiB of SRAM and T = 256 a head's attention does not fit (NPU_E_SRAM) and "auto" builds the
+    host-held cache; kv_placement="ddr" is the coded error instead."""
     small = get_config("npu-ref").replace(sram_bytes=64 * 1024)
     lm = tvm_npu.llm.compile(BUILDERS["gpt2"], max_context=256, prefill_len=S, config=small)
     assert not lm.resident and lm.meta["kv_cache"] == "host"
@@ -62,6 +63,19 @@ def test_auto_keeps_the_documented_host_cache_and_host_is_unchanged():
     with pytest.raises(NPUError) as err:
         tvm_npu.llm.compile(BUILDERS["gpt2"], max_context=256, prefill_len=S, config=small, kv_placement="ddr")
     assert err.value.code == "ERR_SRAM_OVERFLOW" and "kv_placement='ddr'" in str(err.value)
+
+
+def test_the_partitions_sram_refusal_is_coded_with_an_explicit_placement():
+    """The Llama's 2 query heads per KV head at T = 188 on 64 KiB: the up-front least count (one query head)
+    fits, the partition's count does not: (2 x 2 x 8 + 2 x 8 + 2 x 188) rows of 128 B + 2 x 2 x 8 rows of
+    align(2 x 188) = 384 B = 66560 > 65536 bytes; kv_placement="ddr" is ERR_SRAM_OVERFLOW naming them, not
+    a host-held cache."""
+    small = get_config("npu-ref").replace(sram_bytes=64 * 1024)
+    assert small.alignment == 128
+    with pytest.raises(NPUError) as err:
+        tvm_npu.llm.compile(BUILDERS["llama"], max_context=188, prefill_len=S, config=small, kv_placement="ddr")
+    assert err.value.code == "ERR_SRAM_OVERFLOW", str(err.value)
+    assert "66560 bytes of SRAM > 65536" in str(err.value) and "kv_cache='host'" in str(err.value)
 
 
 @pytest.mark.parametrize("placement", ["auto", "ddr", "sram"])

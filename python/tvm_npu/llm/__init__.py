@@ -15,6 +15,7 @@ The step model (the interface to the importer), the API, the errors and what run
 
 from __future__ import annotations
 
+from .kv_saturation import KVSaturationWarning
 from .model import LLM, compile
 from .quality import Evaluation, perplexity
 from .sampling import greedy, top_k, top_p

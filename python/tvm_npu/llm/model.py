@@ -30,6 +30,7 @@ from ..partition.report import BuildReport
 from ..quantization import quantize_weights_int4, quantize_weights_int8
 from ..quantization.weight_int4 import GROUP_SIZES, METHODS, weight_formats
 from . import kv_calibration, one_library, sampling, steps, weight_calibration
+from .kv_saturation import saturation_counter
 from .step_runner import StepRunner
 
 
@@ -322,6 +323,8 @@ class LLM:
         self.placements = meta["placements"]
         self.reports: dict = {}
         self._lock = _space_lock(meta["state_space"]) if self.resident else threading.RLock()
+        # An int8 cache's saturated values, counted as the VM calls its regions (a no-op for another cache).
+        self._saturation = saturation_counter(self._vm, meta, steps)
         self.reset()
 
     # -- the sequence ------------------------------------------------------------------------------------
@@ -339,6 +342,7 @@ class LLM:
         self.length: int | None = None  # tokens in the cache; None before a prefill
         self._stats: dict = {"prefill": {}, "decode": {}}
         self._decoded = 0  # profile() before any prefill: zeros, not an AttributeError
+        self._saturation.reset()
 
     @_serialized
     def cache(self) -> list[np.ndarray]:
@@ -369,6 +373,7 @@ class LLM:
         else:
             cache = [tvm.runtime.tensor(np.zeros(self._cache_shape, np.float32)) for _ in range(2 * self.layers)]
         runner.begin()
+        self._saturation.reset()
         rows = np.empty((n, self.vocab), np.float32) if all_logits else None
         for start in range(0, n, S):
             # The last chunk is padded at its end (the causal mask keeps padding out of every real token's
@@ -378,13 +383,16 @@ class LLM:
             chunk = np.zeros((1, S), np.int64)
             real = ids[begin : begin + S]
             chunk[0, : len(real)] = real
+            self._saturation.expect("prefill", start - begin, len(real))  # the chunk's new tokens' rows
             logits, cache = runner.run(chunk, begin, cache)
+            self._saturation.end_call()
             if rows is not None:
                 rows[begin : begin + len(real)] = logits[: len(real)]
         self._cache, self.length = cache, n
         self._stats = {"prefill": dict(runner.counters(), tokens=n), "decode": {}}
         self._decoded = 0
         self._runners["decode"].begin()  # after the prefill's counters were read: it may be the same runner
+        self._saturation.warn()
         return rows if rows is not None else logits[n - 1 - begin].copy()
 
     @_serialized
@@ -406,7 +414,10 @@ class LLM:
                 "KV cache since this sequence's prefill: prefill again (or run the two one after the other)",
             )
         runner = self._runners["decode"]
+        self._saturation.expect("decode", 0, 1)
         logits, self._cache = runner.run(np.array([[token]], np.int64), self.length, self._cache)
+        self._saturation.end_call()
+        self._saturation.warn()
         self.length += 1
         self._decoded += 1
         return logits[0].copy()
@@ -481,7 +492,11 @@ class LLM:
         cache on the NPU the K and V rows the steps read ([0, position + S) of every layer and KV head,
         D * 2 bytes a row in fp16, D in int8, summed over the calls), with a host-held cache the static
         cache every step reads and writes (float32, K and V of every layer); kv_placement: where the cache
-        lives, "sram" (its rows read in place: none of kv_bytes crosses DDR), "ddr" or "host"."""
+        lives, "sram" (its rows read in place: none of kv_bytes crosses DDR), "ddr" or "host";
+        kv_saturated: an int8 cache's values that saturated (beyond their head's calibrated range), a list
+        [layer][K, V][KV head] of counts (None for another cache), out of kv_values_written values per
+        layer, K / V and KV head (llm/kv_saturation.py; a KVSaturationWarning names the heads past
+        WARN_FRACTION)."""
         conf = self.meta["config"]
         clock = conf["clock_mhz"] * 1e6
         kv = 2 * self.layers * int(np.prod(self._cache_shape)) * 4
@@ -502,6 +517,7 @@ class LLM:
                 "host_tokens_per_s": tokens / host if host else None,
                 "kv_bytes": s.get("kv_bytes", 0) if self.resident else kv,
                 "kv_placement": self.meta.get("kv_placement", "ddr" if self.resident else "host"),
+                **self._saturation.profile(name),
             }
         return out
 
