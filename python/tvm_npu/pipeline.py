@@ -32,6 +32,12 @@ def register() -> None:
     tvm.target.tag.register_tag("npu", TARGET_TAG, override=True)
     patterns.register()
     if "npu" not in relax.pipeline.PIPELINE_MAP:
-        from .build import npu_pipeline
+        relax.register_pipeline("npu")(_npu_pipeline)
 
-        relax.register_pipeline("npu")(npu_pipeline)
+
+def _npu_pipeline(*args, **kwargs):
+    """build.npu_pipeline, imported when TVM asks for it: register() may run while tvm_npu.build is
+    still importing (`import tvm_npu.build` first imports TVM, whose entry point calls register)."""
+    from .build import npu_pipeline
+
+    return npu_pipeline(*args, **kwargs)

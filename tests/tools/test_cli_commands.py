@@ -106,10 +106,40 @@ def test_run_with_wrong_inputs_is_a_one_line_error(files, tmp_path, capsys):
     lib = tmp_path / "model.so"
     assert main(["compile", str(d / "model.onnx"), "-o", str(lib)]) == 0
     capsys.readouterr()
-    assert main(["run", str(lib), str(d / "x.npy"), str(d / "x.npy")]) != 0
-    assert "expects 1 arguments" in _error_line(capsys)
+    assert main(["run", str(lib), str(d / "x.npy"), str(d / "x.npy")]) == 2  # the checked boundary's count
+    err = _error_line(capsys)
+    assert "ERR_SHAPE_MISMATCH" in err and "main takes 1 input(s)" in err and "2 given" in err
     assert main(["run", str(lib), str(tmp_path / "missing.npy")]) != 0
     assert "missing.npy" in _error_line(capsys)
+
+
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        (np.zeros((1, 3, 16, 16), np.float32), "axis 2 is 16, the model was compiled for 32"),
+        (np.zeros((3, 32, 32), np.float32), "rank 3, the model takes rank 4"),
+        (np.zeros((1, 3, 32, 32), np.float64), "float64 [1, 3, 32, 32]: cast with .astype(np.float32)"),
+    ],
+)
+def test_run_of_a_wrong_input_is_the_boundarys_coded_error(files, tmp_path, bad, says):
+    """`tvm-npu run` calls through runtime.Model: a wrong shape, rank or dtype is ERR_SHAPE_MISMATCH
+    naming the input and what to pass (TVM's own "Check failed ... match_cast" before), exit 2, no
+    traceback. Run as the installed command would, in a fresh process."""
+    import subprocess
+    import sys
+
+    d, _ = files
+    lib = tmp_path / "model.so"
+    assert main(["compile", str(d / "model.onnx"), "-o", str(lib)]) == 0
+    np.save(tmp_path / "bad.npy", bad)
+    code = "import sys; from tvm_npu.tools.cli import main; sys.exit(main(sys.argv[1:]))"
+    done = subprocess.run(
+        [sys.executable, "-c", code, "run", str(lib), str(tmp_path / "bad.npy")], capture_output=True, text=True
+    )
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("tvm-npu: error: ")]
+    assert len(lines) == 1 and "Traceback" not in done.stderr and "Check failed" not in done.stderr, done.stderr
+    assert "ERR_SHAPE_MISMATCH: input 0" in lines[0] and says in lines[0], lines[0]
 
 
 def test_run_of_a_truncated_library_is_a_one_line_coded_error(files, tmp_path, capsys):

@@ -7,5 +7,12 @@ C++ headers and the docs/npu.md tables from it. errors, config and stream read i
 The lowest layer: every other stage may import it; it imports nothing of the package.
 """
 
-from .config import NPU_REF, NPU_SMALL, PRESETS, NPUConfig, get_config
-from .errors import CODES, NPUError, NPUFallbackWarning
+from .lazy import lazy_exports
+
+# Imported on first use: errors.py imports tvm-ffi (seconds), which the CLI's --help never needs.
+_LAZY = {
+    **{name: (".config", name) for name in ("NPU_REF", "NPU_SMALL", "PRESETS", "NPUConfig", "get_config")},
+    **{name: (".errors", name) for name in ("CODES", "NPUError", "NPUFallbackWarning")},
+}
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
+__all__ = sorted(_LAZY)

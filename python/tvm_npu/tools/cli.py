@@ -11,8 +11,11 @@ import argparse
 import logging
 import sys
 
-from ..contract.config import PRESETS
-from ..contract.errors import NPUError
+# Only the standard library and the contract's data at import: `tvm-npu --help` never loads TVM or tvm-ffi
+# (6 s with torch installed). The commands import what they need when they run.
+from ..contract.spec import PRESETS as _PRESET_SPECS
+
+PRESETS = [p["name"] for p in _PRESET_SPECS]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -213,6 +216,7 @@ def _closed_pipe() -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
+    from ..contract.errors import NPUError
     from .commands import COMMANDS, CLIError
 
     try:

@@ -104,10 +104,8 @@ def _outputs(result) -> list:
 
 
 def cmd_run(args) -> int:
-    """Load an exported library and run `main` on .npy inputs through the Relax VM."""
-    import tvm
-    from tvm import relax
-
+    """Load an exported library and run `main` on .npy inputs through the checked boundary
+    (runtime.Model): a wrong number, shape or dtype of inputs is a coded NPUError naming the input."""
     from .. import runtime
 
     lib_path = _existing(args.library, "library")
@@ -119,12 +117,12 @@ def cmd_run(args) -> int:
         raise
     except Exception as err:  # noqa: BLE001  (not a shared library, wrong ABI, ...)
         raise CLIError(f"cannot load {str(lib_path)!r}: {err}") from None
-    vm = relax.VirtualMachine(lib, tvm.cpu())
+    model = runtime.Model(lib)
     try:
-        result = vm["main"](*[tvm.runtime.tensor(np.ascontiguousarray(a)) for a in inputs])
+        result = model.call("main", *inputs)
     except NPUError:
         raise
-    except (TypeError, ValueError, RuntimeError) as err:  # TVM's checks: number, shape or dtype of inputs
+    except (TypeError, ValueError, RuntimeError) as err:  # a library without a signature: TVM's own checks
         raise CLIError(f"cannot run main on {len(inputs)} input(s): {err}") from None
     outs = _outputs(result)
     for i, o in enumerate(outs):

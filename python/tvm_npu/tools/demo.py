@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import tvm
-from tvm import relax
 
 from .. import runtime
 from ..build import build
@@ -35,11 +34,10 @@ def run_demo(config: str = "npu-ref", out_dir: str | None = None, seed: int = 0)
 
     report = BuildReport()
     ex = build(mod, target="npu", config=cfg, report=report)
-    vm = relax.VirtualMachine(ex, tvm.cpu())
-    npu_out = vm["main"](tvm.runtime.tensor(x)).numpy()
+    npu = runtime.Model(ex)  # the checked boundary, as a user's call
+    npu_out = npu(x)
 
-    cpu_ex = tvm.compile(mod, target="llvm")
-    cpu_out = relax.VirtualMachine(cpu_ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    cpu_out = runtime.Model(tvm.compile(mod, target="llvm"))(x)
     max_err = float(np.abs(npu_out - cpu_out).max())
     rel_err = float(np.linalg.norm(npu_out - cpu_out) / np.linalg.norm(cpu_out))
 
@@ -57,7 +55,7 @@ def run_demo(config: str = "npu-ref", out_dir: str | None = None, seed: int = 0)
     total_cycles = 0
     profiles = {}
     alias = report.aliases()
-    for mod_ in sorted(runtime.npu_modules(vm), key=lambda m: alias.get(m["get_symbol"](), "")):
+    for mod_ in sorted(runtime.npu_modules(npu.vm), key=lambda m: alias.get(m["get_symbol"](), "")):
         prof = runtime.profile_of(mod_)
         symbol = mod_["get_symbol"]()
         profiles[symbol] = prof

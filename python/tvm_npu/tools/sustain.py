@@ -50,9 +50,9 @@ def npu_work(vm) -> tuple[NPUConfig, NpuWork]:
 
 
 def _executable(model, config, inputs):
-    """(VirtualMachine, argument arrays) of an .so / ONNX path, an IRModule or an executable."""
+    """(runtime.Model, argument arrays) of an .so / ONNX path, an IRModule or an executable: calls go
+    through the checked boundary, so wrong inputs are a coded NPUError."""
     import tvm
-    from tvm import relax
 
     from .. import runtime
     from . import inputs as inputs_mod
@@ -72,7 +72,7 @@ def _executable(model, config, inputs):
         from ..build import build
 
         irmod, model = model, build(model, config=config)
-    vm = relax.VirtualMachine(model, tvm.cpu())
+    vm = runtime.Model(model)
     if inputs is not None:
         return vm, inputs_mod.as_arguments(inputs, inputs_mod.signature(irmod) if irmod is not None else None)
     if irmod is not None:
@@ -83,11 +83,17 @@ def _executable(model, config, inputs):
 
 
 def measure_cpu_s(vm, arrays: list, repeats: int = 20, pre=None) -> float:
-    """Median seconds per call of `main` outside its NPU calls (plus `pre()`'s median, if given)."""
+    """Median seconds per call of `main` outside its NPU calls (plus `pre()`'s median, if given).
+
+    `vm`: a runtime.Model (its first call checks `arrays` against the signature: wrong inputs are a
+    coded NPUError) or a VirtualMachine."""
     import tvm
 
     from .. import runtime
 
+    if isinstance(vm, runtime.Model):
+        vm.call("main", *arrays)  # checked once; the timed calls below skip the check's copies
+        vm = vm.vm
     modules = runtime.npu_modules(vm)
     args = [tvm.runtime.tensor(a) for a in arrays]
     fn = vm["main"]
@@ -186,7 +192,7 @@ def sustain(
     if isinstance(repeats, bool) or not isinstance(repeats, numbers.Integral) or not 1 <= repeats <= 1000:
         raise NPUError("ERR_INVALID_CONFIG", f"repeats={repeats!r}: pass an int from 1 to 1000 (calls of main timed)")
     vm, arrays = _executable(model, config, inputs)
-    cfg, work = npu_work(vm)
+    cfg, work = npu_work(vm.vm)
     if cpu_ms is not None:
         if cpu_ms < 0:
             raise NPUError("ERR_INVALID_CONFIG", f"cpu_ms {cpu_ms}: the CPU part of a frame cannot be negative")
