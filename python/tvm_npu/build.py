@@ -22,7 +22,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from .backend import codegen, fallback, kv_cache, source_map
+from .backend import codegen, fallback, host_code, kv_cache, source_map
 from .contract.config import NPUConfig, get_config
 from .contract.errors import NPUError
 from .partition import partitioner as partition
@@ -59,7 +59,9 @@ class BuildContext:
 
 def cpu_pipeline() -> tvm.transform.Pass:
     """TVM's own lowering of what stays on the CPU: its operator fusion (the "zero" pipeline: legalize,
-    fuse) and then its VM lowering ("default", all that tvm.compile(target="llvm") runs).
+    fuse) and then its VM lowering ("default", all that tvm.compile(target="llvm") runs). A module left
+    without a PrimFunc (every op on the NPU) gets a no-op one, so that its host library is LLVM code
+    TVM can run as it is (backend/host_code.py: otherwise every VM of it loads a copy kept for good).
 
     TVM 0.27's fusion can fuse ops whose shapes come from a tensor's values (a match_cast of
     tensor_to_shape) into a function whose storage size VMShapeLower then cannot compute
@@ -69,10 +71,11 @@ def cpu_pipeline() -> tvm.transform.Pass:
     @tvm.transform.module_pass(opt_level=0, name="NpuCpuLowering")
     def lower(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         try:
-            return tvm.transform.Sequential([relax.get_pipeline("zero"), relax.get_pipeline("default")])(mod)
+            mod = tvm.transform.Sequential([relax.get_pipeline("zero"), relax.get_pipeline("default")])(mod)
         except tvm.error.InternalError as err:
             log.info("TVM's fused lowering failed (%s); lowering the CPU part unfused", str(err).splitlines()[-1])
-            return relax.get_pipeline("default")(mod)
+            mod = relax.get_pipeline("default")(mod)
+        return host_code.ensure_host_code(mod)
 
     return lower
 
