@@ -37,13 +37,10 @@ def test_loading_npu_modules_again_and_again_does_not_grow_memory(hygiene):
 
 def test_load_run_drop_cycles_keep_file_handles_and_results(hygiene):
     """Loading the artifact itself (dlopen, TVM's module tree) keeps no file open, and every load runs
-    to the same result. TVM 0.27 keeps each loaded module tree alive (RSS grows by about the size of the
-    loaded weights per load, for a CPU-only artifact too: docs/reliability.md), and with it each NPU
-    module's packed-weight cache of the fast kernels (about the weights' size again: 94 KB per load with
-    TVM_NPU_KERNELS=ref, 180 KB with the fast kernels, for a 98 KB artifact). RSS is bounded here by 2.5
-    times the artifact's size per load; tvm_npu's own part of a load is held to no growth by the test
-    above, and the SRAM / DDR buffers of a call come from a process-wide pool, not the retained module."""
+    to the same result, and nothing of it stays once dropped: tvm_npu.load_module does not pin the
+    library as TVM's load_module does (runtime/loading.py), which grew RSS by 94 KB per load (180 KB with
+    the fast kernels' packed weights) of this 98 KB artifact; the bound is a tenth of that over 40 loads."""
     r = hygiene.artifact_load_growth(40)
     assert r["identical"]
     assert r["fds_after"] == r["fds_before"], r
-    assert r["per_cycle"] < 2.5 * r["artifact_bytes"], r
+    assert r["growth"] < 4 * r["artifact_bytes"], r

@@ -16,6 +16,7 @@ import tvm_ffi
 
 from ..contract.errors import NPUError
 from .artifact import elf_problem, verified_payload
+from .loading import load_unpinned
 
 _LIB = None  # the loaded library, a cache: loading is idempotent, so two threads racing here are harmless
 _LIB_NAME = "libtvm_npu_runtime.so"
@@ -157,11 +158,17 @@ def load_module(path: str | os.PathLike, verify: bool = True):
     Raises NPUError(ERR_BAD_ARTIFACT) instead. `verify=False` loads a library exported without the
     trailer (plain `ex.export_library`), with the ELF check only; a damaged command stream inside it is
     still refused by the runtime's own checks (CRC, version: ERR_BAD_STREAM).
+
+    Two differences from `tvm.runtime.load_module` (loading.py): the library is unloaded once the
+    last reference to what it returns is dropped (TVM's keeps every loaded library for the rest of the
+    process), and a path re-exported with other contents since an earlier load in this process is loaded
+    as the new library, not as the earlier one that `dlopen` would return for the same name.
     """
     path = Path(path)
     if not path.is_file():
         raise NPUError("ERR_BAD_ARTIFACT", f"no library at {path}")
-    problem = elf_problem(verified_payload(path, path.read_bytes(), verify))
+    data = path.read_bytes()
+    problem = elf_problem(verified_payload(path, data, verify))
     if problem:
         raise NPUError(
             "ERR_BAD_ARTIFACT",
@@ -169,6 +176,4 @@ def load_module(path: str | os.PathLike, verify: bool = True):
             "export the model again with tvm_npu.export_library(ex, path)",
         )
     load_library()  # the loader of the "npu" modules inside the artifact
-    import tvm  # pylint: disable=import-outside-toplevel  (tvm imports this package at start-up)
-
-    return tvm.runtime.load_module(str(path))
+    return load_unpinned(path, data)
