@@ -83,11 +83,13 @@ def test_asm_into_the_library_it_writes_is_refused_not_a_segfault(made):
 
 def test_a_loaded_library_replaced_by_rename_keeps_the_process_alive(made, tmp_path):
     """The cause of the asm crash: writing a dlopened library in place (truncate + write) kills the process;
-    the rename of runtime/files.py leaves the mapped file intact. The in-place run shows the probe can fail."""
+    the rename of runtime/files.py leaves the mapped file intact. The in-place run shows the probe can fail.
+    The library is held loaded while it is written (load_module unloads a library once dropped)."""
     lib = tmp_path / "lib.so"
     script = (
         "import sys; from pathlib import Path; from tvm_npu.tools.disasm import read_library; "
-        "from tvm_npu.runtime.files import write_bytes; lib = read_library(sys.argv[1]); "
+        "from tvm_npu.runtime import load_module; held = load_module(sys.argv[1]); "
+        "from tvm_npu.runtime.files import write_bytes; lib = read_library(held); "
         "data = Path(sys.argv[2]).read_bytes(); "
         "write_bytes(sys.argv[1], data) if sys.argv[3] == 'rename' else Path(sys.argv[1]).write_bytes(data); "
         "print(len(lib.regions))"

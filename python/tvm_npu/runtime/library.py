@@ -176,4 +176,6 @@ def load_module(path: str | os.PathLike, verify: bool = True):
             "export the model again with tvm_npu.export_library(ex, path)",
         )
     load_library()  # the loader of the "npu" modules inside the artifact
+    import tvm  # noqa: F401 - TVM's runtime registers the other loaders (relax.VMExecutable's); tvm imports us at start-up
+
     return load_unpinned(path, data)
