@@ -7,7 +7,7 @@ module is not runnable, so `tvm.relax.VirtualMachine(ex, dev)` calls `ex.jit()`,
 executable to a temporary library (a gcc run) and loads it with `tvm.runtime.load_module`, and TVM's
 loader keeps every loaded module alive for the rest of the process (tvm_ffi.load_module's
 keep_module_alive=True, its global module registry). Each build + VM of such a model therefore kept a
-whole copy of the model: 305 KiB per iteration for tvm_npu.models.small_cnn
+whole copy of the model: about 315 KiB per iteration for tvm_npu.models.small_cnn
 (benchmarks/memory_growth.py). With one PrimFunc the host library is LLVM code, runnable as it is: no
 export, no load, nothing kept once the executable is dropped, and a VM in 2 ms instead of 60.
 """
