@@ -1,4 +1,4 @@
-"""Keyword spotting with an LSTM on the NPU, streamed in chunks (several minutes on 2 cores).
+"""Keyword spotting with an LSTM on the NPU, streamed in chunks (about 70 s on 2 cores).
 
     python tutorials/lstm_wake_word.py [--out lstm_kws] [--quick]
 
@@ -13,11 +13,13 @@ the streaming model (tvm_npu.quantize, calibrated on chunks with the state the f
 them): int8 weights and activations with a 16-bit cell state, TFLite's 16x8 LSTM scheme — the state and
 its two products are int16 ELTWISE operands on the NPU — and streams the test set again.
 
-The numpy training (step 3) takes most of the time: 5-8 minutes on 2 busy cores for the full run, with no
-output until it ends. It is chaotic: nudging every training input by one float64 ULP gives a different
-model (float accuracy 96.3% instead of 99.6% on the same machine), so another CPU's rounding (its BLAS
-kernels, numpy's SIMD exp and tanh) gives another model and another accuracy. What does not move is the
-NPU's agreement with the float model it was given.
+The numpy training (step 3) takes most of the time: about a minute on 2 cores for the full run, with a
+progress bar. Training is chaotic: unrounded (as this script trained until 2026-12), nudging every
+training input by one float64 ULP gave another model (float accuracy 96.3% instead of 99.6%), so
+another CPU's rounding (its BLAS kernels, numpy's SIMD exp and tanh) gave another model and another
+accuracy. The features, the weights and Adam's moments are therefore kept at 16 significant bits
+(snap()): a last-bit difference almost never crosses a rounding boundary, and every machine trains the
+same model and prints the same figures.
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ import numpy as np
 import onnx
 import scipy.signal
 from onnx import TensorProto, helper, numpy_helper
+from tqdm import tqdm
 
 import tvm_npu
 
 RATE, FRAMES, BANDS, HIDDEN, CLASSES, CHUNK = 8000, 49, 10, 64, 12, 7
+SNAP_BITS = 16  # the training's precision: see snap()
 
 
 # Step 1: a keyword data set, synthesized. Class k < 10 is a chirp then a tone with its own frequencies;
@@ -73,7 +77,8 @@ def mel_bank(n_fft: int = 256) -> np.ndarray:
 
 def features(audio: np.ndarray, bank: np.ndarray) -> np.ndarray:
     _, _, spec = scipy.signal.stft(audio, RATE, nperseg=256, noverlap=256 - 160, boundary=None, padded=False)
-    return np.log(1e-4 + bank @ np.abs(spec) ** 2).T[:FRAMES].astype(np.float32)  # [49, 10]
+    # snap() in float64, then float32 holds it exactly: the same features on every machine
+    return snap(np.log(1e-4 + bank @ np.abs(spec) ** 2).T[:FRAMES]).astype(np.float32)  # [49, 10]
 
 
 def dataset(n_per_class: int, seed: int):
@@ -128,8 +133,23 @@ def backward(p, logits, h_last, cache, labels):
     return grads
 
 
-def train(x, y, epochs: int, seed: int = 0):
-    rng = np.random.default_rng(seed)
+def snap(a, bits: int = SNAP_BITS):
+    """`a` rounded to `bits` significant bits. Another CPU computes the features and each step's gradients
+    with other last bits (BLAS kernels, numpy's SIMD exp and tanh); training is chaotic, so those bits
+    would grow into another model. Rounding the features and, after every step, the weights and Adam's
+    moments to 16 bits absorbs a difference of 1e-16 (it crosses a rounding boundary once in ~1e11), and
+    every machine trains the same model."""
+    m, e = np.frexp(np.asarray(a, np.float64))
+    return np.ldexp(np.round(m * 2.0**bits) / 2.0**bits, e)
+
+
+def train(x, y, epochs: int, seed: int = 0, rounding_noise: float = 0.0, bits: int = SNAP_BITS, progress=True):
+    """Adam on batches of 32 at `bits` significant bits (53: float64 as is); `rounding_noise` (relative,
+    e.g. 1e-14) perturbs every gradient as another machine's rounding would: the tests check that at 16 bits
+    it leaves the trained model unchanged."""
+    rng, noise = np.random.default_rng(seed), np.random.default_rng(seed + 1)
+    snap_ = lambda a: snap(a, bits)  # noqa: E731
+    x = snap_(x)
     p = {
         "Wx": rng.normal(0, 0.3, (BANDS, 4 * HIDDEN)),
         "Wh": rng.normal(0, 0.1, (HIDDEN, 4 * HIDDEN)),
@@ -137,11 +157,12 @@ def train(x, y, epochs: int, seed: int = 0):
         "Wy": rng.normal(0, 0.1, (HIDDEN, CLASSES)),
         "by": np.zeros(CLASSES),
     }
+    p = {k: snap_(v) for k, v in p.items()}
     p["b"][2 * HIDDEN : 3 * HIDDEN] = 1.0  # forget-gate bias 1: remember by default
     m = {k: np.zeros_like(v) for k, v in p.items()}
     v = {k: np.zeros_like(v) for k, v in p.items()}
     step = 0
-    for _ in range(epochs):
+    for _ in tqdm(range(epochs), desc="  training", unit="epoch", disable=not progress, leave=False):
         order = rng.permutation(len(x))
         for s in range(0, len(x), 32):
             idx = order[s : s + 32]
@@ -149,9 +170,10 @@ def train(x, y, epochs: int, seed: int = 0):
             grads = backward(p, logits, h, cache, y[idx])
             step += 1
             for k in p:  # Adam, lr 1e-2
-                m[k] = 0.9 * m[k] + 0.1 * grads[k]
-                v[k] = 0.999 * v[k] + 0.001 * grads[k] ** 2
-                p[k] -= 1e-2 * (m[k] / (1 - 0.9**step)) / (np.sqrt(v[k] / (1 - 0.999**step)) + 1e-8)
+                g = grads[k] * (1 + rounding_noise * noise.standard_normal(grads[k].shape))
+                m[k] = snap_(0.9 * m[k] + 0.1 * g)
+                v[k] = snap_(0.999 * v[k] + 0.001 * g**2)
+                p[k] = snap_(p[k] - 1e-2 * (m[k] / (1 - 0.9**step)) / (np.sqrt(v[k] / (1 - 0.999**step)) + 1e-8))
     return p
 
 
@@ -249,7 +271,8 @@ def main(argv=None) -> dict:
     print("Step 1-2: synthesizing keyword audio and its log-mel features ...")
     x_train, y_train = dataset(n_train, seed=1)
     x_test, y_test = dataset(n_test, seed=2)
-    norm = x_train.reshape(-1, BANDS).mean(0), x_train.reshape(-1, BANDS).std(0) + 1e-6
+    flat = x_train.reshape(-1, BANDS).astype(np.float64)  # float64 sums: last bits only, which snap() absorbs
+    norm = snap(flat.mean(0)), snap(flat.std(0) + 1e-6)
     print(f"  {len(x_train)} training and {len(x_test)} test utterances, {FRAMES} frames x {BANDS} bands")
 
     print(f"Step 3: training 10 -> LSTM {HIDDEN} -> {CLASSES} in numpy ({epochs} epochs) ...")

@@ -58,8 +58,9 @@ def test_lstm_wake_word_tutorial_streams_on_the_npu_as_accurately_as_float(tmp_p
     assert s["pinned"] == 2 * (7 - 1) and s["cycles_per_inference"] > 0
     assert "no DMA moves them" in out
     # int8 weights and activations with a 16-bit cell state (tvm_npu.quantize's default, TFLite's 16x8
-    # LSTM scheme): within 1 point of float (the full tutorial: 99.4% vs 99.6%; with an 8-bit state 97.5%).
-    assert s["float_accuracy"] - s["int8_accuracy"] <= 0.01 and s["int8_cycles_per_inference"] > 0
+    # LSTM scheme): within 2 points of float. The model trained at 16 bits (the same on every machine):
+    # quick 92.9% vs 94.2% (3 of 240 utterances), the full tutorial 93.8% vs 95.6%.
+    assert s["float_accuracy"] - s["int8_accuracy"] <= 0.02 and s["int8_cycles_per_inference"] > 0
 
 
 def test_quickstart_tutorial_runs(tmp_path):
@@ -74,3 +75,22 @@ def test_mobilenet_v2_tutorial_runs_and_agrees(tmp_path):
     trace = json.loads((tmp_path / "mb" / "trace.json").read_text())
     assert trace["traceEvents"]
     assert "onnxruntime's QDQ model" in out
+
+
+def test_lstm_wake_word_training_is_the_same_under_another_machines_rounding():
+    """The tutorial trains at 16 significant bits so that another CPU's last bits (BLAS, SIMD exp / tanh)
+    train the same model: gradients perturbed by 1e-14 give bit-identical weights, where plain float64
+    training (53 bits) drifts."""
+    sys.path.insert(0, str(ROOT / "tutorials"))
+    import lstm_wake_word as w
+    import numpy as np
+
+    x, y = w.dataset(8, seed=1)
+    x = (x - x.mean((0, 1))) / x.std((0, 1))
+    same = w.train(x, y, 3, progress=False), w.train(x, y, 3, rounding_noise=1e-14, progress=False)
+    assert all(np.array_equal(same[0][k], same[1][k]) for k in same[0])
+    drift = w.train(x, y, 3, bits=53, progress=False), w.train(x, y, 3, rounding_noise=1e-14, bits=53, progress=False)
+    assert not all(np.array_equal(drift[0][k], drift[1][k]) for k in drift[0])
+    # snap() is a rounding to 16 bits: exact on 16-bit values, off by at most half a unit in the 16th bit.
+    v = np.random.default_rng(0).standard_normal(1000)
+    assert np.all(np.abs(w.snap(v) - v) <= np.abs(v) * 2.0**-16) and np.array_equal(w.snap(w.snap(v)), w.snap(v))
