@@ -179,14 +179,15 @@ def _attention_layers(g: _Graph, graph: onnx.GraphProto) -> list[Layer]:
         _, matmul, softmax = roles[0]
         slot = by_softmax.setdefault(id(softmax), {"softmax": softmax})
         if kind in slot:
-            raise _refuse(f"inputs {slot[kind][0]!r} and {past!r} are both the {kind} of Softmax {g.name(softmax)!r}")
+            pair = " and ".join(repr(n) for n in sorted((slot[kind][0], past)))
+            raise _refuse(f"inputs {pair} are both the {kind} of Softmax {g.name(softmax)!r}")
         slot[kind] = (past, matmul)
     keys = sorted(s["key"][0] for s in by_softmax.values() if "key" in s)
     values = sorted(s["value"][0] for s in by_softmax.values() if "value" in s)
     if len(keys) != len(values):
         raise _refuse(f"{len(keys)} key inputs {keys} but {len(values)} value inputs {values}")
     layers = []
-    for slot in by_softmax.values():
+    for slot in sorted(by_softmax.values(), key=lambda slot: g.index[id(slot["softmax"])]):
         if "key" not in slot or "value" not in slot:
             have = slot.get("key", slot.get("value"))[0]
             role = "key" if "key" in slot else "value"
