@@ -23,7 +23,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from ..contract.errors import NPUError
-from . import decoder_cache, decoder_fold, decoder_mask, decoder_positions
+from . import decoder_cache, decoder_fold, decoder_mask, decoder_pasts, decoder_positions
 from .decoder_forms import KEY_TRANSPOSES
 from .decoder_forms.common import Context
 
@@ -201,6 +201,7 @@ def to_step_model(model: onnx.ModelProto | str | os.PathLike, max_context: int, 
             f"seq_len {seq_len!r} and max_context {max_context!r}: need integers with 1 <= seq_len <= max_context",
         )
     model = _load(model)
+    decoder_pasts.standardize(model)  # other exporters' cache names: found by data flow, renamed
     layers = _layers(model)
     heads, dim = _kv_shape(model)
     declared = _declared_vocab(model)

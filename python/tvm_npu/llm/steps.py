@@ -29,7 +29,7 @@ import onnx
 import tvm
 
 from ..contract.errors import NPUError
-from ..frontend import genai, hf_folder
+from ..frontend import decoder_pasts, genai, hf_folder
 from ..frontend.decoder import to_step_model
 from ..frontend.onnx import from_onnx
 from ..models.decoder import STEP_KEY, step_info
@@ -76,7 +76,8 @@ def _decoder_with_past(model):
     model = _read_onnx(model)
     if not isinstance(model, onnx.ModelProto):
         return None
-    if not any(i.name.startswith("past_key_values.") for i in model.graph.input):
+    named = any(i.name.startswith("past_key_values.") for i in model.graph.input)
+    if not named and not decoder_pasts.find(model.graph):  # other names: the cache inputs by data flow
         return None
     return lambda seq_len, max_context: to_step_model(model, max_context=max_context, seq_len=seq_len)
 
