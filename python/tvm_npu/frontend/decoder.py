@@ -2,7 +2,8 @@
 
 The export (torch.onnx of a Hugging Face GPT-2 / Llama, or any model with the same interface): inputs
 `input_ids`, `attention_mask`, `position_ids`, `past_key_values.{i}.key/value`; outputs `logits`,
-`present.{i}.key/value`; batch, sequence and past lengths symbolic. The step model: one decoder step of
+`present.{i}.key/value`; batch, sequence and past lengths symbolic. Cache inputs and outputs of other
+names are found by data flow and renamed to these first (decoder_pasts.py). The step model: one decoder step of
 S tokens against a static cache of T = max_context rows, inputs `input_ids` [1, S], `position` [1],
 `cache.{i}.key/value` [1, H_kv, T, D]; outputs `logits` [1, S, vocab], `cache_out.{i}.key/value`.
 

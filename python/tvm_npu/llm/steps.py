@@ -6,8 +6,9 @@
   builder gives both instances (e.g. `functools.partial(tvm_npu.models.decoder.gpt2_step, layers=2)`);
 - a pair `(prefill, decode)` of step models (decode at seq_len 1, the same max_context);
 - one step model at seq_len 1: it serves both steps (a prompt is prefilled one token per call);
-- a Hugging Face decoder-with-past export (ONNX ModelProto or path, inputs `past_key_values.*`, lengths
-  symbolic): the frontend's `to_step_model` specializes it to each step (docs/llm_import.md);
+- a Hugging Face decoder-with-past export (ONNX ModelProto or path, inputs `past_key_values.*` or cache
+  inputs of other names that frontend/decoder_pasts.py finds, lengths symbolic): the frontend's
+  `to_step_model` specializes it to each step (docs/llm_import.md);
 - a Hugging Face checkpoint folder (config.json + model.safetensors): exported to such an export first
   (frontend/hf_folder.py; needs the `llm` extra).
 - an onnxruntime-genai folder (a directory with genai_config.json): frontend/genai.py rewrites its
