@@ -2,7 +2,8 @@
 
 The export (torch.onnx of a Hugging Face GPT-2 / Llama, or any model with the same interface): inputs
 `input_ids`, `attention_mask`, `position_ids`, `past_key_values.{i}.key/value`; outputs `logits`,
-`present.{i}.key/value`; batch, sequence and past lengths symbolic. The step model: one decoder step of
+`present.{i}.key/value`; batch, sequence and past lengths symbolic. Cache inputs and outputs of other
+names are found by data flow and renamed to these first (decoder_pasts.py). The step model: one decoder step of
 S tokens against a static cache of T = max_context rows, inputs `input_ids` [1, S], `position` [1],
 `cache.{i}.key/value` [1, H_kv, T, D]; outputs `logits` [1, S, vocab], `cache_out.{i}.key/value`.
 
@@ -23,7 +24,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from ..contract.errors import NPUError
-from . import decoder_cache, decoder_fold, decoder_mask, decoder_positions
+from . import decoder_cache, decoder_fold, decoder_mask, decoder_pasts, decoder_positions
 from .decoder_forms import KEY_TRANSPOSES
 from .decoder_forms.common import Context
 
@@ -201,6 +202,7 @@ def to_step_model(model: onnx.ModelProto | str | os.PathLike, max_context: int, 
             f"seq_len {seq_len!r} and max_context {max_context!r}: need integers with 1 <= seq_len <= max_context",
         )
     model = _load(model)
+    decoder_pasts.standardize(model)  # other exporters' cache names: found by data flow, renamed
     layers = _layers(model)
     heads, dim = _kv_shape(model)
     declared = _declared_vocab(model)

@@ -6,8 +6,9 @@
   builder gives both instances (e.g. `functools.partial(tvm_npu.models.decoder.gpt2_step, layers=2)`);
 - a pair `(prefill, decode)` of step models (decode at seq_len 1, the same max_context);
 - one step model at seq_len 1: it serves both steps (a prompt is prefilled one token per call);
-- a Hugging Face decoder-with-past export (ONNX ModelProto or path, inputs `past_key_values.*`, lengths
-  symbolic): the frontend's `to_step_model` specializes it to each step (docs/llm_import.md);
+- a Hugging Face decoder-with-past export (ONNX ModelProto or path, inputs `past_key_values.*` or cache
+  inputs of other names that frontend/decoder_pasts.py finds, lengths symbolic): the frontend's
+  `to_step_model` specializes it to each step (docs/llm_import.md);
 - a Hugging Face checkpoint folder (config.json + model.safetensors): exported to such an export first
   (frontend/hf_folder.py; needs the `llm` extra).
 - an onnxruntime-genai folder (a directory with genai_config.json): frontend/genai.py rewrites its
@@ -29,7 +30,7 @@ import onnx
 import tvm
 
 from ..contract.errors import NPUError
-from ..frontend import genai, hf_folder
+from ..frontend import decoder_pasts, genai, hf_folder
 from ..frontend.decoder import to_step_model
 from ..frontend.onnx import from_onnx
 from ..models.decoder import STEP_KEY, step_info
@@ -76,7 +77,8 @@ def _decoder_with_past(model):
     model = _read_onnx(model)
     if not isinstance(model, onnx.ModelProto):
         return None
-    if not any(i.name.startswith("past_key_values.") for i in model.graph.input):
+    named = any(i.name.startswith("past_key_values.") for i in model.graph.input)
+    if not named and not decoder_pasts.find(model.graph):  # other names: the cache inputs by data flow
         return None
     return lambda seq_len, max_context: to_step_model(model, max_context=max_context, seq_len=seq_len)
 
