@@ -287,16 +287,18 @@ def emit_layer(
                 pending = inputs_of(first + i + 1, tiles[i + 1])
             if dst.space != "sram" and (len(blocks) == 1 or dst.view[2] == 1):
                 row_bytes = dst.row_bytes if len(blocks) == 1 else ocb * dst.elem
+                # One row: its footprint (rows x stride) ends at the row, not at the next block's bytes
+                one = t.out_rows == 1 and len(blocks) > 1
                 emit_dma(
                     sb,
                     "DMA_STORE",
-                    1,
+                    sb.store_channel(),
                     dst.row_addr(t.n, t.out_r0) + oc0 * dst.elem,
                     out_addr,
                     t.out_rows,
                     row_bytes,
-                    dst.row_stride,
-                    out_stride,
+                    align(row_bytes, cfg.alignment) if one else dst.row_stride,
+                    align(row_bytes, cfg.alignment) if one else out_stride,
                     layer.name,
                 )
             elif dst.space != "sram":  # a channel block of a feature map: scatter each row's pixels
