@@ -440,7 +440,8 @@ def _plan_region(
         if layer.out in mirrors:  # the resident output's copy in its DDR home (_place)
             src, home = placed[layer.out], mirrors[layer.out]
             rows = src.view[0] * src.view[1]
-            emit_dma(sb, "DMA_STORE", sb.store_channel(), home.addr, src.addr, rows, src.row_bytes, home.row_stride, src.row_stride,
+            ch = sb.store_channel()
+            emit_dma(sb, "DMA_STORE", ch, home.addr, src.addr, rows, src.row_bytes, home.row_stride, src.row_stride,
                      layer.name)  # fmt: skip
         ideal += cost_model.ideal_cycles(cfg, layer)
     commands = sb.finish()
