@@ -424,6 +424,14 @@ def _plan_region(
     weights, ddr_top, layer_weight_bytes = _finish_ddr(cfg, graph, plans, data, homes, rel_top)
     sram_top = place_weight_slots(cfg, plans, residents)
     streamer = WeightStreamer(cfg, sb, plans, [layer.name for layer in layers], lead)
+    # A mirrored tensor is whole once the last layer writing its bytes has run: its producer, or the last
+    # producer of its slices (a stack of rows is written by several layers and is no layer's output).
+    complete = {}
+    for i, layer in enumerate(layers):
+        name = slices[layer.out].root if layer.out in slices else layer.out
+        if name in mirrors:
+            complete[name] = i
+    copy_after = {i: name for name, i in complete.items()}
     ideal = 0
     for i, (layer, lp) in enumerate(zip(layers, plans)):
         streamer.flush(i)  # whatever of this layer's first block has not streamed in yet
@@ -437,8 +445,8 @@ def _plan_region(
             after_compute=lambda cmd, i=i: streamer.after_compute(i, cmd),
             before_compute=lambda cmd, i=i: streamer.before_compute(i),
         )
-        if layer.out in mirrors:  # the resident output's copy in its DDR home (_place)
-            src, home = placed[layer.out], mirrors[layer.out]
+        if i in copy_after:  # the resident output's copy in its DDR home (_place)
+            src, home = placed[copy_after[i]], mirrors[copy_after[i]]
             rows = src.view[0] * src.view[1]
             ch = sb.store_channel()
             emit_dma(sb, "DMA_STORE", ch, home.addr, src.addr, rows, src.row_bytes, home.row_stride, src.row_stride,
