@@ -157,6 +157,50 @@ REGRESSIONS = {
         "family": "shape",
         "inputs": [["s0", [4], [1, 8, 6, 1]], ["s1", [4], [1, 8, 6, 1]]],
     },
+    # A region output read again inside the region stays resident, a copy stored to its DDR home
+    # after the layer that writes it. A stack of rows (Concat on axis 0, here of a Gemm's output with
+    # itself) is written by several layers and is no layer's output: the copy was never stored
+    # (ERR_BAD_STREAM "DDR [241280, 242304) is never written", the region fell back to the CPU).
+    "stacked_rows_region_output": {
+        "dtype": "fp16",
+        "config": "npu-small",
+        "seed": 0,
+        "input": [1, 600],
+        "nodes": [
+            ["binary", [0, 0], {"kind": "Add", "operand": "tensor", "const_first": False}],
+            ["gemm", [0], {"n": 200, "bias": False, "transB": False, "act": None}],
+            ["concat", [2, 2], {"axis": 0}],
+        ],
+        "outputs": [1, 3],
+    },
+    # The same stack, a region output read by two other layers of the region (one reads it twice).
+    "stacked_rows_region_output_read_twice": {
+        "dtype": "fp16",
+        "config": "npu-small",
+        "seed": 0,
+        "input": [1, 600],
+        "nodes": [
+            ["gemm", [0], {"n": 200, "bias": False, "transB": False, "act": None}],
+            ["concat", [1, 1], {"axis": 0}],
+            ["gemm", [2], {"n": 16, "bias": False, "transB": False, "act": None}],
+            ["binary", [2, 2], {"kind": "Mul", "operand": "tensor", "const_first": False}],
+        ],
+        "outputs": [2, 3, 4],
+    },
+    # A layer's output that is a region output and read by two layers and a stack of itself.
+    "region_output_read_by_two_layers": {
+        "dtype": "fp16",
+        "config": "npu-small",
+        "seed": 0,
+        "input": [1, 600],
+        "nodes": [
+            ["gemm", [0], {"n": 200, "bias": False, "transB": False, "act": None}],
+            ["binary", [1, 1], {"kind": "Add", "operand": "tensor", "const_first": False}],
+            ["binary", [1, 2], {"kind": "Mul", "operand": "tensor", "const_first": False}],
+            ["concat", [1, 1], {"axis": 0}],
+        ],
+        "outputs": [1, 3, 4],
+    },
 }
 
 

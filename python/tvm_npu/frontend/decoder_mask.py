@@ -25,6 +25,7 @@ from ..contract.errors import NPUError
 from .decoder_fold import opset_of
 
 _HIDDEN_MAX = -1e4  # an additive mask hides a row with a value at most this (HF uses finfo.min)
+_FP16_MAX = 65504.0  # the largest finite fp16: an NPU input beyond it is saturated, and counted and warned
 
 
 def _cone(graph: onnx.GraphProto, source: str, consts: set[str]) -> tuple[list[onnx.NodeProto], list[str]]:
@@ -134,6 +135,15 @@ def _step_mask(name: str, encoding: tuple[str, float], shape: tuple[int, ...], d
     return nodes, inits
 
 
+def _fp16_safe(value: float) -> float:
+    """The hidden value of the rebuilt mask: the export's, or -inf for one beyond the fp16 range (float32's
+    minimum, what transformers writes). Staged into an fp16 NPU input (a host-held cache) such a value would
+    saturate to -65504 on every call, with the runtime's warning; -inf stages as itself (docs/npu.md section
+    2) and gives the same softmax as the export: exp(z) of a hidden score is 0.0 exactly in float32 for
+    either value, and every query row sees cache row 0, so no row is hidden whole (which would be NaN)."""
+    return -np.inf if value < -_FP16_MAX else value
+
+
 def rebuild_mask(model: onnx.ModelProto, values: dict[str, np.ndarray], seq: int, total: int) -> None:
     """Replace the export's mask (from `attention_mask`, checked as described above) by one computed
     from the graph input `position` [1]; `attention_mask` is then read by nothing."""
@@ -157,6 +167,7 @@ def rebuild_mask(model: onnx.ModelProto, values: dict[str, np.ndarray], seq: int
             raise _not_causal(name, "encoded differently for different attention masks")
         got = outs[0][k]
         value = hidden.pop() if hidden else float(np.finfo(got.dtype).min) if got.dtype != np.bool_ else 0.0
+        value = _fp16_safe(value)
         n, i = _step_mask(name, (kinds.pop(), value), got.shape, got.dtype, seq, total, opset)
         new_nodes += n
         new_inits += i

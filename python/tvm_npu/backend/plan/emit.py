@@ -256,12 +256,16 @@ def emit_layer(
                 addrs.append(buf)
             return addrs
 
-        pending = inputs_of(0, tiles[0])
+        # The ping / pong buffers alternate over the tiles of every block, not of each block: block b + 1's
+        # first tile would otherwise wait for block b's first store (a classifier's blocks at M = 1 are one
+        # tile each), and that store waits behind the weight loads queued on its channel.
+        first = bi * len(tiles)
+        pending = inputs_of(first, tiles[0])
         for i, t in enumerate(tiles):
             if dst.space == "sram":
                 out_addr, out_stride = dst.row_addr(t.n, t.out_r0) + oc0 * dst.elem, dst.row_stride
             else:
-                out_addr = lp.out_bufs[i % 2]
+                out_addr = lp.out_bufs[(first + i) % len(lp.out_bufs)]
                 out_stride = dst.row_stride if len(blocks) == 1 else align(dst.view[2] * ocb * dst.elem, cfg.alignment)
             cmd = _compute(
                 cfg,
@@ -280,19 +284,21 @@ def emit_layer(
                 before_compute(cmd)
             sb.emit(cmd, reads, writes)
             if i + 1 < len(tiles):
-                pending = inputs_of(i + 1, tiles[i + 1])
+                pending = inputs_of(first + i + 1, tiles[i + 1])
             if dst.space != "sram" and (len(blocks) == 1 or dst.view[2] == 1):
                 row_bytes = dst.row_bytes if len(blocks) == 1 else ocb * dst.elem
+                # One row: its footprint (rows x stride) ends at the row, not at the next block's bytes
+                one = t.out_rows == 1 and len(blocks) > 1
                 emit_dma(
                     sb,
                     "DMA_STORE",
-                    1,
+                    sb.store_channel(),
                     dst.row_addr(t.n, t.out_r0) + oc0 * dst.elem,
                     out_addr,
                     t.out_rows,
                     row_bytes,
-                    dst.row_stride,
-                    out_stride,
+                    align(row_bytes, cfg.alignment) if one else dst.row_stride,
+                    align(row_bytes, cfg.alignment) if one else out_stride,
                     layer.name,
                 )
             elif dst.space != "sram":  # a channel block of a feature map: scatter each row's pixels

@@ -29,13 +29,15 @@ from ..lower.graph import Graph, Layer
 from . import cost_model, recurrence, slices
 from .emit import Block, LayerPlan, Placed, emit_layer, src_rows
 from .matmul_plan import matmul_layout, tile_options
-from .schedule import Scoreboard
+from .schedule import Scoreboard, emit_dma
 from .sram import Arena, align, live_ranges, place_residents, resident_top
 from .tiling import oc_blocks, row_tiles, tile_heights
 from .weights import WeightStreamer, place_weight_slots
 
 # Fractions of SRAM offered to resident intermediates (0: everything streams through DDR).
 RESIDENT_SHARES = (0.0, 0.5, 0.7, 0.85)
+# SRAM a layer may spend on one output buffer per channel block (_layout) instead of a ping / pong pair.
+OUT_BUF_BYTES = 64 * 1024
 
 
 def constant_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[bytes, int, int]:
@@ -182,7 +184,11 @@ def _layout(cfg, layer, srcs, dst, blocks, base, tile_oh) -> LayerPlan | None:
         if blocks and len(blocks) > 1
         else out_rows * dst.row_stride
     )
-    out_bufs = None if dst.space == "sram" else [arena.take(out_bytes) for _ in (0, 1)]
+    # One buffer per block when a block is one tile (a decode step's classifier): a block's store waits behind
+    # the weight loads already queued (DDR serves transfers in stream order), so a block reusing an
+    # earlier block's buffer would wait for those loads too instead of computing as its weights arrive.
+    n_out = len(blocks) if len(tiles) == 1 and len(blocks) > 2 and len(blocks) * out_bytes <= OUT_BUF_BYTES else 2
+    out_bufs = None if dst.space == "sram" else [arena.take(out_bytes) for _ in range(n_out)]
     top = arena.top
     # Until weights.place_weight_slots finds it an earlier home, the weight slot sits right above.
     w_slot = arena.take(max(b.nbytes for b in blocks)) if blocks else None
@@ -263,8 +269,16 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set,
     for name in joined:
         info = graph.tensors[name]
         sizes[name] += align(info.view[2] * info.view[3] * elems[name], cfg.alignment)
-    boundary = set(graph.inputs) | set(graph.outputs) | set(roots) | set(roots.values())
-    ranges = live_ranges(compute_layers(graph), boundary, {t: s.root for t, s in slices.items()})
+    aliased = set(roots) | set(roots.values()) | set(slices) | joined | pinned
+    # A region output that later layers of the region read too (a decoder layer's residual stream, read by
+    # the next norm) may stay resident for them, a copy stored to its DDR home as soon as it is written:
+    # otherwise they load it back after that store, which waits behind the weight loads queued before it.
+    mirrored = (set(graph.outputs) - set(graph.inputs) - aliased) if budget else set()
+    boundary = set(graph.inputs) | (set(graph.outputs) - mirrored) | set(roots) | set(roots.values())
+    layers = compute_layers(graph)
+    ranges = live_ranges(layers, boundary, {t: s.root for t, s in slices.items()})
+    for name in mirrored & set(ranges):  # kept to the end: a later layer's buffer there would wait for the copy
+        ranges[name] = (ranges[name][0], len(layers) - 1)
     residents = place_residents(cfg, ranges, sizes, budget, joined | pinned) if budget or joined or pinned else {}
     lost = sorted((pinned & set(ranges)) - set(residents))
     if lost:  # the same for every budget: required residents are placed first, over all of SRAM
@@ -311,13 +325,16 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set,
             options.append(opt)
         blocks[layer.name] = options
     top = 0
-    placed = {}
+    placed, mirrors = {}, {}
     for name, info in graph.tensors.items():
         stride = align(info.view[2] * info.view[3] * elems[name], cfg.alignment)
         if name in roots or name in slices:
             continue
         if name in residents:
             placed[name] = Placed("sram", residents[name].addr, info.view, stride, elems[name])
+            if name in mirrored:
+                mirrors[name] = Placed("ddr", top, info.view, stride, elems[name])
+                top += align(sizes[name], cfg.alignment)
         else:
             placed[name] = Placed("ddr", top, info.view, stride, elems[name])
             top += align(sizes[name], cfg.alignment)
@@ -344,7 +361,7 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set,
     # A DMA footprint is rows x stride from its first byte; a channel block's rows start mid-row, so
     # the last tensor's last block reaches up to one row past it.
     top += max((p.row_stride for p in placed.values()), default=0)
-    return residents, data, blocks, placed, top, sizes
+    return residents, data, blocks, placed, top, sizes, mirrors
 
 
 def _finish_ddr(cfg, graph, plans, data, placed, rel_top):
@@ -385,7 +402,7 @@ def _plan_region(
         layer = next(lay for lay in graph.layers if lay.kind == "concat" and lay.out in joined)
         n, h, w, c = graph.tensors[layer.out].view
         return None, layer, n * h * align(w * c * DTYPE_BYTES[layer.dtype], cfg.alignment)
-    residents, data, blocks, placed, rel_top, sizes = placement
+    residents, data, blocks, placed, rel_top, sizes, mirrors = placement
     sb = Scoreboard()
     plans = []
     layers = compute_layers(graph)
@@ -403,9 +420,18 @@ def _plan_region(
             smallest = min((b.nbytes for opt in blocks.get(layer.name, []) for b in opt), default=0)
             return None, layer, max([sizes[t] for t in layer.inputs + [layer.out]] + [smallest])
         plans.append(lp)
-    weights, ddr_top, layer_weight_bytes = _finish_ddr(cfg, graph, plans, data, placed, rel_top)
+    homes = {**placed, **{(name, "ddr"): p for name, p in mirrors.items()}}
+    weights, ddr_top, layer_weight_bytes = _finish_ddr(cfg, graph, plans, data, homes, rel_top)
     sram_top = place_weight_slots(cfg, plans, residents)
     streamer = WeightStreamer(cfg, sb, plans, [layer.name for layer in layers], lead)
+    # A mirrored tensor is whole once the last layer writing its bytes has run: its producer, or the last
+    # producer of its slices (a stack of rows is written by several layers and is no layer's output).
+    complete = {}
+    for i, layer in enumerate(layers):
+        name = slices[layer.out].root if layer.out in slices else layer.out
+        if name in mirrors:
+            complete[name] = i
+    copy_after = {i: name for name, i in complete.items()}
     ideal = 0
     for i, (layer, lp) in enumerate(zip(layers, plans)):
         streamer.flush(i)  # whatever of this layer's first block has not streamed in yet
@@ -419,8 +445,15 @@ def _plan_region(
             after_compute=lambda cmd, i=i: streamer.after_compute(i, cmd),
             before_compute=lambda cmd, i=i: streamer.before_compute(i),
         )
+        if i in copy_after:  # the resident output's copy in its DDR home (_place)
+            src, home = placed[copy_after[i]], mirrors[copy_after[i]]
+            rows = src.view[0] * src.view[1]
+            ch = sb.store_channel()
+            emit_dma(sb, "DMA_STORE", ch, home.addr, src.addr, rows, src.row_bytes, home.row_stride, src.row_stride,
+                     layer.name)  # fmt: skip
         ideal += cost_model.ideal_cycles(cfg, layer)
     commands = sb.finish()
+    placed = {**placed, **mirrors}  # the region's outputs are their DDR homes
     # Without liveness reuse every resident, every layer's buffers and every weight slot would need
     # bytes of their own.
     info = {

@@ -32,6 +32,15 @@ class Scoreboard:
         self.count = dict.fromkeys(ENGINES, 0)
         self.history = {"sram": [], "ddr": []}
         self.commands: list[Command] = []
+        # The DMA channels results go out on, in turn: channel 1, or (the weight streamer's lead mode) both,
+        # so that each store's set-up latency hides behind the previous one's data (docs/npu.md section 5).
+        self.store_channels = (1,)
+        self.stores = 0
+
+    def store_channel(self) -> int:
+        """The channel of the next DMA_STORE of a result."""
+        self.stores += 1
+        return self.store_channels[(self.stores - 1) % len(self.store_channels)]
 
     def _deps(self, space: str, lo: int, hi: int, write: bool) -> list:
         deps = []
@@ -109,6 +118,8 @@ def emit_dma(sb: Scoreboard, op, channel, ddr, sram, rows, row_bytes, ddr_stride
     """Emit a DMA_LOAD (DDR -> SRAM) or DMA_STORE (SRAM -> DDR) of `rows` rows with its footprints."""
     span_ddr = ("ddr", ddr, ddr + (rows - 1) * ddr_stride + row_bytes)
     span_sram = ("sram", sram, sram + (rows - 1) * sram_stride + row_bytes)
+    if op == "DMA_STORE":  # whole rows x stride spans, as verify.py checks them: stores may share no channel
+        span_ddr, span_sram = ("ddr", ddr, ddr + rows * ddr_stride), ("sram", sram, sram + rows * sram_stride)
     values = {"channel": channel, "ddr_addr": ddr, "sram_addr": sram, "rows": rows, "row_bytes": row_bytes}
     values.update(ddr_stride=ddr_stride, sram_stride=sram_stride, pos_mode=0)  # static (format 1.4's 0)
     args = {name: values[name] for name in OPERANDS[op]}  # in the contract's word order

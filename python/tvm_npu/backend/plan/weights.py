@@ -108,6 +108,8 @@ class WeightStreamer:
 
     def __init__(self, cfg: NPUConfig, sb: Scoreboard, plans: list, names: list, lead: bool = False):
         self.cfg, self.sb, self.names, self.lead = cfg, sb, names, lead
+        if lead:  # results alternate channels like the loads (a decode step's q / k / v stores at its end)
+            sb.store_channels = (1, 0)
         self.queue = []  # (layer, load_after, bytes, DMA operands of Block.loads), in layer order
         for j, lp in enumerate(plans):
             for blk, slot, after in zip(lp.blocks, lp.w_slots, lp.load_after):
