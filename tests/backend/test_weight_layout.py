@@ -1,5 +1,5 @@
 """A layer's constants lie in DDR in one layout whatever output-channel blocks the planner splits it into
-(planner.layer_blocks): a dense layer planned for one row (a classifier: its weights load in blocks of an
+(constants.layer_blocks): a dense layer planned for one row (a classifier: its weights load in blocks of an
 eighth of SRAM) and for 64 rows (one block) carries the same weight region, byte for byte, so an LLM's
 prefill and decode steps share it (docs/llm.md, "The artifact"); each block's loads of its weight rows and
 of its part of the bias / scale rows compute the numpy model of docs/npu.md bit for bit."""

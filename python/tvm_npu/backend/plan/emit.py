@@ -63,7 +63,7 @@ class Block:
     w_bytes: int
     # The byte runs that fill the slot, (DDR offset from ddr_addr, slot offset, bytes); empty: the slot's
     # bytes as they lie in DDR. A block of a layer stored in its row-independent layout
-    # (planner.layer_blocks) takes its weight rows and its bias / scale rows from where the whole layer
+    # (constants.layer_blocks) takes its weight rows and its bias / scale rows from where the whole layer
     # keeps them.
     pieces: tuple = ()
 

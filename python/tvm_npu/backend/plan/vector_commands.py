@@ -109,7 +109,7 @@ def vector_command(
 
 
 def norm_operands(cfg: NPUConfig, layer, rows: dict, common: dict, ins: list, srcs: list, w_slot) -> dict:
-    """NORM's operands: gamma, then beta, one aligned fp32 row each in the weight slot (planner.constant_bytes
+    """NORM's operands: gamma, then beta, one aligned fp32 row each in the weight slot (constants.constant_bytes
     lays them out so), 0xFFFFFFFF for the one the op does not apply."""
     prm = align(rows["row_elems"] * 4, cfg.alignment)
     addr = {name: w_slot + k * prm for k, name in enumerate(layer.norm_params)}
@@ -129,7 +129,7 @@ def norm_operands(cfg: NPUConfig, layer, rows: dict, common: dict, ins: list, sr
 
 def rope_operands(cfg: NPUConfig, layer, t, rows: dict, common: dict, ins: list, srcs: list, w_slot) -> dict:
     """ROPE's operands: the tables in the weight slot (constants: cos rows then sin rows, each aligned,
-    planner.constant_bytes) or the layer's second and third inputs; row r of the tile is row t.out_r0 + r
+    constants.constant_bytes) or the layer's second and third inputs; row r of the tile is row t.out_r0 + r
     of x, which reads table row (t.out_r0 + r) % rope_rows."""
     if layer.const is not None:
         stride = align(rows["row_elems"] * 2, cfg.alignment)

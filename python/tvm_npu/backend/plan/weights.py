@@ -87,7 +87,7 @@ def place_weight_slots(cfg: NPUConfig, plans: list, residents: dict) -> int:
                 best = (k, addr)
             if best is None:
                 # No room beside the blocks already waiting: load into the previous block's slot once
-                # its computes are done. Block 0 always fits above the layer's buffers (plan._layout).
+                # its computes are done. Block 0 always fits above the layer's buffers (layer_plan._layout).
                 lp.w_slots[b], lp.load_after[b] = lp.w_slots[b - 1], None
                 continue
             lp.load_after[b], lp.w_slots[b] = best
