@@ -1,3 +1,6 @@
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tvm
@@ -5,6 +8,19 @@ from tvm import relax
 
 import tvm_npu
 from npu_stream_pack import runtime_functions
+
+_REPO = Path(__file__).resolve().parents[1]
+
+
+def load_script(path: str):
+    """A script of the repository that is not in a package (benchmarks/*.py, tutorials/*.py), `path` from
+    the repository root, loaded as a module named after its file. A plain function, not a fixture: some
+    tests use the script's names at import time (parametrize lists, module constants)."""
+    file = _REPO / path
+    spec = importlib.util.spec_from_file_location(file.stem, file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ float >= 98%. benchmarks/digits_accuracy.py prints the full table (docs/quality.
 """
 
 import hashlib
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -18,15 +17,13 @@ import pytest
 from onnx import numpy_helper
 
 import tvm_npu
+from conftest import load_script
 from tvm_npu.models import pretrained_digits as pd
 
 pytest.importorskip("sklearn")
 pytest.importorskip("onnxruntime")
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("digits_accuracy", ROOT / "benchmarks" / "digits_accuracy.py")
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+bench = load_script("benchmarks/digits_accuracy.py")
 
 CALIBRATION = 128  # train-split images
 

@@ -2,16 +2,11 @@
 compiled models are refused with a coded error or run to a coded result — never an uncoded exception
 (a crash would end the test process). Longer campaigns: docs/reliability.md."""
 
-import importlib.util
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from conftest import load_script
 
 
 def test_mutated_streams_end_in_coded_errors_or_results(tmp_path, monkeypatch, capsys):
-    spec = importlib.util.spec_from_file_location("fuzz_streams", ROOT / "benchmarks" / "fuzz_streams.py")
-    fuzz = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fuzz)
+    fuzz = load_script("benchmarks/fuzz_streams.py")
     monkeypatch.chdir(tmp_path)  # a failure would write fuzz_failure.bin here
     assert fuzz.main(["--execs", "1500", "--seed", "7"]) == 0
     out = capsys.readouterr().out

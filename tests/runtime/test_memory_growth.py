@@ -8,10 +8,8 @@ build of the same model. benchmarks/memory_growth.py measures the RSS.
 """
 
 import gc
-import importlib.util
 import os
 import weakref
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,18 +17,15 @@ import tvm
 from tvm import relax
 
 import tvm_npu
+from conftest import load_script
 from tvm_npu.models import small_cnn
 
-ROOT = Path(__file__).resolve().parents[2]
 X = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
 
 
 @pytest.fixture(scope="module")
 def growth():
-    spec = importlib.util.spec_from_file_location("memory_growth", ROOT / "benchmarks" / "memory_growth.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/memory_growth.py")
 
 
 def _run(lib_or_ex) -> np.ndarray:

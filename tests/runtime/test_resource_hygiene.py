@@ -5,20 +5,14 @@ RSS moves in pages and with the allocator's arenas: over 2,000 to 20,000 runs of
 grew by 64 to 144 KiB, without a trend. The bounds sit above that noise and below what a leak of one
 small object per call would add (a 100-byte leak per run is 400 KB over 4,000 runs)."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from conftest import load_script
 
 
 @pytest.fixture(scope="module")
 def hygiene():
-    spec = importlib.util.spec_from_file_location("resource_hygiene", ROOT / "benchmarks" / "resource_hygiene.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/resource_hygiene.py")
 
 
 def test_many_runs_do_not_grow_memory(hygiene):

@@ -1,9 +1,7 @@
 """`tvm-npu disasm` / `asm`: the listing of the tutorial and benchmark models reads back into the very bytes
 of their libraries (tools/disasm.py, tools/asm.py, docs/disasm.md)."""
 
-import importlib.util
 import tempfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +10,7 @@ from onnx import numpy_helper
 from tvm import relax
 
 import tvm_npu
+from conftest import load_script
 from tvm_npu import runtime
 from tvm_npu.contract import stream
 from tvm_npu.models import GraphBuilder, lstm, mobilenet_v2_shaped, op_zoo, small_cnn
@@ -46,11 +45,7 @@ MODELS = {
 
 def _compiler_core():
     """benchmarks/compiler_core.py (its GEMM and ResNet block builders), which is not a package."""
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "compiler_core.py"
-    spec = importlib.util.spec_from_file_location("compiler_core", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/compiler_core.py")
 
 
 def _hf(arch: str):

@@ -2,11 +2,9 @@
 Checked with onnx.checker, against the source models (their ops, shapes and quantization scales) and the
 runtime's own counters of an independent run, and opened in the netron package's server."""
 
-import importlib.util
 import json
 import re
 import urllib.request
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -14,11 +12,9 @@ import pytest
 from onnx import helper, numpy_helper
 
 import tvm_npu
-from conftest import run_vm
+from conftest import load_script, run_vm
 from qdq_models import mobilenet_v2_shaped, quantize_with_ort
 from tvm_npu.tools.export_graph import build_model, export_graph
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def attrs(node):
@@ -55,9 +51,7 @@ def mobilenet_int8(tmp_path_factory):
 def wake_word_model():
     """The tutorial's streaming LSTM keyword spotter (tutorials/lstm_wake_word.py's export), with seeded
     weights in place of the trained ones."""
-    spec = importlib.util.spec_from_file_location("lstm_wake_word", ROOT / "tutorials" / "lstm_wake_word.py")
-    kws = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(kws)
+    kws = load_script("tutorials/lstm_wake_word.py")
     rng = np.random.default_rng(0)
     h, bands, classes = kws.HIDDEN, kws.BANDS, kws.CLASSES
     p = {
