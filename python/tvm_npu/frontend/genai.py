@@ -26,7 +26,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from ..contract.errors import NPUError
-from . import decoder_fold, genai_attention, genai_norms
+from . import decoder_fold, genai_attention, genai_bare, genai_norms
 
 CONFIG = "genai_config.json"
 STEP_KEY = "tvm_npu.step"
@@ -72,9 +72,41 @@ def _names(config: dict) -> dict:
     return names
 
 
-def _load(folder) -> tuple[onnx.ModelProto, dict]:
-    config = read_config(folder)
-    path = os.path.join(folder, config["model"]["decoder"].get("filename", "model.onnx"))
+def config_of(model) -> dict | None:
+    """The onnxruntime-genai config of `model`: a folder's genai_config.json, the one beside a decoder file
+    it names, or what a decoder with GroupQueryAttention (a path or a ModelProto) implies without one
+    (genai_bare.py); None for anything else."""
+    if is_folder(model):
+        return read_config(model)
+    if isinstance(model, (str, os.PathLike)) and os.path.isfile(model):
+        folder = genai_bare.beside(model)
+        if folder is not None:
+            return read_config(folder)
+        try:
+            model = onnx.load(os.fspath(model), load_external_data=False)
+        except Exception:  # noqa: BLE001 - not an ONNX file: not ours to say
+            return None
+    if isinstance(model, onnx.ModelProto) and genai_bare.has_gqa(model):
+        return genai_bare.config(model)
+    return None
+
+
+def _load(source) -> tuple[onnx.ModelProto, dict]:
+    """(the decoder, its config) of a folder, a decoder file or a ModelProto (a copy: the rewrite edits it)."""
+    if isinstance(source, (str, os.PathLike)) and not os.path.isfile(source):
+        config = read_config(source)  # a folder, or nothing there: coded ERR_INVALID_MODEL when unreadable
+    else:
+        config = config_of(source)
+    if config is None:
+        raise _missing("no genai_config.json and no GroupQueryAttention node")
+    if isinstance(source, onnx.ModelProto):
+        model = onnx.ModelProto()
+        model.CopyFrom(source)
+        return model, config
+    if is_folder(source):
+        path = os.path.join(source, config["model"]["decoder"].get("filename", "model.onnx"))
+    else:
+        path = os.fspath(source)
     try:
         return onnx.load(path), config
     except Exception as err:  # noqa: BLE001 - any unreadable file is the same user error
@@ -159,7 +191,8 @@ def _head_dim(config: dict, gqa: onnx.NodeProto) -> int:
 
 def to_step_model(folder, max_context: int | None, seq_len: int) -> onnx.ModelProto:
     """The step model (S = seq_len tokens against a static cache of max_context rows; default the
-    folder's context_length) of an onnxruntime-genai folder's decoder.
+    folder's context_length) of an onnxruntime-genai folder's decoder (`folder`: the folder, its
+    model.onnx, or that decoder alone as a path or ModelProto: config_of).
 
     Raises NPUError: ERR_INVALID_MODEL for a folder without a readable genai_config.json or model;
     ERR_INVALID_CONFIG for seq_len / max_context out of range (max_context above the folder's
@@ -169,7 +202,7 @@ def to_step_model(folder, max_context: int | None, seq_len: int) -> onnx.ModelPr
     """
     model, config = _load(folder)
     names = _names(config)
-    T = int(config["model"].get("context_length", 0)) if max_context is None else max_context
+    T = config["model"].get("context_length") if max_context is None else max_context
     integers = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (seq_len, T))
     if not (integers and 1 <= seq_len <= T):
         raise NPUError(

@@ -83,16 +83,17 @@ def _decoder_with_past(model):
     return lambda seq_len, max_context: to_step_model(model, max_context=max_context, seq_len=seq_len)
 
 
-def _genai_folder(model):
-    """A builder over `genai.to_step_model` when `model` is an onnxruntime-genai folder, else None."""
-    if not genai.is_folder(model):
-        return None
+def _genai_builder(model):
+    """A builder over `genai.to_step_model` for an onnxruntime-genai folder or its decoder (a file, with
+    or without its genai_config.json beside it, or a ModelProto: genai.config_of)."""
     return lambda seq_len, max_context: genai.to_step_model(model, max_context=max_context, seq_len=seq_len)
 
 
 def generation(model) -> dict | None:
-    """The token ids, context length and search defaults of an onnxruntime-genai folder, else None."""
-    return genai.generation(genai.read_config(model)) if genai.is_folder(model) else None
+    """The token ids, context length and search defaults of an onnxruntime-genai folder (or its decoder:
+    what the graph gives), else None."""
+    config = None if callable(model) or isinstance(model, (tvm.IRModule, tuple, list)) else genai.config_of(model)
+    return genai.generation(config) if config is not None else None
 
 
 def load_step(model) -> tuple[tvm.IRModule, dict]:
@@ -139,10 +140,12 @@ def _check_signature(mod: tvm.IRModule, info: dict) -> None:
 
 def resolve(model, max_context: int | None, prefill_len: int | None) -> tuple:
     """((prefill module, info), (decode module, info)) for `model` (see the module docstring)."""
-    if genai.is_folder(model) and max_context is None:
-        max_context = int(genai.read_config(model)["model"]["context_length"])
-    if not callable(model) and not isinstance(model, (tvm.IRModule, tuple, list)):
-        model = _genai_folder(model) or _decoder_with_past(model) or model
+    plain = not callable(model) and not isinstance(model, (tvm.IRModule, tuple, list))
+    config = genai.config_of(model) if plain else None
+    if config is not None and max_context is None and config["model"].get("context_length"):
+        max_context = int(config["model"]["context_length"])
+    if plain:
+        model = _genai_builder(model) if config is not None else (_decoder_with_past(model) or model)
     if callable(model) and not isinstance(model, tvm.IRModule):
         if max_context is None:
             raise NPUError("ERR_LLM_CONTEXT", "give max_context= (the static cache's rows) with a step-model builder")
