@@ -37,8 +37,10 @@ SCHEMES = {
     "int4 RTN g64": dict(weights="int4", group_size=64),
     "int4 RTN g32": dict(weights="int4", group_size=32),
     "int4 GPTQ g128": dict(weights="int4", group_size=128, weight_method="gptq"),
+    "int4 GPTQ g64": dict(weights="int4", group_size=64, weight_method="gptq"),
     "int4 GPTQ g32": dict(weights="int4", group_size=32, weight_method="gptq"),
     "int4 AWQ g128": dict(weights="int4", group_size=128, weight_method="awq"),
+    "int4 AWQ g64": dict(weights="int4", group_size=64, weight_method="awq"),
     "int4 AWQ g32": dict(weights="int4", group_size=32, weight_method="awq"),
 }
 BEGIN, END = "<!-- llm-quality:begin -->", "<!-- llm-quality:end -->"

@@ -30,13 +30,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import tvm
-from tqdm import tqdm
 from tvm import relax
 
 from ..ir import graph as rg
 from ..ir.group_quant import WEIGHT_PREFIX, group_dequantize, group_parts, npu_group_layout
 from ..ir.values import constant_value
-from . import awq
+from . import awq, awq_plan
 from .weight_only import dense_weights
 
 GROUP_SIZES = (32, 64, 128)
@@ -66,12 +65,14 @@ class WeightQuantReport:
     batches: int = 0
     tensors: list = field(default_factory=list)
     skipped: list = field(default_factory=list)  # (name, reason) of dense layers left float
+    notes: list = field(default_factory=list)  # what the calibrated method chose, and why (awq)
 
     def summary(self) -> str:
         kind = "symmetric" if self.symmetric else "asymmetric"
         lines = [f"int4 weights, group {self.group_size}, {kind}, {self.method}: {len(self.tensors)} dense layers"]
         lines += [f"  {t.name:<16} K {t.k:<6} N {t.n:<6} weight SQNR {t.weight_sqnr_db:6.2f} dB" for t in self.tensors]
         lines += [f"  float: {name}: {reason}" for name, reason in self.skipped]
+        lines += [f"  {note}" for note in self.notes]
         return "\n".join(lines)
 
 
@@ -89,15 +90,17 @@ def group_params(w: np.ndarray, symmetric: bool) -> tuple[np.ndarray, np.ndarray
     return scale, np.clip(np.round(-lo / scale), 0, 15).astype(np.float32)
 
 
-def searched_params(w: np.ndarray, symmetric: bool, steps: int = 12) -> tuple[np.ndarray, np.ndarray]:
+def searched_params(w: np.ndarray, symmetric: bool, steps: int = 12, h=None) -> tuple[np.ndarray, np.ndarray]:
     """As `group_params`, with each row's range shrunk by the factor in [0.6, 1] (of `steps`) whose
     round-to-nearest codes give the smallest squared error on the row: clipping a few large weights
-    buys a finer step for all the others."""
+    buys a finer step for all the others. With `h` ([g, g], ``X^T X`` of the group's inputs) the error
+    is the row's output error over those inputs, ``e h e^T``, rather than the weights'."""
     best_err = np.full(w.shape[0], np.inf)
     best_s, best_z = group_params(w, symmetric)
     for r in np.linspace(1.0, 0.6, steps):
         s, z = group_params(w * r, symmetric)
-        err = np.sum((w - (_codes(w, s, z, symmetric) - z[:, None]) * s[:, None]) ** 2, axis=1)
+        e = w - (_codes(w, s, z, symmetric) - z[:, None]) * s[:, None]
+        err = np.sum(e * e, axis=1) if h is None else np.sum((e @ h) * e, axis=1)
         better = err < best_err
         best_err[better], best_s[better], best_z[better] = err[better], s[better], z[better]
     return best_s, best_z
@@ -108,13 +111,19 @@ def _codes(w: np.ndarray, scale: np.ndarray, zp: np.ndarray, symmetric: bool) ->
     return np.clip(np.round(w / scale[:, None]) + zp[:, None], lo, hi)
 
 
-def quantize_rtn(w: np.ndarray, group: int, symmetric: bool):
-    """Round to nearest: (codes [N, K], scales [N, G], zero points [N, G]) of `w` [N, K]."""
+def quantize_rtn(w: np.ndarray, group: int, symmetric: bool, x=None):
+    """Round to nearest: (codes [N, K], scales [N, G], zero points [N, G]) of `w` [N, K]; with the
+    layer's inputs `x` [samples, K], each group's ranges clipped for the smallest output error on them
+    (`searched_params`)."""
     n, k = w.shape
     codes, scales, zps = np.empty((n, k)), np.empty((n, k // group), np.float32), np.empty((n, k // group))
+    xd = None if x is None else x.astype(np.float64)
     for j in range(k // group):
         cols = slice(j * group, (j + 1) * group)
-        scales[:, j], zps[:, j] = group_params(w[:, cols], symmetric)
+        if xd is None:
+            scales[:, j], zps[:, j] = group_params(w[:, cols], symmetric)
+        else:
+            scales[:, j], zps[:, j] = searched_params(w[:, cols], symmetric, h=xd[:, cols].T @ xd[:, cols])
         codes[:, cols] = _codes(w[:, cols], scales[:, j], zps[:, j], symmetric)
     return codes, scales, zps
 
@@ -157,11 +166,12 @@ class Int4Layer:
 
     @classmethod
     def of(cls, w: np.ndarray, group: int, symmetric: bool, method: str, x=None) -> Int4Layer:
-        """The codes of `w` [N, K] by `method` ("gptq" needs the layer's inputs `x` [samples, K])."""
+        """The codes of `w` [N, K] by `method`: "gptq" needs the layer's inputs `x` [samples, K]; "awq"
+        (`w` already scaled, `x` divided by the scale) is round to nearest with ranges clipped on `x`."""
         if method == "gptq":
             codes, scales, zps = quantize_gptq(w, x, group, symmetric)
         else:
-            codes, scales, zps = quantize_rtn(w, group, symmetric)
+            codes, scales, zps = quantize_rtn(w, group, symmetric, x if method == "awq" else None)
         groups = np.arange(w.shape[1]) // group
         approx = (codes - zps[:, groups]) * scales[:, groups]
         return cls(codes, scales, zps, group, symmetric, _sqnr(w, approx))
@@ -187,17 +197,8 @@ def _sqnr(w: np.ndarray, approx: np.ndarray) -> float:
 
 def layer_inputs(mod: tvm.IRModule, xs: list, data, progress: bool, report) -> list:
     """Each dense layer's input rows [samples, K] over the calibration batches (the float model, llvm)."""
-    g = rg.Graph(mod["main"])
-    ex = tvm.compile(rg.with_main(mod, rg.rebuild(g, probes=xs)[0]), target="llvm")
-    vm = relax.VirtualMachine(ex, tvm.cpu())
-    rows: list = [[] for _ in xs]
-    for batch in tqdm(data, desc="calibrating", unit="batch", disable=not progress):
-        for acc, arr in zip(rows, rg.run_probe(vm, g.params, batch)):
-            acc.append(arr.reshape(-1, arr.shape[-1]))
-        report.batches += 1
-    if report.batches == 0:
-        raise ValueError("quantize: calibration_data gave no batches")
-    return [np.concatenate(r) for r in rows]
+    values = awq_plan.probe_batches(mod, xs, data, progress, report)
+    return [np.concatenate([a.reshape(-1, a.shape[-1]) for a in v]) for v in values]
 
 
 def _key(w: np.ndarray) -> tuple:
@@ -205,31 +206,48 @@ def _key(w: np.ndarray) -> tuple:
     return (w.shape, hashlib.sha1(np.ascontiguousarray(w).tobytes()).hexdigest())
 
 
-def _awq_plan(g, layers, inputs, group_size, symmetric, report) -> tuple[dict, dict]:
-    """({dense var: s [K]}, {binding var: [(argument index, s)]}) of the activation-aware scales
-    (quantization/awq.py): one search per input the layers share, folded into its producer's constant."""
-    by_input: dict = {}
-    for i, d in enumerate(layers):
-        by_input.setdefault(d.x, []).append(i)
-    per_layer, folds = {}, {}
+def _dequantizer(group: int, symmetric: bool):
+    """``quantize(w [N, K]) -> dequantized w``: plain round to nearest in the scheme (AWQ's search)."""
 
     def quantize(w):
-        codes, scales, zps = quantize_rtn(w, group_size, symmetric)
-        groups = np.arange(w.shape[1]) // group_size
+        codes, scales, zps = quantize_rtn(w, group, symmetric)
+        groups = np.arange(w.shape[1]) // group
         return (codes - zps[:, groups]) * scales[:, groups]
 
-    for x, idx in by_input.items():
-        k = layers[idx[0]].weight.shape[0]
-        targets, why = awq.fold_target(g, x, [layers[i].var for i in idx], k)
-        if not targets:
-            report.skipped += [(layers[i].var.name, f"awq: s = 1 (round to nearest): {why}") for i in idx]
-            continue
-        s, _ = awq.search_scales([layers[i].weight.T for i in idx], inputs[idx[0]], quantize)
-        for i in idx:
-            per_layer[layers[i].var] = s
-        for var, index in targets:
-            folds.setdefault(var, []).append((index, s))
-    return per_layer, folds
+    return quantize
+
+
+_GUARD = ("awq", "kept round to nearest")  # the memo's note that the guard kept round to nearest
+
+
+def _emit(mod, g, layers: list, keys: list, memo: dict, folds: dict, report):
+    """`mod` with each of `layers` as its memoized codes and `folds` applied; `report.tensors` filled."""
+    chosen = {}
+    report.tensors = []
+    for i, d in enumerate(layers):
+        layer = memo[keys[i]][0]
+        n, k = layer.codes.shape
+        report.tensors.append(WeightLayer(d.var.name, d.var.name, "matmul", k, n, layer.sqnr_db))
+        chosen[d.var] = (d, layer)
+    dropped = {d.weight_var for d in layers if d.weight_var is not None}
+
+    def rewrite(bb, var, value, m, fresh):
+        if var in dropped:
+            return False
+        if var in folds:
+            out = value
+            for index, s in folds[var]:
+                out = awq.scaled(out, index, g, s, m)
+            return out
+        if var not in chosen:
+            return None
+        d, layer = chosen[var]
+        weight = layer.emit(bb, fresh, var.name)
+        return relax.Call(d.call.op, [rg.subst(d.call.args[0], m), weight], d.call.attrs, d.call.ty_args)
+
+    if not chosen:
+        return mod
+    return rg.with_main(mod, rg.rebuild(g, rewrite=rewrite)[0])
 
 
 def quantize_weights_int4(
@@ -285,45 +303,38 @@ def quantize_weights_int4(
     # without a memo (the first or only call), a calibrated method always needs its data, layers or not
     if method != "rtn" and calibration_data is None and (calibrate or not memo):
         raise ValueError(f"quantize: weight method {method!r} needs calibration_data (batches of model inputs)")
-    inputs = layer_inputs(mod, [d.x for d in layers], calibration_data, progress, report) if calibrate else []
-    per_layer, folds = {}, {}
+    data = list(calibration_data) if calibrate else []  # AWQ reads them twice: the search, the guard
+    plan, inputs = None, []
     if calibrate and method == "awq":
-        per_layer, folds = _awq_plan(g, layers, inputs, group_size, symmetric, report)
-    chosen = {}
+        plan = awq_plan.plan(mod, g, layers, data, group_size, _dequantizer(group_size, symmetric), progress, report)
+        inputs = plan.inputs
+    elif calibrate:
+        inputs = layer_inputs(mod, [d.x for d in layers], data, progress, report)
     for i, d in enumerate(layers):
         if keys[i] not in memo:
-            s = per_layer.get(d.var)
-            w = (d.weight if s is None else d.weight * s[:, None]).T.astype(np.float32)  # [N, K]
-            how = "rtn" if method == "awq" else method
-            memo[keys[i]] = (Int4Layer.of(w, group_size, symmetric, how, inputs[i] if inputs else None), s)
-        layer, s = memo[keys[i]]
-        n, k = layer.codes.shape
-        report.tensors.append(WeightLayer(d.var.name, d.var.name, "matmul", k, n, layer.sqnr_db))
-        chosen[d.var] = (d, layer)
-        if s is not None and not calibrate:  # a memoized activation-aware layer: fold its 1 / s again
-            targets, _ = awq.fold_target(g, d.x, [e.var for e in layers if e.x.same_as(d.x)], d.weight.shape[0])
-            for var, index in targets:
-                if all(index != j for j, _ in folds.get(var, [])):
-                    folds.setdefault(var, []).append((index, s))
-    dropped = {d.weight_var for d in layers if d.weight_var is not None}
-
-    def rewrite(bb, var, value, m, fresh):
-        if var in dropped:
-            return False
-        if var in folds:
-            out = value
-            for index, s in folds[var]:
-                out = awq.scaled(out, index, g, s, m)
-            return out
-        if var not in chosen:
-            return None
-        d, layer = chosen[var]
-        weight = layer.emit(bb, fresh, var.name)
-        return relax.Call(d.call.op, [rg.subst(d.call.args[0], m), weight], d.call.attrs, d.call.ty_args)
-
-    if not chosen:
-        return mod, report
-    return rg.with_main(mod, rg.rebuild(g, rewrite=rewrite)[0]), report
+            w = (d.weight if plan is None else plan.weight(d)).T.astype(np.float32)  # [N, K]
+            s = None if plan is None else plan.rows.get(d.var)
+            memo[keys[i]] = (Int4Layer.of(w, group_size, symmetric, method, inputs[i] if inputs else None), s)
+    if plan is not None:
+        folds = plan.folds
+    else:  # memoized activation-aware layers: fold their 1 / s again
+        folds = awq_plan.refolds(g, layers, [memo[k][1] for k in keys]) if method == "awq" else {}
+    qmod = _emit(mod, g, layers, keys, memo, folds, report)
+    if plan is not None and layers:  # the guard: never worse than round to nearest on the calibration data
+        rtn = {
+            k: (Int4Layer.of(d.weight.T.astype(np.float32), group_size, symmetric, "rtn"), None)
+            for k, d in zip(keys, layers)
+        }
+        rtn_mod = _emit(mod, g, layers, keys, rtn, {}, WeightQuantReport("rtn", group_size, symmetric))
+        kept, line = awq_plan.guard(qmod, rtn_mod, plan.batches, plan.outputs)
+        report.notes.append(line)
+        if not kept:
+            memo.update(rtn)
+            memo[_GUARD] = line
+            qmod = _emit(mod, g, layers, keys, memo, {}, report)
+    elif method == "awq" and _GUARD in memo:
+        report.notes.append(memo[_GUARD])
+    return qmod, report
 
 
 # -- what each dense layer's weight is (lm.meta["weight_formats"], the build report) ------------------------
