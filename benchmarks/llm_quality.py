@@ -3,10 +3,11 @@ for each weight and KV-cache scheme, beside the float model (torch, float32, the
 
 For each scheme the model is compiled with `tvm_npu.llm.compile` (max_context 128, prefill bucket 32, npu-ref)
 and scored teacher-forced with `tvm_npu.llm.perplexity` over the first `--tokens` tokens of the held-out text
-(`tvm_npu.models.heldout_text`), windows of 128 every 64 tokens; GPTQ and AWQ calibrate on the training split
-(the pydoc_data topics the training log does not hold out). Printed: perplexity on the NPU, the float model's,
-the relative change, the top-1 agreement and the KL divergence per token. A benchmark, not a test: it prints
-numbers (one run, one machine); `--write-docs` puts the table into docs/llm.md between its markers.
+(`tvm_npu.models.heldout_text`), windows of 128 every 64 tokens, through the prefill step; GPTQ, AWQ and a W4A8
+prefill calibrate on the training split (the pydoc_data topics the training log does not hold out). Printed:
+perplexity on the NPU, the float model's, the relative change, the top-1 agreement and the KL divergence per
+token. A benchmark, not a test: it prints numbers (one run, one machine); `--write-docs` puts the table into
+docs/llm.md between its markers.
 
     python benchmarks/llm_quality.py [--tokens 2048] [--schemes fp16,int8,...] [--write-docs]
 """
@@ -42,6 +43,10 @@ SCHEMES = {
     "int4 AWQ g128": dict(weights="int4", group_size=128, weight_method="awq"),
     "int4 AWQ g64": dict(weights="int4", group_size=64, weight_method="awq"),
     "int4 AWQ g32": dict(weights="int4", group_size=32, weight_method="awq"),
+    "int4 RTN g128 + W4A8 prefill": dict(weights="int4", group_size=128, prefill_activations="int8"),
+    "int4 GPTQ g128 + W4A8 prefill": dict(
+        weights="int4", group_size=128, weight_method="gptq", prefill_activations="int8"
+    ),
 }
 BEGIN, END = "<!-- llm-quality:begin -->", "<!-- llm-quality:end -->"
 T, S = 128, 32
@@ -74,7 +79,7 @@ def main(argv=None) -> int:
     rows = []
     for name in args.schemes.split(","):
         options = dict(SCHEMES[name])
-        if options.get("weight_method"):
+        if options.get("weight_method") or options.get("prefill_activations") == "int8":
             options["calibration"] = calibration
         start = time.time()
         lm = tvm_npu.llm.compile(folder, max_context=T, prefill_len=S, **options)

@@ -29,13 +29,16 @@ from ..contract.errors import NPUError
 from ..partition.report import BuildReport
 from ..quantization import quantize_weights_int4, quantize_weights_int8
 from ..quantization.weight_int4 import GROUP_SIZES, METHODS, weight_formats
-from . import kv_calibration, one_library, sampling, steps, weight_calibration
+from . import kv_calibration, one_library, prefill_w4a8, sampling, steps, weight_calibration
 from .kv_saturation import saturation_counter
 from .step_runner import StepRunner
 
 
 def _placements(report: BuildReport) -> list[dict]:
-    return [{"op": p.op, "device": p.device, "composite": p.composite, "code": p.code} for p in report.placements]
+    return [
+        {"op": p.op, "device": p.device, "composite": p.composite, "code": p.code, "precision": p.precision}
+        for p in report.placements
+    ]
 
 
 def _regions(report: BuildReport) -> dict:
@@ -86,6 +89,7 @@ def compile(
     group_size: int = 128,
     kv_placement: str = "auto",
     weight_method: str = "rtn",
+    prefill_activations: str = "fp16",
 ):
     """Compile a decoder's prefill and decode steps for the NPU (NPU regions, the rest on the CPU).
 
@@ -132,6 +136,14 @@ def compile(
         column's rounding error spread over the columns after it, from the layers' calibration inputs) or
         "awq" (activation-aware per-input-channel scales folded into the norm before; the rest round to
         nearest). Both need `calibration`. The prefill and decode steps get the same codes.
+    prefill_activations : str
+        "fp16" (default), or "int8": the prefill step as W4A8 (int8 activations, one calibrated scale per
+        tensor, under the same int4 codes; llm/prefill_w4a8.py) while decode stays W4A16: prefill is
+        compute-bound and int8 MACs are faster, decode is bound by the weights' bytes. Needs
+        weights="int4", weight_method "rtn" or "gptq", `calibration` (its prefill-bucket chunks calibrate
+        the activations) and two step models (a builder or a pair). What stays float (the attention, the
+        softmax, the cache writes) is in `lm.meta["prefill_quantization"]` and the prefill placements'
+        "precision".
     kv_placement : str
         Where the resident cache lives (docs/llm.md, "Where the cache lives"): "auto" (default) in SRAM
         when the whole cache takes at most half of it, else in DDR; "sram" in SRAM whenever it fits
@@ -170,14 +182,18 @@ def compile(
             "ERR_INVALID_CONFIG",
             f"weight_method={weight_method!r} needs calibration=[token ids of representative text, ...]",
         )
-    if calibration is not None and kv_dtype != "int8" and weight_method == "rtn":
+    prefill_w4a8.check(prefill_activations, weights, weight_method, calibration)
+    int8_prefill = prefill_activations == "int8"
+    if calibration is not None and kv_dtype != "int8" and weight_method == "rtn" and not int8_prefill:
         raise NPUError(
             "ERR_INVALID_CONFIG",
-            'calibration= chooses the int8 KV cache\'s scales or GPTQ / AWQ weights: pass kv_dtype="int8" or '
-            'weight_method="gptq" / "awq"',
+            "calibration= chooses the int8 KV cache's scales, GPTQ / AWQ weights or a W4A8 prefill's scales: "
+            'pass kv_dtype="int8", weight_method="gptq" / "awq" or prefill_activations="int8"',
         )
     cfg = get_config(config)
     (pre_mod, pre_info), (dec_mod, dec_info) = steps.resolve(model, max_context, prefill_len)
+    if int8_prefill and pre_mod is dec_mod:  # one step model serving both steps is known only now
+        prefill_w4a8.refuse_one_step()
     wanted = kv_placement if kv_cache == "npu" else "ddr"
     if kv_cache == "npu":  # a cache that fits nowhere: the coded OOM now, before anything of T rows exists
         kv_cache_mod.check_fits(cfg, [pre_info, dec_info], kv_dtype == "int8", kv_placement)
@@ -188,9 +204,9 @@ def compile(
         dec_mod = quantize_weights_int8(dec_mod)
         pre_mod = dec_mod if same else quantize_weights_int8(pre_mod)
     if weights == "int4":  # W4A16: int4 codes, one fp16 scale per group of K; both steps the same codes
-        same, data = pre_mod is dec_mod, None
+        same, data, float_pre = pre_mod is dec_mod, None, pre_mod
         memo: dict = {}
-        if weight_method != "rtn":
+        if weight_method != "rtn" or int8_prefill:
             data = weight_calibration.batches(weight_calibration.check(calibration, pre_info["vocab"]), pre_info)
 
         def int4(mod):
@@ -200,10 +216,13 @@ def compile(
 
         pre_mod = int4(pre_mod)
         dec_mod = pre_mod if same else int4(dec_mod)
+        if int8_prefill:  # W4A8 on the float prefill step, the codes the memo holds (decode's)
+            pre_mod, prefill_quant = prefill_w4a8.quantize(float_pre, data, group_size, weight_method, memo)
     formats = weight_formats(dec_mod, float_formats)
     scales = None
     if kv_dtype == "int8":  # the model as compiled (int8 weights included), run on the host
-        kv_prompts = calibration if weight_method == "rtn" else None  # weights' text may pass max_context
+        # calibration= that also chose weights or activations is text that may pass max_context: not prompts
+        kv_prompts = calibration if weight_method == "rtn" and not int8_prefill else None
         prompts = kv_calibration.check_prompts(kv_prompts, dec_info["vocab"], dec_info["max_context"])
         scales = kv_calibration.kv_scales(dec_mod, dec_info, prompts)
     pairs = [("prefill", pre_mod, pre_info), ("decode", dec_mod, dec_info)]
@@ -226,6 +245,13 @@ def compile(
         _refuse_host_for_memory(reports, kv_placement)
     if kv_cache == "npu" and not resident and any(r.kv_cache.get("resident") for r in reports.values()):
         built, reports = build_all(False)  # one step took the cache and the other did not: both keep it on the host
+    if int8_prefill and kv_cache == "npu" and not resident:  # the quantizer's rewrite may hide the attention
+        refused = [r["detail"] for r in reports["prefill"].kv_cache.get("refused", [])] if "prefill" in reports else []
+        warnings.warn(
+            f'prefill_activations="int8": the KV cache is host-held (float32), not resident ({"; ".join(refused)}); '
+            'lm.reports[step].kv_cache["refused"] says why; prefill_activations="fp16" may keep it resident',
+            stacklevel=2,
+        )
     if kv_dtype == "int8" and not resident:  # not wrong (float32 is exact-er), but not what was asked
         warnings.warn(
             'kv_dtype="int8": the compiler keeps this model\'s cache on the host (float32; '
@@ -240,6 +266,8 @@ def compile(
         "weights": weights,
         "group_size": group_size if weights == "int4" else 0,
         "weight_method": weight_method if weights == "int4" else "",
+        "prefill_activations": prefill_activations,
+        "prefill_quantization": prefill_quant if int8_prefill else None,
         "shared": pre_mod is dec_mod,
         "kv_cache": "npu" if resident else "host",
         "kv_dtype": (kv_dtype if resident else "float32"),

@@ -213,8 +213,8 @@ def _check_mask(g: Graph, mask, position, S: int, T: int) -> None:
         raise fail
     cond, hidden, kept = where.args
     less = _call(g, cond, "less")
-    col = _call(g, less.args[0], "expand_dims") if less is not None else None
-    if col is None or [int(a) for a in col.attrs.axis] != [1] or not _positions(g, col.args[0], position, S):
+    col = _unsqueeze_of(g, less.args[0], 1) if less is not None else None
+    if col is None or not _positions(g, col, position, S):
         raise fail
     if not _int_const(less.args[1], np.arange(T, dtype=np.int64)[None, :]):
         raise fail
@@ -251,15 +251,27 @@ def _scatter(g: Graph, cache, position, info: dict):
     return writes[0], new
 
 
+def _unsqueeze_of(g: Graph, var, axis: int):
+    """x when `var` is x with a unit dim inserted at `axis`: expand_dims(x, axis), or the reshape it is
+    (rewrite/views.py writes it so in a module the quantizer rewrote), else None."""
+    e = _call(g, var, "expand_dims")
+    if e is not None:
+        return e.args[0] if [int(a) for a in e.attrs.axis] == [axis] else None
+    r = _call(g, var, "reshape")
+    inner, outer = (static_shape(r.args[0]), static_shape(var)) if r is not None else (None, None)
+    if inner is None or outer is None or outer != (*inner[:axis], 1, *inner[axis:]):
+        return None
+    return r.args[0]
+
+
 def _repeated(g: Graph, var, heads: int, info: dict) -> tuple:
     """(the var the attention reads the cache as, the repeat_kv bindings): `var` itself, or its
-    Unsqueeze(2) -> Expand -> Reshape to [1, heads, T, D] (torch's repeat_kv)."""
+    Unsqueeze(2) -> Expand -> Reshape to [1, heads, T, D] (torch's repeat_kv; its Unsqueeze as _unsqueeze_of)."""
     H_kv, T, D = info["kv_heads"], info["max_context"], info["head_dim"]
     if heads == H_kv:
         return var, []
     ev = _sole_user(g, var)
-    e = _call(g, ev, "expand_dims")
-    if e is not None and [int(a) for a in e.attrs.axis] == [2]:
+    if _unsqueeze_of(g, ev, 2) is not None:
         bv = g.sole_use(ev)
         if _call(g, bv, "broadcast_to") is not None and static_shape(bv) == (1, H_kv, heads // H_kv, T, D):
             rv = g.sole_use(bv)
@@ -333,7 +345,7 @@ def _match_layer(g: Graph, i: int, info: dict, position, result) -> KVLayer:
     fv = _sole_user(g, keys)
     first = g.value[fv]
     heads = (static_shape(fv) or (0, 0))[1] if op_name(first) == "relax.permute_dims" else 0
-    if op_name(first) == "relax.expand_dims" and g.sole_use(fv) is not None:
+    if _unsqueeze_of(g, fv, 2) is not None and g.sole_use(fv) is not None:
         bshape = static_shape(g.sole_use(fv)) or (0, 0, 0)
         heads = bshape[1] * bshape[2] if len(bshape) == 5 else 0
     if not heads or heads % info["kv_heads"]:

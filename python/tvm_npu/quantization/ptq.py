@@ -403,6 +403,7 @@ def quantize(
     symmetric: bool = True,
     weight_method: str = "rtn",
     activations: str | None = None,
+    memo: dict | None = None,
 ):
     """Post-training int8 quantization of a float32 Relax module into QDQ form; with ``weight_bits=4``,
     group-wise int4 weight-only quantization of its dense layers instead (weight_int4.py).
@@ -439,6 +440,10 @@ def quantize(
         ``weight_bits=4, activations="int8"``: the int8 quantization above with int4 group-wise weights on
         the dense layers (W4A8, w4a8.py; convolutions and a dense whose K `group_size` does not divide keep
         int8 weights, listed in the report's `int8_weights`).
+    memo : dict, optional
+        With ``weight_bits=4``: as `quantize_weights_int4`'s, shared by the calls that quantize modules of
+        one model: a weight met again takes the int4 codes chosen the first time (an LLM's W4A8 prefill step
+        and its W4A16 decode step hold the same codes).
 
     Returns
     -------
@@ -455,7 +460,7 @@ def quantize(
             "with weight_bits=4 (int8 weights under float activations: quantization.quantize_weights_int8)"
         )
     if activations == "float":
-        return quantize_weights_int4(mod, group_size, symmetric, weight_method, calibration_data, progress)
+        return quantize_weights_int4(mod, group_size, symmetric, weight_method, calibration_data, progress, memo)
     if weight_bits == 4:
         w4a8.check_options(group_size, weight_method, calibration_data)
         calibration_data = list(calibration_data)  # read twice by GPTQ (its layer inputs)
@@ -500,7 +505,7 @@ def quantize(
             qparams[u.out] = qparams[u.inputs[0]]
     weighted = [u for u in live if u.weight is not None]
     if weight_bits == 4:
-        w4a8.choose_int4(mod, weighted, group_size, symmetric, weight_method, calibration_data, progress, report)
+        w4a8.choose_int4(mod, weighted, group_size, symmetric, weight_method, calibration_data, progress, report, memo)
     for u in weighted:
         if u.w4 is None:
             _quantize_weights(u, qparams[u.inputs[0]][0])

@@ -16,7 +16,7 @@ layer whose K `group_size` does not divide (listed in the report with the reason
 
 from __future__ import annotations
 
-from .weight_int4 import GROUP_SIZES, METHODS, Int4Layer, WeightLayer, WeightQuantReport, layer_inputs
+from .weight_int4 import GROUP_SIZES, METHODS, Int4Layer, WeightLayer, WeightQuantReport, _key, layer_inputs
 
 
 def check_options(group_size: int, method: str, calibration_data) -> None:
@@ -31,10 +31,23 @@ def check_options(group_size: int, method: str, calibration_data) -> None:
         raise ValueError("quantize: int8 activations need calibration_data (batches of model inputs)")
 
 
-def choose_int4(mod, weighted: list, group_size: int, symmetric: bool, method: str, data, progress, report) -> None:
+def _memoized(memo: dict | None, w, group_size: int, symmetric: bool):
+    """The Int4Layer `memo` (quantize_weights_int4's) holds for the weight `w` [N, K], if its group and
+    symmetry are these (an activation-aware layer's codes are of the scaled weight: never taken)."""
+    layer, s = (memo or {}).get(_key(w.T), (None, None))
+    if layer is None or s is not None or layer.group != group_size or layer.symmetric != symmetric:
+        return None
+    return layer
+
+
+def choose_int4(
+    mod, weighted: list, group_size: int, symmetric: bool, method: str, data, progress, report, memo=None
+) -> None:
     """Give each dense unit of `weighted` (ptq._Unit) its Int4Layer (`u.w4`), listing it in
     `report.int4_layers`; a dense whose K `group_size` does not divide keeps int8 weights, listed in
-    `report.int8_weights` with the reason."""
+    `report.int8_weights` with the reason. A weight `memo` holds (quantize_weights_int4's, from the W4A16
+    quantization of the same weights) takes those codes, so a W4A8 and a W4A16 module of one model hold
+    the same int4 codes; the others are chosen here and added to it."""
     dense = []
     for u in weighted:
         if u.op != "matmul":
@@ -45,9 +58,16 @@ def choose_int4(mod, weighted: list, group_size: int, symmetric: bool, method: s
             report.int8_weights.append((u.name, reason))
         else:
             dense.append((u, w.astype("float32")))
-    xs = []
-    if method == "gptq" and dense:
-        xs = layer_inputs(mod, [u.inputs[0] for u, _ in dense], data, progress, WeightQuantReport(method, 0, True))
-    for i, (u, w) in enumerate(dense):
-        u.w4 = Int4Layer.of(w, group_size, symmetric, method, xs[i] if xs else None)
+    fresh = [(u, w) for u, w in dense if _memoized(memo, w, group_size, symmetric) is None]
+    xs = {}
+    if method == "gptq" and fresh:
+        inputs = [u.inputs[0] for u, _ in fresh]
+        rows = layer_inputs(mod, inputs, data, progress, WeightQuantReport(method, 0, True))
+        xs = {id(u): x for (u, _), x in zip(fresh, rows)}
+    for u, w in dense:
+        u.w4 = _memoized(memo, w, group_size, symmetric)
+        if u.w4 is None:
+            u.w4 = Int4Layer.of(w, group_size, symmetric, method, xs.get(id(u)))
+            if memo is not None:
+                memo[_key(w.T)] = (u.w4, None)
         report.int4_layers.append(WeightLayer(u.name, u.name, "matmul", w.shape[1], w.shape[0], u.w4.sqnr_db))
