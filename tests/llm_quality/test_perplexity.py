@@ -36,14 +36,21 @@ def test_perplexity_on_the_npu_matches_the_float_model(hf_folder, folder_llm):
     ref = torch_logits(hf_folder)
     ev = tvm_npu.llm.perplexity(folder_llm, IDS, stride=16, reference=ref)
     # The reference side recomputed independently: full-window logits, each target once.
-    nll, count = 0.0, 0
+    nll, count, per_token = 0.0, 0, []
     for begin, end, first in windows(IDS.size, 32, 16):
         logp = _log_softmax(ref(IDS[begin:end]))
         t = np.arange(first, end)
         nll -= logp[t - 1 - begin, IDS[t]].sum()
+        per_token.append(-logp[t - 1 - begin, IDS[t]])
         count += t.size
     assert ev.tokens == count == IDS.size - 1
     assert ev.reference_nll == pytest.approx(nll / count, rel=1e-9)
+    # per token, in text order (what paired comparisons of two builds read), and the change's standard error
+    np.testing.assert_allclose(ev.reference_token_nll, np.concatenate(per_token), rtol=1e-9)
+    assert ev.token_nll.shape == (count,) and ev.token_nll.mean() == pytest.approx(ev.nll, rel=1e-12)
+    d = ev.token_nll - np.concatenate(per_token)
+    assert ev.change_stderr == pytest.approx(np.exp(d.mean()) * d.std(ddof=1) / np.sqrt(count), rel=1e-6)
+    assert 0 < ev.change_stderr < 5e-3
     # fp16 on the NPU: the perplexity within 0.5% of the float model's, argmax agreeing almost everywhere
     assert abs(ev.perplexity / ev.reference_perplexity - 1) <= 5e-3
     assert ev.top1_agreement >= 0.95

@@ -28,7 +28,8 @@ class Evaluation:
     """What `perplexity` measured. `nll` is the mean negative log-likelihood in nats per scored token on
     the NPU; with a reference, `reference_nll` the float model's on the same tokens, `top1_agreement` the
     fraction of scored positions whose most likely next token is the same, `kl` the mean KL divergence
-    KL(reference || NPU) per token (nats)."""
+    KL(reference || NPU) per token (nats). `token_nll` / `reference_token_nll` hold each scored token's
+    negative log-likelihood in text order, for paired comparisons of two builds on the same tokens."""
 
     tokens: int
     windows: int
@@ -36,6 +37,19 @@ class Evaluation:
     reference_nll: float | None = None
     top1_agreement: float | None = None
     kl: float | None = None
+    token_nll: np.ndarray | None = None
+    reference_token_nll: np.ndarray | None = None
+
+    @property
+    def change_stderr(self) -> float | None:
+        """The standard error of the relative perplexity change against the reference: the per-token
+        differences' standard error of the mean, as a fraction of perplexity. Tokens are taken as
+        independent (neighbouring tokens are not quite), so read it as a lower bound of the noise: a
+        change within about two of these of another build's is not a measured difference."""
+        if self.reference_token_nll is None:
+            return None
+        d = self.token_nll - self.reference_token_nll
+        return float(math.exp(d.mean()) * d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else None
 
     @property
     def perplexity(self) -> float:
@@ -50,7 +64,8 @@ class Evaluation:
         if self.reference_nll is not None:
             rel = self.perplexity / self.reference_perplexity - 1
             line += (
-                f"; float model {self.reference_perplexity:.3f} ({rel:+.2%}), top-1 agreement "
+                f"; float model {self.reference_perplexity:.3f} ({rel:+.2%} +- {self.change_stderr or 0:.2%}), "
+                f"top-1 agreement "
                 f"{self.top1_agreement:.2%}, KL {self.kl:.4f} nats/token"
             )
         return line
@@ -126,22 +141,25 @@ def perplexity(
         raise NPUError("ERR_INVALID_CONFIG", f"stride={stride!r}: use an integer from 1 to max_context ({T})")
     if step not in ("prefill", "decode"):
         raise NPUError("ERR_INVALID_CONFIG", f'step={step!r}: use "prefill" or "decode"')
-    nll = ref_nll = kl = 0.0
-    agree = count = 0
+    kl = 0.0
+    agree = 0
+    token_nll, ref_token_nll = [], []
     spans = windows(ids.size, T, stride)
     for begin, end, first in tqdm(spans, desc="perplexity", unit="window", disable=not progress):
         window = ids[begin:end].astype(np.int64)
         logp = _log_softmax(_window_logits(lm, window, step))
         rows = np.arange(first - 1 - begin, end - 1 - begin)  # logits at t predict the token at t + 1
         targets = window[rows + 1]
-        nll -= logp[rows, targets].sum()
-        count += rows.size
+        token_nll.append(-logp[rows, targets])
         if reference is not None:
             ref = _log_softmax(np.asarray(reference(window), np.float32))
-            ref_nll -= ref[rows, targets].sum()
+            ref_token_nll.append(-ref[rows, targets])
             agree += int((ref[rows].argmax(-1) == logp[rows].argmax(-1)).sum())
             kl += float((np.exp(ref[rows]) * (ref[rows] - logp[rows])).sum())
-    out = Evaluation(tokens=count, windows=len(spans), nll=nll / count)
+    token_nll = np.concatenate(token_nll)
+    count = token_nll.size
+    out = Evaluation(tokens=count, windows=len(spans), nll=float(token_nll.mean()), token_nll=token_nll)
     if reference is not None:
-        out.reference_nll, out.top1_agreement, out.kl = ref_nll / count, agree / count, kl / count
+        out.reference_token_nll = np.concatenate(ref_token_nll)
+        out.reference_nll, out.top1_agreement, out.kl = float(out.reference_token_nll.mean()), agree / count, kl / count
     return out
