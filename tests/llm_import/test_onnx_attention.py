@@ -12,6 +12,9 @@ from onnx import TensorProto, helper
 
 import tvm_npu
 from conftest import run_cpu
+from llm_import import helper_decoders
+from llm_import.test_import_forms import HELPER_SEEDS, _assert_greedy_path_equal
+from llm_import.test_step_model import PROMPT
 from tvm_npu.contract.errors import NPUError
 
 B, H, H_KV, S, P, D = 2, 4, 2, 3, 5, 8
@@ -135,3 +138,72 @@ def test_refused_forms_are_coded_errors():
     _refused(_model(three, {}), "ERR_INVALID_MODEL", "q_num_heads")
     half = dict(feeds, past_key=np.zeros((B, H_KV, P, D), np.float32))
     _refused(_model(half, {}), "ERR_INVALID_MODEL", "past_value")
+
+
+# --- decoders whose attention is this op -------------------------------------------------------------
+
+DECODERS = [("helper", "gpt2"), ("helper", "llama"), ("dynamo23", "gpt2"), ("dynamo24", "llama")]
+
+
+@pytest.fixture(scope="module")
+def decoder(tmp_path_factory):
+    """decoder(producer, family) -> path: onnx.helper's decoder-with-past with the cache append inside
+    each layer's Attention (GPT-2's 3-D form, Llama's 4-D grouped-query one), or transformers' sdpa model
+    exported by torch.onnx.export(dynamo=True, opset_version=23 / 24), which writes the op with the
+    append outside it."""
+    folder = tmp_path_factory.mktemp("onnx_attention")
+
+    def get(producer: str, family: str) -> str:
+        path = str(folder / f"{producer}_{family}.onnx")
+        if producer == "helper":
+            return helper_decoders.save(family, path, HELPER_SEEDS[family], attention_op=True)
+        pytest.importorskip("onnxscript", reason="the dynamo exporter needs onnxscript (pip install '.[llm]')")
+        pytest.importorskip("transformers", reason="needs transformers (pip install '.[llm]')")
+        from tvm_npu.models import hf_export
+
+        return hf_export.export(family, path, 0, "sdpa", exporter="dynamo", opset=int(producer[-2:]))
+
+    return get
+
+
+@pytest.mark.parametrize("producer,family", DECODERS)
+def test_decoder_with_the_op_keeps_its_cache_on_the_npu_and_matches_onnxruntime(decoder, producer, family):
+    """Greedy tokens along 16 decodes equal onnxruntime's on the same file, every logits vector within
+    1e-2 x max(1, max|ref|), every layer's attention in its resident-cache region."""
+    path = decoder(producer, family)
+    assert sum(n.op_type == "Attention" for n in onnx.load(path).graph.node) == 2
+    lm = tvm_npu.llm.compile(path, max_context=32, prefill_len=8)
+    assert lm.resident and lm.meta["kv_cache"] == "npu", {k: r.kv_cache.get("refused") for k, r in lm.reports.items()}
+    for report in lm.reports.values():
+        assert len(report.kv_cache["regions"]) == 2
+    _assert_greedy_path_equal(path, lm)
+
+
+def test_in_op_append_costs_the_cycles_of_the_concat_form(tmp_path):
+    """The same weights written with the append inside Attention and as Concat + MatMul / Softmax: the
+    same NPU program, so the same decode cycles per token and the same logits."""
+    lms = [
+        tvm_npu.llm.compile(
+            helper_decoders.save("llama", str(tmp_path / f"{op}.onnx"), 0, attention_op=op),
+            max_context=32,
+            prefill_len=8,
+        )
+        for op in (True, False)
+    ]
+    outs = []
+    for lm in lms:
+        lm.generate(np.array(PROMPT, np.int64), max_new_tokens=8)
+        outs.append((lm.profile()["decode"], lm.decode(7)))
+    (a, la), (b, lb) = outs
+    assert a["cycles"] == b["cycles"] and a["tokens"] == b["tokens"]
+    np.testing.assert_allclose(la, lb, rtol=0, atol=1e-5 * max(1.0, np.abs(lb).max()))
+
+
+def test_is_causal_in_a_decoder_with_symbolic_lengths_is_a_coded_error(tmp_path):
+    model = helper_decoders.build("gpt2", 1, attention_op=True)
+    for node in model.graph.node:
+        if node.op_type == "Attention":
+            node.attribute.append(helper.make_attribute("is_causal", 1))
+    with pytest.raises(NPUError) as err:
+        tvm_npu.llm.compile(model, max_context=32, prefill_len=8)
+    assert err.value.code == "ERR_OP_NOT_SUPPORTED" and "attn_mask" in str(err.value), err.value

@@ -170,9 +170,10 @@ def _causal(w: _Writer, node, geo: dict, types: dict) -> str:
     """[S, T] bias: 0 where key t <= s + P (P the past length, 0 without a past), -inf above."""
     q, k, past = geo["dims"][0], geo["dims"][1], geo["names"][4]
     seq_axis = 2 if geo["rank"] == 4 else 1
-    S = _static(node, q, seq_axis, "query's length (is_causal)")
-    P = _static(node, types.get(past, (0, None))[1], 2, "past length (is_causal)") if past else 0
-    T = P + _static(node, k, seq_axis, "key's length (is_causal)")
+    why = "length of is_causal=1 (a decoder-with-past: give attn_mask the causal-and-padding mask instead)"
+    S = _static(node, q, seq_axis, f"query's {why}")
+    P = _static(node, types.get(past, (0, None))[1], 2, f"past's {why}") if past else 0
+    T = P + _static(node, k, seq_axis, f"key's {why}")
     seen = np.arange(T)[None, :] <= np.arange(S)[:, None] + P
     return w.const(np.where(seen, 0.0, -np.inf), np.float32)
 
