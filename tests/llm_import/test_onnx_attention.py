@@ -142,7 +142,7 @@ def test_refused_forms_are_coded_errors():
 
 # --- decoders whose attention is this op -------------------------------------------------------------
 
-DECODERS = [("helper", "gpt2"), ("helper", "llama"), ("dynamo23", "gpt2"), ("dynamo24", "llama")]
+DECODERS = [("helper", "gpt2"), ("helper", "llama"), ("dynamo23", "gpt2"), ("dynamo23", "llama"), ("dynamo24", "llama")]
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,6 @@ from ..ir.graph import BLOCK_BUILDER_LOCK
 from ..ir.values import constant_value
 from . import contrib
 from .blockwise import DequantizeLinear, MatMulNBits, widen_int4_initializers
-from .contrib import attention
 from .lstm import LSTM
 from .onnx_attributes import check_model
 from .qlinear import qoperator_to_qdq
@@ -222,7 +221,7 @@ def from_onnx(model: onnx.ModelProto | str | bytes, shape_dict: dict | None = No
     model = qoperator_to_qdq(initializers_as_constants(model))
     # attribute values the importer cannot give the meaning of: a coded error
     check_model(model, {key: op.spec for key, op in contrib.CONTRIB_OPS.items()})
-    model = attention.expand(model)  # ONNX's Attention, which TVM reads as com.microsoft's, as standard ops
+    model = contrib.expand(model)  # ONNX's Attention (TVM reads it as com.microsoft's), RotaryEmbedding
     # TVM's importer builds main in a BlockBuilder function scope; under the same lock no other import
     # sees the converter map patched or restored half-way, nor the contrib nodes routed (in place) to
     # their domain's converters.

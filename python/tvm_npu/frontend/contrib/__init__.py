@@ -18,4 +18,16 @@ for _module in pkgutil.iter_modules(__path__):
     if _module.name != "registry":
         importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["CONTRIB_OPS", "checkable", "contrib_op", "converters", "routed"]
+
+def expand(model):
+    """`model` with ONNX's own ops that TVM 0.27 misreads or lacks (Attention, which it reads as
+    com.microsoft's; RotaryEmbedding (23)) rewritten into the standard ops they are defined by; before
+    from_onnx's import and the decoder import. `model` itself when it has none."""
+    from . import attention, onnx_rotary_embedding
+
+    for form in (onnx_rotary_embedding, attention):
+        model = form.expand(model)
+    return model
+
+
+__all__ = ["CONTRIB_OPS", "checkable", "contrib_op", "converters", "expand", "routed"]

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper, shape_inference
+from onnx import TensorProto, helper
 
 from ...contract.errors import NPUError
-from ..onnx_attributes import OnnxOp, check_model, imported, refused
+from ..onnx_attributes import OnnxOp, imported, refused
+from ._common import Writer, expand_nodes
 from .registry import contrib_op
 
 _WINDOW = "refused: -1 (no window) only; a banded window (opset 25) is not imported"
@@ -68,62 +69,8 @@ SPEC = OnnxOp(
 contrib_op("", "Attention", SPEC)(None)
 
 
-def _is_attention(node: onnx.NodeProto) -> bool:
-    return node.op_type == "Attention" and node.domain in ("", "ai.onnx")
-
-
 def _refuse(node: onnx.NodeProto, what: str, code: str = "ERR_OP_NOT_SUPPORTED") -> NPUError:
     return NPUError(code, f"Attention node {node.name or node.output[0]!r} (ai.onnx domain): {what}")
-
-
-def _types(model: onnx.ModelProto) -> dict[str, tuple[int, list]]:
-    """(elem type, dims with None for a symbolic one) of every tensor shape inference types."""
-    from ..decoder_fold import light_copy  # decoder_fold imports the frontend's blockwise, as contrib does
-
-    try:
-        inferred = shape_inference.infer_shapes(light_copy(model), data_prop=True)
-    except Exception as err:  # noqa: BLE001 - an inconsistent graph is the user's model
-        raise NPUError("ERR_INVALID_MODEL", f"shape inference fails on the model: {err}") from None
-    out = {}
-    for vi in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
-        tt = vi.type.tensor_type
-        dims = None
-        if tt.HasField("shape"):
-            dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
-        out[vi.name] = (tt.elem_type, dims)
-    for t in model.graph.initializer:
-        out[t.name] = (t.data_type, list(t.dims))
-    return out
-
-
-class _Writer:
-    """The nodes and constants replacing one Attention node, named after it."""
-
-    def __init__(self, node: onnx.NodeProto):
-        self.prefix, self.nodes, self.inits, self.k = node.name or node.output[0], [], [], 0
-
-    def const(self, value, dtype) -> str:
-        self.k += 1
-        name = f"{self.prefix}/c{self.k}"
-        self.inits.append(numpy_helper.from_array(np.asarray(value, dtype), name))
-        return name
-
-    def op(self, op_type: str, *inputs: str, out: str | None = None, **attrs) -> str:
-        self.k += 1
-        out = out or f"{self.prefix}/t{self.k}"
-        name = f"{self.prefix}/{op_type}_{self.k}"
-        self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=name, **attrs))
-        return out
-
-    def heads(self, x: str, n: int) -> str:
-        """[B, S, n * d] -> [B, n, S, d]."""
-        return self.op("Transpose", self.op("Reshape", x, self.const([0, 0, n, -1], np.int64)), perm=[0, 2, 1, 3])
-
-    def repeat(self, x: str, g: int, heads: int, dim: int) -> str:
-        """[B, H_kv, T, d] -> [B, H_kv * g, T, d], each head g times (repeat_kv's form)."""
-        one = self.op("Unsqueeze", x, self.const([2], np.int64))
-        wide = self.op("Expand", one, self.const([1, 1, g, 1, 1], np.int64))
-        return self.op("Reshape", wide, self.const([0, heads, -1, dim], np.int64))
 
 
 def _known(node, value, what: str) -> int:
@@ -166,7 +113,7 @@ def _geometry(node: onnx.NodeProto, attrs: dict, types: dict) -> dict:
     return dict(names=names, rank=rank, h=h, h_kv=h_kv, d=d, dv=dv, dims=dims)
 
 
-def _causal(w: _Writer, node, geo: dict, types: dict) -> str:
+def _causal(w: Writer, node, geo: dict, types: dict) -> str:
     """[S, T] bias: 0 where key t <= s + P (P the past length, 0 without a past), -inf above."""
     q, k, past = geo["dims"][0], geo["dims"][1], geo["names"][4]
     seq_axis = 2 if geo["rank"] == 4 else 1
@@ -178,7 +125,7 @@ def _causal(w: _Writer, node, geo: dict, types: dict) -> str:
     return w.const(np.where(seen, 0.0, -np.inf), np.float32)
 
 
-def _mask(w: _Writer, node, geo: dict, types: dict) -> str:
+def _mask(w: Writer, node, geo: dict, types: dict) -> str:
     """The additive bias of attn_mask (a boolean one as 0 / -inf)."""
     name = geo["names"][3]
     elem, dims = types.get(name, (0, None))
@@ -196,12 +143,12 @@ def _mask(w: _Writer, node, geo: dict, types: dict) -> str:
     return name
 
 
-def _expand_node(node: onnx.NodeProto, types: dict) -> _Writer:
+def _expand_node(node: onnx.NodeProto, types: dict) -> Writer:
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     geo = _geometry(node, attrs, types)
     names, h, h_kv = geo["names"], geo["h"], geo["h_kv"]
     outs = list(node.output) + [""] * (3 - len(node.output))
-    w = _Writer(node)
+    w = Writer(node)
     q, k, v = names[:3]
     if geo["rank"] == 3:
         q, k, v = w.heads(q, h), w.heads(k, h_kv), w.heads(v, h_kv)
@@ -235,8 +182,7 @@ def _expand_node(node: onnx.NodeProto, types: dict) -> _Writer:
     if bias:  # a query that sees no key: exp sums to 0, NaN; ONNX (and onnxruntime) give a zero row
         probs = w.op("Where", w.op("IsNaN", probs), w.const(0.0, np.float32), probs)
     if geo["rank"] == 3:
-        y = w.op("Transpose", w.op("MatMul", probs, values), perm=[0, 2, 1, 3])
-        w.op("Reshape", y, w.const([0, 0, -1], np.int64), out=outs[0])
+        w.merge(w.op("MatMul", probs, values), out=outs[0])
     else:
         w.op("MatMul", probs, values, out=outs[0])
     return w
@@ -244,22 +190,5 @@ def _expand_node(node: onnx.NodeProto, types: dict) -> _Writer:
 
 def expand(model: onnx.ModelProto) -> onnx.ModelProto:
     """`model` with every ai.onnx Attention node replaced by the standard ops of the module docstring (a
-    copy; `model` itself when it has none). check_model has refused the attributes and inputs SPEC
-    refuses; the rest is checked here (NPUError naming the node and what to change)."""
-    if not any(_is_attention(n) for n in model.graph.node):
-        return model
-    check_model(model, {("", "Attention"): SPEC})  # the refusals, also where from_onnx has not run them
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    types = _types(out)
-    nodes = []
-    for node in out.graph.node:
-        if not _is_attention(node):
-            nodes.append(node)
-            continue
-        w = _expand_node(node, types)
-        nodes += w.nodes
-        out.graph.initializer.extend(w.inits)
-    del out.graph.node[:]
-    out.graph.node.extend(nodes)
-    return out
+    copy; `model` itself when it has none); NPUError naming the node and what to change for a refused form."""
+    return expand_nodes(model, "Attention", SPEC, _expand_node)
