@@ -9,7 +9,8 @@ quantized models (QLinearConv, QLinearMatMul) are rewritten into the QDQ format 
 (onnx_qlinear.py), and group-wise quantized weights (MatMulNBits, blocked DequantizeLinear, int4
 initializers) are read by blockwise.py. onnxruntime's contrib ops (SimplifiedLayerNormalization,
 the skip norms, RotaryEmbedding, GatherBlockQuantized) are frontend/contrib's, one file each,
-dispatched by domain.
+dispatched by domain; so are ONNX's own Attention (which TVM reads as com.microsoft's) and
+RotaryEmbedding (23), expanded into standard ops before the import.
 """
 
 from __future__ import annotations

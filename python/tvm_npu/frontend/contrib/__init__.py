@@ -5,12 +5,18 @@ entry onnx_attributes.check_model applies before the import (docs/llm_import.md 
 as imported and what is refused).
 
 A new op is one new file in this folder: every module here is imported below, so nothing else changes.
+
+ONNX's own ops that TVM 0.27 lacks or misreads (Attention, RotaryEmbedding (23)) register an entry with
+no converter and an `expand(model)` that rewrites their nodes into the standard ops they are defined by;
+`expand` below runs them before the import.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+
+import onnx
 
 from .registry import CONTRIB_OPS, checkable, contrib_op, converters, routed
 
@@ -19,7 +25,7 @@ for _module in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{_module.name}")
 
 
-def expand(model):
+def expand(model: onnx.ModelProto) -> onnx.ModelProto:
     """`model` with ONNX's own ops that TVM 0.27 misreads or lacks (Attention, which it reads as
     com.microsoft's; RotaryEmbedding (23)) rewritten into the standard ops they are defined by; before
     from_onnx's import and the decoder import. `model` itself when it has none."""
