@@ -127,6 +127,7 @@ def test_refused_forms_are_coded_errors():
     feeds, _ = _feeds(4, True, False, None)
     _refused(_model(feeds, {"softmax_precision": TensorProto.FLOAT16}), "ERR_OP_NOT_SUPPORTED", "softmax_precision")
     _refused(_model(feeds, {"softcap": -1.0}), "ERR_INVALID_MODEL", "softcap")
+    _refused(_model(feeds, {"scale": 0.0}), "ERR_INVALID_MODEL", "scale")
     _refused(_model(feeds, {}, ("Y", "", "", "qk")), "ERR_OP_NOT_SUPPORTED", "qk_matmul_output")
     with_len = dict(feeds, nonpad_kv_seqlen=np.full(B, S + 2, np.int64))
     _refused(_model(with_len, {}, opset=24), "ERR_OP_NOT_SUPPORTED", "nonpad_kv_seqlen")
@@ -136,6 +137,7 @@ def test_refused_forms_are_coded_errors():
     _refused(_model(odd, {}), "ERR_INVALID_MODEL", "multiple")
     three, _ = _feeds(3, True, False, None)
     _refused(_model(three, {}), "ERR_INVALID_MODEL", "q_num_heads")
+    _refused(_model(three, {"q_num_heads": 3, "kv_num_heads": H_KV}), "ERR_INVALID_MODEL", "split")
     half = dict(feeds, past_key=np.zeros((B, H_KV, P, D), np.float32))
     _refused(_model(half, {}), "ERR_INVALID_MODEL", "past_value")
 
@@ -207,3 +209,20 @@ def test_is_causal_in_a_decoder_with_symbolic_lengths_is_a_coded_error(tmp_path)
     with pytest.raises(NPUError) as err:
         tvm_npu.llm.compile(model, max_context=32, prefill_len=8)
     assert err.value.code == "ERR_OP_NOT_SUPPORTED" and "attn_mask" in str(err.value), err.value
+
+
+def test_a_softcap_inside_the_op_stays_resident(tmp_path):
+    """softcap=5 on every layer's Attention (Gemma2's attention softcap, written in the op): the resident
+    region's tanh(s / cap) * cap, onnxruntime's greedy tokens."""
+    model = helper_decoders.build("llama", HELPER_SEEDS["llama"], attention_op=True)
+    for node in model.graph.node:
+        if node.op_type == "Attention":
+            node.attribute.append(helper.make_attribute("softcap", 5.0))
+    path = str(tmp_path / "softcap.onnx")
+    onnx.save(model, path)
+    lm = tvm_npu.llm.compile(path, max_context=32, prefill_len=8)
+    assert lm.resident and lm.meta["kv_cache"] == "npu"
+    for report in lm.reports.values():
+        tanh = [p for p in report.placements if p.op == "relax.tanh" and p.composite == "npu.kv_attention"]
+        assert len(tanh) == 2 and all(p.device == "npu" for p in tanh)
+    _assert_greedy_path_equal(path, lm)

@@ -38,7 +38,11 @@ SPEC = OnnxOp(
         "kv_num_heads": imported("the K / V heads of 3-D inputs"),
         "q_num_heads": imported("the Q heads of 3-D inputs (a multiple of kv_num_heads)"),
         "qk_matmul_output_mode": imported("no effect: the qk_matmul_output output is refused"),
-        "scale": imported("the scores' factor; default 1 / sqrt(head size)"),
+        "scale": refused(
+            "the scores' factor, > 0 (onnxruntime refuses others); default 1 / sqrt(head size)",
+            lambda v: not v > 0,
+            "ERR_INVALID_MODEL",
+        ),
         "softcap": refused("0 (none) or c > 0: c * tanh(scores / c)", lambda v: v < 0, "ERR_INVALID_MODEL"),
         "softmax_precision": refused(
             "1 (float32) only: the import computes the softmax in float32; drop the attribute or set 1",
@@ -100,6 +104,9 @@ def _geometry(node: onnx.NodeProto, attrs: dict, types: dict) -> dict:
         if h <= 0 or h_kv <= 0:
             raise _refuse(node, "3-D inputs need q_num_heads and kv_num_heads", "ERR_INVALID_MODEL")
         widths = [dims[i][2] for i in range(3)]
+        for width, n, what in zip(widths, (h, h_kv, h_kv), "QKV"):
+            if width is not None and width % n:
+                raise _refuse(node, f"{what}'s width {width} does not split into {n} heads", "ERR_INVALID_MODEL")
         d = widths[0] // h if widths[0] is not None else None
         dv = widths[2] // h_kv if widths[2] is not None else None
     else:
