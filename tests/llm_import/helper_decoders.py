@@ -16,6 +16,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 SIZES = dict(layers=2, d_model=64, heads=4, kv_heads=2, vocab=256, positions=128, window=None, einsum=False)
+SIZES["attention_op"] = False
 
 
 class _Builder:
@@ -98,6 +99,21 @@ def _attention(b: _Builder, i: int, q: str, k: str, v: str, mask: str, cfg: dict
     return b.op("Reshape", out, b.const([0, 0, heads * dim], np.int64))
 
 
+def _attention_op(b: _Builder, i: int, q: str, k: str, v: str, mask: str, cfg: dict) -> str:
+    """ONNX's Attention (opset 23) with the cache append inside it: past_key / past_value in,
+    present_key / present_value out as present.{i}.*, the additive mask as attn_mask, its own
+    grouped-query heads. 3-D q / k / v [B, S, n * D] (GPT-2's layout here) give Y [B, S, H * D]; 4-D
+    (Llama's, after RoPE) give [B, H, S, D], merged to [B, S, H * D]."""
+    heads, kv_heads, dim = cfg["heads"], cfg["kv_heads"], cfg["d_model"] // cfg["heads"]
+    pasts = [f"past_key_values.{i}.{n}" for n in ("key", "value")]
+    outs = [f"attn{i}/y", f"present.{i}.key", f"present.{i}.value"]
+    heads_attrs = dict(q_num_heads=heads, kv_num_heads=kv_heads) if cfg["arch"] == "gpt2" else {}
+    y = b.op("Attention", q, k, v, mask, *pasts, outputs=outs, **heads_attrs)[0]
+    if cfg["arch"] == "gpt2":
+        return y
+    return b.op("Reshape", b.op("Transpose", y, perm=[0, 2, 1, 3]), b.const([0, 0, heads * dim], np.int64))
+
+
 def _layernorm(b: _Builder, x: str, d: int) -> str:
     scale = b.const(1.0 + 0.1 * b.rng.standard_normal(d).astype(np.float32))
     return b.op("LayerNormalization", x, scale, b.weight(d, scale=0.1), axis=-1, epsilon=1e-5)
@@ -129,8 +145,12 @@ def _rope(b: _Builder, x: str, cos: str, sin: str, dim: int) -> str:
 def _gpt2_layer(b: _Builder, i: int, x: str, mask: str, cfg: dict) -> str:
     d, heads = cfg["d_model"], cfg["heads"]
     h = _layernorm(b, x, d)
-    q, k, v = (_heads(b, b.op("MatMul", h, b.weight(d, d)), heads, d // heads) for _ in range(3))
-    x = b.op("Add", x, b.op("MatMul", _attention(b, i, q, k, v, mask, cfg), b.weight(d, d)))
+    if cfg["attention_op"]:  # the 3-D form: the op splits the heads
+        q, k, v = (b.op("MatMul", h, b.weight(d, d)) for _ in range(3))
+        x = b.op("Add", x, b.op("MatMul", _attention_op(b, i, q, k, v, mask, cfg), b.weight(d, d)))
+    else:
+        q, k, v = (_heads(b, b.op("MatMul", h, b.weight(d, d)), heads, d // heads) for _ in range(3))
+        x = b.op("Add", x, b.op("MatMul", _attention(b, i, q, k, v, mask, cfg), b.weight(d, d)))
     h = b.op("Add", b.op("MatMul", _layernorm(b, x, d), b.weight(d, 4 * d)), b.weight(4 * d, scale=0.1))
     gelu = b.op("Mul", b.op("Mul", h, b.const(0.5, np.float32)),
                 b.op("Add", b.op("Erf", b.op("Div", h, b.const(np.sqrt(2.0), np.float32))),
@@ -145,7 +165,8 @@ def _llama_layer(b: _Builder, i: int, x: str, mask: str, rope: tuple, cfg: dict)
     q = _rope(b, _heads(b, b.op("MatMul", h, b.weight(d, d)), heads, dim), *rope, dim)
     k = _rope(b, _heads(b, b.op("MatMul", h, b.weight(d, kv_heads * dim)), kv_heads, dim), *rope, dim)
     v = _heads(b, b.op("MatMul", h, b.weight(d, kv_heads * dim)), kv_heads, dim)
-    x = b.op("Add", x, b.op("MatMul", _attention(b, i, q, k, v, mask, cfg), b.weight(d, d)))
+    attention = _attention_op if cfg["attention_op"] else _attention
+    x = b.op("Add", x, b.op("MatMul", attention(b, i, q, k, v, mask, cfg), b.weight(d, d)))
     h = _rmsnorm(b, x, d)
     gate, up = b.op("MatMul", h, b.weight(d, 2 * d)), b.op("MatMul", h, b.weight(d, 2 * d))
     act = b.op("Mul", b.op("Mul", gate, b.op("Sigmoid", gate)), up)
@@ -155,8 +176,9 @@ def _llama_layer(b: _Builder, i: int, x: str, mask: str, rope: tuple, cfg: dict)
 def build(arch: str, seed: int = 0, **sizes) -> onnx.ModelProto:
     """The `arch` ("gpt2" or "llama") decoder-with-past; `sizes` override SIZES (GPT-2 uses heads KV
     heads; `window` an int: the cache append inside sliding-window crop Slices, the mask still causal;
-    `einsum` True: attention's Q x K^T and P x V as Einsum)."""
-    cfg = {**SIZES, **sizes}
+    `einsum` True: attention's Q x K^T and P x V as Einsum; `attention_op` True: each layer's attention
+    and its cache append as one ONNX Attention node, opset 23)."""
+    cfg = {**SIZES, **sizes, "arch": arch}
     if arch == "gpt2":
         cfg["kv_heads"] = cfg["heads"]
     b = _Builder(np.random.default_rng(seed))
@@ -188,8 +210,9 @@ def build(arch: str, seed: int = 0, **sizes) -> onnx.ModelProto:
                for i, n in kv]  # fmt: skip
     logits = helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, "sequence_length", cfg["vocab"]])
     graph = helper.make_graph(b.nodes, f"{arch}_with_past", ints + past, [logits, *present], b.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    model.ir_version = 8
+    opset = 23 if cfg["attention_op"] else 18  # ONNX's Attention is opset 23's
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10 if cfg["attention_op"] else 8
     onnx.checker.check_model(model)
     return model
 

@@ -24,7 +24,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from ..contract.errors import NPUError
-from . import decoder_cache, decoder_fold, decoder_mask, decoder_pasts, decoder_positions
+from . import contrib, decoder_cache, decoder_fold, decoder_mask, decoder_pasts, decoder_positions
 from .decoder_forms import KEY_TRANSPOSES
 from .decoder_forms.common import Context
 
@@ -201,7 +201,7 @@ def to_step_model(model: onnx.ModelProto | str | os.PathLike, max_context: int, 
             "ERR_INVALID_CONFIG",
             f"seq_len {seq_len!r} and max_context {max_context!r}: need integers with 1 <= seq_len <= max_context",
         )
-    model = _load(model)
+    model = contrib.expand(_load(model))  # ONNX's Attention: its in-op append becomes the Concat form
     decoder_pasts.standardize(model)  # other exporters' cache names: found by data flow, renamed
     layers = _layers(model)
     heads, dim = _kv_shape(model)

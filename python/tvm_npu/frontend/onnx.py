@@ -9,7 +9,8 @@ quantized models (QLinearConv, QLinearMatMul) are rewritten into the QDQ format 
 (onnx_qlinear.py), and group-wise quantized weights (MatMulNBits, blocked DequantizeLinear, int4
 initializers) are read by blockwise.py. onnxruntime's contrib ops (SimplifiedLayerNormalization,
 the skip norms, RotaryEmbedding, GatherBlockQuantized) are frontend/contrib's, one file each,
-dispatched by domain.
+dispatched by domain; so are ONNX's own Attention (which TVM reads as com.microsoft's) and
+RotaryEmbedding (23), expanded into standard ops before the import.
 """
 
 from __future__ import annotations
@@ -221,6 +222,7 @@ def from_onnx(model: onnx.ModelProto | str | bytes, shape_dict: dict | None = No
     model = qoperator_to_qdq(initializers_as_constants(model))
     # attribute values the importer cannot give the meaning of: a coded error
     check_model(model, {key: op.spec for key, op in contrib.CONTRIB_OPS.items()})
+    model = contrib.expand(model)  # ONNX's Attention (TVM reads it as com.microsoft's), RotaryEmbedding
     # TVM's importer builds main in a BlockBuilder function scope; under the same lock no other import
     # sees the converter map patched or restored half-way, nor the contrib nodes routed (in place) to
     # their domain's converters.

@@ -127,16 +127,19 @@ def _example(cfg, batch: int):
     return ids, mask, pos, *past
 
 
-def export(arch: str, path: str, seed: int = 0, attn: str = "eager", exporter: str = "torchscript", **sizes) -> str:
+def export(
+    arch: str, path: str, seed: int = 0, attn: str = "eager", exporter: str = "torchscript", opset=None, **sizes
+) -> str:
     """Export the tiny `arch` decoder-with-past to `path`, its attention written out ("eager") or as
     torch's scaled_dot_product_attention ("sdpa", transformers' default), by torch.onnx's TorchScript
     exporter (`exporter="torchscript"`, opset 17, dynamic_axes) or its dynamo exporter ("dynamo", torch's
     default; opset 18, dynamic_shapes of torch.export.Dim.AUTO from an example batch of 2: dynamo does
-    not convert dynamic_axes, and a batch of 1 would be specialized)."""
-    return export_model(build_model(arch, seed, attn, **sizes), path, exporter)
+    not convert dynamic_axes, and a batch of 1 would be specialized). `opset`: the dynamo exporter's
+    opset instead of 18 (23 and later write sdpa as ONNX's Attention op)."""
+    return export_model(build_model(arch, seed, attn, **sizes), path, exporter, opset)
 
 
-def export_model(model, path: str, exporter: str = "torchscript") -> str:
+def export_model(model, path: str, exporter: str = "torchscript", opset=None) -> str:
     """Export the transformers causal LM `model` (eval mode, float32) as a decoder-with-past to `path` by
     `exporter` (as `export` says), written to a temporary file beside it and renamed."""
     import torch
@@ -155,7 +158,7 @@ def export_model(model, path: str, exporter: str = "torchscript") -> str:
         past = tuple({0: auto, 2: auto} for _ in names_past)  # forward's *past: one element, a tuple
         shapes = ({0: auto, 1: auto}, {0: auto, 1: auto}, {0: auto, 1: auto}, past)
         program = torch.onnx.export(
-            _WithPast(model), _example(cfg, 2), dynamic_shapes=shapes, opset_version=18, dynamo=True, **names
+            _WithPast(model), _example(cfg, 2), dynamic_shapes=shapes, opset_version=opset or 18, dynamo=True, **names
         )
         program.save(tmp)
     else:

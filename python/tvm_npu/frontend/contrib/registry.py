@@ -75,15 +75,21 @@ def converters() -> dict[str, type]:
     return {op.dispatch_name: op.converter for op in CONTRIB_OPS.values() if op.converter is not None}
 
 
+def _unknown(node: onnx.NodeProto) -> bool:
+    """A registered ONNX-domain node of an op onnx does not define (onnxruntime's); ONNX's own (Attention)
+    stay checked."""
+    return _domain(node) == "" and entry(node) is not None and not onnx.defs.has(node.op_type, "")
+
+
 def checkable(model: onnx.ModelProto) -> onnx.ModelProto:
-    """`model`, or a copy for onnx.checker with the registered ONNX-domain contrib nodes moved to
+    """`model`, or a copy for onnx.checker with the registered ONNX-domain nodes onnx does not know moved to
     com.microsoft (the checker does not check other domains' nodes; onnx_attributes.check_model does)."""
-    if not any(_domain(n) == "" and entry(n) is not None for n in model.graph.node):
+    if not any(_unknown(n) for n in model.graph.node):
         return model
     out = onnx.ModelProto()
     out.CopyFrom(model)
     for node in out.graph.node:
-        if _domain(node) == "" and entry(node) is not None:
+        if _unknown(node):
             node.domain = MS_DOMAIN
     if not any(o.domain == MS_DOMAIN for o in out.opset_import):
         out.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
