@@ -51,6 +51,8 @@ BINARY = ("relax.add", "relax.multiply", "relax.subtract")
 # Ops that move data without computing on it: their output keeps their input's scale and zero point
 # (what onnxruntime's QDQ quantizer does for Slice / Reshape), so they stay views on the NPU.
 PASSTHROUGH = ("relax.strided_slice", "relax.reshape")
+# Every op that can anchor a quantized unit (what `skip` can name by op)
+UNIT_OPS = WEIGHTED + POOLS + BINARY + UNARY + PASSTHROUGH + ("relax.concat",)
 # Ops that only reshape a tensor: followed back from a product to the state it reads.
 VIEWS = ("relax.squeeze", "relax.reshape", "relax.expand_dims", "relax.strided_slice")
 # Units that can read and write 16-bit tensors (ELTWISE, format 1.2).
@@ -138,7 +140,7 @@ def _find_units(g: Graph) -> list:
     units, taken = [], set()
     for v, e in g.bindings:
         op = _op(e)
-        if v in taken or op not in WEIGHTED + POOLS + BINARY + UNARY + PASSTHROUGH + ("relax.concat",):
+        if v in taken or op not in UNIT_OPS:
             continue
         u = _weighted(g, v, e) if op in WEIGHTED else _plain(g, v, e, op)
         if u is None:
