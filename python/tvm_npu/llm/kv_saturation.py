@@ -104,8 +104,8 @@ class SaturationCounter:
                 rows = runtime.profile_of(module)["last"]["clamped_rows"][self._inputs]
                 off = [sum(c for r, c in per_row if not lo <= r < hi) for per_row in rows]
                 self._excluded[step][layer] += np.reshape(off, shape[1:])
-        sums = [np.asarray(tuple(read())[self._inputs], np.int64).reshape(shape[1:]) for _, read in self._regions[step]]
-        self.counts[step] = np.stack(sums) - self._excluded[step]
+        sums = [n for _, read in self._regions[step] for n in tuple(read())[self._inputs]]
+        self.counts[step] = np.array(sums, np.int64).reshape(shape) - self._excluded[step]
 
     def instrument(self, func, symbol, before_run, ret_value, *args) -> int:
         """A VM instrument that runs every call (the counts come from the runtime): for callers that chain
@@ -121,15 +121,11 @@ class SaturationCounter:
         decodes since), not warned about before."""
         sat = self.counts["prefill"] + self.counts["decode"]
         written = self.written["prefill"] + self.written["decode"]
-        if not written:
+        past = sat.sum(axis=1) > WARN_FRACTION * 2 * written  # [L, H_kv]: K and V together
+        if not written or not past.any():  # every decode step asks: the common answer is cheap
             return
         fraction = sat / written  # [L, 2, H_kv]
-        new = [
-            (layer, h)
-            for layer in range(sat.shape[0])
-            for h in range(sat.shape[2])
-            if (sat[layer, 0, h] + sat[layer, 1, h]) > WARN_FRACTION * 2 * written and (layer, h) not in self.warned
-        ]
+        new = [(layer, h) for layer, h in map(tuple, np.argwhere(past).tolist()) if (layer, h) not in self.warned]
         if not new:
             return
         self.warned.update(new)
