@@ -132,6 +132,7 @@ def test_qdq_cnn_counts_the_input_values_its_staging_clamps(qdq_cnn):
     """An image 8x the calibration's spread, with a NaN and infinities: the runtime counts the values the
     input's staging clamped (docs/npu.md section 2), and tvm_npu.profile's collect has them per region input
     and summed; the numpy formula with the stream's scale and zero point gives the same count."""
+    from tvm_npu.tools.commands import layer_table
     from tvm_npu.tools.profiler import collect
 
     _, ex, report = qdq_cnn
@@ -149,7 +150,8 @@ def test_qdq_cnn_counts_the_input_values_its_staging_clamps(qdq_cnn):
     assert want > 3
     (region,) = prof["regions"].values()
     assert region["clamped_inputs"][desc.io_index] == want and prof["clamped_inputs"] == want
-    assert prof["saturated_inputs"] == 0
+    assert prof["saturated_inputs"] == 0 and tvm_npu.runtime.clamped_inputs(ex) == want
+    assert f"{want} float32 input value(s) beyond an int8 / int16 input's range" in layer_table(prof)
 
 
 def test_a_quantize_of_an_npu_result_stays_on_the_cpu_with_a_reason():
