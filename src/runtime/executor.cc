@@ -90,9 +90,10 @@ void CheckHostTensor(const char* kind, size_t k, const DLTensor* t, const Tensor
 }
 
 // Visits the device view as runs of elements contiguous in the host tensor: f(host flat index, byte
-// offset from ddr_addr, elements, device step in elements). NHWC and ROWS share the row-major order
-// of the view: a row (n, h) of W*C elements is one run, step 1. NCHW transposes it: a run is the W
-// pixels of one channel of a row, C elements apart on the device.
+// offset from ddr_addr, elements, device step in elements, view row n * H + h). NHWC and ROWS share
+// the row-major order of the view: a row (n, h) of W*C elements is one run, step 1. NCHW transposes
+// it: a run is the W pixels of one channel of a row, C elements apart on the device (the C runs of a
+// row come one after another).
 template <typename F>
 void ForEachRun(const TensorDesc& d, F&& f) {
   const uint64_t N = d.view[0], H = d.view[1], W = d.view[2], C = d.view[3];
@@ -101,13 +102,13 @@ void ForEachRun(const TensorDesc& d, F&& f) {
     for (uint64_t n = 0; n < N; ++n) {
       for (uint64_t h = 0; h < H; ++h) {
         for (uint64_t c = 0; c < C; ++c) {
-          f(((n * C + c) * H + h) * W, (n * H + h) * d.row_stride + c * elem, W, C);
+          f(((n * C + c) * H + h) * W, (n * H + h) * d.row_stride + c * elem, W, C, n * H + h);
         }
       }
     }
     return;
   }
-  for (uint64_t r = 0; r < N * H; ++r) f(r * W * C, r * d.row_stride, W * C, uint64_t{1});
+  for (uint64_t r = 0; r < N * H; ++r) f(r * W * C, r * d.row_stride, W * C, uint64_t{1}, r);
 }
 
 // Quantized staging in (docs/npu.md section 2, format 1.3), as TVM's llvm build of relax.quantize:
@@ -116,19 +117,24 @@ void ForEachRun(const TensorDesc& d, F&& f) {
 // becomes the upper bound): the clamp of the rounded sum is then unchanged, and the quotient is
 // small enough that adding and subtracting 1.5 * 2^23 rounds it to the nearest integer, ties to
 // even (the default FP environment, as for every fp32 operation of the reference). `q` is written
-// every `step` elements.
+// every `step` elements. Returns how many values the final clamp changed (NaN and +-inf included:
+// the first clamp takes them one past the range): the input's saturated values (docs/npu.md
+// section 2), counted where they are clamped so the count costs a compare.
 template <typename T>
-void QuantizeRun(const float* x, T* q, uint64_t n, uint64_t step, float scale, int32_t zp) {
+uint64_t QuantizeRun(const float* x, T* q, uint64_t n, uint64_t step, float scale, int32_t zp) {
   constexpr int32_t lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
   const float vlo = static_cast<float>(lo - zp - 1), vhi = static_cast<float>(hi - zp + 1);
   constexpr float kRound = 12582912.0f;
+  uint64_t clamped = 0;
   for (uint64_t i = 0; i < n; ++i) {
     float v = x[i] / scale;
     v = v < vhi ? v : vhi;
     v = v > vlo ? v : vlo;
     const int32_t r = static_cast<int32_t>((v + kRound) - kRound) + zp;
+    clamped += static_cast<uint64_t>(r < lo) + static_cast<uint64_t>(r > hi);
     q[i * step] = static_cast<T>(r < lo ? lo : (r > hi ? hi : r));
   }
+  return clamped;
 }
 
 // Quantized staging out: x = fp32(q - z) * s, one rounding (q - z is exact in fp32); `q` is read
@@ -152,16 +158,18 @@ class Machine {
 
   // Host fp32 -> device fp16 (RNE; a finite value beyond the fp16 range saturated to +-65504),
   // host fp32 -> device int8 / int16 quantized (format 1.3), or int8 / int16 unchanged (re-layout
-  // only), at the descriptor's place in the activation region. Returns how many values saturated.
-  uint64_t StageIn(const TensorDesc& d, const DLTensor* t) {
+  // only), at the descriptor's place in the activation region. Input k's counts go to `counts`.
+  void StageIn(const TensorDesc& d, const DLTensor* t, size_t k, StagingCounts* counts) {
     const char* data = static_cast<const char*>(t->data) + t->byte_offset;
     const float* src = reinterpret_cast<const float*>(data);
     uint8_t* base = Arena(d.ddr_addr);
     const uint64_t elem = stream::DTypeBytes(d.dtype);
     const stream::QParams* q = QParamsOf(d);
-    uint64_t saturated = 0;
-    ForEachRun(d, [&](uint64_t host, uint64_t off, uint64_t n, uint64_t step) {
+    uint64_t& saturated = counts->saturated[k];
+    std::vector<std::pair<uint64_t, uint64_t>>& rows = counts->clamped_rows[k];
+    ForEachRun(d, [&](uint64_t host, uint64_t off, uint64_t n, uint64_t step, uint64_t row) {
       uint8_t* dst = base + off;
+      uint64_t clamped = 0;
       if (d.dtype == stream::kFP16) {
         for (uint64_t i = 0; i < n; ++i) {
           const uint16_t h = SaturatingFloatToHalfBits(src[host + i], &saturated);
@@ -174,12 +182,20 @@ class Machine {
           std::memcpy(dst + i * step * elem, data + (host + i) * elem, elem);
         }
       } else if (d.dtype == stream::kInt8) {
-        QuantizeRun(src + host, reinterpret_cast<int8_t*>(dst), n, step, q->scale, q->zero_point);
+        clamped = QuantizeRun(src + host, reinterpret_cast<int8_t*>(dst), n, step, q->scale,
+                              q->zero_point);
       } else {
-        QuantizeRun(src + host, reinterpret_cast<int16_t*>(dst), n, step, q->scale, q->zero_point);
+        clamped = QuantizeRun(src + host, reinterpret_cast<int16_t*>(dst), n, step, q->scale,
+                              q->zero_point);
+      }
+      if (clamped == 0) return;
+      counts->clamped[k] += clamped;
+      if (!rows.empty() && rows.back().first == row) {
+        rows.back().second += clamped;  // an NCHW row's next channel
+      } else {
+        rows.emplace_back(row, clamped);
       }
     });
-    return saturated;
   }
 
   // Device fp16 -> host fp32 (exact), device int8 / int16 -> host fp32 dequantized (format 1.3), or
@@ -190,7 +206,7 @@ class Machine {
     const uint8_t* base = arena_.data() + (d.ddr_addr - ps_.header.weights_bytes);
     const uint64_t elem = stream::DTypeBytes(d.dtype);
     const stream::QParams* q = QParamsOf(d);
-    ForEachRun(d, [&](uint64_t host, uint64_t off, uint64_t n, uint64_t step) {
+    ForEachRun(d, [&](uint64_t host, uint64_t off, uint64_t n, uint64_t step, uint64_t) {
       const uint8_t* src = base + off;
       if (d.dtype == stream::kFP16) {
         for (uint64_t i = 0; i < n; ++i) {
@@ -483,9 +499,9 @@ Stats TimeStream(const ParsedStream& ps, uint32_t position) {
   return st;
 }
 
-std::vector<uint64_t> Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
-                              const std::vector<DLTensor*>& outputs, ExecCache* cache,
-                              const StateBinding* state, CommandCounts* counts) {
+StagingCounts Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
+                      const std::vector<DLTensor*>& outputs, ExecCache* cache,
+                      const StateBinding* state, CommandCounts* counts) {
   if (inputs.size() != ps.inputs.size() || outputs.size() != ps.outputs.size()) {
     NPU_THROW(kShapeMismatch) << "got " << inputs.size() << " inputs and " << outputs.size()
                               << " outputs, the model was compiled for " << ps.inputs.size()
@@ -532,10 +548,10 @@ std::vector<uint64_t> Execute(const ParsedStream& ps, const std::vector<const DL
   for (const StateView& v : state->sram_views()) {
     std::memcpy(own->sram.data() + v.begin, v.data, v.end - v.begin);
   }
-  std::vector<uint64_t> saturated(inputs.size());
+  StagingCounts staged(inputs.size());
   for (size_t k = 0; k < inputs.size(); ++k) {
     if (static_cast<int64_t>(k) == ps.position_input) continue;  // read into the register
-    saturated[k] = machine.StageIn(ps.tensors[ps.inputs[k]], inputs[k]);
+    machine.StageIn(ps.tensors[ps.inputs[k]], inputs[k], k, &staged);
   }
 
   // One after another in program order; when they would overlap on the hardware is the cycle
@@ -574,7 +590,7 @@ std::vector<uint64_t> Execute(const ParsedStream& ps, const std::vector<const DL
     machine.StageOut(ps.tensors[ps.outputs[k]], outputs[k]);
   }
   give_back.completed = true;
-  return saturated;
+  return staged;
 }
 
 }  // namespace tvm_npu

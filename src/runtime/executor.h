@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "kernels/fast/weight_cache.h"
@@ -93,6 +94,24 @@ class ExecCache {
 };
 
 /*!
+ * \brief What one call's input staging saturated, per input (docs/npu.md section 2, "Staging a
+ *        float32 input beyond the fp16 range" and "Quantized staging"): the profile's counts.
+ */
+struct StagingCounts {
+  explicit StagingCounts(size_t inputs = 0)
+      : saturated(inputs, 0), clamped(inputs, 0), clamped_rows(inputs) {}
+  // Finite fp32 values beyond the fp16 range (abs above 65504) the fp16 staging saturated to
+  // +-65504; 0 for int8 / int16 inputs.
+  std::vector<uint64_t> saturated;
+  // Values the quantized staging (format 1.3) clamped to the dtype's range: those whose
+  // round_half_even(x / s) + z falls outside it, NaN and +-inf included; 0 for other inputs.
+  std::vector<uint64_t> clamped;
+  // The same per row of the device view (n * H + h; a ROWS tensor's rows of its last axis):
+  // (row, count) of the rows with a clamped value, in row order.
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> clamped_rows;
+};
+
+/*!
  * \brief The cycle model over a validated stream: per-command timing and the call's counters.
  *
  * Timing depends on the commands only, never on the data (docs/npu.md section 5), so a module
@@ -113,15 +132,14 @@ Stats TimeStream(const ParsedStream& ps, uint32_t position = 0);
  *        caller holds its CallLock().
  * \param counts Filled with the call's saturation and overflow counters per command, or nullptr.
  *
- * \return Per input, how many finite fp32 values beyond the fp16 range (abs above 65504) its
- *         staging saturated to +-65504 (docs/npu.md section 2); 0 for int8 / int16 inputs.
+ * \return Per input, what its staging saturated (StagingCounts, docs/npu.md section 2).
  *
  * Throws ERR_SHAPE_MISMATCH if an argument's count, dtype, shape, layout or device differs from
  * the compiled one, ERR_POSITION_RANGE if the position input is outside the stream's limit.
  */
-std::vector<uint64_t> Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
-                              const std::vector<DLTensor*>& outputs, ExecCache* cache = nullptr,
-                              const StateBinding* state = nullptr, CommandCounts* counts = nullptr);
+StagingCounts Execute(const ParsedStream& ps, const std::vector<const DLTensor*>& inputs,
+                      const std::vector<DLTensor*>& outputs, ExecCache* cache = nullptr,
+                      const StateBinding* state = nullptr, CommandCounts* counts = nullptr);
 
 }  // namespace tvm_npu
 

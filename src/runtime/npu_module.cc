@@ -11,6 +11,7 @@
  */
 #include <tvm/ffi/cast.h>
 #include <tvm/ffi/container/array.h>
+#include <tvm/ffi/container/shape.h>
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/extra/module.h>
 #include <tvm/ffi/function.h>
@@ -180,6 +181,14 @@ class NPUModuleObj : public ffi::ModuleObj {
     if (name == "reset_profile") {
       return ffi::Function::FromTyped([self]() { self->ResetProfile(); });
     }
+    // The profile's "total" "clamped_inputs" without the JSON: what a caller reads after every
+    // call (an LLM's int8 KV cache, llm/kv_saturation.py) at the cost of one function call.
+    if (name == "clamped_inputs") {
+      return ffi::Function::FromTyped([self]() {
+        std::lock_guard<std::mutex> lock(self->mutex_);
+        return ffi::Shape(self->total_clamped_.begin(), self->total_clamped_.end());
+      });
+    }
     // Format 1.4 (docs/npu.md section 3): the state region and the position register.
     if (name == "reset_state") {
       return ffi::Function::FromTyped([self]() { self->state_->Reset(); });
@@ -278,6 +287,7 @@ class NPUModuleObj : public ffi::ModuleObj {
     state_ = std::make_unique<StateBinding>(ps_);  // format 1.4: zero, or shared by state_space
     timing_ = TimeStream(ps_);
     total_saturated_.assign(ps_.inputs.size(), 0);
+    total_clamped_.assign(ps_.inputs.size(), 0);
     total_counts_ = CommandCounts();
   }
 
@@ -322,11 +332,11 @@ class NPUModuleObj : public ffi::ModuleObj {
     for (size_t i = 0; i < ni; ++i) inputs.push_back(args[i].cast<DLTensor*>());
     for (size_t i = 0; i < no; ++i) outputs.push_back(args[ni + i].cast<DLTensor*>());
     const int64_t host_start = SteadyNs();
-    std::vector<uint64_t> saturated;
+    StagingCounts staged;
     CommandCounts counts;
     {
       const std::unique_lock<std::mutex> one_call = state_->CallLock();  // shared state: serial
-      saturated = Execute(ps_, inputs, outputs, cache_.get(), state_.get(), &counts);
+      staged = Execute(ps_, inputs, outputs, cache_.get(), state_.get(), &counts);
     }
     const int64_t host_end = SteadyNs();
     const uint32_t position = CallPosition(ps_, inputs);  // in range: Execute ran
@@ -339,10 +349,12 @@ class NPUModuleObj : public ffi::ModuleObj {
     last_host_ns_[0] = host_start;
     last_host_ns_[1] = host_end;
     ++calls_;
-    last_saturated_ = saturated;
-    total_saturated_.resize(saturated.size(), 0);
-    for (size_t k = 0; k < saturated.size(); ++k) total_saturated_[k] += saturated[k];
-    if (!warned_) WarnSaturated(saturated);
+    for (size_t k = 0; k < staged.saturated.size(); ++k) {
+      total_saturated_[k] += staged.saturated[k];
+      total_clamped_[k] += staged.clamped[k];
+    }
+    if (!warned_) WarnSaturated(staged.saturated);
+    last_staged_ = std::move(staged);
     AddCounts(counts);
   }
 
@@ -397,9 +409,24 @@ class NPUModuleObj : public ffi::ModuleObj {
         symbol_.c_str(), static_cast<unsigned long long>(total), per_input.str().c_str());
   }
 
-  static void CountsJson(std::ostringstream& os, const std::vector<uint64_t>& counts) {
-    os << ", \"saturated_inputs\": [";
+  static void CountsJson(std::ostringstream& os, const char* key,
+                         const std::vector<uint64_t>& counts) {
+    os << ", \"" << key << "\": [";
     for (size_t k = 0; k < counts.size(); ++k) os << (k ? ", " : "") << counts[k];
+    os << "]";
+  }
+
+  // The last call's clamped values per input and view row: [[row, count], ...] per input.
+  static void RowsJson(std::ostringstream& os, const StagingCounts& c) {
+    os << ", \"clamped_rows\": [";
+    for (size_t k = 0; k < c.clamped_rows.size(); ++k) {
+      os << (k ? ", " : "") << "[";
+      for (size_t r = 0; r < c.clamped_rows[k].size(); ++r) {
+        os << (r ? ", " : "") << "[" << c.clamped_rows[k][r].first << ", "
+           << c.clamped_rows[k][r].second << "]";
+      }
+      os << "]";
+    }
     os << "]";
   }
 
@@ -411,14 +438,18 @@ class NPUModuleObj : public ffi::ModuleObj {
     const Stats& last = calls_ > 0 ? timing_ : none;
     StatsJson(os, last);
     os << ", \"position\": " << (calls_ > 0 ? timed_position_ : 0);
-    CountsJson(os, calls_ > 0 ? last_saturated_ : std::vector<uint64_t>(ps_.inputs.size(), 0));
+    const StagingCounts& staged = calls_ > 0 ? last_staged_ : StagingCounts(ps_.inputs.size());
+    CountsJson(os, "saturated_inputs", staged.saturated);
+    CountsJson(os, "clamped_inputs", staged.clamped);
+    RowsJson(os, staged);
     CommandCountsJson(os, calls_ > 0 ? last_counts_ : CommandCounts());
     os << ", \"host_start_ns\": " << last_host_ns_[0] << ", \"host_end_ns\": " << last_host_ns_[1]
        << ", \"records\": ";
     RecordsJson(os, last.records);
     os << "}, \"total\": {";
     StatsJson(os, total_);
-    CountsJson(os, total_saturated_);
+    CountsJson(os, "saturated_inputs", total_saturated_);
+    CountsJson(os, "clamped_inputs", total_clamped_);
     CommandCountsJson(os, total_counts_);
     os << ", \"command_macs\": [";
     for (size_t i = 0; i < total_.command_macs.size(); ++i) {
@@ -435,6 +466,7 @@ class NPUModuleObj : public ffi::ModuleObj {
     last_host_ns_[0] = last_host_ns_[1] = 0;
     calls_ = 0;
     total_saturated_.assign(ps_.inputs.size(), 0);
+    total_clamped_.assign(ps_.inputs.size(), 0);
     total_counts_ = CommandCounts();
   }
 
@@ -454,8 +486,10 @@ class NPUModuleObj : public ffi::ModuleObj {
   Stats total_;
   int64_t last_host_ns_[2] = {0, 0};  // host wall clock (steady_clock) around the last call
   uint64_t calls_ = 0;
-  // Per input: finite fp32 values beyond the fp16 range that staging saturated (last call, all calls).
-  std::vector<uint64_t> last_saturated_, total_saturated_;
+  // Per input: what its staging saturated (the last call's, and summed over calls): finite fp32
+  // values beyond the fp16 range saturated to +-65504, values the quantized staging clamped.
+  StagingCounts last_staged_;
+  std::vector<uint64_t> total_saturated_, total_clamped_;
   bool warned_ = false;  // the saturation warning is printed once per module instance
   CommandCounts last_counts_, total_counts_;  // per command: saturated / overflowed results
 };

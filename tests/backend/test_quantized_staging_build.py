@@ -128,6 +128,32 @@ def test_qdq_cnn_equals_llvm_and_cpu_staging(qdq_cnn, monkeypatch):
         np.testing.assert_array_equal(got, vm["main"](tvm.runtime.tensor(x)).numpy())
 
 
+def test_qdq_cnn_counts_the_input_values_its_staging_clamps(qdq_cnn):
+    """An image 8x the calibration's spread, with a NaN and infinities: the runtime counts the values the
+    input's staging clamped (docs/npu.md section 2), and tvm_npu.profile's collect has them per region input
+    and summed; the numpy formula with the stream's scale and zero point gives the same count."""
+    from tvm_npu.tools.commands import layer_table
+    from tvm_npu.tools.profiler import collect
+
+    _, ex, report = qdq_cnn
+    (desc,) = [t for t in staged_descriptors(ex) if t.role == "input"]
+    x = np.random.default_rng(8).standard_normal((1, 3, 17, 17)).astype(np.float32) * 8
+    x.flat[:3] = [np.nan, np.inf, -np.inf]
+    modules = npu_modules(ex)
+    for m in modules:  # the fixture's module ran in the tests before
+        m["reset_profile"]()
+    run_vm(ex, x)
+    prof = collect(report, [tvm_npu.runtime.profile_of(m) for m in modules])
+    with np.errstate(invalid="ignore"):
+        r = np.rint(x / np.float32(desc.scale)) + desc.zero_point
+    want = int((~((r >= -128) & (r <= 127))).sum())
+    assert want > 3
+    (region,) = prof["regions"].values()
+    assert region["clamped_inputs"][desc.io_index] == want and prof["clamped_inputs"] == want
+    assert prof["saturated_inputs"] == 0 and tvm_npu.runtime.clamped_inputs(ex) == want
+    assert f"{want} float32 input value(s) beyond an int8 / int16 input's range" in layer_table(prof)
+
+
 def test_a_quantize_of_an_npu_result_stays_on_the_cpu_with_a_reason():
     """quantize(x @ w) in a float model: the dense layer runs on the NPU (fp16), its quantize does not (the
     NPU has no float-to-integer command); the reason says so."""

@@ -31,6 +31,7 @@ from npu_stream_pack import (
     tensor,
 )
 from tvm_npu.contract import stream
+from tvm_npu.runtime import profile_of
 
 V12, V13 = (1, 2), (1, 3)
 NP = {INT8: np.int8, INT16: np.int16}
@@ -116,6 +117,65 @@ def test_ties_round_to_even(rt):
     codes, back = np.zeros((1, 16), np.int8), np.zeros((1, 16), np.float32)
     mod["s"](T(x.reshape(1, 16)), T(codes), T(back))
     np.testing.assert_array_equal(codes[0], [-8, -6, -6, -4, -4, -2, -2, 0, 0, 2, 2, 4, 4, 6, 6, 8])
+
+
+def _view_rows(x, layout):
+    """The host tensor's values per row of the device view (n * H + h): a ROWS tensor's rows of its last
+    axis, an NCHW tensor's (n, h) rows of every channel."""
+    if layout == NCHW:
+        return x.transpose(0, 2, 1, 3).reshape(x.shape[0] * x.shape[2], -1)
+    return x.reshape(-1, x.shape[-1])
+
+
+@pytest.mark.parametrize("dtype, shape, layout, q_in, q_out", CASES)
+def test_the_staging_counts_the_values_it_clamps(rt, dtype, shape, layout, q_in, q_out):
+    """clamped_inputs / clamped_rows (docs/npu.md section 2) against the numpy formula: the values whose
+    round_half_even(fp32(x / s)) + z falls outside the dtype (NaN fails every compare: it counts), per input
+    and per view row, summed over calls in "total"; the fp16 count stays 0; reset_profile zeroes them."""
+    rng = np.random.default_rng(sum(shape) + dtype + 1)
+    x = staging_values(q_in[0], rng, int(np.prod(shape))).reshape(shape)
+    if layout == NCHW:  # the last view row without a clamped value: not listed
+        x[:, :, -1] = 0.0
+    elif x.size > shape[-1]:
+        x.reshape(-1, shape[-1])[-1] = 0.0
+    mod = rt["create"]("s", copy_stream(dtype, shape, layout, q_in, q_out))
+    codes, back = np.zeros(shape, NP[dtype]), np.zeros(shape, np.float32)
+    info = np.iinfo(NP[dtype])
+    with np.errstate(invalid="ignore", over="ignore"):
+        r = np.rint(_view_rows(x, layout) / np.float32(q_in[0])) + q_in[1]
+    per_row = (~((r >= info.min) & (r <= info.max))).sum(axis=1)
+    want_rows = [[i, int(c)] for i, c in enumerate(per_row) if c]
+    assert want_rows and (len(per_row) == 1 or want_rows[-1][0] < len(per_row) - 1)
+    for calls in (1, 2):
+        mod["s"](T(x), T(codes), T(back))
+        prof = profile_of(mod)
+        assert prof["last"]["clamped_inputs"] == [int(per_row.sum())]
+        assert prof["last"]["clamped_rows"] == [want_rows]
+        assert prof["total"]["clamped_inputs"] == [calls * int(per_row.sum())]
+        assert tuple(mod["clamped_inputs"]()) == (calls * int(per_row.sum()),)
+        assert prof["last"]["saturated_inputs"] == prof["total"]["saturated_inputs"] == [0]
+    mod["reset_profile"]()
+    assert profile_of(mod)["total"]["clamped_inputs"] == [0] and tuple(mod["clamped_inputs"]()) == (0,)
+
+
+@pytest.mark.parametrize("zp, want", [(0, [3, 0, 4]), (3, [3, 0, 4]), (-128, [3, 1, 5])])
+def test_clamped_counts_at_the_bounds(rt, zp, want):
+    """Counted by hand, s = 0.25 so every x / s below is exact. A tie half a step past a bound rounds to
+    even: with z 0, 127.5 gives 128 (saturates) and -128.5 gives -128 (does not); with z 3 the top tie
+    124.5 gives 124 + 3 (does not) and the bottom one -131.5 gives -132 + 3 (saturates). NaN, +-inf and
+    the largest finite values count; with z -128, -1 is one below the range."""
+    hi, lo = 127 - zp, -128 - zp  # the quotients that land on the bounds
+    rows = [
+        [hi + 0.5, hi - 0.5, lo - 0.5, np.nan, hi, np.inf, lo, 0.0],
+        [hi - 1.5, lo + 0.5, lo, hi, 1.0, -1.0, 0.5, -0.5],
+        [lo - 1.5, -np.inf, 3e38, -3e38, hi + 0.49, lo - 0.49, 2.5, -2.5],
+    ]
+    x = (np.array(rows, np.float64) * 0.25).astype(np.float32)
+    mod = rt["create"]("s", copy_stream(INT8, x.shape, ROWS, (0.25, zp), (1.0, 0)))
+    mod["s"](T(x), T(np.zeros(x.shape, np.int8)), T(np.zeros(x.shape, np.float32)))
+    last = profile_of(mod)["last"]
+    assert last["clamped_inputs"] == [sum(want)], last["clamped_rows"]
+    assert last["clamped_rows"] == [[[i, c] for i, c in enumerate(want) if c]]
 
 
 @pytest.mark.parametrize("dtype, q", [(INT8, (0.0372, -7)), (INT16, (0.00031, 0))])

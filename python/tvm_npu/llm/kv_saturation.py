@@ -1,14 +1,14 @@
 """Saturation of the int8 KV cache, counted per layer, K / V and KV head (docs/llm.md, "An int8 KV cache").
 
 A value of a head's new K or V rows beyond the head's calibrated range is written by the runtime's quantized
-staging (format 1.3) as `clamp(round_half_even(fp32(x / s)), -128, 127)`: it saturates. The staging clamps
-without counting (the runtime's `saturated_inputs` count the fp16 staging only, docs/npu.md section 2), and
-each head's rows are a region input of their own, so the LLM counts them on the host: a VM instrument
-(`relax.VirtualMachine.set_instrument`) sees the arguments of every call of an attention region before it
-runs (q, then the new K rows of KV heads 0 .. H_kv - 1, then the V rows, float32: backend/plan/kv_plan.py)
-and counts, with the staging's own formula, the values whose code falls outside [-128, 127] (NaN too: it is
-written as 127). Only the rows of real tokens count: not a prefill chunk's padding, nor the rows a moved
-last chunk writes again.
+staging (format 1.3) as `clamp(round_half_even(fp32(x / s)), -128, 127)`: it saturates. Each head's rows are
+a region input of their own (q, then the new K rows of KV heads 0 .. H_kv - 1, then the V rows:
+backend/plan/kv_plan.py), and the staging counts the values it clamps per input (NaN too: it is written as
+127), summed over the calls since the step's `begin()` (its "clamped_inputs", docs/npu.md section 2): the
+counter reads those sums after each call, one function call per attention region. Only the rows of real
+tokens count: a call whose new tokens are not all of its rows (a prefill chunk's padding at its end, the
+rows a moved last chunk writes again at its start) has its other rows' counts taken off, read from the
+region's profile, which has the last call's counts per row ("clamped_rows").
 
 After each prefill and decode, a layer and KV head whose saturated fraction of the K and V values written
 since the last prefill exceeds WARN_FRACTION gets a KVSaturationWarning naming it, once per LLM.
@@ -20,8 +20,7 @@ import warnings
 
 import numpy as np
 
-from . import one_library
-from .step_runner import KV_SYMBOL
+from .. import runtime
 
 # A layer and KV head whose saturated K and V values pass this fraction of those written are warned about.
 # Not the profiler's 0.1%: a few values at a head's calibrated maximum pass it anyway (the fp16 datapath and
@@ -35,16 +34,12 @@ class KVSaturationWarning(UserWarning):
     """Values of an int8 KV cache beyond their head's calibrated range saturated (names the layer and head)."""
 
 
-def saturation_counter(vm, meta: dict, steps: list):
-    """The LLM's counter: for an int8 resident cache a SaturationCounter installed as `vm`'s instrument (the
-    attention regions of the compiled `steps`, "prefill" / "decode"), else a NoCounter."""
+def saturation_counter(runners: dict, meta: dict):
+    """The LLM's counter: for an int8 resident cache a SaturationCounter over the attention regions of
+    `runners` ("prefill" / "decode" -> StepRunner), else a NoCounter."""
     if meta.get("kv_cache") != "npu" or meta.get("kv_scales") is None:
         return NoCounter()
-    layers = meta["step"]["layers"]
-    symbols = {f"{one_library.step_prefix(s)}{KV_SYMBOL}{i}": i for s in steps for i in range(layers)}
-    counter = SaturationCounter(meta["kv_scales"], symbols, meta["step"]["head_dim"])
-    vm.set_instrument(counter.instrument)
-    return counter
+    return SaturationCounter(meta["kv_scales"], runners, meta["step"]["head_dim"])
 
 
 class NoCounter:
@@ -69,42 +64,52 @@ class NoCounter:
 class SaturationCounter:
     """Saturated values of the int8 cache per step, layer, K / V and KV head.
 
-    `kv_scales` are the cache's scales [L][2][H_kv]; `symbols` maps each attention region's symbol (of both
-    steps) to its layer. `expect(step, lo, hi)` says which step the next region calls belong to and which of
-    their rows [lo, hi) are new tokens; `instrument` is the VM's instrument."""
+    `kv_scales` are the cache's scales [L][2][H_kv]; `runners` the steps' StepRunners, whose attention
+    regions (`kv_modules`, by layer) count what their staging clamped. `expect(step, lo, hi)` says which
+    step the next call is and which of its rows [lo, hi) are new tokens; `end_call()` reads the counts."""
 
-    def __init__(self, kv_scales, symbols: dict, head_dim: int):
+    def __init__(self, kv_scales, runners: dict, head_dim: int):
         self.scales = np.asarray(kv_scales, np.float32)
-        self.symbols = symbols
         self.head_dim = head_dim
+        heads = self.scales.shape[2]
+        # Per step: each layer's region, its count reader (fetched once: a lookup costs as much as a call)
+        # and its rows a call; the K and V inputs of head h are 1 + h and 1 + H_kv + h.
+        self._regions = {
+            step: [(m, m["clamped_inputs"]) for _, m in sorted(runner.kv_modules.items())]
+            for step, runner in runners.items()
+        }
+        self._call_rows = {step: runner.info["seq_len"] for step, runner in runners.items()}
+        self._inputs = slice(1, 1 + 2 * heads)
         self.warned: set = set()  # (layer, head) already warned about: once per LLM
         self.reset()
         self.expect("prefill", 0, 0)
 
     def reset(self) -> None:
-        """Zero the counts of both steps (a new sequence)."""
+        """Zero the counts of both steps (a new sequence; the step's `begin()` zeroes the regions' sums)."""
         self.counts = {s: np.zeros(self.scales.shape, np.int64) for s in STEPS}
+        self._excluded = {s: np.zeros(self.scales.shape, np.int64) for s in STEPS}  # rows not new tokens
         self.written = dict.fromkeys(STEPS, 0)  # values written per layer, K / V and KV head
 
     def expect(self, step: str, lo: int, hi: int) -> None:
         self._step, self._rows = step, (lo, hi)
 
     def end_call(self) -> None:
-        """One step call done: its new rows are written (in every layer, head, K and V)."""
-        lo, hi = self._rows
-        self.written[self._step] += (hi - lo) * self.head_dim
+        """One step call done: its new rows are written (in every layer, head, K and V); the counts are
+        the regions' sums since `begin()` less their rows that were no new tokens."""
+        step, (lo, hi) = self._step, self._rows
+        self.written[step] += (hi - lo) * self.head_dim
+        shape = self.scales.shape
+        if lo > 0 or hi < self._call_rows[step]:
+            for layer, (module, _) in enumerate(self._regions[step]):
+                rows = runtime.profile_of(module)["last"]["clamped_rows"][self._inputs]
+                off = [sum(c for r, c in per_row if not lo <= r < hi) for per_row in rows]
+                self._excluded[step][layer] += np.reshape(off, shape[1:])
+        sums = [n for _, read in self._regions[step] for n in tuple(read())[self._inputs]]
+        self.counts[step] = np.array(sums, np.int64).reshape(shape) - self._excluded[step]
 
     def instrument(self, func, symbol, before_run, ret_value, *args) -> int:
-        layer = self.symbols.get(symbol) if before_run else None
-        if layer is not None:
-            heads = self.scales.shape[2]
-            lo, hi = self._rows
-            for j in range(2):
-                for h in range(heads):
-                    x = args[1 + j * heads + h].numpy()[0, 0, lo:hi]
-                    v = x / self.scales[layer, j, h]  # fp32 / fp32: the staging's one IEEE division
-                    # round_half_even(v) in [-128, 127] exactly when -128.5 <= v < 127.5 (NaN fails both)
-                    self.counts[self._step][layer, j, h] += int(np.count_nonzero(~((v >= -128.5) & (v < 127.5))))
+        """A VM instrument that runs every call (the counts come from the runtime): for callers that chain
+        the LLM's instrument with theirs."""
         return 0  # VMInstrumentReturnKind.NO_OP: run the call
 
     def profile(self, step: str) -> dict:
@@ -116,15 +121,11 @@ class SaturationCounter:
         decodes since), not warned about before."""
         sat = self.counts["prefill"] + self.counts["decode"]
         written = self.written["prefill"] + self.written["decode"]
-        if not written:
+        past = sat.sum(axis=1) > WARN_FRACTION * 2 * written  # [L, H_kv]: K and V together
+        if not written or not past.any():  # every decode step asks: the common answer is cheap
             return
         fraction = sat / written  # [L, 2, H_kv]
-        new = [
-            (layer, h)
-            for layer in range(sat.shape[0])
-            for h in range(sat.shape[2])
-            if (sat[layer, 0, h] + sat[layer, 1, h]) > WARN_FRACTION * 2 * written and (layer, h) not in self.warned
-        ]
+        new = [(layer, h) for layer, h in map(tuple, np.argwhere(past).tolist()) if (layer, h) not in self.warned]
         if not new:
             return
         self.warned.update(new)

@@ -351,8 +351,8 @@ class LLM:
         self.placements = meta["placements"]
         self.reports: dict = {}
         self._lock = _space_lock(meta["state_space"]) if self.resident else threading.RLock()
-        # An int8 cache's saturated values, counted as the VM calls its regions (a no-op for another cache).
-        self._saturation = saturation_counter(self._vm, meta, steps)
+        # An int8 cache's saturated values, counted by its regions' staging (a no-op for another cache).
+        self._saturation = saturation_counter(self._runners, meta)
         self.reset()
 
     # -- the sequence ------------------------------------------------------------------------------------

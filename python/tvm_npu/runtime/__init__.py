@@ -8,6 +8,7 @@ from .artifact import export_library
 from .boundary import Model, check_arguments, signature
 from .library import (
     best_kernel_level,
+    clamped_inputs,
     constant_weight_commands,
     create_module,
     kernel_level,

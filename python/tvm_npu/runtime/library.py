@@ -148,6 +148,13 @@ def saturated_inputs(lib) -> int:
     return sum(sum(profile_of(m)["total"]["saturated_inputs"]) for m in npu_modules(lib))
 
 
+def clamped_inputs(lib) -> int:
+    """How many float32 input values the quantized (int8 / int16) staging of the NPU modules of `lib` clamped
+    to the dtype's range (NaN and +-inf included), over every call since they were loaded or their profile
+    reset (docs/npu.md section 2: per input in each module's `"clamped_inputs"`)."""
+    return sum(sum(profile_of(m)["total"]["clamped_inputs"]) for m in npu_modules(lib))
+
+
 def load_module(path: str | os.PathLike, verify: bool = True):
     """`tvm.runtime.load_module` for a library written by `tvm_npu.export_library`, after checking its
     integrity trailer (runtime/artifact.py: the SHA-256 of every byte) and that the file holds every

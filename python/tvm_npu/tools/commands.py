@@ -189,6 +189,11 @@ def layer_table(prof: dict) -> str:
             f"{prof['saturated_inputs']} float32 input value(s) beyond the fp16 range ran saturated to +-65504 "
             "(docs/npu.md section 2)"
         )
+    if prof["clamped_inputs"]:
+        lines.append(
+            f"{prof['clamped_inputs']} float32 input value(s) beyond an int8 / int16 input's range were clamped "
+            "by its quantized staging (docs/npu.md section 2)"
+        )
     if not prof["layers"]:
         lines.append("nothing ran on the NPU: every op stayed on the CPU (`tvm-npu report` says why)")
     return "\n".join(lines)

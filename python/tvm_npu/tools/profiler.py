@@ -141,7 +141,9 @@ def collect(report: BuildReport, module_profiles: list) -> dict:
         int8 layers); ``sram_peak_bytes`` the planner's largest SRAM use over the regions;
         ``saturated_inputs`` how many finite float32 input values beyond the fp16 range the runtime
         saturated to +-65504 as it staged them (docs/npu.md section 2; per region input in
-        ``regions[symbol]["saturated_inputs"]``); ``layers`` one entry per NPU layer (see `_layer`);
+        ``regions[symbol]["saturated_inputs"]``); ``clamped_inputs`` how many values the quantized
+        (int8 / int16) staging clamped to the dtype's range, NaN included (per region input in
+        ``regions[symbol]["clamped_inputs"]``); ``layers`` one entry per NPU layer (see `_layer`);
         ``regions`` per region counters, host timestamps and the command records; ``config`` the NPU
         configuration. Top-level counters come from the modules' "total" (all calls of the run);
         layers from each module's last call.
@@ -191,6 +193,7 @@ def collect(report: BuildReport, module_profiles: list) -> dict:
                     "ddr_write_bytes",
                     "macs",
                     "saturated_inputs",
+                    "clamped_inputs",
                 )
             },
             **{k: last.get(k, 0) for k in ("host_start_ns", "host_end_ns")},
@@ -204,6 +207,7 @@ def collect(report: BuildReport, module_profiles: list) -> dict:
         "mac_utilization": sum(r["slot_macs"] for r in regions.values()) / slots if slots else 0.0,
         "sram_peak_bytes": max((r["sram_bytes_used"] for r in report.regions.values()), default=0),
         "saturated_inputs": sum(sum(r["saturated_inputs"]) for r in regions.values()),
+        "clamped_inputs": sum(sum(r["clamped_inputs"]) for r in regions.values()),
         "layers": layers,
         "config": conf,
         "regions": regions,
