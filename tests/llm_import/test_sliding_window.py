@@ -6,7 +6,6 @@ stays host-held, saying why. Against onnxruntime on the same file with its (crop
 greedy token over a generation well past the window, and every logits vector within 1e-2 x max(1, max|ref|)."""
 
 import numpy as np
-import onnx
 import pytest
 
 import tvm_npu
@@ -17,7 +16,7 @@ from tvm_npu.frontend import to_step_model
 pytest.importorskip("torch", reason="needs torch to export (pip install '.[llm]')")
 pytest.importorskip("transformers", reason="needs transformers (pip install '.[llm]')")
 
-T, W, DECODES = 32, 8, 20  # the 5-token prompt and 20 decodes: positions up to 24, three windows on
+T, W, DECODES = 32, 8, 20  # the 5-token prompt and 20 decodes: positions up to 24, three times the window
 # (family, config, attention, the layers with a window): Qwen2's window only from layer max_window_layers on;
 # Gemma2 alternates local (windowed) and global layers, its softcap between the scores and the mask
 FAMILIES = {
@@ -37,23 +36,10 @@ def exported(tmp_path_factory):
         if family not in paths:
             config, attn, _ = FAMILIES[family]
             path = str(folder / f"{family}_w{W}.onnx")
-            paths[family] = _own_lengths(hf_export.export(family, path, 0, attn, config=config))
+            paths[family] = hf_export.export(family, path, 0, attn, config=config)
         return paths[family]
 
     return get
-
-
-def _own_lengths(path: str) -> str:
-    """Each layer's past and present lengths named apart (the export names them all past_sequence /
-    total_sequence): a windowed layer's past stops at W - 1 rows while a global layer's grows, and
-    onnxruntime refuses two lengths under one name. Only the declared dim names change."""
-    model = onnx.load(path)
-    for vi in [*model.graph.input, *model.graph.output]:
-        if vi.name.startswith(("past_key_values.", "present.")):
-            dim = vi.type.tensor_type.shape.dim[2]
-            dim.dim_param = f"{vi.name.split('.')[0]}_{vi.name.split('.')[1]}"
-    onnx.save(model, path)
-    return path
 
 
 def _refusals(lm) -> list[str]:
