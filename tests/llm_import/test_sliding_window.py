@@ -11,6 +11,7 @@ import pytest
 import tvm_npu
 from llm_import.test_import_forms import _assert_greedy_path_equal
 from llm_import.test_step_model import _kv, _Reference
+from tvm_npu import NPUError
 from tvm_npu.frontend import to_step_model
 
 pytest.importorskip("torch", reason="needs torch to export (pip install '.[llm]')")
@@ -98,3 +99,20 @@ def test_the_band_is_what_makes_it_exact(exported):
         assert outs[0] <= 1e-4 * max(1.0, np.abs(want).max())  # the band: the export's logits (measured 4.2e-7)
         far.append(outs[1])
     assert max(far[:W]) <= 1e-4 and min(far[W:]) > 1e-2  # causal: 0 in the first window, 0.32-0.85 after
+
+
+def test_the_dynamo_exporters_window_mask_is_refused_naming_the_layer_and_the_fix(tmp_path):
+    """torch.onnx's dynamo export of the same Mistral: its mask indexes attention_mask past the cache once the
+    crops are gone (evaluated for T rows: an IndexError in onnx's reference evaluator), a coded error."""
+    from tvm_npu.models import hf_export
+
+    path = hf_export.export(
+        "mistral", str(tmp_path / "dyn.onnx"), 0, "sdpa", exporter="dynamo", config=FAMILIES["mistral"][0]
+    )
+    with pytest.raises(NPUError) as err:
+        to_step_model(path, T, 1)
+    msg = str(err.value)
+    assert err.value.code == "ERR_OP_NOT_SUPPORTED" and msg.startswith(
+        f"ERR_OP_NOT_SUPPORTED: layer 0: a sliding window of {W} rows"
+    )
+    assert "export with the TorchScript exporter" in msg and f"compile with max_context <= {W}" in msg

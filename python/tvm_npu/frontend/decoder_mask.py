@@ -95,6 +95,20 @@ def _not_causal(name: str, why: str) -> NPUError:
     )
 
 
+def _unevaluable(err: Exception, total: int, crops: dict[int, int]) -> NPUError:
+    why = f"the export's mask fails to compute for a cache of {total} rows ({type(err).__name__}: {err})"
+    if not crops:
+        return _not_causal("attention_mask", why)
+    layer, window = min(crops.items())
+    return NPUError(
+        "ERR_OP_NOT_SUPPORTED",
+        f"layer {layer}: a sliding window of {window} rows < max_context {total}, and {why}: a mask written for "
+        "the cropped cache only (torch.onnx's dynamo exporter writes transformers' sliding-window mask so), which "
+        "the step model's whole cache breaks; export with the TorchScript exporter (torch.onnx.export(dynamo="
+        f"False)), whose mask the importer rebuilds, or compile with max_context <= {window}",
+    )
+
+
 def _window(got: np.ndarray, seq: int, total: int) -> int | None:
     """W when the mask `got` (of the all-ones attention_mask) shows the last query fewer than all `total`
     rows (a sliding window's band), else None (causal, or a mask _encoding refuses)."""
@@ -229,7 +243,10 @@ def rebuild_mask(model: onnx.ModelProto, values: dict[str, np.ndarray], seq: int
     rng = np.random.default_rng(0)
     opset = opset_of(model)
     trials = _trials(seq, total, rng)
-    outs = [_evaluate(model, nodes, frontier, values, m.reshape(1, total)) for m in trials]
+    try:
+        outs = [_evaluate(model, nodes, frontier, values, m.reshape(1, total)) for m in trials]
+    except Exception as err:  # noqa: BLE001 - a mask that cannot be computed for T rows is one user error
+        raise _unevaluable(err, total, crops or {}) from None
     new_nodes, new_inits, windows = [], [], {}
     for k, name in enumerate(frontier):
         window = windows[name] = _window(outs[0][k], seq, total)
