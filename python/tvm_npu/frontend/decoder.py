@@ -7,11 +7,11 @@ names are found by data flow and renamed to these first (decoder_pasts.py). The 
 S tokens against a static cache of T = max_context rows, inputs `input_ids` [1, S], `position` [1],
 `cache.{i}.key/value` [1, H_kv, T, D]; outputs `logits` [1, S, vocab], `cache_out.{i}.key/value`.
 
-The rewrites, one file each: the symbolic dims fixed (batch 1, S, past T - S) and the shape
-arithmetic folded (decoder_fold.py); each past's cache append, found by data flow in one of the forms
-of decoder_forms.APPENDS, turned into a cache write at `position` (decoder_cache.py); the mask rebuilt
-from `position` (decoder_mask.py); each K^T form of decoder_forms.KEY_TRANSPOSES rewritten to the 4-D
-Transpose the resident cache recognises.
+The rewrites, one file each: a sliding window's crops around the appends removed (decoder_crops.py); the
+symbolic dims fixed (batch 1, S, past T - S) and the shape arithmetic folded (decoder_fold.py); each
+past's cache append, found by data flow in one of the forms of decoder_forms.APPENDS, turned into a
+cache write at `position` (decoder_cache.py); the mask rebuilt from `position` (decoder_mask.py); each
+K^T form of decoder_forms.KEY_TRANSPOSES rewritten to the 4-D Transpose the resident cache recognises.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """The append of transformers' DynamicCache(config=...) on a config with `sliding_window` W (Mistral,
 Qwen2, Gemma2's local layers): past -> Slice (its last W - 1 rows) -> Concat(., new, axis=2) -> Slice
-(the last rows, W - 1 in transformers) -> present. The attention reads the Concat. Both crops are
-dropped and the cache keeps all T rows: the first crop only drops past rows that the window's mask
-hides from every query of the call (query s at p + s sees rows p + s - W < t <= p + s, so at most the
-last W - 1 past rows), the second only rows a later call's window no longer reaches. With max_context
-T <= W nothing is hidden (the mask is causal); with W < T the Append carries the window and the mask
-rebuilt from `position` is the band (decoder_mask.py), which must then hide every row the crop drops."""
+(the last rows, W - 1 in transformers) -> present. The attention reads the Concat. decoder_crops.py
+finds this form on a folded copy and removes both crops before folding, so the cache keeps all T rows:
+the first crop only drops past rows that the window's mask hides from every query of the call (query s
+at p + s sees rows p + s - W < t <= p + s, so at most the last W - 1 past rows), the second only rows a
+later call's window no longer reaches. With max_context T <= W nothing is hidden (the mask is causal);
+with W < T the Append carries the window and the mask rebuilt from `position` is the band
+(decoder_mask.py), which must then hide every row the crop drops."""
 
 from __future__ import annotations
 
