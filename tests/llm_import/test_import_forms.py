@@ -144,16 +144,16 @@ def test_mistral_with_a_window_equal_to_max_context_is_exact(made):
     lm = tvm_npu.llm.compile(path, max_context=8, prefill_len=8)
     assert lm.resident
     _assert_greedy_path_equal(path, lm, context=8, decodes=3)  # the prefill, positions 5 and 6 compared
-    with pytest.raises(NPUError, match="a sliding window of 8 < max_context 9"):
-        to_step_model(path, 9, 1)
 
 
-def test_a_sliding_window_below_max_context_is_refused_naming_it():
+def test_a_window_crop_under_a_causal_mask_is_refused_naming_the_layer():
+    """The cache cropped to 7 past rows, the mask causal: the step model's whole cache would show a query
+    rows the export drops (tests/llm_import/test_sliding_window.py: the crop under its band)."""
     model = helper_decoders.build("gpt2", window=8)
     code, msg = _code(lambda: to_step_model(model, T, 1))
     assert code == "ERR_OP_NOT_SUPPORTED"
-    assert "a sliding-window cache: past_key_values.0.key is cropped to its last 7 rows" in msg
-    assert "a sliding window of 8 < max_context 32" in msg and "(node 'Slice_" in msg
+    assert "layer 0: the export keeps only the last 7 past rows of its cache (a sliding window of 8)" in msg
+    assert "which shows every earlier row (causal)" in msg and "export the layer with its sliding-window mask" in msg
 
 
 def test_two_candidate_caches_are_refused_naming_the_node():

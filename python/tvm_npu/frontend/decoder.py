@@ -7,11 +7,11 @@ names are found by data flow and renamed to these first (decoder_pasts.py). The 
 S tokens against a static cache of T = max_context rows, inputs `input_ids` [1, S], `position` [1],
 `cache.{i}.key/value` [1, H_kv, T, D]; outputs `logits` [1, S, vocab], `cache_out.{i}.key/value`.
 
-The rewrites, one file each: the symbolic dims fixed (batch 1, S, past T - S) and the shape
-arithmetic folded (decoder_fold.py); each past's cache append, found by data flow in one of the forms
-of decoder_forms.APPENDS, turned into a cache write at `position` (decoder_cache.py); the mask rebuilt
-from `position` (decoder_mask.py); each K^T form of decoder_forms.KEY_TRANSPOSES rewritten to the 4-D
-Transpose the resident cache recognises.
+The rewrites, one file each: a sliding window's crops around the appends removed (decoder_crops.py); the
+symbolic dims fixed (batch 1, S, past T - S) and the shape arithmetic folded (decoder_fold.py); each
+past's cache append, found by data flow in one of the forms of decoder_forms.APPENDS, turned into a
+cache write at `position` (decoder_cache.py); the mask rebuilt from `position` (decoder_mask.py); each
+K^T form of decoder_forms.KEY_TRANSPOSES rewritten to the 4-D Transpose the resident cache recognises.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from ..contract.errors import NPUError
-from . import contrib, decoder_cache, decoder_fold, decoder_mask, decoder_pasts, decoder_positions
+from . import contrib, decoder_cache, decoder_crops, decoder_fold, decoder_mask, decoder_pasts, decoder_positions
 from .decoder_forms import KEY_TRANSPOSES
 from .decoder_forms.common import Context
 
@@ -207,13 +207,13 @@ def to_step_model(model: onnx.ModelProto | str | os.PathLike, max_context: int, 
     heads, dim = _kv_shape(model)
     declared = _declared_vocab(model)
     computed = decoder_positions.rewrite(model, seq_len, _specialize)  # positions computed in the graph
+    crops = decoder_crops.remove(model, seq_len, max_context, _specialize)  # sliding windows: {layer: W < T}
     _specialize(model, seq_len, max_context)
     decoder_fold.fold(model)
     values = decoder_fold.constants(model.graph)
     shapes = decoder_fold.static_shapes(model)
-    # the cache first: a sliding window < max_context is refused naming the window, before its banded mask
     decoder_cache.write_caches(model, layers, heads, seq_len, Context.of(model.graph, values, shapes, max_context))
-    decoder_mask.rebuild_mask(model, values, seq_len, max_context)
+    decoder_mask.rebuild_mask(model, values, seq_len, max_context, crops)
     if not computed:
         decoder_cache.position_ids(model, seq_len)
     _interface(model, layers, heads, dim, seq_len, max_context)

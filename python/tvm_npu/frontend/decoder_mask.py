@@ -12,6 +12,12 @@ one additive [1, 1, S, T] mask that every layer adds to its scores). Each fronti
 one known encoding: additive (0 where seen, one negative value where hidden) or boolean (True where
 seen, or True where hidden). Only then is it replaced by the same encoding of t <= position + s;
 anything else is a coded error naming the tensor.
+
+A sliding window W < T (Mistral, Qwen2's use_sliding_window, Gemma2's local layers) is a band: query s
+sees rows position + s - W < t <= position + s. Its W is read off the export's mask (the rows the last
+query sees with no padding), the band is checked like the causal mask and rebuilt from `position` the
+same way. A layer whose export crops its cache to W - 1 past rows (decoder_forms/sliding_crop.py) must
+have a mask that hides at least the rows the crop drops, since the step model reads the whole cache.
 """
 
 from __future__ import annotations
@@ -84,8 +90,41 @@ def _not_causal(name: str, why: str) -> NPUError:
     return NPUError(
         "ERR_OP_NOT_SUPPORTED",
         f"no causal attention mask built from attention_mask: {name} is {why}; the importer rebuilds the "
-        "mask from `position` only when the export's mask is causal AND attention_mask (Hugging Face's)",
+        "mask from `position` only when the export's mask is causal (or a sliding window's band) AND "
+        "attention_mask (Hugging Face's)",
     )
+
+
+def _unevaluable(err: Exception, total: int, crops: dict[int, int]) -> NPUError:
+    why = f"the export's mask fails to compute for a cache of {total} rows ({type(err).__name__}: {err})"
+    if not crops:
+        return _not_causal("attention_mask", why)
+    layer, window = min(crops.items())
+    return NPUError(
+        "ERR_OP_NOT_SUPPORTED",
+        f"layer {layer}: a sliding window of {window} rows < max_context {total}, and {why}: a mask written for "
+        "the cropped cache only (torch.onnx's dynamo exporter writes transformers' sliding-window mask so), which "
+        "the step model's whole cache breaks; export with the TorchScript exporter (torch.onnx.export(dynamo="
+        f"False)), whose mask the importer rebuilds, or compile with max_context <= {window}",
+    )
+
+
+def _window(got: np.ndarray, seq: int, total: int) -> int | None:
+    """W when the mask `got` (of the all-ones attention_mask) shows the last query fewer than all `total`
+    rows (a sliding window's band), else None (causal, or a mask _encoding refuses)."""
+    if got.ndim < 2 or got.shape[-2:] != (seq, total):
+        return None
+    last = got.reshape(-1, seq, total)[0, -1]
+    seen = (last if last[-1] else ~last) if got.dtype == np.bool_ else last == 0
+    count = int(seen.sum())
+    return count if 0 < count < total else None
+
+
+def _keep(seq: int, total: int, window: int | None) -> np.ndarray:
+    """[S, T] bool: row t seen by query s at total - seq + s (causal; with a window, the last W rows)."""
+    rows, tokens = np.arange(total)[None, :], total - seq + np.arange(seq)[:, None]
+    keep = rows <= tokens
+    return keep & (rows > tokens - window) if window else keep
 
 
 def _trials(seq: int, total: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -100,11 +139,13 @@ def _trials(seq: int, total: int, rng: np.random.Generator) -> list[np.ndarray]:
     return masks
 
 
-def _step_mask(name: str, encoding: tuple[str, float], shape: tuple[int, ...], dtype, seq: int, total: int, opset):
+def _step_mask(name: str, encoding: tuple[str, float], shape: tuple[int, ...], dtype, seq: int, total: int, opset,
+               window: int | None = None):  # fmt: skip
     """Nodes computing the frontier tensor `name` from `position`: row t hidden from token s when
-    position + s < t, as Unsqueeze -> Less -> Where (or Not) -> Expand. The additive form is the mask
-    of `tvm_npu.models.decoder`'s step models, which the resident cache recognises and derives from
-    the position register instead (partition/kv_cache_check.py)."""
+    position + s < t, as Unsqueeze -> Less -> Where (or Not) -> Expand; with a window W also when
+    t + W - 1 < position + s (a second Less, Or). The additive causal form is the mask of
+    `tvm_npu.models.decoder`'s step models, which the resident cache recognises and derives from the
+    position register instead (partition/kv_cache_check.py); the band stays on the host-held cache."""
     p = f"{name}/step_"
     inits = [
         numpy_helper.from_array(np.arange(seq, dtype=np.int64), p + "steps"),
@@ -121,16 +162,24 @@ def _step_mask(name: str, encoding: tuple[str, float], shape: tuple[int, ...], d
         unsqueeze,  # [S, 1]
         helper.make_node("Less", [p + "column", p + "rows"], [p + "later"]),  # [S, T]: t after the token
     ]
+    if window:  # t + W - 1 < position + s: before the window; hidden = later or earlier
+        first = np.arange(total, dtype=np.int64).reshape(1, total) + (window - 1)
+        inits.append(numpy_helper.from_array(first, p + "rows_last"))
+        nodes.append(helper.make_node("Less", [p + "rows_last", p + "column"], [p + "earlier"]))
+        nodes.append(helper.make_node("Or", [p + "later", p + "earlier"], [p + "outside"]))
+        outside = p + "outside"
+    else:
+        outside = p + "later"
     kind, value = encoding
     if kind == "keep":
-        nodes.append(helper.make_node("Not", [p + "later"], [p + "mask"]))
+        nodes.append(helper.make_node("Not", [outside], [p + "mask"]))
     elif kind == "add":
         zero = numpy_helper.from_array(np.zeros((), dtype), p + "zero")
         hide = numpy_helper.from_array(np.array(value, dtype), p + "hidden")
         inits += [zero, hide]
-        nodes.append(helper.make_node("Where", [p + "later", p + "hidden", p + "zero"], [p + "mask"]))
+        nodes.append(helper.make_node("Where", [outside, p + "hidden", p + "zero"], [p + "mask"]))
     else:
-        nodes.append(helper.make_node("Identity", [p + "later"], [p + "mask"]))
+        nodes.append(helper.make_node("Identity", [outside], [p + "mask"]))
     nodes.append(helper.make_node("Expand", [p + "mask", p + "shape"], [name]))
     return nodes, inits
 
@@ -140,26 +189,68 @@ def _fp16_safe(value: float) -> float:
     minimum, what transformers writes). Staged into an fp16 NPU input (a host-held cache) such a value would
     saturate to -65504 on every call, with the runtime's warning; -inf stages as itself (docs/npu.md section
     2) and gives the same softmax as the export: exp(z) of a hidden score is 0.0 exactly in float32 for
-    either value, and every query row sees cache row 0, so no row is hidden whole (which would be NaN)."""
+    either value, and every query row sees its own row, so no row is hidden whole (which would be NaN)."""
     return -np.inf if value < -_FP16_MAX else value
 
 
-def rebuild_mask(model: onnx.ModelProto, values: dict[str, np.ndarray], seq: int, total: int) -> None:
+def _scores_mask(graph: onnx.GraphProto, keys: str, frontier: set[str]) -> str | None:
+    """The frontier tensor the attention of the cache `keys` adds to its scores: the first one read on
+    the way down from the keys (breadth first: Q x K^T, its factors and softcap, then the mask)."""
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    level, seen = [keys], {keys}
+    for _ in range(16):
+        nxt = []
+        for tensor in level:
+            for node in readers.get(tensor, []):
+                hit = [i for i in node.input if i in frontier]
+                if hit:
+                    return hit[0]
+                nxt += [o for o in node.output if o not in seen]
+                seen.update(node.output)
+        level = nxt
+    return None
+
+
+def _check_crops(graph: onnx.GraphProto, crops: dict[int, int], windows: dict[str, int | None]) -> None:
+    """Each cropped layer's mask hides the rows its crop drops: a band of at most the crop's window."""
+    for layer, crop in sorted(crops.items()):
+        name = _scores_mask(graph, f"cache_out.{layer}.key", set(windows))
+        band = windows.get(name) if name is not None else None
+        if name is None or band is None or band > crop:
+            sees = "no mask built from attention_mask" if name is None else f"its mask {name}, which shows "
+            sees += "" if name is None else "every earlier row (causal)" if band is None else f"the last {band} rows"
+            raise NPUError(
+                "ERR_OP_NOT_SUPPORTED",
+                f"layer {layer}: the export keeps only the last {crop - 1} past rows of its cache (a sliding "
+                f"window of {crop}) but its scores take {sees}; the step model reads every cache row, so "
+                "the mask must hide the rows the crop drops: export the layer with its sliding-window mask "
+                "(transformers' own for a config with sliding_window), or compile with max_context <= the window",
+            )
+
+
+def rebuild_mask(model: onnx.ModelProto, values: dict[str, np.ndarray], seq: int, total: int,
+                 crops: dict[int, int] | None = None) -> None:  # fmt: skip
     """Replace the export's mask (from `attention_mask`, checked as described above) by one computed
-    from the graph input `position` [1]; `attention_mask` is then read by nothing."""
+    from the graph input `position` [1]; `attention_mask` is then read by nothing. `crops`: the sliding
+    window of each layer whose cache the export crops (decoder_cache.write_caches)."""
     graph = model.graph
     nodes, frontier = _cone(graph, "attention_mask", set(values))
     if not frontier:
         raise _not_causal("attention_mask", "read by nothing")
     rng = np.random.default_rng(0)
     opset = opset_of(model)
-    past = total - seq
-    keeps, outs = [], []
-    for m in _trials(seq, total, rng):
-        keeps.append((np.arange(total)[None, :] <= past + np.arange(seq)[:, None]) & (m[None, :] == 1))
-        outs.append(_evaluate(model, nodes, frontier, values, m.reshape(1, total)))
-    new_nodes, new_inits = [], []
+    trials = _trials(seq, total, rng)
+    try:
+        outs = [_evaluate(model, nodes, frontier, values, m.reshape(1, total)) for m in trials]
+    except Exception as err:  # noqa: BLE001 - a mask that cannot be computed for T rows is one user error
+        raise _unevaluable(err, total, crops or {}) from None
+    new_nodes, new_inits, windows = [], [], {}
     for k, name in enumerate(frontier):
+        window = windows[name] = _window(outs[0][k], seq, total)
+        keeps = [_keep(seq, total, window) & (m[None, :] == 1) for m in trials]
         codes = [_encoding(name, out[k], keep) for keep, out in zip(keeps, outs)]
         kinds = {kind for kind, _ in codes}
         hidden = {value for _, value in codes if value is not None}
@@ -168,9 +259,10 @@ def rebuild_mask(model: onnx.ModelProto, values: dict[str, np.ndarray], seq: int
         got = outs[0][k]
         value = hidden.pop() if hidden else float(np.finfo(got.dtype).min) if got.dtype != np.bool_ else 0.0
         value = _fp16_safe(value)
-        n, i = _step_mask(name, (kinds.pop(), value), got.shape, got.dtype, seq, total, opset)
+        n, i = _step_mask(name, (kinds.pop(), value), got.shape, got.dtype, seq, total, opset, window)
         new_nodes += n
         new_inits += i
+    _check_crops(graph, crops or {}, windows)
     producers = {o for n in nodes for o in n.output if o in frontier}
     kept = [n for n in graph.node if not any(o in producers for o in n.output)]
     del graph.node[:]

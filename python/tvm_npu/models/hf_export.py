@@ -139,6 +139,11 @@ def export(
     return export_model(build_model(arch, seed, attn, **sizes), path, exporter, opset)
 
 
+def _length(kind: str, name: str, windowed: bool) -> str:
+    """The name of a past / present input's length: shared, or its layer's own with a sliding window."""
+    return f"{kind}_sequence_{name.split('.')[1]}" if windowed else f"{kind}_sequence"
+
+
 def export_model(model, path: str, exporter: str = "torchscript", opset=None) -> str:
     """Export the transformers causal LM `model` (eval mode, float32) as a decoder-with-past to `path` by
     `exporter` (as `export` says), written to a temporary file beside it and renamed."""
@@ -164,8 +169,11 @@ def export_model(model, path: str, exporter: str = "torchscript", opset=None) ->
     else:
         axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "total_sequence"}}
         axes["position_ids"] = {0: "batch", 1: "sequence"}
-        axes.update({n: {0: "batch", 2: "past_sequence"} for n in names_past})
-        axes.update({n: {0: "batch", 2: "total_sequence"} for n in names_present})
+        # a sliding window's layer keeps at most W - 1 past rows while a global layer's grow: lengths named
+        # per layer (onnxruntime refuses two lengths under one name), else the optimum-style shared names
+        windowed = getattr(cfg, "sliding_window", None) is not None
+        axes.update({n: {0: "batch", 2: _length("past", n, windowed)} for n in names_past})
+        axes.update({n: {0: "batch", 2: _length("total", n, windowed)} for n in names_present})
         axes["logits"] = {0: "batch", 1: "sequence"}
         torch.onnx.export(
             _WithPast(model), _example(cfg, 1), tmp, dynamic_axes=axes, opset_version=17, dynamo=False, **names

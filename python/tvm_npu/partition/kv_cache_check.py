@@ -205,6 +205,23 @@ def _unit_broadcast(g: Graph, mask, S: int, T: int):
     return bcast.args[0] if ok else mask
 
 
+def _band(g: Graph, cond, position, S: int, T: int) -> int | None:
+    """W when `cond` is the band of a sliding window (decoder_mask.py's): less(column, arange(T)) or
+    less(arange(T) + W - 1, column), column the positions as [S, 1]; else None."""
+    either = _call(g, cond, "logical_or")
+    later = _call(g, either.args[0], "less") if either is not None else None
+    earlier = _call(g, either.args[1], "less") if either is not None else None
+    if later is None or earlier is None or not earlier.args[1].same_as(later.args[0]):
+        return None
+    col = _unsqueeze_of(g, later.args[0], 1)
+    first = constant_value(earlier.args[0])
+    if col is None or not _positions(g, col, position, S) or first is None or first.shape != (1, T):
+        return None
+    window = int(first.reshape(-1)[0]) + 1
+    ok = _int_const(later.args[1], np.arange(T, dtype=np.int64)[None, :]) and 0 < window < T
+    return window if ok and np.array_equal(first.reshape(-1), np.arange(T) + window - 1) else None
+
+
 def _check_mask(g: Graph, mask, position, S: int, T: int) -> None:
     mask = _unit_broadcast(g, mask, S, T)
     where = _call(g, mask, "where")
@@ -212,6 +229,15 @@ def _check_mask(g: Graph, mask, position, S: int, T: int) -> None:
     if where is None:
         raise fail
     cond, hidden, kept = where.args
+    window = _band(g, cond, position, S, T)
+    if window is not None:  # the causal SOFTMAX hides the rows after each query only
+        raise _NoMatch(
+            constraint_kv_mask,
+            mask,
+            f"a sliding window of {window} rows < max_context {T} (a band: the NPU's causal SOFTMAX hides only "
+            "the rows after each query), computed exactly with the host-held cache; compile with max_context <= "
+            f"{window} to keep the cache on the NPU",
+        )
     less = _call(g, cond, "less")
     col = _unsqueeze_of(g, less.args[0], 1) if less is not None else None
     if col is None or not _positions(g, col, position, S):

@@ -21,13 +21,17 @@ class Append:
     write(node, cache, indices) with the static cache's input name and the ScatterND indices [1, H_kv, S, 3]
     (rows (0, h, position + s)), it rewrites `node` itself and returns the nodes to put at the graph's
     start (reading only graph inputs, the indices and initializers); the output `present` is then renamed
-    cache_out.{i}.{kv}, as for a Concat."""
+    cache_out.{i}.{kv}, as for a Concat.
+
+    `window` W: the export keeps only the last W - 1 past rows (a sliding window smaller than the cache);
+    the step model reads every row, so the layer's mask must hide the others (checked in decoder_mask.py)."""
 
     node: onnx.NodeProto
     new: str
     present: str
     dropped: list = field(default_factory=list)
     write: Callable[[onnx.NodeProto, str, str], list] | None = None
+    window: int | None = None
 
 
 @dataclass
@@ -63,8 +67,8 @@ def not_mapped(what: str, node: onnx.NodeProto | None = None) -> NPUError:
     return NPUError(
         "ERR_OP_NOT_SUPPORTED",
         f"{what}{where}; the importer maps a decoder-with-past export whose layers append each past key/value "
-        "and the new one along the sequence axis (Concat, optionally inside crop Slices of a sliding window "
-        "at least max_context) and return the result as a graph output",
+        "and the new one along the sequence axis (Concat, optionally inside the crop Slices of a sliding "
+        "window) and return the result as a graph output",
     )
 
 

@@ -26,5 +26,5 @@ def find(graph: onnx.GraphProto, past: str, ctx: Context) -> Append | None:
     node = found[0]
     presents = [o for o in node.output if o in ctx.outputs]
     if not presents:
-        return None  # perhaps inside crops: sliding_crop.py
+        return None
     return Append(node, node.input[1], presents[0])

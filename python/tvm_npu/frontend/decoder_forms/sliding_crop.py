@@ -1,16 +1,18 @@
 """The append of transformers' DynamicCache(config=...) on a config with `sliding_window` W (Mistral,
-Gemma2): past -> Slice (its last W - 1 rows) -> Concat(., new, axis=2) -> Slice (the last rows, W - 1 in
-transformers) -> present. The attention reads the Concat. With max_context T <= W the first crop keeps
-every row of the past (T - S <= W - 1) and every query q < T sees all rows <= q (the window's mask is
-causal there); the second crop only drops rows a later step would read at positions >= T, which the
-step model never reaches. Both crops are dropped and the cache keeps all T rows. A window < T would drop
-rows a query reads (banded attention): refused, naming the window and max_context."""
+Qwen2, Gemma2's local layers): past -> Slice (its last W - 1 rows) -> Concat(., new, axis=2) -> Slice
+(the last rows, W - 1 in transformers) -> present. The attention reads the Concat. decoder_crops.py
+finds this form on a folded copy and removes both crops before folding, so the cache keeps all T rows:
+the first crop only drops past rows that the window's mask hides from every query of the call (query s
+at p + s sees rows p + s - W < t <= p + s, so at most the last W - 1 past rows), the second only rows a
+later call's window no longer reaches. With max_context T <= W nothing is hidden (the mask is causal);
+with W < T the Append carries the window and the mask rebuilt from `position` is the band
+(decoder_mask.py), which must then hide every row the crop drops."""
 
 from __future__ import annotations
 
 import onnx
 
-from .common import Append, Context, const_ints, not_mapped
+from .common import Append, Context, const_ints
 from .concat import appends_of
 
 
@@ -46,12 +48,6 @@ def find(graph: onnx.GraphProto, past: str, ctx: Context) -> Append | None:
     if len(tails) != 1:
         return None
     window = _kept_last(ctx, crop) + 1  # the past keeps window - 1 rows: a query sees the last `window`
-    if window < ctx.T:
-        raise not_mapped(
-            f"a sliding-window cache: {past} is cropped to its last {window - 1} rows (a sliding window of "
-            f"{window} < max_context {ctx.T}); a window smaller than max_context is banded attention, which "
-            "the importer does not build: compile with max_context <= the window",
-            crop,
-        )
     node.input[0] = past
-    return Append(node, node.input[1], tails[0].output[0], dropped=[crop, tails[0]])
+    band = window if window < ctx.T else None  # T <= W: every query sees every row it can, plain causal
+    return Append(node, node.input[1], tails[0].output[0], dropped=[crop, tails[0]], window=band)
