@@ -58,9 +58,10 @@ def test_lstm_wake_word_tutorial_streams_on_the_npu_as_accurately_as_float(tmp_p
     assert s["pinned"] == 2 * (7 - 1) and s["cycles_per_inference"] > 0
     assert "no DMA moves them" in out
     # int8 weights and activations with a 16-bit cell state (tvm_npu.quantize's default, TFLite's 16x8
-    # LSTM scheme): within 2 points of float. The model trained at 16 bits (the same on every machine):
-    # quick 92.9% vs 94.2% (3 of 240 utterances), the full tutorial 93.8% vs 95.6%.
-    assert s["float_accuracy"] - s["int8_accuracy"] <= 0.02 and s["int8_cycles_per_inference"] > 0
+    # LSTM scheme): within 1 point of float, with the feature normalization as the model's first ops. The
+    # model trained at 16 bits (the same on every machine): quick 94.2% vs 94.2%, the full tutorial 95.8%
+    # vs 95.6%; with the normalization folded into the input weights, 92.9% and 93.8% (-1.3, -1.9 points).
+    assert s["float_accuracy"] - s["int8_accuracy"] <= 0.01 and s["int8_cycles_per_inference"] > 0
 
 
 def test_quickstart_tutorial_runs(tmp_path):
