@@ -154,6 +154,30 @@ def test_qdq_cnn_counts_the_input_values_its_staging_clamps(qdq_cnn):
     assert f"{want} float32 input value(s) beyond an int8 / int16 input's range" in layer_table(prof)
 
 
+def test_sessions_count_the_values_their_staging_clamps(qdq_cnn):
+    """StreamingSession and AsyncModel give the clamped count of their calls, against the numpy formula
+    with the stream's scale and zero point, summed over two calls."""
+    _, ex, _ = qdq_cnn
+    (desc,) = [t for t in staged_descriptors(ex) if t.role == "input"]
+    rng = np.random.default_rng(9)
+    xs = [rng.standard_normal((1, 3, 17, 17)).astype(np.float32) * s for s in (8, 3)]
+    r = [np.rint(x / np.float32(desc.scale)) + desc.zero_point for x in xs]
+    want = int(sum((~((q >= -128) & (q <= 127))).sum() for q in r))
+    assert want > 0
+    am = tvm_npu.AsyncModel(ex)
+    for m in npu_modules(am.vm):
+        m["reset_profile"]()
+    for x in xs:
+        am.start(x).wait(timeout=60)
+    assert am.clamped_inputs() == want and am.saturated_inputs() == 0
+    sess = tvm_npu.StreamingSession(ex, {"x": (1, 3, 17, 17)}, ["y"], state={})
+    for m in npu_modules(sess.vm):
+        m["reset_profile"]()
+    for x in xs:
+        sess(x=x)
+    assert sess.clamped_inputs() == want
+
+
 def test_a_quantize_of_an_npu_result_stays_on_the_cpu_with_a_reason():
     """quantize(x @ w) in a float model: the dense layer runs on the NPU (fp16), its quantize does not (the
     NPU has no float-to-integer command); the reason says so."""

@@ -63,6 +63,11 @@ class StreamingSession:
         session's calls (docs/npu.md section 2; `runtime.saturated_inputs`)."""
         return runtime.saturated_inputs(self.vm)
 
+    def clamped_inputs(self) -> int:
+        """Float32 input values an int8 / int16 input's staging clamped to its range (NaN and +-inf
+        included) over this session's calls (docs/npu.md section 2; `runtime.clamped_inputs`)."""
+        return runtime.clamped_inputs(self.vm)
+
     def reset(self):
         """Zero state: the next call starts a new sequence."""
         with self._lock:
@@ -112,6 +117,11 @@ class AsyncModel:
         """Float32 input values beyond the fp16 range that the NPU saturated to +-65504 over the calls
         so far (docs/npu.md section 2; `runtime.saturated_inputs`)."""
         return runtime.saturated_inputs(self.vm)
+
+    def clamped_inputs(self) -> int:
+        """Float32 input values an int8 / int16 input's staging clamped to its range (NaN and +-inf
+        included) over the calls so far (docs/npu.md section 2; `runtime.clamped_inputs`)."""
+        return runtime.clamped_inputs(self.vm)
 
     def start(self, *inputs) -> Pending:
         """Start a call of the entry function on `inputs`, checked here against the compiled signature
