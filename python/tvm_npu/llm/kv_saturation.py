@@ -107,11 +107,6 @@ class SaturationCounter:
         sums = [n for _, read in self._regions[step] for n in tuple(read())[self._inputs]]
         self.counts[step] = np.array(sums, np.int64).reshape(shape) - self._excluded[step]
 
-    def instrument(self, func, symbol, before_run, ret_value, *args) -> int:
-        """A VM instrument that runs every call (the counts come from the runtime): for callers that chain
-        the LLM's instrument with theirs."""
-        return 0  # VMInstrumentReturnKind.NO_OP: run the call
-
     def profile(self, step: str) -> dict:
         """`lm.profile()[step]`'s counters: kv_saturated [L][2][H_kv] (K, V), kv_values_written."""
         return {"kv_saturated": self.counts[step].tolist(), "kv_values_written": self.written[step]}
