@@ -2,7 +2,8 @@
 `tvm_npu.llm.compile(..., max_context=32, prefill_len=8)` on npu-ref and measured against onnxruntime on
 the same file (tests/llm_import/ort_reference.py, quantized weights run as the file means them).
 
-Producers: torch.onnx's TorchScript and dynamo exporters (tvm_npu.models.hf_export), `onnx.helper`
+Producers: torch.onnx's TorchScript and dynamo exporters (tvm_npu.models.hf_export; dynamo at its default
+opset 18 and at opset 23, where sdpa is ONNX's Attention op), `onnx.helper`
 (tests/llm_import/helper_decoders.py; GPT-2 and Llama layouts), onnxruntime-genai folders (fp32, int4;
 tests/fixtures/genai), optimum (tests/fixtures/optimum/<family>/model.onnx, when that folder exists), and
 onnxruntime's MatMulNBitsQuantizer on the TorchScript export (MatMulNBits symmetric / asymmetric, and QDQ:
@@ -51,7 +52,7 @@ from tvm_npu import NPUError  # noqa: E402
 
 FAMILIES = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "gemma", "gemma2")
 PRODUCERS = ("torchscript", "ort-sym", "ort-asym", "ort-qdq", "genai-fp32", "genai-int4", "onnx.helper",
-             "optimum", "large", "dynamo")  # fmt: skip
+             "optimum", "large", "dynamo", "dynamo-23")  # fmt: skip
 GENAI = {"llama": "llama", "qwen2": "qwen2", "mistral": "mistral", "phi3": "phi3"}
 HELPER_SEEDS = {"gpt2": 1, "llama": 0}  # as tests/llm_import/test_import_forms.py
 TORCH_SEEDS = {"gemma": 1, "gemma2": 0}
@@ -69,14 +70,15 @@ class Files:
     def __init__(self, tmp: str, optimum: str):
         self.tmp, self.optimum, self.made = tmp, optimum, {}
 
-    def export(self, family: str, exporter: str, **sizes) -> str:
-        key = ("export", family, exporter, tuple(sorted(sizes.items())))
+    def export(self, family: str, exporter: str, opset=None, **sizes) -> str:
+        key = ("export", family, exporter, opset, tuple(sorted(sizes.items())))
         if key not in self.made:
             from tvm_npu.models import hf_export
 
             attn = "eager" if family == "gemma2" else "sdpa"  # Gemma2 has no sdpa form in transformers 5.24
             path = os.path.join(self.tmp, f"{exporter}_{family}_{len(self.made)}.onnx")
-            self.made[key] = hf_export.export(family, path, TORCH_SEEDS.get(family, 0), attn, exporter, **sizes)
+            seed = TORCH_SEEDS.get(family, 0)
+            self.made[key] = hf_export.export(family, path, seed, attn, exporter, opset, **sizes)
         return self.made[key]
 
     def nbits(self, family: str, producer: str, **sizes) -> str:
@@ -90,6 +92,8 @@ class Files:
         """The file (or folder) `producer` makes of `family`; None where it makes none."""
         if producer in ("torchscript", "dynamo"):
             return self.export(family, producer)
+        if producer == "dynamo-23":  # opset 23: sdpa as ONNX's Attention op, RoPE as RotaryEmbedding
+            return self.export(family, "dynamo", opset=23)
         if producer in NBITS:
             return self.nbits(family, producer)
         if producer.startswith("genai-"):
