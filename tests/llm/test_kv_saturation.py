@@ -39,6 +39,17 @@ def _capture(lm):
     return calls
 
 
+def _moved_last_chunk():
+    """(the narrow GPT-2 LLM, its captured calls) after a 42-token prefill at T 44, S 8: chunks at 0 .. 32,
+    then one at 36 that writes rows 36..39 again, with rows 42, 43 padding."""
+    lm = _narrow("gpt2")
+    calls = _capture(lm)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", KVSaturationWarning)
+        lm.prefill(np.random.default_rng(7).integers(0, lm.vocab, 42))
+    return lm, calls
+
+
 def _state_count(lm, calls, lo: int, hi: int) -> np.ndarray:
     """[L, 2, H_kv]: of the cache rows [lo, hi) (written by the captured `calls`), the values whose written
     code (the runtime's state) is not round_half_even(x / s) of the float32 value the region was given: those
@@ -171,12 +182,7 @@ def test_a_loaded_artifact_counts_and_warns_too(tmp_path):
 def test_a_moved_last_chunk_counts_each_row_once():
     """A 42-token prompt (T 44, S 8): the last chunk starts at 36, not 40, and writes rows 36..39 again; they
     count once, the padding never: the counts equal the state's over rows [0, 42)."""
-    lm = _narrow("gpt2")
-    calls = _capture(lm)
-    ids = np.random.default_rng(7).integers(0, lm.vocab, 42)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", KVSaturationWarning)
-        lm.prefill(ids)
+    lm, calls = _moved_last_chunk()
     prof = lm.profile()["prefill"]
     assert prof["kv_values_written"] == 42 * lm.meta["step"]["head_dim"]
     assert sorted({c[3] for c in calls}) == [0, 8, 16, 24, 32, 36]

@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from llm.test_kv_saturation import _capture, _narrow, _state_count
+from llm.test_kv_saturation import _capture, _moved_last_chunk, _narrow, _state_count
 from tvm_npu import runtime
 from tvm_npu.llm import KVSaturationWarning
 
@@ -30,12 +30,7 @@ def test_padding_and_rewritten_rows_are_staged_but_not_counted():
     rows 42, 43 are padding. The raw sums are the state's over every row written ([0, 44): the padding rows
     are in the cache until a decode overwrites them) plus rows 36..39 once more; the LLM's the state's over
     [0, 42). The padding and the rewritten rows saturate here, so counting them would show."""
-    lm = _narrow("gpt2")
-    calls = _capture(lm)
-    ids = np.random.default_rng(7).integers(0, lm.vocab, 42)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", KVSaturationWarning)
-        lm.prefill(ids)
+    lm, calls = _moved_last_chunk()
     got = np.array(lm.profile()["prefill"]["kv_saturated"])
     real, padding, again = (_state_count(lm, calls, lo, hi) for lo, hi in ((0, 42), (42, 44), (36, 40)))
     np.testing.assert_array_equal(got, real)
