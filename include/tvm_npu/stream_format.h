@@ -2,7 +2,7 @@
 // Do not edit: change the spec and regenerate (tests/contract/ checks this file).
 /*!
  * \file tvm_npu/stream_format.h
- * \brief The command stream's on-blob layout, version 1.5 (docs/npu.md section 6). A runtime reads
+ * \brief The command stream's on-blob layout, version 1.6 (docs/npu.md section 6). A runtime reads
  *        every older minor: a minor only appends (operands whose value 0 keeps the older meaning,
  *        dtypes, opcodes). 1.1: the pixel strides of CONV2D and POOL; the opcodes ELTWISE, UNARY
  *        and SOFTMAX; 1.2: the int16 dtype; ELTWISE's per-operand dtypes; 1.3: quantized staging
@@ -21,7 +21,8 @@
  *        sram_state_bytes, formerly flags: the top of SRAM kept across calls and shared by state
  *        space); the tensor role sram_state (a state tensor in it); bit 2 of a DMA's pos_mode
  *        (sram_addr += p * sram_stride: new KV rows written into an SRAM cache at the run-time
- *        position).
+ *        position); 1.6: SOFTMAX's window (a causal SOFTMAX over the last `window` cache rows of
+ *        each query: sliding-window attention with its cache on the NPU).
  *
  * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
  * little-endian host reads one with a memcpy. The structs carry no behaviour: what operand values
@@ -38,7 +39,7 @@ namespace stream {
 
 constexpr uint32_t kMagic = 0x5355504E;  // bytes "NPUS"
 constexpr uint16_t kVersionMajor = 1;
-constexpr uint16_t kVersionMinor = 5;
+constexpr uint16_t kVersionMinor = 6;
 // 1.1: the pixel strides of CONV2D and POOL; the opcodes ELTWISE, UNARY and SOFTMAX.
 constexpr uint16_t kVectorOpsMinor = 1;
 // 1.2: the int16 dtype; ELTWISE's per-operand dtypes.
@@ -61,6 +62,9 @@ constexpr uint16_t kLlmMinor = 4;
 // of a DMA's pos_mode (sram_addr += p * sram_stride: new KV rows written into an SRAM cache at the
 // run-time position).
 constexpr uint16_t kSramStateMinor = 5;
+// 1.6: SOFTMAX's window (a causal SOFTMAX over the last `window` cache rows of each query:
+// sliding-window attention with its cache on the NPU).
+constexpr uint16_t kBandMinor = 6;
 
 constexpr uint32_t kHeaderBytes = 64;
 constexpr uint32_t kConfigOffset = 64;
@@ -449,7 +453,7 @@ struct UnaryOperands {
 constexpr uint32_t kUnaryOperandWords = 10;
 
 /*!
- * \brief Operands of SOFTMAX, words 1..17: each of `rows` rows of `row_elems` fp16 elements
+ * \brief Operands of SOFTMAX, words 1..18: each of `rows` rows of `row_elems` fp16 elements
  *        normalized on its own.
  *
  * format 1.4: z = x * scale + mask[(mask_row0 + r) % mask_rows][e] in fp32 (two roundings, no fused
@@ -475,14 +479,19 @@ struct SoftmaxOperands {
   uint32_t in_scale;     // format 1.4, int8: fp32 bits of the input's scale (> 0); fp16: 0
   uint32_t out_zp;       // format 1.4, int8: the output's zero point (-128..127); fp16: 0
   uint32_t out_scale;    // format 1.4, int8: fp32 bits of the output's scale (> 0); fp16: 0
+  uint32_t window;       // format 1.6, causal: also hide e + window <= p + r % row_elems
 };
-constexpr uint32_t kSoftmaxOperandWords = 17;
+constexpr uint32_t kSoftmaxOperandWords = 18;
 // A 1.1 stream has 7 SOFTMAX operands.
 constexpr uint32_t kSoftmaxOperandWords11 = 7;
 // A 1.2 stream has 7 SOFTMAX operands.
 constexpr uint32_t kSoftmaxOperandWords12 = 7;
 // A 1.3 stream has 7 SOFTMAX operands.
 constexpr uint32_t kSoftmaxOperandWords13 = 7;
+// A 1.4 stream has 17 SOFTMAX operands.
+constexpr uint32_t kSoftmaxOperandWords14 = 17;
+// A 1.5 stream has 17 SOFTMAX operands.
+constexpr uint32_t kSoftmaxOperandWords15 = 17;
 
 /*!
  * \brief Operands of NORM, words 1..15: each of `rows` rows of `row_elems` fp16 elements normalized

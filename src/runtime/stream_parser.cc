@@ -292,8 +292,9 @@ uint32_t UsedOperandWords(uint32_t opcode, uint32_t version_minor) {
                                                  : stream::kEltwiseOperandWords;
     case stream::kUnary: return stream::kUnaryOperandWords;
     case stream::kSoftmax:  // scale and mask: format 1.4
-      return version_minor < stream::kLlmMinor ? stream::kSoftmaxOperandWords13
-                                               : stream::kSoftmaxOperandWords;
+      if (version_minor < stream::kLlmMinor) return stream::kSoftmaxOperandWords13;
+      return version_minor < stream::kBandMinor ? stream::kSoftmaxOperandWords15
+                                                : stream::kSoftmaxOperandWords;  // window: 1.6
     case stream::kNorm: return stream::kNormOperandWords;
     case stream::kMatmul: return stream::kMatmulOperandWords;
     case stream::kRope: return stream::kRopeOperandWords;

@@ -187,6 +187,10 @@ void CheckSoftmaxParams(const std::string& where, const stream::SoftmaxOperands&
     NPU_THROW(kBadStream) << where << ": a causal softmax (pos_mode 1) takes no mask (mask_rows "
                           << op.mask_rows << ")";
   }
+  if (op.window != 0 && op.pos_mode == 0) {  // format 1.6: a band of the causal mask only
+    NPU_THROW(kBadStream) << where << ": window " << op.window << " needs a causal softmax "
+                          << "(pos_mode 1); a static mask goes in mask_rows";
+  }
   if (op.mask_rows != 0 && op.mask_row0 >= op.mask_rows) {
     NPU_THROW(kBadStream) << where << ": mask_row0 " << op.mask_row0 << " must be below mask_rows "
                           << op.mask_rows;

@@ -45,6 +45,9 @@ MINORS: list[dict[str, Any]] = [
               "across calls and shared by state space); the tensor role sram_state (a state tensor in it); "
               "bit 2 of a DMA's pos_mode (sram_addr += p * sram_stride: new KV rows written into an SRAM "
               "cache at the run-time position)"},
+    {"minor": 6, "c": "Band",
+     "added": "SOFTMAX's window (a causal SOFTMAX over the last `window` cache rows of each query: "
+              "sliding-window attention with its cache on the NPU)"},
 ]
 
 # Named values of the format. "c" is the C++ constant, "py" the Python one (contract/stream.py).
@@ -383,9 +386,9 @@ OPCODES: list[dict[str, Any]] = [
      "since": 1,
      "operands": ["dtype", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems", "scale",
                   "mask_addr", "mask_stride", "mask_rows", "mask_row0", "pos_mode", "in_zp", "in_scale",
-                  "out_zp", "out_scale"],
+                  "out_zp", "out_scale", "window"],
      "operands_since": {"scale": 4, "mask_addr": 4, "mask_stride": 4, "mask_rows": 4, "mask_row0": 4,
-                        "pos_mode": 4, "in_zp": 4, "in_scale": 4, "out_zp": 4, "out_scale": 4},
+                        "pos_mode": 4, "in_zp": 4, "in_scale": 4, "out_zp": 4, "out_scale": 4, "window": 6},
      "comments": {"scale": "format 1.4: fp32 bits of the factor on x; 0 = none (x as is)",
                   "mask_addr": "format 1.4: SRAM address of the fp16 mask rows; 0 without a mask",
                   "mask_stride": "format 1.4: bytes between mask rows; 0 without a mask",
@@ -395,7 +398,8 @@ OPCODES: list[dict[str, Any]] = [
                   "in_zp": "format 1.4, int8: the input's zero point (-128..127); fp16: 0",
                   "in_scale": "format 1.4, int8: fp32 bits of the input's scale (> 0); fp16: 0",
                   "out_zp": "format 1.4, int8: the output's zero point (-128..127); fp16: 0",
-                  "out_scale": "format 1.4, int8: fp32 bits of the output's scale (> 0); fp16: 0"},
+                  "out_scale": "format 1.4, int8: fp32 bits of the output's scale (> 0); fp16: 0",
+                  "window": "format 1.6, causal: also hide e + window <= p + r % row_elems"},
      "notes": ["each of `rows` rows of `row_elems` fp16 elements normalized on its own.",
                "",
                ("format 1.4: z = x * scale + mask[(mask_row0 + r) % mask_rows][e] in fp32 (two roundings, "

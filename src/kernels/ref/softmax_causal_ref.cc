@@ -23,16 +23,21 @@ void SoftmaxCausalRef(const stream::SoftmaxOperands& op, uint32_t position, cons
     const uint8_t* ir = in + r * op.in_stride;
     uint8_t* outr = out + r * op.out_stride;
     const uint64_t valid = position + r % queries + 1;  // elements 0..position + r % S
-    // The passes of SoftmaxRef over the valid elements: max by comparisons in element order, the
+    // Format 1.6: a window keeps only its last `window` of them (a sliding window's band).
+    const uint64_t first = op.window != 0 && valid > op.window ? valid - op.window : 0;
+    // The passes of SoftmaxRef over the kept elements: max by comparisons in element order, the
     // in-order fp32 sum of exp(z - m) from +0.0, one division and rounding per element.
-    float m = z(ir, 0);
-    for (uint64_t e = 1; e < valid; ++e) {
+    float m = z(ir, first);
+    for (uint64_t e = first + 1; e < valid; ++e) {
       const float v = z(ir, e);
       if (v > m) m = v;
     }
     float sum = 0.0f;
-    for (uint64_t e = 0; e < valid; ++e) sum += std::exp(z(ir, e) - m);
-    for (uint64_t e = 0; e < valid; ++e) ref::StoreHalf(outr + e * 2, std::exp(z(ir, e) - m) / sum);
+    for (uint64_t e = first; e < valid; ++e) sum += std::exp(z(ir, e) - m);
+    for (uint64_t e = 0; e < first; ++e) ref::StoreHalf(outr + e * 2, 0.0f);
+    for (uint64_t e = first; e < valid; ++e) {
+      ref::StoreHalf(outr + e * 2, std::exp(z(ir, e) - m) / sum);
+    }
     for (uint64_t e = valid; e < op.row_elems; ++e) ref::StoreHalf(outr + e * 2, 0.0f);
   }
 }

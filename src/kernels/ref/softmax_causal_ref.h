@@ -13,7 +13,8 @@ namespace tvm_npu {
 
 /*!
  * \brief `op` resolved at `position` (its row_elems is S + position for S query rows): row r keeps
- *        elements e <= position + r % S, which SOFTMAX normalizes as section 2 says (scale, max, exp,
+ *        elements e <= position + r % S (format 1.6, with a window W: only those with
+ *        e + W > position + r % S), which SOFTMAX normalizes as section 2 says (scale, max, exp,
  *        in-order sum, one division and rounding each); the masked elements are not read and their
  *        outputs are +0.0. `op` passed CheckSoftmax (causal: no mask).
  */
