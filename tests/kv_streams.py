@@ -113,3 +113,26 @@ def kv_stream(S, T_, D, H, H_kv, scale, space=0, version=V14, mutate=None):
         state_bytes=parts["state_bytes"],
         state_space=parts["space"],
     )
+
+
+# A prefill (S = 2) at positions 0 and 2, then decodes (S = 1) at 4..10, on one shared state.
+SCHEDULE = [(2, 0), (2, 2)] + [(1, p) for p in range(4, 11)]
+
+
+def run_region_steps(mods, H, H_kv, D, rng, q_scale=1.0, per_head=False):
+    """Run compiled resident-attention modules (`mods`: S -> module, their function "kv") along SCHEDULE
+    with random inputs; yield (position, q, k, v, out) per step, numpy float32, q [1, H, S, D] times
+    `q_scale`, k and v [1, H_kv, S, D], out [1, H, S, D]. `per_head`: an int8 cache's inputs, one per KV
+    head for K and then for V."""
+    import tvm
+
+    def t(x):
+        return tvm.runtime.tensor(np.ascontiguousarray(x))
+
+    for S, position in SCHEDULE:
+        q = (q_scale * rng.standard_normal((1, H, S, D))).astype(np.float32)
+        k, v = (rng.standard_normal((1, H_kv, S, D)).astype(np.float32) for _ in range(2))
+        out = t(np.zeros((1, H, S, D), np.float32))
+        new = [x[:, h : h + 1] for x in (k, v) for h in range(H_kv)] if per_head else [k, v]
+        mods[S]["kv"](t(q), *map(t, new), t(np.array([position], np.int64)), out)
+        yield position, q, k, v, out.numpy()

@@ -19,6 +19,7 @@ import tvm
 from onnx import helper, numpy_helper
 
 import tvm_npu
+from kv_streams import run_region_steps
 from llm.reference import OrtDecoder
 from npu_ref import fp16, int8, kv
 from tvm_npu import runtime
@@ -99,20 +100,11 @@ def test_the_softcap_plan_matches_the_numpy_model_bit_for_bit(placement, kv_scal
         mods[S] = runtime.create_module("kv", stream.encode(dataclasses.replace(planned)))
     dt = np.float16 if kv_scales is None else np.int8
     model_k, model_v = np.zeros((H_KV, T, D), dt), np.zeros((H_KV, T, D), dt)
-    rng = np.random.default_rng(1)
-    for S, position in [(2, 0), (2, 2)] + [(1, p) for p in range(4, 11)]:
-        q = (4 * rng.standard_normal((1, H, S, D))).astype(np.float32)
-        k, v = (rng.standard_normal((1, H_KV, S, D)).astype(np.float32) for _ in range(2))
-        out = _t(np.zeros((1, H, S, D), np.float32))
-        if kv_scales is None:
-            mods[S]["kv"](_t(q), _t(k), _t(v), _t(np.array([position], np.int64)), out)
-            new = (k[0].astype(np.float16), v[0].astype(np.float16))
-        else:  # one input per KV head and K / V
-            heads = [x[:, h : h + 1] for x in (k, v) for h in range(H_KV)]
-            mods[S]["kv"](_t(q), *map(_t, heads), _t(np.array([position], np.int64)), out)
-            new = (k[0], v[0])
+    steps = run_region_steps(mods, H, H_KV, D, np.random.default_rng(1), 4.0, per_head=kv_scales is not None)
+    for position, q, k, v, out in steps:
+        new = (k[0].astype(np.float16), v[0].astype(np.float16)) if kv_scales is None else (k[0], v[0])
         want = capped_step(model_k, model_v, q[0].astype(np.float16), *new, position, SCALE, CAP, kv_scales)
-        np.testing.assert_array_equal(_bits(out.numpy()[0].astype(np.float16)), _bits(want))
+        np.testing.assert_array_equal(_bits(out[0].astype(np.float16)), _bits(want))
 
 
 def test_the_softcap_changes_the_result():

@@ -163,14 +163,13 @@ def test_a_folder_without_float32_caches_is_refused_coded(tmp_path):
         genai.to_step_model(_edited(tmp_path, half), T, 1)
 
 
-@pytest.mark.parametrize("attrs, why", [({"softcap": 1.5}, None), ({"local_window_size": 4}, "the mask is not where")])
-def test_softcap_and_window_compile_exact(tmp_path, attrs, why):
-    """The softcap runs in the resident attention region; a window the resident cache does not take compiles
-    with the host-held cache, saying why. Both give onnxruntime's 16 greedy tokens within 1e-2."""
+@pytest.mark.parametrize("attrs", [{"softcap": 1.5}, {"local_window_size": 4}])
+def test_softcap_and_window_compile_exact(tmp_path, attrs):
+    """The softcap and a window of 4 rows (< max_context: a band, SOFTMAX's window) run in the resident
+    attention region. Both give onnxruntime's 16 greedy tokens within 1e-2."""
     folder = _edited(tmp_path, lambda m: [_set(m, "GroupQueryAttention", k, v) for k, v in attrs.items()])
     lm, ref = tvm_npu.llm.compile(folder, max_context=T, prefill_len=S), _Builder(folder)
-    assert lm.resident == (why is None), {k: r.kv_cache.get("refused") for k, r in lm.reports.items()}
-    assert why is None or all(why in r.kv_cache["refused"][0]["detail"] for r in lm.reports.values())
+    assert lm.resident, {k: r.kv_cache.get("refused") for k, r in lm.reports.items()}
     prompt = [1, 17, 42, 99, 7]
     logits, want = lm.prefill(np.array(prompt, np.int64)), ref(prompt)
     for _ in range(NEW):

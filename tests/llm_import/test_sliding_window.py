@@ -1,8 +1,9 @@
 """Issue 31: decoders whose attention has a sliding window W smaller than max_context T (Mistral, Qwen2 with
 use_sliding_window, Gemma2's local layers), as transformers exports them through DynamicCache(config=): the
 past cropped to its last W - 1 rows around the append, the mask the band t > s - W. The step model reads
-the whole cache with the band rebuilt from `position`; the NPU's causal SOFTMAX has no band, so the cache
-stays host-held, saying why. Against onnxruntime on the same file with its (cropped) growing past: every
+the whole cache with the band rebuilt from `position`, and the cache stays on the NPU, the band in the
+windowed layers' causal SOFTMAX (its window, format 1.6). Against onnxruntime on the same file with its
+(cropped) growing past: every
 greedy token over a generation well past the window, and every logits vector within 1e-2 x max(1, max|ref|)."""
 
 import numpy as np
@@ -12,7 +13,9 @@ import tvm_npu
 from llm_import.test_import_forms import _assert_greedy_path_equal
 from llm_import.test_step_model import _kv, _Reference
 from tvm_npu import NPUError
+from tvm_npu.contract import stream
 from tvm_npu.frontend import to_step_model
+from tvm_npu.tools.disasm import read_library
 
 pytest.importorskip("torch", reason="needs torch to export (pip install '.[llm]')")
 pytest.importorskip("transformers", reason="needs transformers (pip install '.[llm]')")
@@ -48,14 +51,22 @@ def _refusals(lm) -> list[str]:
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
-def test_a_window_below_max_context_gives_onnxruntimes_tokens_on_the_host_held_cache(exported, family):
+def test_a_window_below_max_context_gives_onnxruntimes_tokens_with_the_cache_on_the_npu(exported, family, tmp_path):
     path = exported(family)
     lm = tvm_npu.llm.compile(path, max_context=T, prefill_len=8)
-    assert lm.meta["kv_cache"] == "host" and not lm.resident
-    layer = FAMILIES[family][2][0]
-    for detail in _refusals(lm):  # the first windowed layer, its window, and what keeps the cache on the NPU
-        assert detail.startswith(f"layer {layer}: a sliding window of {W} rows < max_context {T}"), detail
-        assert f"compile with max_context <= {W} to keep the cache on the NPU" in detail
+    assert lm.meta["kv_cache"] == "npu" and lm.resident, _refusals(lm)
+    # Each step's windowed layers' causal SOFTMAX carries the band (format 1.6), the global layers' none.
+    lm.export_library(tmp_path / "lm.so")
+    windows = sorted(
+        c.args.get("window", 0)
+        for _, blob in read_library(tmp_path / "lm.so").regions
+        for c in stream.decode(blob).commands
+        if c.op == "SOFTMAX" and c.args.get("pos_mode")
+    )
+    windowed = len(FAMILIES[family][2])  # of the 2 layers, each with one SOFTMAX per KV head and step
+    assert windows and windows == sorted(
+        [0] * (len(windows) * (2 - windowed) // 2) + [W] * (len(windows) * windowed // 2)
+    )
     _assert_greedy_path_equal(path, lm, decodes=DECODES)
 
 

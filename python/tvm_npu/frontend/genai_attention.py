@@ -11,9 +11,9 @@ c * tanh(s / c).
 
 In the step model a token's position is `position + s`, the past is the whole cache [1, H_kv, T, D],
 the append is a ScatterND of the S new rows at those positions (its output `cache_out.{i}.*`), and the
-mask is computed from `position` as Less + Where: the forms of `tvm_npu.models.decoder`'s step models,
-which partition/kv_cache_check.py takes as the resident cache, a softcap included (with 0 <
-`local_window_size` < T the attention is exact but the cache stays on the host).
+mask is computed from `position` as Less + Where (with 0 < `local_window_size` < T the band, Less, Less,
+Or, as frontend/decoder_mask.py writes it): the forms of `tvm_npu.models.decoder`'s step models, which
+partition/kv_cache_check.py takes as the resident cache, a softcap and a window included.
 """
 
 from __future__ import annotations
@@ -82,9 +82,10 @@ def causal_mask(e: Emitter, pos: str, total: int, window: int) -> str:
     col = e.op("Unsqueeze", [pos, e.ints(1)])  # [S, 1]
     rows = e.const(np.arange(total, dtype=np.int64)[None, :])
     hidden = e.op("Less", [col, rows])
-    if 0 < window < total:  # rows up to pos - w hidden too: a band (a wider window is plain causal)
-        start = e.op("Sub", [col, e.const(np.array(window - 1, np.int64))])
-        hidden = e.op("Or", [hidden, e.op("Less", [rows, start])])
+    if 0 < window < total:  # rows up to pos - w hidden too: a band (a wider window is plain causal),
+        # t + w - 1 < pos written as decoder_mask.py writes it, the form the resident cache takes
+        last = e.const(np.arange(total, dtype=np.int64)[None, :] + window - 1)
+        hidden = e.op("Or", [hidden, e.op("Less", [last, col])])
     return e.op("Where", [hidden, e.const(np.float32(MASKED)), e.const(np.float32(0.0))])
 
 

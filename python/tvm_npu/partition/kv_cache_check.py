@@ -14,8 +14,9 @@ One layer of a step model, as TVM imports `tvm_npu.models.decoder`'s ONNX:
 
 With the cache resident, the layer becomes one NPU region (backend/kv_cache.py) whose inputs are q, k_new,
 v_new and the position, and whose cache is two state slots: the new rows are stored at the position, rows
-[0, p + S) read back, and the mask follows from the position register (causal SOFTMAX), so the mask, the
-scatter and the cache copies leave the graph. `find_layers` returns every layer's match, or the rejections
+[0, p + S) read back, and the mask follows from the position register (causal SOFTMAX; a sliding
+window's band from its window, format 1.6), so the mask, the scatter and the cache copies leave the
+graph. `find_layers` returns every layer's match, or the rejections
 that keep the whole model on the host-held cache (all layers resident or none: a step model's signature
 is either with its cache or without it). The constraints' docstrings are the user-facing reasons.
 """
@@ -55,6 +56,7 @@ class KVLayer:
     ops: list = field(default_factory=list)  # (var name, op name) of every binding the region replaces
     cache_vars: tuple = ()  # (keys, values): the scatter results main returned as cache_out
     softcap: float = 0.0  # cap of an attention softcap tanh(scale * s / cap) * cap before the mask; 0: none
+    window: int = 0  # W of a sliding window's band (query at q sees rows q - W < t <= q); 0: plain causal
 
 
 # --- constraints: docstring = reason shown to the user; first word of the code = reason code ---
@@ -88,8 +90,10 @@ def constraint_kv_attention(what: str):
 def constraint_kv_mask(what: str):
     """NPU_E_MASK: the mask added to a resident cache's scores must be the causal mask of the positions:
     where(position + s < t, M, 0) for cache row t (Less + Where; [S, T], or broadcast to [1, 1, S, T]),
-    with M a float32 constant at most -1e5 (its exp is 0, as SOFTMAX's causal mode gives), so the NPU
-    derives it from the position register; another mask stays on the host-held cache."""
+    or a sliding window's band, where(position + s < t or t + W - 1 < position + s, M, 0) (Less, Less,
+    Or: frontend/decoder_mask.py's), with M a float32 constant at most -1e5 (its exp is 0, as SOFTMAX's
+    causal mode gives), so the NPU derives it from the position register (and the band from SOFTMAX's
+    window); another mask stays on the host-held cache."""
     return what
 
 
@@ -222,7 +226,8 @@ def _band(g: Graph, cond, position, S: int, T: int) -> int | None:
     return window if ok and np.array_equal(first.reshape(-1), np.arange(T) + window - 1) else None
 
 
-def _check_mask(g: Graph, mask, position, S: int, T: int) -> None:
+def _check_mask(g: Graph, mask, position, S: int, T: int) -> int:
+    """The band's W (0: causal) of the mask the scores take, after checking it is one of the two."""
     mask = _unit_broadcast(g, mask, S, T)
     where = _call(g, mask, "where")
     fail = _NoMatch(constraint_kv_mask, mask, "the mask is not where(position + s < arange(T), M, 0)")
@@ -230,15 +235,7 @@ def _check_mask(g: Graph, mask, position, S: int, T: int) -> None:
         raise fail
     cond, hidden, kept = where.args
     window = _band(g, cond, position, S, T)
-    if window is not None:  # the causal SOFTMAX hides the rows after each query only
-        raise _NoMatch(
-            constraint_kv_mask,
-            mask,
-            f"a sliding window of {window} rows < max_context {T} (a band: the NPU's causal SOFTMAX hides only "
-            "the rows after each query), computed exactly with the host-held cache; compile with max_context <= "
-            f"{window} to keep the cache on the NPU",
-        )
-    less = _call(g, cond, "less")
+    less = _call(g, _call(g, cond, "logical_or").args[0], "less") if window else _call(g, cond, "less")
     col = _unsqueeze_of(g, less.args[0], 1) if less is not None else None
     if col is None or not _positions(g, col, position, S):
         raise fail
@@ -249,6 +246,7 @@ def _check_mask(g: Graph, mask, position, S: int, T: int) -> None:
         raise fail
     if not float(m.reshape(-1)[0]) <= MASK_LIMIT:
         raise _NoMatch(constraint_kv_mask, mask, f"M = {float(m.reshape(-1)[0]):.6g} > {MASK_LIMIT:g}")
+    return window or 0
 
 
 def _sole(g: Graph, var, what: str):
@@ -418,7 +416,7 @@ def _match_layer(g: Graph, i: int, info: dict, position, result) -> KVLayer:
     if add is None:
         raise _NoMatch(constraint_kv_mask, nxt, "the scores take no causal mask")
     mask = add.args[1] if add.args[0].same_as(x) else add.args[0]
-    _check_mask(g, mask, position, S, T)
+    window = _check_mask(g, mask, position, S, T)
     ops.append(nxt)
     sv = _sole(g, nxt, "the masked scores")
     sm = _call(g, sv, "nn.softmax")
@@ -440,7 +438,7 @@ def _match_layer(g: Graph, i: int, info: dict, position, result) -> KVLayer:
         raise _NoMatch(constraint_kv_attention, pvv, "the probabilities and the values are not one P x V matmul")
     ops += [*vrep, pvv]
     layer = KVLayer(i, q, k_new, v_new, pvv, scale, heads, info["kv_heads"], S, T, D, cache_vars=(keys, values))
-    layer.softcap = softcap
+    layer.softcap, layer.window = softcap, window
     layer.ops = [(v.name, op_name(g.value[v])) for v in [keys, values, *ops]]
     return layer
 

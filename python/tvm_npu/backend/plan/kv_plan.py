@@ -9,7 +9,7 @@ slots [1, H_kv, T, D] of fp16 rows. Per KV head h, with its g = H / H_kv query h
     DMA_STORE the S new key / value rows at cache row p          (pos_mode 1: ddr_addr + p * stride)
     DMA_LOAD  cache rows [0, p + S) of keys and values            (pos_mode 2: rows + p)
     MATMUL    Q x K^T, n = S + p (pos_mode 1); SOFTMAX causal (pos_mode 1), the scores' factor as its
-              scale; MATMUL P x V, k = S + p (pos_mode 2)
+              scale (a sliding window's W as its window, format 1.6); MATMUL P x V, k = S + p (pos_mode 2)
     DMA_STORE the g * S output rows
 
 An attention softcap tanh(scale * s / cap) * cap (layer.softcap = cap, Gemma2's) adds, between the two
@@ -173,7 +173,7 @@ def plan_kv_attention(
         qk.update(out_addr=sram["s"], out_stride=sst, out_bstride=S * sst, pos_mode=1)
         factor = layer.softcap or layer.scale  # with a softcap, the scale is in the ELTWISE before the tanh
         sm = dict(dtype=1, in_addr=sram["s"], in_stride=sst, out_addr=sram["p"], out_stride=sst, rows=g * S)
-        sm.update(row_elems=S, scale=f32_bits(factor) if factor != 1.0 else 0, pos_mode=1)
+        sm.update(row_elems=S, scale=f32_bits(factor) if factor != 1.0 else 0, pos_mode=1, window=layer.window)
         pv = dict(mm, k=S, n=D, b_transposed=0, a_addr=sram["p"], a_stride=sst, a_bstride=S * sst)
         pv.update(b_addr=sram["vc"], b_stride=rc, b_bstride=T * rc, **v8)
         pv.update(out_addr=sram["o"], out_stride=rs, out_bstride=S * rs, pos_mode=2)
