@@ -67,21 +67,28 @@ def calibration_ids(folder: str, tok, n: int = 16, length: int = 256) -> list[np
     return [ids[s : s + length] for s in starts]
 
 
+def _paired(a: np.ndarray, b: np.ndarray, ratio: bool) -> tuple:
+    """(change, standard error, verdict) of per-token values `a` against `b` on the same tokens: the
+    perplexity ratio - 1 (`ratio`, a and b nll) or the mean difference (KL). "better" / "worse" beyond two
+    standard errors, else "no measured difference"."""
+    d = a - b
+    se = d.std(ddof=1) / np.sqrt(d.size)
+    change, err = (float(np.expm1(d.mean())), float(np.exp(d.mean()) * se)) if ratio else (float(d.mean()), float(se))
+    return change, err, "better" if change < -2 * err else "worse" if change > 2 * err else "no measured difference"
+
+
 def paired_against_rtn(evals: dict) -> list[tuple]:
-    """(scheme, its RTN, perplexity ratio - 1, standard error, verdict) for each GPTQ / AWQ scheme whose RTN
-    row (same group size) was measured: the per-token nll differences of the two builds on the same tokens,
-    whose spread is much smaller than either's against the float model. "better" / "worse" when the change
-    is beyond two standard errors, else "no measured difference"."""
+    """(scheme, its RTN, then the perplexity's and the KL's (change, standard error, verdict)) for each GPTQ /
+    AWQ scheme whose RTN row (same group size) was measured: the per-token differences of the two builds on
+    the same tokens, whose spread is much smaller than either's against the float model."""
     out = []
     for name, ev in evals.items():
         m = re.fullmatch(r"int4 (GPTQ|AWQ) (g\d+)", name)
         rtn = f"int4 RTN {m.group(2)}" if m else None
         if rtn not in evals:
             continue
-        d = ev.token_nll - evals[rtn].token_nll
-        change, err = float(np.expm1(d.mean())), float(np.exp(d.mean()) * d.std(ddof=1) / np.sqrt(d.size))
-        verdict = "better" if change < -2 * err else "worse" if change > 2 * err else "no measured difference"
-        out.append((name, rtn, change, err, verdict))
+        ppl = _paired(ev.token_nll, evals[rtn].token_nll, ratio=True)
+        out.append((name, rtn, *ppl, *_paired(ev.token_kl, evals[rtn].token_kl, ratio=False)))
     return out
 
 
@@ -127,8 +134,15 @@ def main(argv=None) -> int:
     paired = paired_against_rtn(evals)
     if paired:
         table += ["", "Against round to nearest at the same group size, on the same tokens (paired):", ""]
-        table += ["| scheme | perplexity change against RTN (+- standard error) | verdict |", "|---|---|---|"]
-        table += [f"| {n} vs {r} | {d:+.3%} +- {e:.3%} | {v} |" for n, r, d, e, v in paired]
+        table += [
+            "| scheme | perplexity change against RTN (+- standard error) | verdict | KL change against RTN "
+            "(nats/token, +- standard error) | verdict |",
+            "|---|---|---|---|---|",
+        ]
+        table += [
+            f"| {n} vs {r} | {d:+.3%} +- {e:.3%} | {v} | {kd:+.5f} +- {ke:.5f} ({kd / evals[r].kl:+.0%}) | {kv} |"
+            for n, r, d, e, v, kd, ke, kv in paired
+        ]
     print("\n".join(table))
     if args.write_docs:
         path = os.path.join(os.path.dirname(__file__), "..", "docs", "llm.md")

@@ -55,6 +55,8 @@ def test_perplexity_on_the_npu_matches_the_float_model(hf_folder, folder_llm):
     assert abs(ev.perplexity / ev.reference_perplexity - 1) <= 5e-3
     assert ev.top1_agreement >= 0.95
     assert 0 <= ev.kl <= 1e-3
+    # each token's KL divergence (Gibbs: never below 0 beyond rounding), in text order, their mean the KL
+    assert ev.token_kl.shape == (count,) and ev.token_kl.min() >= -1e-6 and ev.token_kl.mean() == ev.kl
 
 
 def test_decode_step_scores_as_the_prefill_step(folder_llm):

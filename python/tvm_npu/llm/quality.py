@@ -29,7 +29,8 @@ class Evaluation:
     the NPU; with a reference, `reference_nll` the float model's on the same tokens, `top1_agreement` the
     fraction of scored positions whose most likely next token is the same, `kl` the mean KL divergence
     KL(reference || NPU) per token (nats). `token_nll` / `reference_token_nll` hold each scored token's
-    negative log-likelihood in text order, for paired comparisons of two builds on the same tokens."""
+    negative log-likelihood in text order, `token_kl` its KL divergence, for paired comparisons of two
+    builds on the same tokens."""
 
     tokens: int
     windows: int
@@ -39,6 +40,7 @@ class Evaluation:
     kl: float | None = None
     token_nll: np.ndarray | None = None
     reference_token_nll: np.ndarray | None = None
+    token_kl: np.ndarray | None = None
 
     @property
     def change_stderr(self) -> float | None:
@@ -141,9 +143,8 @@ def perplexity(
         raise NPUError("ERR_INVALID_CONFIG", f"stride={stride!r}: use an integer from 1 to max_context ({T})")
     if step not in ("prefill", "decode"):
         raise NPUError("ERR_INVALID_CONFIG", f'step={step!r}: use "prefill" or "decode"')
-    kl = 0.0
     agree = 0
-    token_nll, ref_token_nll = [], []
+    token_nll, ref_token_nll, token_kl = [], [], []
     spans = windows(ids.size, T, stride)
     for begin, end, first in tqdm(spans, desc="perplexity", unit="window", disable=not progress):
         window = ids[begin:end].astype(np.int64)
@@ -155,11 +156,12 @@ def perplexity(
             ref = _log_softmax(np.asarray(reference(window), np.float32))
             ref_token_nll.append(-ref[rows, targets])
             agree += int((ref[rows].argmax(-1) == logp[rows].argmax(-1)).sum())
-            kl += float((np.exp(ref[rows]) * (ref[rows] - logp[rows])).sum())
+            token_kl.append((np.exp(ref[rows]) * (ref[rows] - logp[rows])).sum(-1, dtype=np.float64))
     token_nll = np.concatenate(token_nll)
     count = token_nll.size
     out = Evaluation(tokens=count, windows=len(spans), nll=float(token_nll.mean()), token_nll=token_nll)
     if reference is not None:
-        out.reference_token_nll = np.concatenate(ref_token_nll)
-        out.reference_nll, out.top1_agreement, out.kl = float(out.reference_token_nll.mean()), agree / count, kl / count
+        out.reference_token_nll, out.token_kl = np.concatenate(ref_token_nll), np.concatenate(token_kl)
+        out.reference_nll, out.top1_agreement = float(out.reference_token_nll.mean()), agree / count
+        out.kl = float(out.token_kl.mean())
     return out
