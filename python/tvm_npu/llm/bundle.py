@@ -61,6 +61,8 @@ def write_bundle(lm, path) -> Path:
 
 def read_bundle(path):
     """(the LLM metadata, the loaded library) of the artifact at `path`."""
+    if not isinstance(path, str | os.PathLike):
+        raise NPUError("ERR_BAD_ARTIFACT", f"llm.load takes the artifact's path, not {type(path).__name__}")
     path = Path(path)
     if not path.is_file():
         raise NPUError("ERR_BAD_ARTIFACT", f"no LLM artifact at {path}")
