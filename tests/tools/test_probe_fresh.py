@@ -1,8 +1,8 @@
-"""A fresh probe of the entry points (issue 32's numbers, "any fresh one like it"): 234 bad or edge inputs
-a new user would plausibly hit, run outside the repo; these are the cases that were not a correct result
-or a coded error before (an uncoded exception, a crash, a silently wrong answer), each asserting the coded
-error or the correct result against onnxruntime, plus one already-right case per class. The C++ host
-app's cases are in test_probe_fresh_host.py."""
+"""A fresh probe of the entry points (issue 32's numbers, "any fresh one like it"): 424 bad or edge inputs
+a new user would plausibly hit, run by a driver outside the repo; these are the cases that were not a
+correct result or a coded error before (an uncoded exception, a crash, a silently wrong answer), each
+asserting the coded error or the correct result against onnxruntime, plus one already-right case per
+class. The C++ host app's cases are in test_probe_fresh_host.py."""
 
 import math
 import threading
