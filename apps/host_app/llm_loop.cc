@@ -71,6 +71,8 @@ double Since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+int Usage(const std::string& problem);  // main.cc
+
 int RunLLM(int argc, char** argv) {
   try {
     std::vector<int64_t> ids;
@@ -88,20 +90,14 @@ int RunLLM(int argc, char** argv) {
       } else if (a == "--max-new-tokens") {
         max_new = ParseInt(next(), "--max-new-tokens");
       } else if (a == "--logits-out") {
-        logits_out = next();
+        logits_out = npu_host::OutputPath(a, next());
       } else if (a == "--no-verify") {
         integrity = host::Integrity::kElfOnly;
       } else {
-        std::cerr << "unknown option " << a << "\n";
-        return 2;
+        throw npu_host::UsageError("unknown option " + a);
       }
     }
-    try {
-      npu_host::CheckApart("--logits-out", logits_out, {argv[1]});
-    } catch (const npu_host::UsageError& e) {
-      std::cerr << "npu_host: " << e.what() << "\n";
-      return 2;
-    }
+    npu_host::CheckApart("--logits-out", logits_out, {argv[1]});
     host::LLM lm(argv[1], integrity);
     // The prefill alone first (its cycles and time), then the decode loop; the same tokens as
     // lm.Generate(ids, max_new).
@@ -109,11 +105,16 @@ int RunLLM(int argc, char** argv) {
     auto start = std::chrono::steady_clock::now();
     std::vector<float> logits;
     if (max_new > 0) {
-      const int64_t need = static_cast<int64_t>(ids.size()) + max_new - 1;
-      if (need > lm.max_context()) {
+      // max_new - 1 compared with the rows left: ids.size() + max_new overflows for a max_new near 2^63
+      const int64_t left = lm.max_context() - static_cast<int64_t>(ids.size());
+      const std::string need = max_new - 1 > left
+                                   ? std::to_string(static_cast<uint64_t>(ids.size()) +
+                                                    static_cast<uint64_t>(max_new) - 1)
+                                   : "";
+      if (!need.empty()) {
         throw host::Error("ERR_LLM_CONTEXT",
                           std::to_string(ids.size()) + " prompt tokens + " +
-                              std::to_string(max_new) + " new ones need " + std::to_string(need) +
+                              std::to_string(max_new) + " new ones need " + need +
                               " cache rows, max_context is " + std::to_string(lm.max_context()) +
                               ": ask for fewer new tokens or compile with a larger max_context");
       }
@@ -147,6 +148,8 @@ int RunLLM(int argc, char** argv) {
               << "\n"
               << Speed("decode", decodes, decode_s, lm.Cycles(), lm.clock_mhz()) << "\n";
     return 0;
+  } catch (const npu_host::UsageError& e) {
+    return Usage(e.what());
   } catch (const std::exception& e) {
     std::cerr << "npu_host: " << e.what() << "\n";
     return 1;

@@ -45,6 +45,10 @@ struct Input {
 };
 
 std::string ReadFile(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {  // a folder reads as a stream error
+    throw host::Error("ERR_SHAPE_MISMATCH", "cannot read " + path + ": not a file");
+  }
   std::ifstream f(path, std::ios::binary);
   if (!f) throw host::Error("ERR_SHAPE_MISMATCH", "cannot read " + path);
   return std::string(std::istreambuf_iterator<char>(f), {});
@@ -188,7 +192,9 @@ int Usage(const std::string& problem) {
 }
 
 int main(int argc, char** argv) {
-  if (argc >= 3 && std::string(argv[2]) == "--prompt-ids") return RunLLM(argc, argv);
+  for (int i = 2; i < argc; ++i) {  // LLM mode wherever --prompt-ids stands among the options
+    if (std::string(argv[i]) == "--prompt-ids") return RunLLM(argc, argv);
+  }
   if (argc < 3) return Usage("");
   std::string shape, out;
   int64_t top = 5, threads = 0, runs = 1, timeout_ms = -1;
@@ -203,7 +209,7 @@ int main(int argc, char** argv) {
       };
       if (a == "--shape") shape = next();
       else if (a == "--top") top = npu_host::ParseInt(a, next(), 1, 1 << 20);
-      else if (a == "--out") out = next();
+      else if (a == "--out") out = npu_host::OutputPath(a, next());
       else if (a == "--threads") threads = npu_host::ParseInt(a, next(), 0, kMaxThreads);
       else if (a == "--runs") runs = npu_host::ParseInt(a, next(), 1, kMaxRuns);
       else if (a == "--profile") profile = true;

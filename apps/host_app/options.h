@@ -51,6 +51,13 @@ inline int64_t ParseInt(const std::string& option, const std::string& text, int6
   return value;
 }
 
+/*! \brief `path`, the value of the output option `option`; UsageError when it is empty (nothing would
+ *         be written, silently). */
+inline std::string OutputPath(const std::string& option, const std::string& path) {
+  if (path.empty()) throw UsageError(option + " '': give a file path");
+  return path;
+}
+
 /*! \brief True when `a` and `b` name one existing file (the same path, or a hard or symbolic link). */
 inline bool SameFile(const std::string& a, const std::string& b) {
   struct stat sa, sb;

@@ -18,6 +18,8 @@
 #ifndef TVM_NPU_ARTIFACT_H_
 #define TVM_NPU_ARTIFACT_H_
 
+#include <sys/stat.h>
+
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -189,6 +191,10 @@ inline std::string ElfProblem(const std::vector<uint8_t>& d) {
  */
 inline void CheckArtifact(const std::string& path,
                           Integrity integrity = Integrity::kRequireTrailer) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {  // a folder reads as a stream error
+    throw Error("ERR_BAD_ARTIFACT", "cannot open the library " + path + ": not a file");
+  }
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error("ERR_BAD_ARTIFACT", "cannot open the library " + path);
   std::vector<uint8_t> d((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

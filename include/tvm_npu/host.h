@@ -34,6 +34,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -83,8 +84,16 @@ inline std::pair<ffi::Module, ffi::Module> LoadVM(const std::string& path, Integ
   CheckArtifact(path, integrity);
   // dlopen takes a name without a slash for a library to look for on the search path, not for a
   // file here: "model.so" from the working directory would not be found.
-  ffi::Module lib =
-      ffi::Module::LoadFromFile(path.find('/') == std::string::npos ? "./" + path : path);
+  ffi::Module lib{ffi::UnsafeInit{}};
+  try {
+    lib = ffi::Module::LoadFromFile(path.find('/') == std::string::npos ? "./" + path : path);
+  } catch (
+      const std::exception& e) {  // dlopen refuses it (an executable, another ABI): say which file
+    std::string why = e.what();
+    why = why.substr(0, why.find('\n'));
+    throw Error("ERR_BAD_ARTIFACT", path + " could not be loaded as a library (" + why +
+                                        "): give a library written by tvm_npu.export_library");
+  }
   ffi::Module vm = RequiredFunction(lib, "vm_load_executable", path)().cast<ffi::Module>();
   // device type, device id, allocator (2: pooled) for the one device the model runs on (the CPU;
   // the NPU is reached through the packed functions of its modules).
@@ -102,6 +111,103 @@ inline std::vector<ffi::Module> NpuModules(const ffi::Module& vm) {
   return found;
 }
 
+/*! \brief A tensor parameter of an entry function: its name, dtype ("float32") and dims (-1: a
+ *         symbolic size). */
+struct Param {
+  std::string name, dtype;
+  std::vector<int64_t> dims;
+};
+
+/*!
+ * \brief The tensor parameters of `entry` from the annotations TVM's VM lowering keeps in the
+ *        executable's constant pool (its "stats" text: ErrorContext(fn=main, loc=param[0], param=x,
+ *        annotation=R.Tensor((1, 3, 8, 8), dtype="float32"))); empty when it carries none, and then
+ *        nothing is checked here (runtime/boundary.py reads the same text).
+ */
+inline std::vector<Param> Signature(const std::string& stats, const std::string& entry) {
+  std::vector<Param> params;
+  const std::string head = "ErrorContext(fn=" + entry + ", loc=param[";
+  for (size_t at = stats.find(head); at != std::string::npos; at = stats.find(head, at + 1)) {
+    const size_t index_end = stats.find(']', at);
+    const size_t name_at = stats.find(", param=", at), ann_at = stats.find(", annotation=", at);
+    if (index_end == std::string::npos || name_at == std::string::npos ||
+        ann_at == std::string::npos) {
+      return {};
+    }
+    const size_t index = std::strtoul(stats.c_str() + at + head.size(), nullptr, 10);
+    const std::string ann = stats.substr(ann_at + 13, stats.find(") \"", ann_at) - ann_at - 13);
+    if (ann.rfind("R.Tensor(", 0) != 0 || index != params.size())
+      return {};  // not a tensor: no check
+    Param p;
+    p.name = stats.substr(name_at + 8, ann_at - name_at - 8);
+    const size_t dt = ann.find("dtype=\"");
+    if (dt == std::string::npos) return {};
+    p.dtype = ann.substr(dt + 7, ann.find('"', dt + 7) - dt - 7);
+    if (ann.rfind("R.Tensor((", 0) != 0) return {};  // a rank TVM does not know
+    std::stringstream dims(ann.substr(10, ann.find(')', 10) - 10));
+    for (std::string d; std::getline(dims, d, ',');) {
+      d.erase(0, d.find_first_not_of(' '));
+      if (d.rfind("T.int64(", 0) == 0) d = d.substr(8);
+      char* end = nullptr;
+      const long long v = std::strtoll(d.c_str(), &end, 10);
+      p.dims.push_back(end != d.c_str() && (*end == '\0' || *end == ')') ? v : -1);
+    }
+    params.push_back(p);
+  }
+  return params;
+}
+
+/*! \brief "float32", "int8", ... for `t`. */
+inline std::string DTypeName(DLDataType t) {
+  const char* kind = t.code == kDLFloat  ? "float"
+                     : t.code == kDLInt  ? "int"
+                     : t.code == kDLUInt ? "uint"
+                                         : "bfloat";
+  return (t.code == kDLBool ? std::string("bool") : kind + std::to_string(t.bits));
+}
+
+/*! \brief ERR_SHAPE_MISMATCH naming the input and what to pass unless `inputs` match `params` (TVM's
+ *         own check says "Check failed ... match_cast"). */
+inline void CheckInputs(const std::vector<Param>& params, const std::vector<ffi::Tensor>& inputs) {
+  if (params.empty()) return;
+  auto shape = [](const std::vector<int64_t>& dims) {
+    std::string s = "[";
+    for (size_t i = 0; i < dims.size(); ++i)
+      s += (i ? ", " : "") + (dims[i] < 0 ? "?" : std::to_string(dims[i]));
+    return s + "]";
+  };
+  if (inputs.size() != params.size()) {
+    throw Error("ERR_SHAPE_MISMATCH", "main takes " + std::to_string(params.size()) +
+                                          " input(s), " + std::to_string(inputs.size()) + " given");
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Param& p = params[i];
+    const ffi::Tensor& x = inputs[i];
+    std::vector<int64_t> got(x.shape().begin(), x.shape().end());
+    bool ok = DTypeName(x.dtype()) == p.dtype && got.size() == p.dims.size();
+    for (size_t a = 0; ok && a < got.size(); ++a) {
+      ok = p.dims[a] < 0 ? got[a] > 0
+                         : got[a] == p.dims[a];  // a symbolic size of 0: SIGFPE in TVM's code
+    }
+    if (!ok) {
+      throw Error("ERR_SHAPE_MISMATCH",
+                  "input " + std::to_string(i) + " '" + p.name + "' of main: " + p.dtype + " " +
+                      shape(p.dims) + " expected, got " + DTypeName(x.dtype()) + " " + shape(got) +
+                      ": give an array of the shape and dtype the model was "
+                      "compiled for");
+    }
+  }
+}
+
+/*! \brief The "stats" text of a VM executable (or of its library), "" when neither has one. */
+inline std::string Stats(const ffi::Module& vm, const ffi::Module& lib) {
+  for (const ffi::Module& m : {vm, lib}) {
+    if (ffi::Optional<ffi::Function> f = m->GetFunction("stats"))
+      return std::string((*f)().cast<ffi::String>());
+  }
+  return "";
+}
+
 /*! \brief A loaded artifact with its own Relax VM on the CPU. */
 class Model {
  public:
@@ -109,10 +215,12 @@ class Model {
   explicit Model(const std::string& path, Integrity integrity = Integrity::kRequireTrailer) {
     std::tie(lib_, vm_) = LoadVM(path, integrity);
     main_ = RequiredFunction(vm_, "main", path);
+    params_ = Signature(Stats(vm_, lib_), "main");
   }
 
   /*! \brief Run `main` on `inputs` (in argument order); the outputs in order (one for a tensor). */
   std::vector<ffi::Tensor> Run(const std::vector<ffi::Tensor>& inputs) {
+    CheckInputs(params_, inputs);
     std::lock_guard<std::mutex> lock(*mu_);
     std::vector<ffi::AnyView> args(inputs.begin(), inputs.end());
     ffi::Any ret;
@@ -157,6 +265,7 @@ class Model {
  private:
   ffi::Module lib_{ffi::UnsafeInit{}}, vm_{ffi::UnsafeInit{}};
   ffi::Function main_;
+  std::vector<Param> params_;
   std::shared_ptr<std::mutex> mu_ = std::make_shared<std::mutex>();
 };
 

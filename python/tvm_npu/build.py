@@ -16,6 +16,7 @@ an NPU configuration and a report.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -307,4 +308,39 @@ def build(
     tvm.relax.Executable
         Run it with `tvm.relax.VirtualMachine(ex, tvm.cpu())`, or `tvm_npu.export_library(ex, path)`.
     """
-    return tvm.compile(mod, target=target, relax_pipeline=npu_pipeline(config, report, dump_after, params, kv_cache))
+    check_module(mod, "build")
+    return tvm.compile(
+        mod, target=host_target(target), relax_pipeline=npu_pipeline(config, report, dump_after, params, kv_cache)
+    )
+
+
+def check_module(mod, who: str) -> None:
+    """NPUError(ERR_INVALID_MODEL) unless `mod` is a Relax IRModule, saying how to make one from what was
+    given (an ONNX path or ModelProto: `tvm_npu.from_onnx`)."""
+    if not isinstance(mod, tvm.IRModule):
+        onnx_like = isinstance(mod, str | os.PathLike) or hasattr(mod, "graph")
+        hint = " (import it first: tvm_npu.from_onnx(model))" if onnx_like else ""
+        raise NPUError("ERR_INVALID_MODEL", f"{who} takes a Relax IRModule{hint}, not {type(mod).__name__}")
+
+
+def host_target(target) -> tvm.target.Target:
+    """`target` as a TVM Target whose kind runs on this CPU (llvm, c: the NPU is reached from the host);
+    NPUError(ERR_INVALID_CONFIG) for anything else (a GPU, a name TVM does not know)."""
+    try:
+        parsed = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
+    except (ValueError, TypeError, RuntimeError) as err:
+        raise NPUError(
+            "ERR_INVALID_CONFIG", f'target={target!r} is not a TVM target ({_first_line(err)}): use "npu"'
+        ) from None
+    if parsed.kind.name not in ("llvm", "c"):
+        raise NPUError(
+            "ERR_INVALID_CONFIG",
+            f'target={target!r} is a {parsed.kind.name} target: the NPU\'s host is the CPU; use "npu" (or an '
+            'llvm host target such as "llvm -mcpu=native")',
+        )
+    return parsed
+
+
+def _first_line(err: Exception) -> str:
+    lines = [line for line in str(err).splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__

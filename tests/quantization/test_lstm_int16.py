@@ -85,7 +85,7 @@ def test_int16_state_is_closer_to_float(model):
 
 
 def test_state_bits_must_be_8_or_16(model):
-    with pytest.raises(ValueError, match="state_bits"):
+    with pytest.raises(tvm_npu.NPUError, match="state_bits"):
         tvm_npu.quantize(tvm_npu.from_onnx(model), calibration(model, 1), progress=False, state_bits=12)
 
 

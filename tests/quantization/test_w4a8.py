@@ -210,11 +210,11 @@ def test_what_w4a8_does_not_compute_exactly_stays_off_it_with_the_reason(change,
 def test_quantize_options():
     mod, _, _ = _dense_chain(np.random.default_rng(0), [64, 32])
     data = [np.ones((3, 64), F32)]
-    with pytest.raises(ValueError, match="activations"):
+    with pytest.raises(tvm_npu.NPUError, match="activations"):
         tvm_npu.quantize(mod, data, weight_bits=8, activations="float")
-    with pytest.raises(ValueError, match="group_size"):
+    with pytest.raises(tvm_npu.NPUError, match="group_size"):
         tvm_npu.quantize(mod, data, weight_bits=4, group_size=16, activations="int8")
-    with pytest.raises(ValueError, match="calibration_data"):
+    with pytest.raises(tvm_npu.NPUError, match="calibration_data"):
         tvm_npu.quantize(mod, None, weight_bits=4, activations="int8")
 
 

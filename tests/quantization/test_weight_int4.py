@@ -106,11 +106,11 @@ def test_gptq_beats_rtn_on_a_decoder_step():
 
 def test_bad_arguments_are_refused():
     mod = _dense_module(np.ones((64, 8), np.float32))
-    with pytest.raises(ValueError, match="group sizes are"):
+    with pytest.raises(tvm_npu.NPUError, match="group sizes are"):
         tvm_npu.quantize(mod, weight_bits=4, group_size=48)
-    with pytest.raises(ValueError, match="needs calibration_data"):
+    with pytest.raises(tvm_npu.NPUError, match="needs calibration_data"):
         tvm_npu.quantize(mod, weight_bits=4, weight_method="gptq")
-    with pytest.raises(ValueError, match="weight_bits must be 8 or 4"):
+    with pytest.raises(tvm_npu.NPUError, match="weight_bits must be 8 or 4"):
         tvm_npu.quantize(mod, [np.ones((4, 64), np.float32)], weight_bits=3)
 
 

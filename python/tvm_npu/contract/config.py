@@ -48,6 +48,15 @@ class NPUConfig:
     # The stream's configuration block: these words, in this order (docs/npu.md section 6).
     BLOCK_FIELDS = tuple(f["name"] for f in spec.CONFIG["fields"])
 
+    def __new__(cls, *args, **kwargs):
+        # before the dataclass's __init__, whose TypeError named an unknown field but no code
+        fields = cls.__dataclass_fields__
+        unknown = [k for k in kwargs if k not in fields]
+        if unknown or len(args) > len(fields):
+            what = f"no field {', '.join(unknown)}" if unknown else f"{len(fields)} fields, {len(args)} given"
+            raise NPUError("ERR_INVALID_CONFIG", f"NPUConfig has {what}: its fields are {', '.join(fields)}")
+        return super().__new__(cls)
+
     def __post_init__(self):
         for field in self.BLOCK_FIELDS:
             value = getattr(self, field)

@@ -62,6 +62,9 @@ def estimate(
         `split_idle_cycles` (power/model.py's time split). Raises NPUError (e.g. ERR_SRAM_OVERFLOW)
         when the model does not compile for `config`.
     """
+    from ..build import check_module  # pylint: disable=import-outside-toplevel
+
+    check_module(mod, "estimate")
     from ..build import bind_params, compile_npu_regions
 
     cfg = get_config(config)

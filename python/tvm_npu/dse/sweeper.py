@@ -26,6 +26,7 @@ from pathlib import Path
 from ..backend.plan.energy import DEFAULT, DEFAULT_AREA, AreaModel, EnergyModel
 from ..contract.config import NPUConfig, get_config
 from ..contract.errors import NPUError
+from ..runtime.files import write_error
 from . import grid as sweep_grid
 from . import plots as sweep_plots
 from . import run as sweep_run
@@ -98,9 +99,14 @@ def sweep(
     """
     if getattr(multiprocessing.current_process(), "_inheriting", False):
         sys.exit(_GUARD_EXIT)  # a spawned worker importing a script that calls sweep() unguarded: no pool in it
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS):
+        raise NPUError("ERR_INVALID_CONFIG", f"jobs={jobs!r}: give 1 to {MAX_JOBS} worker processes (None: all cores)")
     start = time.perf_counter()
     folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # a file of that name, a read-only parent
+        raise write_error(folder, err) from None
     model_path = _model_file(model, folder)
     base_cfg = get_config(base)
     points = sweep_grid.grid(base_cfg, mac, sram, ddr_bw)
@@ -133,6 +139,9 @@ def _model_file(model, folder: Path) -> str:
             raise NPUError(
                 "ERR_INVALID_MODEL", f"model file {str(path)!r} does not exist; give the path of an ONNX model"
             )
+        from ..frontend.onnx import read_model  # pylint: disable=import-outside-toplevel
+
+        read_model(path)  # once here, not as the same error in every row: ERR_INVALID_MODEL if it is no model
         return str(path.resolve())
     import onnx
 
@@ -145,6 +154,7 @@ def _model_file(model, folder: Path) -> str:
     )
 
 
+MAX_JOBS = 64  # worker processes: each imports TVM (~0.3 GB)
 _GUARD = 'put the sweep under `if __name__ == "__main__":` in the script'
 _GUARD_EXIT = f"tvm_npu.sweep: a worker process ran the main script again and stopped; {_GUARD}"
 _THREADS_WARNING = (

@@ -205,6 +205,9 @@ def _load(model) -> onnx.ModelProto:
     return loaded
 
 
+read_model = _load  # the same reading (and coded errors) for the other entry points that take a path
+
+
 def from_onnx(model: onnx.ModelProto | str | bytes, shape_dict: dict | None = None) -> tvm.IRModule:
     """Import an ONNX model (a ModelProto, a path or the serialized bytes); weights become constants of
     `main`, also when an older exporter listed them as graph inputs too.
@@ -214,6 +217,11 @@ def from_onnx(model: onnx.ModelProto | str | bytes, shape_dict: dict | None = No
     """
     if isinstance(model, (str, bytes, bytearray, memoryview)) or hasattr(model, "__fspath__"):
         model = _load(model)
+    if not isinstance(model, onnx.ModelProto):
+        raise NPUError(
+            "ERR_INVALID_MODEL",
+            f"from_onnx takes an onnx.ModelProto, a path to a .onnx file or its bytes, not {type(model).__name__}",
+        )
     try:
         # onnxruntime's ops of ONNX's domain (SimplifiedLayerNormalization) are unknown to the checker
         onnx.checker.check_model(contrib.checkable(model))

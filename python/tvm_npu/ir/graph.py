@@ -189,13 +189,35 @@ def as_args(batch, params) -> list:
     if isinstance(batch, dict):
         missing = [p.name for p in params if p.name not in batch]
         if missing:
-            raise KeyError(f"batch has no value for inputs {missing}")
+            _bad_batch(f"batch has no value for inputs {missing}")
         batch = [batch[p.name] for p in params]
     elif not isinstance(batch, (tuple, list)):
         batch = [batch]
     if len(batch) != len(params):
-        raise ValueError(f"batch has {len(batch)} arrays; main takes {len(params)}")
-    return [tvm.runtime.tensor(np.ascontiguousarray(a, dtype=str(p.ty.dtype))) for a, p in zip(batch, params)]
+        _bad_batch(f"batch has {len(batch)} arrays; main takes {len(params)}")
+    return [_arg(a, p) for a, p in zip(batch, params)]
+
+
+def _bad_batch(message: str):
+    from ..contract.errors import NPUError  # pylint: disable=import-outside-toplevel
+
+    raise NPUError("ERR_SHAPE_MISMATCH", message)
+
+
+def _arg(value, param) -> tvm.runtime.Tensor:
+    """One calibration array as the VM argument of `param`: its shape checked against the static dims of
+    the parameter (TVM's own check says "Check failed ... match_cast"), its values finite (a NaN or inf
+    range gives every scale after it NaN)."""
+    arr = np.ascontiguousarray(value, dtype=str(param.ty.dtype))
+    shape = getattr(param.ty, "shape", None)
+    values = getattr(shape, "values", None)  # None: a rank TVM does not know, not checked here
+    dims = [getattr(d, "value", None) for d in values or []]  # None: a symbolic size
+    if values is not None and (arr.ndim != len(dims) or any(d is not None and d != n for d, n in zip(dims, arr.shape))):
+        want = [d if d is not None else "?" for d in dims]
+        _bad_batch(f"calibration input '{param.name}' has shape {list(arr.shape)}, the model takes {want}")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        _bad_batch(f"calibration input '{param.name}' holds NaN or inf: give batches of real inputs")
+    return tvm.runtime.tensor(arr)
 
 
 def run_probe(vm: relax.VirtualMachine, params, batch) -> list:

@@ -15,6 +15,8 @@ The step model (the interface to the importer), the API, the errors and what run
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .kv_saturation import KVSaturationWarning
 from .model import LLM, compile
 from .quality import Evaluation, perplexity
@@ -27,7 +29,9 @@ def load(path) -> LLM:
     from .bundle import read_bundle
 
     meta, lib = read_bundle(path)
-    return LLM(lib, meta)
+    lm = LLM(lib, meta)
+    lm.artifact = Path(path)  # export_library copies it: a loaded library cannot be written again
+    return lm
 
 
 __all__ = ["LLM", "Evaluation", "compile", "greedy", "load", "perplexity", "top_k", "top_p"]

@@ -29,7 +29,8 @@ from tvm import relax
 
 from .. import runtime
 from ..contract.errors import NPUError
-from ..runtime.files import replacing
+from ..runtime.artifact import verified_payload
+from ..runtime.files import replacing, write_bytes
 from .one_library import FORMAT, META_FUNCTION
 
 _AGAIN = "export it again with lm.export_library(path)"
@@ -40,7 +41,16 @@ def write_bundle(lm, path) -> Path:
     interrupted export leaves no partial file at `path`). TVM picks what it writes by the name's suffix
     (".tar" would be a tar of object files), so a name not ending in ".so" is written as one, then
     renamed."""
+    if not isinstance(path, str | os.PathLike):
+        raise NPUError("ERR_INVALID_CONFIG", f"export_library takes a file path, not {type(path).__name__}")
     path = Path(path)
+    source = getattr(lm, "artifact", None)
+    if source is not None:  # loaded by tvm_npu.llm.load: TVM cannot write a loaded library, the file is it
+        if not source.is_file():
+            raise NPUError("ERR_BAD_ARTIFACT", f"{source}, which this LLM was loaded from, is gone: load it again")
+        data = source.read_bytes()
+        verified_payload(source, data)  # still the sealed artifact: ERR_BAD_ARTIFACT if not
+        return write_bytes(path, data)
     if path.suffix == ".so":
         return runtime.export_library(lm.executable, path)
     # a failed write: NPUError(ERR_INVALID_CONFIG) naming the path and the reason (runtime/files.py)
@@ -51,6 +61,8 @@ def write_bundle(lm, path) -> Path:
 
 def read_bundle(path):
     """(the LLM metadata, the loaded library) of the artifact at `path`."""
+    if not isinstance(path, str | os.PathLike):
+        raise NPUError("ERR_BAD_ARTIFACT", f"llm.load takes the artifact's path, not {type(path).__name__}")
     path = Path(path)
     if not path.is_file():
         raise NPUError("ERR_BAD_ARTIFACT", f"no LLM artifact at {path}")

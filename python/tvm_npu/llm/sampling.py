@@ -28,10 +28,20 @@ def _logits(logits) -> np.ndarray:
             "ERR_SHAPE_MISMATCH",
             f"a sampler takes one step's logits, a non-empty 1-D float array, not {arr.dtype} {list(arr.shape)}",
         )
+    if arr.dtype.kind == "f" and (np.isnan(arr).any() or np.isneginf(arr).all()):
+        what = "NaN" if np.isnan(arr).any() else "only -inf"
+        raise NPUError(
+            "ERR_INVALID_MODEL",
+            f"the logits hold {what}: no token can be drawn from them; the model's output overflowed or is not "
+            "a number (check its profile's fp16_overflow / nan counters)",
+        )
     return arr
 
 
 def _softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
+    if np.isposinf(logits).any():  # an infinite logit takes all the probability (shared among equals)
+        top = np.isposinf(logits).astype(np.float64)
+        return top / top.sum()
     z = logits.astype(np.float64) / temperature
     e = np.exp(z - z.max())
     return e / e.sum()

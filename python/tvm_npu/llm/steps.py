@@ -138,6 +138,23 @@ def _check_signature(mod: tvm.IRModule, info: dict) -> None:
         )
 
 
+def _check_builder(builder) -> None:
+    """NPUError(ERR_INVALID_MODEL) unless `builder` takes seq_len= and max_context= (a builder with
+    another signature raised its own TypeError from inside compile)."""
+    import inspect  # pylint: disable=import-outside-toplevel
+
+    try:
+        inspect.signature(builder).bind(seq_len=1, max_context=1)
+    except TypeError:
+        raise NPUError(
+            "ERR_INVALID_MODEL",
+            "a step-model builder is called as builder(seq_len=S, max_context=T) and returns a step model "
+            "(e.g. functools.partial(tvm_npu.models.decoder.gpt2_step, layers=2)); this one does not take those",
+        ) from None
+    except ValueError:  # no signature to read (a builtin): let the call say
+        return
+
+
 def resolve(model, max_context: int | None, prefill_len: int | None) -> tuple:
     """((prefill module, info), (decode module, info)) for `model` (see the module docstring)."""
     plain = not callable(model) and not isinstance(model, (tvm.IRModule, tuple, list))
@@ -154,6 +171,7 @@ def resolve(model, max_context: int | None, prefill_len: int | None) -> tuple:
             raise NPUError(
                 "ERR_LLM_CONTEXT", f"prefill_len {prefill_len}: give a bucket of 1 to max_context ({max_context})"
             )
+        _check_builder(model)
         steps = [load_step(model(seq_len=s, max_context=max_context)) for s in (S, 1)]
     elif isinstance(model, (tuple, list)) and len(model) == 2:
         steps = [load_step(m) for m in model]

@@ -17,6 +17,7 @@ import tvm
 from tqdm import tqdm
 from tvm import relax
 
+from ..contract.errors import NPUError
 from ..ir import graph as rg
 from . import awq
 from .awq_block import Block, block_output
@@ -59,7 +60,7 @@ def probe_batches(mod: tvm.IRModule, xs: list, data, progress: bool, report) -> 
             acc.append(arr)
         report.batches += 1
     if report.batches == 0:
-        raise ValueError("quantize: calibration_data gave no batches")
+        raise NPUError("ERR_INVALID_CONFIG", "quantize: calibration_data gave no batches")
     return out
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..contract.errors import NPUError
+
 METHODS = ("minmax", "percentile", "entropy")
 INT8_MIN, INT8_MAX = -128, 127
 #: the smallest weight scale: an all-zero channel must not give scale 0 (dequantize divides by it)
@@ -108,7 +110,7 @@ class PercentileObserver(_HistogramObserver):
     def __init__(self, percentile: float = 99.99, bins: int = 4096):
         super().__init__(bins)
         if not 50.0 < percentile <= 100.0:
-            raise ValueError(f"percentile must be in (50, 100], got {percentile}")
+            raise NPUError("ERR_INVALID_CONFIG", f"percentile must be in (50, 100], got {percentile}")
         self.percentile = float(percentile)
 
     def range(self) -> tuple[float, float]:
@@ -201,7 +203,7 @@ def make_observer(method: str = "minmax", percentile: float = 99.99):
         return PercentileObserver(percentile)
     if method == "entropy":
         return EntropyObserver()
-    raise ValueError(f"unknown calibration method {method!r}; expected one of {METHODS}")
+    raise NPUError("ERR_INVALID_CONFIG", f"unknown calibration method {method!r}; expected one of {METHODS}")
 
 
 def activation_qparams(lo: float, hi: float) -> tuple[float, int] | None:

@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 from tvm import relax
 
 from .. import rewrite
+from ..contract.errors import NPUError
 from ..ir.graph import Graph, rebuild, run_probe, with_main
 from ..ir.graph import is_f32_tensor as _f32
 from ..ir.graph import op_name as _op
@@ -454,12 +455,13 @@ def quantize(
         ``weight_bits=4`` the int4 module and a WeightQuantReport.
     """
     if weight_bits not in (4, 8):
-        raise ValueError(f"quantize: weight_bits must be 8 or 4, not {weight_bits}")
+        raise NPUError("ERR_INVALID_CONFIG", f"quantize: weight_bits must be 8 or 4, not {weight_bits}")
     activations = activations or ("float" if weight_bits == 4 else "int8")
     if activations not in ("int8", "float") or (weight_bits, activations) == (8, "float"):
-        raise ValueError(
+        raise NPUError(
+            "ERR_INVALID_CONFIG",
             f'quantize: activations={activations!r} with weight_bits={weight_bits}; use "int8", or "float" '
-            "with weight_bits=4 (int8 weights under float activations: quantization.quantize_weights_int8)"
+            "with weight_bits=4 (int8 weights under float activations: quantization.quantize_weights_int8)",
         )
     if activations == "float":
         return quantize_weights_int4(mod, group_size, symmetric, weight_method, calibration_data, progress, memo)
@@ -467,7 +469,9 @@ def quantize(
         w4a8.check_options(group_size, weight_method, calibration_data)
         calibration_data = list(calibration_data)  # read twice by GPTQ (its layer inputs)
     if calibration_data is None:
-        raise ValueError("quantize: int8 quantization needs calibration_data (batches of model inputs)")
+        raise NPUError(
+            "ERR_INVALID_CONFIG", "quantize: int8 quantization needs calibration_data (batches of model inputs)"
+        )
     cal.make_observer(method, percentile)  # a bad method fails now, not after compiling the probe
     # Fold batch norms into convs and pads into conv padding (what the NPU will run), then constant
     # subgraphs (reshaped biases, transposed weights), so every weight is one constant.
@@ -480,7 +484,7 @@ def quantize(
             u.reason = f"skipped by the user ({entry!r})"
     report = QuantReport(method)
     if state_bits not in (8, 16):
-        raise ValueError(f"quantize: state_bits must be 8 or 16, not {state_bits}")
+        raise NPUError("ERR_INVALID_CONFIG", f"quantize: state_bits must be 8 or 16, not {state_bits}")
     cells = _cell_states(g, units) if state_bits == 16 else _CellStates()
     wide = cells.wide
     for u in units:
@@ -540,5 +544,5 @@ def _calibrate(mod, g, needed, data, method, percentile, progress, report) -> di
             obs.update(arr)
         report.batches += 1
     if report.batches == 0:
-        raise ValueError("quantize: calibration_data gave no batches")
+        raise NPUError("ERR_INVALID_CONFIG", "quantize: calibration_data gave no batches")
     return {v: o.range() for v, o in zip(needed, observers)}

@@ -16,19 +16,26 @@ layer whose K `group_size` does not divide (listed in the report with the reason
 
 from __future__ import annotations
 
+from ..contract.errors import NPUError
 from .weight_int4 import GROUP_SIZES, METHODS, Int4Layer, WeightLayer, WeightQuantReport, _key, layer_inputs
 
 
 def check_options(group_size: int, method: str, calibration_data) -> None:
     """The errors quantize_weights_int4 raises for the same options."""
     if group_size not in GROUP_SIZES:
-        raise ValueError(f"quantize: group_size {group_size}; the NPU's group sizes are {GROUP_SIZES}")
+        raise NPUError(
+            "ERR_INVALID_CONFIG", f"quantize: group_size {group_size}; the NPU's group sizes are {GROUP_SIZES}"
+        )
     if method not in METHODS:
-        raise ValueError(f"quantize: weight method {method!r}; use one of {METHODS}")
+        raise NPUError("ERR_INVALID_CONFIG", f"quantize: weight method {method!r}; use one of {METHODS}")
     if method == "awq":  # its 1/s would have to be folded into an int8 tensor's scale, per channel
-        raise ValueError('quantize: weight method "awq" is for float activations (W4A16): use "rtn" or "gptq"')
+        raise NPUError(
+            "ERR_INVALID_CONFIG", 'quantize: weight method "awq" is for float activations (W4A16): use "rtn" or "gptq"'
+        )
     if calibration_data is None:
-        raise ValueError("quantize: int8 activations need calibration_data (batches of model inputs)")
+        raise NPUError(
+            "ERR_INVALID_CONFIG", "quantize: int8 activations need calibration_data (batches of model inputs)"
+        )
 
 
 def _memoized(memo: dict | None, w, group_size: int, symmetric: bool):

@@ -32,6 +32,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from ..contract.errors import NPUError
 from ..ir import graph as rg
 from ..ir.group_quant import WEIGHT_PREFIX, group_dequantize, group_parts, npu_group_layout
 from ..ir.values import constant_value
@@ -285,9 +286,11 @@ def quantize_weights_int4(
     (tvm.IRModule, WeightQuantReport)
     """
     if group_size not in GROUP_SIZES:
-        raise ValueError(f"quantize: group_size {group_size}; the NPU's group sizes are {GROUP_SIZES}")
+        raise NPUError(
+            "ERR_INVALID_CONFIG", f"quantize: group_size {group_size}; the NPU's group sizes are {GROUP_SIZES}"
+        )
     if method not in METHODS:
-        raise ValueError(f"quantize: weight method {method!r}; use one of {METHODS}")
+        raise NPUError("ERR_INVALID_CONFIG", f"quantize: weight method {method!r}; use one of {METHODS}")
     memo = {} if memo is None else memo
     g = rg.Graph(mod["main"])
     report = WeightQuantReport(method, group_size, symmetric)
@@ -302,7 +305,9 @@ def quantize_weights_int4(
     calibrate = method != "rtn" and any(k not in memo for k in keys)
     # without a memo (the first or only call), a calibrated method always needs its data, layers or not
     if method != "rtn" and calibration_data is None and (calibrate or not memo):
-        raise ValueError(f"quantize: weight method {method!r} needs calibration_data (batches of model inputs)")
+        raise NPUError(
+            "ERR_INVALID_CONFIG", f"quantize: weight method {method!r} needs calibration_data (batches of model inputs)"
+        )
     data = list(calibration_data) if calibrate else []  # AWQ reads them twice: the search, the guard
     plan, inputs = None, []
     if calibrate and method == "awq":

@@ -52,13 +52,40 @@ def export_library(ex, path: str | os.PathLike, **kwargs) -> Path:
     (runtime/files.py), so an interrupted export leaves no partial file at `path`; a failed write is
     NPUError(ERR_INVALID_CONFIG) naming the path and the reason.
     """
+    _check_exportable(ex, path)
     path = Path(path)
     with replacing(path) as tmp:
-        ex.export_library(str(tmp), **kwargs)
+        try:
+            ex.export_library(str(tmp), **kwargs)
+        except RuntimeError as err:
+            if "SaveToBytes" not in str(err):
+                raise
+            raise NPUError(
+                "ERR_INVALID_CONFIG",
+                "this model was loaded from a library file, which TVM cannot write again: copy that file "
+                "(shutil.copy), or export the executable tvm_npu.build returned",
+            ) from None
         seal = trailer(tmp.read_bytes())
         with open(tmp, "ab") as f:
             f.write(seal)
     return path
+
+
+def _check_exportable(ex, path) -> None:
+    """NPUError(ERR_INVALID_CONFIG) for an `ex` that is not a built executable or a `path` that is not
+    a path."""
+    import tvm  # pylint: disable=import-outside-toplevel  (the runtime loads before TVM)
+
+    if not isinstance(path, str | os.PathLike):
+        raise NPUError("ERR_INVALID_CONFIG", f"export_library takes a file path, not {type(path).__name__}")
+    if type(ex).__name__ == "LLM":
+        raise NPUError("ERR_INVALID_CONFIG", "an LLM writes its own artifact: call lm.export_library(path)")
+    if not callable(getattr(ex, "export_library", None)) or isinstance(ex, tvm.IRModule):
+        raise NPUError(
+            "ERR_INVALID_CONFIG",
+            f'export_library takes what tvm_npu.build or tvm.compile(..., target="npu") returns, not '
+            f"{type(ex).__name__}: build the model first",
+        )
 
 
 def verified_payload(path: Path, data: bytes, verify: bool = True) -> bytes:

@@ -20,6 +20,7 @@ else is NPUError(ERR_SHAPE_MISMATCH) naming the input and what to pass.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from dataclasses import dataclass
@@ -160,6 +161,8 @@ def _check_shape(p: Param, shape: tuple, sizes: dict, head: str) -> None:
         if isinstance(want, int):
             if want != got:
                 _fail(f"{head}: axis {axis} is {got}, the model was compiled for {want}")
+        elif got == 0:  # TVM's generated code divides by a symbolic size (SIGFPE on 0)
+            _fail(f"{head}: axis {axis} ({want}) is 0; give each axis at least one element")
         elif want.isidentifier() and sizes.setdefault(want, (got, p.name))[0] != got:  # one size per name
             _fail(f"{head}: axis {axis} ({want}) is {got}, but {want} is {sizes[want][0]} in '{sizes[want][1]}'")
 
@@ -177,8 +180,29 @@ class Model:
         import tvm  # pylint: disable=import-outside-toplevel
         from tvm import relax  # pylint: disable=import-outside-toplevel
 
+        if isinstance(executable, str | os.PathLike):
+            raise NPUError(
+                "ERR_INVALID_CONFIG",
+                f"Model takes a built or loaded model, not the path {str(executable)!r}: load it first with "
+                "tvm_npu.load_module(path)",
+            )
+        if not isinstance(executable, tvm.runtime.Module | tvm.runtime.Executable):
+            raise NPUError(
+                "ERR_INVALID_CONFIG",
+                f'Model takes what tvm_npu.build / tvm.compile(..., target="npu") return or what '
+                f"tvm_npu.load_module loaded, not {type(executable).__name__}",
+            )
+        if device is not None and not isinstance(device, tvm.runtime.Device):
+            raise NPUError("ERR_INVALID_CONFIG", f"device={device!r}: pass tvm.cpu() (or leave it out)")
         self.executable = executable
-        self.vm = relax.VirtualMachine(executable, device or tvm.cpu())
+        try:
+            self.vm = relax.VirtualMachine(executable, device or tvm.cpu())
+        except (AttributeError, RuntimeError, ValueError) as err:  # a library that is not a VM executable
+            raise NPUError(
+                "ERR_BAD_ARTIFACT",
+                f"not a compiled model (no Relax VM executable inside: {type(err).__name__}): give a library "
+                "written by tvm_npu.export_library",
+            ) from None
         self.lock = threading.RLock()
         self._signatures: dict = {}
 
@@ -204,7 +228,9 @@ class Model:
         """`call`, its result as numpy arrays (a list for a tuple of outputs)."""
         return as_numpy(self.call(entry, *args))
 
-    def __call__(self, *args):
+    def __call__(self, *args, **named):
+        if named:
+            _fail(f"main takes its inputs in order, not by name ({', '.join(named)}=): call model(x, ...)")
         return self.run("main", *args)
 
 

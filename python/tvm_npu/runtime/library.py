@@ -171,6 +171,8 @@ def load_module(path: str | os.PathLike, verify: bool = True):
     process), and a path re-exported with other contents since an earlier load in this process is loaded
     as the new library, not as the earlier one that `dlopen` would return for the same name.
     """
+    if not isinstance(path, str | os.PathLike):
+        raise NPUError("ERR_BAD_ARTIFACT", f"load_module takes a library's path, not {type(path).__name__}")
     path = Path(path)
     if not path.is_file():
         raise NPUError("ERR_BAD_ARTIFACT", f"no library at {path}")

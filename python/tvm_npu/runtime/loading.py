@@ -38,17 +38,40 @@ def load_unpinned(path: Path, data: bytes):
 
     name = os.path.realpath(path)
     digest = hashlib.sha256(data).digest()
+    if Path(name).suffix != ".so":  # tvm-ffi picks its loader by the suffix: "lib.so.1", "model" have none
+        return _load_copy(Path(name), data, _checked(tvm_ffi.load_module, path), "has no .so suffix")
     with _LOCK:
         first = _LOADED.setdefault(name, digest)
     if first == digest:
-        return tvm_ffi.load_module(name, keep_module_alive=False)
-    return _load_copy(Path(name), data, tvm_ffi.load_module)
+        return _checked(tvm_ffi.load_module, path)(name, keep_module_alive=False)
+    why = "holds another library than the one loaded from that path earlier in this process"
+    return _load_copy(Path(name), data, _checked(tvm_ffi.load_module, path), why)
 
 
-def _load_copy(path: Path, data: bytes, load):
+def _checked(load, path: Path):
+    """`load`, its failure (a file dlopen refuses: an executable, another architecture's library)
+    NPUError(ERR_BAD_ARTIFACT) naming `path`."""
+
+    def run(name, **kwargs):
+        try:
+            return load(name, **kwargs)
+        except NPUError:  # the runtime's own (a damaged command stream: ERR_BAD_STREAM)
+            raise
+        except RuntimeError as err:
+            lines = [line for line in str(err).splitlines() if line.strip()]
+            raise NPUError(
+                "ERR_BAD_ARTIFACT",
+                f"{path} could not be loaded as a library ({lines[-1] if lines else type(err).__name__}): "
+                "give a library written by tvm_npu.export_library or `tvm-npu compile`",
+            ) from None
+
+    return run
+
+
+def _load_copy(path: Path, data: bytes, load, why: str):
     """`data` loaded from a new file (removed again once loaded: the mapping stays), next to `path`
-    or else in the temporary folder."""
-    reasons = []
+    or else in the temporary folder; `why` says why it cannot be loaded from `path` itself."""
+    reasons, refused = [], []
     for folder in (path.parent, Path(tempfile.gettempdir())):
         try:
             fd, copy = tempfile.mkstemp(suffix=".so", prefix=f".{path.stem}.", dir=folder)
@@ -59,15 +82,19 @@ def _load_copy(path: Path, data: bytes, load):
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
             return load(copy, keep_module_alive=False)
-        except (OSError, RuntimeError) as err:  # a full disk; a noexec folder (dlopen fails)
-            reasons.append(f"{folder}: {str(err).splitlines()[-1] if str(err) else type(err).__name__}")
+        except OSError as err:  # a full disk
+            reasons.append(f"{folder}: {err.strerror or err}")
+        except NPUError as err:  # a noexec folder (dlopen fails), or a file dlopen refuses anywhere
+            reasons.append(f"{folder}: {err}")
+            refused.append(err)
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(copy)
+    if len(refused) == 2:  # dlopen refused it in both folders: the file, not a folder (a program, say)
+        raise refused[-1]
     raise NPUError(
         "ERR_INVALID_CONFIG",
-        f"{path} holds another library than the one loaded from that path earlier in this process, and "
-        f"the dynamic loader would return the earlier one; a private copy to load it from could not be "
-        f"made ({'; '.join(reasons)}): export the model to a new path, or set TMPDIR to a writable folder "
-        f"that allows executables",
+        f"{path} {why}, so it is loaded from a private copy, which failed ({'; '.join(reasons)}): "
+        f"export the model to a new path ending in .so, or set TMPDIR to a writable folder that allows "
+        f"executables",
     )

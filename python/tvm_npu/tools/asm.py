@@ -298,6 +298,10 @@ def asm(text: str, weights_from=None, verify: bool = True) -> dict[str, bytes]:
     dict
         symbol -> the region's stream bytes, in listing order.
     """
+    if not isinstance(text, str):
+        raise NPUError(
+            "ERR_INVALID_CONFIG", f"asm takes the listing's text (Path(listing).read_text()), not {type(text).__name__}"
+        )
     out = {}
     regions, library = parse(text)
     needs = any(not r.has_data and r.weights is not None and r.weights[1] for r in regions)

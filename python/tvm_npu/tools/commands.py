@@ -18,7 +18,7 @@ from ..contract.errors import NPUError
 from ..runtime.files import check_distinct, replacing, writable_folder, write_bytes, write_error, write_text
 from . import inputs as model_inputs
 
-MAX_JOBS = 64  # sweep's worker processes
+MAX_JOBS = 64  # sweep's worker processes (dse/sweeper.py refuses more too)
 
 
 class CLIError(Exception):
@@ -36,6 +36,9 @@ def outputs_apart(outputs: dict, inputs: list) -> None:
     """Before any work: every output given (flag -> path or None) is none of the `inputs` and none of the
     other outputs, and its folder takes new files (runtime/files.py: NPUError ERR_INVALID_CONFIG)."""
     given = [(flag, path) for flag, path in outputs.items() if path is not None]
+    for flag, path in given:
+        if not str(path).strip():
+            raise CLIError(f"{flag} '{path}': give a file path")
     for i, (flag, path) in enumerate(given):
         check_distinct(path, inputs, flag)
         for other, was in given[:i]:
@@ -46,6 +49,8 @@ def outputs_apart(outputs: dict, inputs: list) -> None:
 
 
 def _report_paths(output, stem) -> list:
+    if not str(output).strip():  # before the report's name is made from it
+        raise CLIError(f"--output '{output}': give a file path")
     stem = Path(stem) if stem else Path(output).with_name(Path(output).stem + ".report")
     return [stem.with_name(stem.name + ".json"), stem.with_name(stem.name + ".txt")]
 
@@ -110,7 +115,6 @@ def cmd_run(args) -> int:
 
     lib_path = _existing(args.library, "library")
     outputs_apart({"--output": args.output}, [lib_path, *args.inputs])
-    inputs = model_inputs.as_arguments(args.inputs[0] if len(args.inputs) == 1 else args.inputs)
     try:
         lib = runtime.load_module(lib_path, verify=not args.no_verify)
     except NPUError:
@@ -118,6 +122,9 @@ def cmd_run(args) -> int:
     except Exception as err:  # noqa: BLE001  (not a shared library, wrong ABI, ...)
         raise CLIError(f"cannot load {str(lib_path)!r}: {err}") from None
     model = runtime.Model(lib)
+    params = model.signature("main")  # a .npz is matched to main's inputs by name
+    names = [p.name for p in params] if params is not None else None
+    inputs = model_inputs.as_arguments(args.inputs[0] if len(args.inputs) == 1 else args.inputs, names=names)
     try:
         result = model.call("main", *inputs)
     except NPUError:
@@ -351,6 +358,9 @@ def _llm(args):
     if head == b"\x7fELF" or tarfile.is_tarfile(path):  # a library, or the old tar format (ERR_BAD_ARTIFACT)
         options = {"--max-context": args.max_context, "--prefill-len": args.prefill_len}
         given = [flag for flag, v in {**options, "--prefill-model": args.prefill_model}.items() if v is not None]
+        defaults = {"--weights": "fp16", "--group-size": 128, "--kv-dtype": "float16", "--kv-placement": "auto"}
+        defaults["--config"] = "npu-ref"
+        given += [flag for flag, v in defaults.items() if getattr(args, flag[2:].replace("-", "_")) != v]
         if given:  # not silently ignored
             raise NPUError(
                 "ERR_INVALID_CONFIG",
@@ -456,7 +466,10 @@ def cmd_asm(args) -> int:
     from .asm import asm, patch_library
 
     outputs_apart({"--output": args.output}, [args.listing, args.weights_from, args.into])
-    text = _existing(args.listing, "listing").read_text()
+    try:
+        text = _existing(args.listing, "listing").read_text()
+    except UnicodeDecodeError:
+        raise CLIError(f"{args.listing!r} is not a text listing: give the output of `tvm-npu disasm`") from None
     weights = args.weights_from or args.into
     streams = asm(text, weights_from=str(_existing(weights, "library")) if weights else None, verify=not args.no_check)
     if args.into:

@@ -30,6 +30,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from .. import runtime
+from ..contract.errors import NPUError
 from ..contract.stream import decode
 from ..runtime.files import replacing
 from . import vm_program
@@ -282,7 +283,13 @@ def build_model(lib, run: bool = True) -> onnx.ModelProto:
     vm_exec, modules = _load(lib)
     consts = vm_program.constants(vm_exec.stats())
     funcs = vm_program.functions(vm_exec.as_text())
-    func = "main" if "main" in funcs else next(iter(funcs))
+    if "main" not in funcs:  # an LLM artifact: prefill / decode over a constant pool this reader does not parse
+        raise NPUError(
+            "ERR_INVALID_CONFIG",
+            f"the library has no main function (it has {', '.join(sorted(funcs)) or 'none'}): export-graph draws "
+            "a model's main; for an LLM artifact, `tvm-npu disasm lm.so` lists its NPU regions",
+        )
+    func = "main"
     params = vm_program.params(consts, func)
     timing = _timings(vm_exec, modules, func, params) if run else {}
     b = _Builder(consts)

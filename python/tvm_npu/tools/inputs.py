@@ -61,7 +61,7 @@ def _array(value, name: str) -> np.ndarray:
     return np.ascontiguousarray(array)
 
 
-def as_arguments(inputs, params: list | None = None) -> list:
+def as_arguments(inputs, params: list | None = None, names: list | None = None) -> list:
     """`inputs` as the list of arrays `main` takes.
 
     Parameters
@@ -72,12 +72,15 @@ def as_arguments(inputs, params: list | None = None) -> list:
     params : list, optional
         `signature(mod)`; without it (an exported library) the arrays are taken in the order given and
         checked by the runtime.
+    names : list, optional
+        Without `params`: main's input names (an exported library's signature), which a dict or .npz
+        must match.
 
     Returns
     -------
     list of numpy.ndarray
     """
-    names = [n for n, _, _ in params] if params is not None else None
+    names = [n for n, _, _ in params] if params is not None else names
     if isinstance(inputs, (str, os.PathLike)):
         inputs = read_file(inputs)
     if isinstance(inputs, dict):

@@ -21,7 +21,7 @@ import tvm
 from tvm import relax
 
 from .. import runtime
-from ..build import build
+from ..build import build, check_module
 from ..contract.config import get_config
 from ..contract.errors import NPUError
 from ..partition.report import BuildReport
@@ -108,6 +108,7 @@ def profile(mod: tvm.IRModule, inputs: list | None = None, config=None, report: 
     dict
         JSON-serializable; see `collect` for the keys and their definitions.
     """
+    check_module(mod, "profile")
     cfg = get_config(config)
     arrays = random_inputs(mod) if inputs is None else inputs_mod.as_arguments(inputs, inputs_mod.signature(mod))
     report = BuildReport() if report is None else report
@@ -344,6 +345,14 @@ def saturation_warnings(prof: dict, fraction: float = SATURATION_WARN_FRACTION) 
     return lines
 
 
+def check_profile(prof) -> None:
+    """NPUError(ERR_INVALID_CONFIG) unless `prof` is what `tvm_npu.profile` returned."""
+    if not isinstance(prof, dict) or not isinstance(prof.get("layers"), list) or "total_cycles" not in prof:
+        raise NPUError(
+            "ERR_INVALID_CONFIG", f"pass the dict tvm_npu.profile(mod, inputs) returned, not {type(prof).__name__}"
+        )
+
+
 def to_csv(prof: dict, path) -> None:
     """Write one row per NPU layer (header: CSV_COLUMNS) to `path`.
 
@@ -354,6 +363,7 @@ def to_csv(prof: dict, path) -> None:
     path : str or os.PathLike
         The CSV file to write.
     """
+    check_profile(prof)
     with replacing(path) as tmp, open(tmp, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(CSV_COLUMNS)

@@ -36,12 +36,24 @@ class StreamingSession:
     def __init__(self, ex, inputs: dict, outputs: list, state: dict):
         """`ex`: a built executable; `inputs`: {name: shape} in argument order; `outputs`: output names
         in order; `state`: {state input name: output name}."""
+        if not isinstance(state, dict):
+            raise NPUError(
+                "ERR_INVALID_CONFIG",
+                f"state is {{state input: output}}, e.g. {{'h0': 'Y_h', 'c0': 'Y_c'}}, not {type(state).__name__}",
+            )
         unknown = [k for k in state if k not in inputs] + [v for v in state.values() if v not in outputs]
         if unknown:
             raise NPUError(
                 "ERR_SHAPE_MISMATCH",
                 f"state names {unknown} are not inputs / outputs of the "
                 f"model (inputs {list(inputs)}, outputs {outputs})",
+            )
+        dynamic = [k for k in state if not all(isinstance(d, int) and d > 0 for d in inputs[k])]
+        if dynamic:
+            raise NPUError(
+                "ERR_SHAPE_MISMATCH",
+                f"state inputs {dynamic} have symbolic or zero dimensions {[list(inputs[k]) for k in dynamic]}: "
+                "the session starts them at zeros of a fixed shape; export the model with static state shapes",
             )
         self.model = runtime.Model(ex)  # checked calls, one at a time (runtime/boundary.py)
         self.vm = self.model.vm
@@ -53,8 +65,14 @@ class StreamingSession:
     def from_onnx(cls, model: onnx.ModelProto, state: dict, config=None) -> StreamingSession:
         """Import and build `model` for the NPU (`tvm_npu.build`), then wrap it."""
         from ..build import build
-        from ..frontend.onnx import from_onnx
+        from ..frontend.onnx import from_onnx, read_model
 
+        if isinstance(model, str | bytes) or hasattr(model, "__fspath__"):
+            model = read_model(model)  # a path or the bytes, as tvm_npu.from_onnx takes them
+        if not isinstance(model, onnx.ModelProto):
+            raise NPUError(
+                "ERR_INVALID_MODEL", f"from_onnx takes an onnx.ModelProto or a .onnx path, not {type(model).__name__}"
+            )
         ex = build(from_onnx(model), config=config)
         return cls(ex, {i.name: _shape(i) for i in model.graph.input}, [o.name for o in model.graph.output], state)
 
@@ -73,9 +91,13 @@ class StreamingSession:
         with self._lock:
             self.state = {name: tvm.runtime.tensor(np.zeros(self.inputs[name], np.float32)) for name in self.state_map}
 
-    def __call__(self, **feeds) -> dict:
+    def __call__(self, *positional, **feeds) -> dict:
         """Run one chunk; `feeds` are the non-state inputs by name. Returns {output name: numpy array}."""
         want = [n for n in self.inputs if n not in self.state_map]
+        if positional:
+            raise NPUError(
+                "ERR_SHAPE_MISMATCH", f"feed the inputs by name: session({', '.join(f'{n}=...' for n in want)})"
+            )
         if sorted(feeds) != sorted(want):
             raise NPUError(
                 "ERR_SHAPE_MISMATCH",
@@ -156,6 +178,8 @@ class Pending:
             isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or math.isnan(timeout) or timeout < 0
         ):
             raise NPUError("ERR_INVALID_CONFIG", f"timeout={timeout!r}: pass seconds as a number >= 0, or None")
+        if timeout is not None and timeout > threading.TIMEOUT_MAX:  # inf, 1e300: as long as it takes
+            timeout = None
         try:
             out = self._future.result(timeout=timeout)
         except FutureTimeout:

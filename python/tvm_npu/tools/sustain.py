@@ -125,6 +125,21 @@ def _check_numbers(**values) -> None:
             raise NPUError("ERR_INVALID_CONFIG", f"{name}={v!r}: pass a finite number")
 
 
+def _check_platform(thermal, cpu_w: float, other_w: float) -> None:
+    """Powers that are not negative and an ambient temperature a device meets (-40 to 125 C, the
+    industrial range): NaN powers gave NaN energies, an ambient of 1000 C overflowed the thermal model."""
+    for name, watts in (("cpu_w", cpu_w), ("other_w", other_w)):
+        if watts < 0:
+            raise NPUError("ERR_INVALID_CONFIG", f"{name}={watts!r}: a power in W cannot be negative")
+    if isinstance(thermal, str):
+        from ..power import get_thermal  # pylint: disable=import-outside-toplevel
+
+        thermal = get_thermal(thermal)
+    ambient = thermal.ambient_c
+    if not isinstance(ambient, numbers.Real) or not math.isfinite(ambient) or not -40 <= ambient <= 125:
+        raise NPUError("ERR_INVALID_CONFIG", f"ambient {ambient!r} C: pass a temperature from -40 to 125 C")
+
+
 def _check_frames(cfg, work, cpu_s: float, fps, seconds: float, pipelined: bool) -> None:
     """Refuse a run of more than MAX_FRAMES frames: `seconds` at the source's rate, or at the fastest
     rate the pipeline takes frames with fps 0 (throttling only lowers it), before any is simulated."""
@@ -133,6 +148,12 @@ def _check_frames(cfg, work, cpu_s: float, fps, seconds: float, pipelined: bool)
     burst = 1 / frame_s if frame_s > 0 else math.inf
     rate = min(fps, burst) if fps else burst
     frames = seconds * rate
+    if 0 < frames < 1:  # no frame arrives in the run (signs: simulate says): every figure would be of nothing
+        raise NPUError(
+            "ERR_INVALID_CONFIG",
+            f"seconds={seconds:g} at {rate:.4g} frames/s is less than one frame: pass seconds >= {1 / rate:.4g} "
+            "(or a higher fps)",
+        )
     if frames > MAX_FRAMES:
         fits = MAX_FRAMES / rate
         raise NPUError(
@@ -188,7 +209,8 @@ def sustain(
         `.summary` (fps, latency percentiles, energy per inference, power, peak temperature, time
         throttled), `.timeline`, `.text()`.
     """
-    _check_numbers(fps=fps, seconds=seconds, cpu_ms=cpu_ms)
+    _check_numbers(fps=fps, seconds=seconds, cpu_ms=cpu_ms, cpu_w=cpu_w, other_w=other_w)
+    _check_platform(thermal, cpu_w, other_w)
     if isinstance(repeats, bool) or not isinstance(repeats, numbers.Integral) or not 1 <= repeats <= 1000:
         raise NPUError("ERR_INVALID_CONFIG", f"repeats={repeats!r}: pass an int from 1 to 1000 (calls of main timed)")
     vm, arrays = _executable(model, config, inputs)

@@ -174,6 +174,9 @@ def write_chrome_trace(prof: dict, path) -> None:
     path : str or os.PathLike
         The .json file to write.
     """
+    from .profiler import check_profile  # pylint: disable=import-outside-toplevel
+
+    check_profile(prof)
     doc = {
         "traceEvents": trace_events(prof),
         "displayTimeUnit": "ns",
