@@ -17,6 +17,7 @@ import numbers
 import secrets
 import threading
 import warnings
+from pathlib import Path
 
 import numpy as np
 import tvm
@@ -324,6 +325,7 @@ class LLM:
     def __init__(self, executable, meta: dict):
         self.meta = meta
         self.executable = executable
+        self.artifact: Path | None = None  # the file tvm_npu.llm.load read this LLM from (export copies it)
         self._vm = relax.VirtualMachine(executable, tvm.cpu())
         modules = runtime.npu_modules(self._vm)
         info = meta["step"]

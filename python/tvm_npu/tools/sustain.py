@@ -136,7 +136,7 @@ def _check_platform(thermal, cpu_w: float, other_w: float) -> None:
 
         thermal = get_thermal(thermal)
     ambient = thermal.ambient_c
-    if not isinstance(ambient, numbers.Real) or not math.isfinite(ambient) or not -40 <= ambient <= 125:
+    if not isinstance(ambient, numbers.Real) or not math.isfinite(ambient) or not -40 <= float(ambient) <= 125:
         raise NPUError("ERR_INVALID_CONFIG", f"ambient {ambient!r} C: pass a temperature from -40 to 125 C")
 
 
