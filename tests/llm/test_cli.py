@@ -74,6 +74,6 @@ def test_generate_passes_the_weight_and_cache_options(capsys):
     out, _ = capsys.readouterr()
     _, want = OrtDecoder(gpt2_step, max_context=16).run([1, 2, 3], 4)
     assert _tokens(out) == want
-    assert "KV cache: " in out and " bytes in DDR" in out
+    assert "KV cache: " in out and " bytes read by the decode steps, in DDR" in out
     assert main([*argv[:-1], "sram", "--max-context", "100000"]) == 2  # a cache that cannot fit SRAM
     assert "ERR_SRAM_OVERFLOW" in capsys.readouterr().err

@@ -77,3 +77,44 @@ def test_eval_prints_perplexity_and_refuses_an_empty_text(hf_folder, tmp_path):
     empty.write_text("  \n")
     run = _cli("eval", hf_folder, "--text", str(empty), "--max-context", "32")
     assert run.returncode == 2 and "ERR_INVALID_CONFIG" in run.stderr and "empty" in run.stderr
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--max-tokens", "-3"], "--max-tokens -3: give at least 2"),  # would slice from the end
+        (["--max-tokens", "1"], "--max-tokens 1: give at least 2"),
+        (["--stride", "0"], "stride=0: use an integer from 1 to max_context (32)"),
+        (["--stride", "33"], "stride=33: use an integer from 1 to max_context (32)"),
+    ],
+)
+def test_eval_refuses_bad_windows_before_it_compiles(hf_folder, tmp_path, capsys, monkeypatch, args, says):
+    """Arguments `tvm-npu eval` can check up front are refused before the model is compiled (a compile
+    that would be thrown away): llm.compile is replaced by a function that fails the test if called."""
+    from tvm_npu.tools.cli import main
+
+    def no_compile(*_a, **_k):
+        raise AssertionError("compiled before refusing the arguments")
+
+    monkeypatch.setattr(tvm_npu.llm, "compile", no_compile)
+    text = tmp_path / "t.txt"
+    text.write_text("A list is a mutable sequence. " * 6)
+    assert main(["eval", hf_folder, "--text", str(text), "--max-context", "32", *args]) == 2
+    err = capsys.readouterr().err
+    assert "ERR_INVALID_CONFIG" in err and says in err
+    assert main(["eval", hf_folder, "--text", str(tmp_path), "--max-context", "32"]) == 2
+    assert "is a folder, not a text file" in capsys.readouterr().err
+
+
+def test_generate_refusing_a_too_long_request_prints_no_half_line(hf_folder, capsys):
+    """A request the cache cannot hold is refused before any text is streamed: stdout does not carry the
+    prompt with the error glued to it; max_new_tokens 0 prints the prompt alone and says no decode ran."""
+    from tvm_npu.tools.cli import main
+
+    argv = ["generate", hf_folder, "--prompt", "The quick brown fox", "--max-context", "32", "--prefill-len", "8"]
+    assert main([*argv, "--max-new-tokens", "100"]) == 2
+    out, err = capsys.readouterr()
+    assert "ERR_LLM_CONTEXT" in err and "The quick" not in out
+    assert main([*argv, "--max-new-tokens", "0"]) == 0
+    out, _ = capsys.readouterr()
+    assert out.splitlines()[0] == "The quick brown fox" and "(no decode step ran)" in out

@@ -101,6 +101,15 @@ def _window_logits(lm, ids: np.ndarray, step: str) -> np.ndarray:
     return np.stack(rows + [rows[-1]])  # the last token's logits predict nothing in the window
 
 
+def check_stride(stride, max_context: int) -> int:
+    """The window step `perplexity` uses: `stride`, or half of `max_context` when None; ERR_INVALID_CONFIG
+    for one that is not an integer from 1 to `max_context` (`tvm-npu eval` checks it before compiling)."""
+    stride = max_context // 2 or 1 if stride is None else stride
+    if isinstance(stride, bool) or not isinstance(stride, numbers.Integral) or not 1 <= stride <= max_context:
+        raise NPUError("ERR_INVALID_CONFIG", f"stride={stride!r}: use an integer from 1 to max_context ({max_context})")
+    return stride
+
+
 def perplexity(
     lm,
     ids,
@@ -138,9 +147,7 @@ def perplexity(
     T = lm.max_context
     if T < 2:
         raise NPUError("ERR_INVALID_CONFIG", f"max_context {T}: a window of one token predicts nothing")
-    stride = T // 2 or 1 if stride is None else stride
-    if isinstance(stride, bool) or not isinstance(stride, numbers.Integral) or not 1 <= stride <= T:
-        raise NPUError("ERR_INVALID_CONFIG", f"stride={stride!r}: use an integer from 1 to max_context ({T})")
+    stride = check_stride(stride, T)
     if step not in ("prefill", "decode"):
         raise NPUError("ERR_INVALID_CONFIG", f'step={step!r}: use "prefill" or "decode"')
     agree = 0

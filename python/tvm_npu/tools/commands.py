@@ -421,22 +421,33 @@ def cmd_generate(args) -> int:
                 ids, max_new_tokens=args.max_new_tokens, sampler=sampler, on_token=lambda _: bar.update(1)
             )
     else:  # stream the text as it is written
-        print(args.prompt if args.prompt is not None else tok.decode(ids), end="", flush=True)
+        prompt = args.prompt if args.prompt is not None else tok.decode(ids)
         shown: list[int] = []
 
         def show(token: int) -> None:
-            before = tok.decode(shown)
+            # The prompt goes out with the first new token, so that a request generate refuses before
+            # it runs (a context too small, a bad sampler) prints its error alone, not after the prompt.
+            before = tok.decode(shown) if shown else None
             shown.append(token)
-            print(tok.decode(shown)[len(before) :], end="", flush=True)
+            text = tok.decode(shown)
+            print(prompt + text if before is None else text[len(before) :], end="", flush=True)
 
-        new = lm.generate(ids, max_new_tokens=args.max_new_tokens, sampler=sampler, on_token=show)
-        print()
+        try:
+            new = lm.generate(ids, max_new_tokens=args.max_new_tokens, sampler=sampler, on_token=show)
+        except BaseException:
+            if shown:  # end the streamed line before the error
+                print()
+            raise
+        print(prompt if not shown else "")
     print("new tokens: " + ",".join(str(t) for t in new.tolist()))
     prof, clock = lm.profile(), lm.meta["config"]["clock_mhz"]
     print(_speed("prefill", prof["prefill"], clock))
     print(_speed("decode", prof["decode"], clock))
     kv = prof["decode"]
-    print(f"KV cache: {kv['kv_bytes']} bytes in {kv['kv_placement'].upper()}")
+    if kv["tokens"]:
+        print(f"KV cache: {kv['kv_bytes']} bytes read by the decode steps, in {kv['kv_placement'].upper()}")
+    else:  # kv_bytes counts what the decode steps read: none ran
+        print(f"KV cache: in {kv['kv_placement'].upper()} (no decode step ran)")
     return 0
 
 

@@ -54,7 +54,7 @@ def cmd_eval(args) -> int:
     agreement and the KL divergence (with a progress bar over the windows)."""
     from .. import llm
     from ..frontend import hf_folder
-    from ..llm import reference
+    from ..llm import quality, reference
 
     tok = find_tokenizer(args.model, args.tokenizer)
     if tok is None:
@@ -64,7 +64,17 @@ def cmd_eval(args) -> int:
         )
     path = Path(args.text)
     if not path.is_file():
-        raise NPUError("ERR_INVALID_CONFIG", f"--text {args.text!r} does not exist")
+        what = "is a folder, not a text file" if path.is_dir() else "does not exist"
+        raise NPUError("ERR_INVALID_CONFIG", f"--text {args.text!r} {what}")
+    # What can be checked before the compile is, so that a typo costs no build. A negative --max-tokens
+    # would slice from the end (all but the last N tokens): refused, as is one that leaves nothing to score.
+    if args.max_tokens is not None and args.max_tokens < 2:
+        raise NPUError(
+            "ERR_INVALID_CONFIG",
+            f"--max-tokens {args.max_tokens}: give at least 2 (each token after the first is scored)",
+        )
+    if args.max_context is not None and args.max_context >= 1:
+        quality.check_stride(args.stride, args.max_context)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
