@@ -37,11 +37,24 @@ def test_a_folder_without_weights_is_coded(tmp_path):
 
 
 def test_a_folder_transformers_cannot_load_is_coded(tmp_path):
+    # without transformers the folder is refused for that reason (the test after this one)
+    pytest.importorskip("transformers", reason="needs transformers (pip install '.[llm]')")
     (tmp_path / "config.json").write_text('{"model_type": "no-such-family"}')
     (tmp_path / "model.safetensors").write_bytes(b"not safetensors")
     with pytest.raises(NPUError, match="transformers cannot load") as err:
         tvm_npu.llm.compile(str(tmp_path), max_context=32)
     assert err.value.code == "ERR_INVALID_MODEL"
+
+
+def test_a_folder_without_the_llm_extra_says_how_to_get_it(tmp_path, monkeypatch):
+    """Without torch / transformers a checkpoint folder is refused with the extra to install, whatever
+    is in it (here: transformers' import made to fail, as on a machine without the extra)."""
+    (tmp_path / "config.json").write_text('{"model_type": "llama"}')
+    (tmp_path / "model.safetensors").write_bytes(b"not safetensors")
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    with pytest.raises(NPUError, match=r"needs torch and transformers .*pip install 'tvm_npu\[llm\]'") as err:
+        tvm_npu.llm.compile(str(tmp_path), max_context=32)
+    assert err.value.code == "ERR_INVALID_CONFIG"
 
 
 def _cli(*args, timeout=600):
