@@ -1,0 +1,5 @@
+"""Image generation: a Stable-Diffusion-shaped pipeline (text encoder and UNet on the NPU, the VAE
+decoder on the CPU), its DDIM sampler in numpy and the thermal policy the denoising loop obeys
+(docs/diffusion.md)."""
+
+from .scheduler import DDIM
