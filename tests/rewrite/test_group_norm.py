@@ -165,3 +165,16 @@ def test_group_norm_silu_conv_block_placement(monkeypatch):
     assert len(cpu(before)) == 9 and cpu(after) == ["relax.reshape", "relax.nn.layer_norm", "relax.reshape"]
     on_npu = [p.composite for p in after.placements if p.device == "npu"]
     assert on_npu == ["npu.conv2d", "npu.eltwise_multiply", "npu.eltwise_add", "npu.silu", "npu.conv2d"]
+
+
+@pytest.mark.parametrize("form", ["instance_norm", "group_normalization"])
+def test_other_forms_in_the_block_leave_the_same_three_cpu_ops(form):
+    """Forms (b) and (c) in the block: the same 3 CPU ops as (a); for (c) the per-channel Mul / Add
+    after the import's group_norm(ones, zeros) run on the NPU as [1, C, 1, 1] constants."""
+    source = instance_norm() if form == "instance_norm" else group_normalization()
+    inits = {i.name: numpy_helper.to_array(i) for i in source.graph.initializer}
+    model = _block(list(source.graph.node), inits, opset=source.opset_import[0].version)
+    report = tvm_npu.BuildReport()
+    _check(model, 1e-2, report=report)
+    cpu = [p.op for p in report.placements if p.device == "cpu"]
+    assert cpu == ["relax.reshape", "relax.nn.layer_norm", "relax.reshape"], report.table()
