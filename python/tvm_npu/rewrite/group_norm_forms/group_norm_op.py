@@ -71,7 +71,7 @@ def match(g: rg.Graph, var, value) -> GroupNormMatch | None:
         norm_var = mul.args[0] if rg.op_name(mul) == "relax.multiply" else None
         got = _norm(g, norm_var, g.value.get(norm_var)) if isinstance(norm_var, relax.Var) else None
         affine = _affine_after(g, norm_var) if got is not None else None
-        if affine is None or affine[2] is not var or not ((got.gamma == 1).all() and (got.beta == 0).all()):
+        if affine is None or not affine[2].same_as(var) or not ((got.gamma == 1).all() and (got.beta == 0).all()):
             return None
         mul_var, gamma, _, beta = affine
         return GroupNormMatch(got.data, got.groups, got.epsilon, (norm_var, mul_var), got.source, gamma, beta)
