@@ -21,14 +21,14 @@ CONV_W = (0.1 * RNG.standard_normal((C, C, 3, 3))).astype(np.float32)
 DECOMPOSED = ("relax.mean", "relax.variance", "relax.sqrt", "relax.divide", "relax.power", "relax.nn.group_norm")
 
 
-def _model(nodes, inits, opset=17, dtype=np.float32):
+def _model(nodes, inits, opset=17, dtype=np.float32, hw=H):
     elem = TensorProto.FLOAT16 if dtype == np.float16 else TensorProto.FLOAT
     cast = {k: (v.astype(dtype) if v.dtype == np.float32 else v) for k, v in inits.items()}
     graph = helper.make_graph(
         nodes,
         "g",
-        [helper.make_tensor_value_info("x", elem, (N, C, H, W))],
-        [helper.make_tensor_value_info("y", elem, (N, C, H, W))],
+        [helper.make_tensor_value_info("x", elem, (N, C, hw, hw))],
+        [helper.make_tensor_value_info("y", elem, (N, C, hw, hw))],
         [numpy_helper.from_array(np.asarray(v), k) for k, v in cast.items()],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
@@ -41,7 +41,7 @@ def _affine(src):
 VIEWS = {"s1": np.array([N, G, -1], np.int64), "s2": np.array([N, C, H, W], np.int64), "gamma": GAMMA, "beta": BETA}
 
 
-def written_out(square="pow", axis=-1, eps_under_root=True, extra_use=False, dtype=np.float32):
+def written_out(square="pow", axis=-1, eps_under_root=True, extra_use=False, dtype=np.float32, hw=H):
     """Form (a): Reshape -> ReduceMean -> Sub -> Pow -> ReduceMean -> Add eps -> Sqrt -> Div -> Reshape."""
     sq = (
         helper.make_node("Pow", ["d", "two"], ["sq"])
@@ -66,8 +66,8 @@ def written_out(square="pow", axis=-1, eps_under_root=True, extra_use=False, dty
         nodes += [helper.make_node("ReduceMean", ["sq"], ["v2"], axes=[axis], keepdims=1)]
         nodes += [helper.make_node("Add", ["n0", "v2"], ["n"])]
     nodes += [helper.make_node("Reshape", ["n", "s2"], ["nb"])] + _affine("nb")
-    inits = dict(VIEWS, two=np.float32(2), eps=np.float32(1e-5))
-    return _model(nodes, inits, dtype=dtype)
+    inits = dict(VIEWS, two=np.float32(2), eps=np.float32(1e-5), s2=np.array([N, C, hw, hw], np.int64))
+    return _model(nodes, inits, dtype=dtype, hw=hw)
 
 
 def instance_norm(scale=1.0):
@@ -90,7 +90,8 @@ def group_normalization():
 def _check(model, tol, dtype=np.float32, report=None):
     """tvm_npu.build of `model` against onnxruntime on the same file, within tol * max(1, max|ref|)."""
     ex = tvm_npu.build(tvm_npu.from_onnx(model), report=report)
-    x = (RNG.standard_normal((N, C, H, W)) * 3 + 1).astype(dtype)
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    x = (RNG.standard_normal(shape) * 3 + 1).astype(dtype)
     ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     got = run_vm(ex, x)
     assert np.abs(got.astype(np.float32) - ref).max() <= tol * max(1.0, np.abs(ref).max())
@@ -161,8 +162,13 @@ def test_group_norm_silu_conv_block_placement(monkeypatch):
     monkeypatch.setattr(rewrite, "PASSES", tuple(p for p in rewrite.PASSES if p is not fuse_group_norm))
     before = tvm_npu.BuildReport()
     _check(model, 1e-2, report=before)
-    cpu = lambda r: [p.op for p in r.placements if p.device == "cpu"]  # noqa: E731
-    assert len(cpu(before)) == 9 and cpu(after) == ["relax.reshape", "relax.nn.layer_norm", "relax.reshape"]
+    cpu = lambda r: [(p.op, p.code) for p in r.placements if p.device == "cpu"]  # noqa: E731
+    assert len(cpu(before)) == 9
+    assert cpu(after) == [
+        ("relax.reshape", "NPU_E_LAYOUT"),
+        ("relax.nn.layer_norm", "NPU_E_REGION_TOO_SMALL"),
+        ("relax.reshape", "NPU_E_LAYOUT"),
+    ], after.table()
     on_npu = [p.composite for p in after.placements if p.device == "npu"]
     assert on_npu == ["npu.conv2d", "npu.eltwise_multiply", "npu.eltwise_add", "npu.silu", "npu.conv2d"]
 
@@ -178,3 +184,15 @@ def test_other_forms_in_the_block_leave_the_same_three_cpu_ops(form):
     _check(model, 1e-2, report=report)
     cpu = [p.op for p in report.placements if p.device == "cpu"]
     assert cpu == ["relax.reshape", "relax.nn.layer_norm", "relax.reshape"], report.table()
+
+
+def test_a_row_longer_than_max_width_is_rewritten_and_refused_with_its_reason():
+    """32 x 32 pixels of 4 channels a group: rows of 4096 > max_width (2048) elements, which NORM does
+    not take (it keeps one row's statistics): the layer_norm stays on the CPU with NPU_E_WIDTH."""
+    model = written_out(hw=32)
+    assert count_ops(rewrite.run(tvm_npu.from_onnx(model)), "relax.nn.layer_norm") == 1
+    report = tvm_npu.BuildReport()
+    _check(model, 1e-4, report=report)
+    norm = [p for p in report.placements if p.op == "relax.nn.layer_norm"]
+    assert [(p.device, p.code) for p in norm] == [("cpu", "NPU_E_WIDTH")], report.table()
+    assert "width 4096 > 2048" in norm[0].reason
