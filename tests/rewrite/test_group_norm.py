@@ -81,10 +81,10 @@ def instance_norm(scale=1.0):
     return _model(nodes, inits)
 
 
-def group_normalization():
+def group_normalization(dtype=np.float32):
     """Form (c): GroupNormalization-21, per-channel scale and bias."""
     node = helper.make_node("GroupNormalization", ["x", "gamma", "beta"], ["y"], num_groups=G, epsilon=1e-5)
-    return _model([node], {"gamma": GAMMA.reshape(C), "beta": BETA.reshape(C)}, opset=21)
+    return _model([node], {"gamma": GAMMA.reshape(C), "beta": BETA.reshape(C)}, opset=21, dtype=dtype)
 
 
 def _check(model, tol, dtype=np.float32, report=None):
@@ -134,6 +134,15 @@ def test_float16_is_left_alone_and_still_matches():
     model = written_out(dtype=np.float16)
     mod = rewrite.run(tvm_npu.from_onnx(model))
     assert count_ops(mod, "relax.nn.layer_norm") == 0 and count_ops(mod, "relax.mean") == 2
+    _check(model, 1e-2, dtype=np.float16)
+
+
+def test_float16_group_normalization_is_rewritten_between_its_casts():
+    """TVM imports a float16 GroupNormalization-21 as a float32 group_norm between two casts (stash_type
+    1): that float32 norm is rewritten like any other, within fp16's 1e-2 of onnxruntime."""
+    model = group_normalization(dtype=np.float16)
+    mod = rewrite.run(tvm_npu.from_onnx(model))
+    assert count_ops(mod, "relax.nn.layer_norm") == 1 and count_ops(mod, "relax.nn.group_norm") == 0, mod
     _check(model, 1e-2, dtype=np.float16)
 
 
