@@ -2,7 +2,8 @@
 compute on constants folded, a dense layer's column split pushed into its weights, a split into halves
 as two slices, views as reshapes,
 zero pads into conv padding, batch norm folded into convs, x * sigmoid(x) and the decomposed tanh GELU
-as the one activation each is, the written-out RMSNorm as one rms_norm; last, the run-time indices of
+as the one activation each is, the written-out RMSNorm as one rms_norm, each
+GroupNorm form as a layer_norm of grouped rows; last, the run-time indices of
 every gather range-checked (check_indices). `run` applies them in the order of `PASSES`;
 `partition.prepare` and the quantizer call it.
 
@@ -18,6 +19,7 @@ from .batch_norm import decompose_batch_norm, fold_batch_norm
 from .check_indices import check_indices
 from .fold_constants import fold_constant_compute
 from .fuse_gelu_tanh import fuse_gelu_tanh
+from .fuse_group_norm import fuse_group_norm
 from .fuse_pad import fuse_pad_into_conv
 from .fuse_rms_norm import fuse_rms_norm
 from .fuse_silu import fuse_silu
@@ -38,6 +40,7 @@ PASSES = (
     fuse_silu,
     fuse_gelu_tanh,
     fuse_rms_norm,
+    fuse_group_norm,
     check_indices,
 )
 
