@@ -1,0 +1,34 @@
+"""diffusers' UNet2DConditionModel (tiny, seeded) built for the NPU against onnxruntime on the same file:
+the static export at batch 1 through the plain tvm_npu.from_onnx (the shape arithmetic of the GEGLU's
+chunk folded on need, frontend/shape_fold.py: before, the build failed with an uncoded AssertionError),
+and the export with dynamic axes specialised to batch 2 (classifier-free guidance) by
+frontend/diffusion.py."""
+
+import tvm_npu
+from tvm_npu.frontend import diffusion, shape_fold
+
+from .reference import assert_close, feeds, npu, onnxruntime, placement
+
+
+def test_static_unet_batch1_matches_onnxruntime(diffusers_export):
+    path = diffusers_export("unet")
+    mod = tvm_npu.from_onnx(path)
+    assert shape_fold.unknown_shapes(mod) == 0
+    inputs = feeds(path)
+    report = tvm_npu.BuildReport()
+    err = assert_close(npu(mod, inputs, report), onnxruntime(path, inputs))
+    print(f"UNet batch 1: max error {err:.2e}; {placement(report)}")
+    assert report.mac_percent() >= 99.0
+
+
+def test_dynamic_unet_at_batch2_matches_onnxruntime(diffusers_export):
+    path = diffusers_export("unet", dynamic=True)
+    mod = diffusion.from_onnx(path, batch=2, latent=8)
+    inputs = feeds(diffusers_export("unet", batch=2))  # the shapes of batch 2, latent 8
+    inputs["timestep"][:] = inputs["timestep"][0]  # one step: both halves of the guidance batch
+    report = tvm_npu.BuildReport()
+    got = npu(mod, inputs, report)
+    want = onnxruntime(path, inputs)
+    assert want.shape == (2, 4, 8, 8)
+    err = assert_close(got, want)
+    print(f"UNet batch 2: max error {err:.2e}; {placement(report)}")
