@@ -231,6 +231,9 @@ def from_onnx(model: onnx.ModelProto | str | bytes, shape_dict: dict | None = No
     # attribute values the importer cannot give the meaning of: a coded error
     check_model(model, {key: op.spec for key, op in contrib.CONTRIB_OPS.items()})
     model = contrib.expand(model)  # ONNX's Attention (TVM reads it as com.microsoft's), RotaryEmbedding
+    if shape_dict is not None:  # static shapes given for symbolic inputs: as if the file declared them
+        fixed = shape_fold.with_shapes(model, shape_dict)
+        model, shape_dict = (model, shape_dict) if fixed is None else (fixed, None)
     if shape_dict is not None or not shape_fold.inputs_static(model):
         return _import(model, shape_dict)
     # Every input static: shape arithmetic TVM cannot read (a Reshape of a computed shape fails the
@@ -272,6 +275,7 @@ def _import(model: onnx.ModelProto, shape_dict: dict | None) -> tvm.IRModule:
             raise NPUError(
                 "ERR_OP_NOT_SUPPORTED",
                 f"TVM's ONNX importer cannot import this model ({type(err).__name__}: {first}); the graph "
-                "needs a form TVM's importer reads: fold shape arithmetic into constants (e.g. onnxruntime's "
+                "needs a form TVM's importer reads: give every input a static shape (in the file or by shape_dict=: "
+                "tvm_npu then folds the arithmetic itself), fold shape arithmetic into constants (e.g. onnxruntime's "
                 "basic graph optimizations, or onnx-simplifier) or replace the op",
             ) from None

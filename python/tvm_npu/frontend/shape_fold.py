@@ -50,3 +50,22 @@ def folded(model: onnx.ModelProto) -> onnx.ModelProto:
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     return decoder_fold.fold(copy)
+
+
+def with_shapes(model: onnx.ModelProto, shape_dict: dict) -> onnx.ModelProto | None:
+    """A copy of `model` with the graph inputs named in `shape_dict` of those shapes (lists of positive
+    ints, one per dim of the input); None when `shape_dict` is not that (a symbolic dim, an unknown name,
+    another rank: TVM's importer reads it as given)."""
+    inputs = {vi.name: vi for vi in model.graph.input}
+    for name, shape in shape_dict.items():
+        dims = inputs[name].type.tensor_type.shape.dim if name in inputs else None
+        ints = isinstance(shape, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in shape)
+        if dims is None or not ints or len(shape) != len(dims) or min(shape, default=1) < 1:
+            return None
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for vi in copy.graph.input:
+        for dim, value in zip(vi.type.tensor_type.shape.dim, shape_dict.get(vi.name, ())):
+            dim.Clear()
+            dim.dim_value = value
+    return copy
