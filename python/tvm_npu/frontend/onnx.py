@@ -27,7 +27,7 @@ from tvm.relax.frontend.onnx import onnx_frontend
 from ..contract.errors import NPUError
 from ..ir.graph import BLOCK_BUILDER_LOCK
 from ..ir.values import constant_value
-from . import contrib
+from . import contrib, shape_fold
 from .blockwise import DequantizeLinear, MatMulNBits, widen_int4_initializers
 from .lstm import LSTM
 from .onnx_attributes import check_model
@@ -231,6 +231,30 @@ def from_onnx(model: onnx.ModelProto | str | bytes, shape_dict: dict | None = No
     # attribute values the importer cannot give the meaning of: a coded error
     check_model(model, {key: op.spec for key, op in contrib.CONTRIB_OPS.items()})
     model = contrib.expand(model)  # ONNX's Attention (TVM reads it as com.microsoft's), RotaryEmbedding
+    if shape_dict is not None:  # static shapes given for symbolic inputs: as if the file declared them
+        fixed = shape_fold.with_shapes(model, shape_dict)
+        model, shape_dict = (model, shape_dict) if fixed is None else (fixed, None)
+    if shape_dict is not None or not shape_fold.inputs_static(model):
+        return _import(model, shape_dict)
+    # Every input static: shape arithmetic TVM cannot read (a Reshape of a computed shape fails the
+    # import; a Slice of computed bounds, torch's chunk / split, imports of unknown shape and fails the
+    # build) is folded into constants and the model imported again (frontend/shape_fold.py).
+    try:
+        mod = _import(model, None)
+    except NPUError as err:
+        if not str(err).startswith("ERR_OP_NOT_SUPPORTED: TVM's ONNX importer cannot import this model ("):
+            raise
+        try:
+            return _import(shape_fold.folded(model), None)
+        except NPUError:
+            raise err from None
+    if shape_fold.unknown_shapes(mod):
+        mod = _import(shape_fold.folded(model), None)
+    return mod
+
+
+def _import(model: onnx.ModelProto, shape_dict: dict | None) -> tvm.IRModule:
+    """TVM's importer with tvm_npu's converters, its failures as coded errors."""
     # TVM's importer builds main in a BlockBuilder function scope; under the same lock no other import
     # sees the converter map patched or restored half-way, nor the contrib nodes routed (in place) to
     # their domain's converters.
@@ -251,6 +275,7 @@ def from_onnx(model: onnx.ModelProto | str | bytes, shape_dict: dict | None = No
             raise NPUError(
                 "ERR_OP_NOT_SUPPORTED",
                 f"TVM's ONNX importer cannot import this model ({type(err).__name__}: {first}); the graph "
-                "needs a form TVM's importer reads: fold shape arithmetic into constants (e.g. onnxruntime's "
+                "needs a form TVM's importer reads: give every input a static shape (in the file or by shape_dict=: "
+                "tvm_npu then folds the arithmetic itself), fold shape arithmetic into constants (e.g. onnxruntime's "
                 "basic graph optimizations, or onnx-simplifier) or replace the op",
             ) from None

@@ -1,0 +1,17 @@
+"""transformers' CLIPTextModel (tiny, seeded), exported at static shapes, built for the NPU: its
+last_hidden_state against onnxruntime on the same file."""
+
+import tvm_npu
+from tvm_npu.frontend import diffusion
+
+from .reference import assert_close, feeds, npu, onnxruntime, placement
+
+
+def test_text_encoder_matches_onnxruntime(diffusers_export):
+    path = diffusers_export("text_encoder")
+    inputs = feeds(path)
+    report = tvm_npu.BuildReport()
+    got = npu(diffusion.from_onnx(path, batch=1), inputs, report)
+    err = assert_close(got, onnxruntime(path, inputs))
+    print(f"text encoder: max error {err:.2e}; {placement(report)}")
+    assert report.mac_percent() >= 99.0
