@@ -6,6 +6,7 @@ between allowed) says how it is tested:
     <!-- doc-test: skip (why it cannot run as written) -->
     <!-- doc-test: expect "text its output contains" "and more" -->
     <!-- doc-test: slow -->                                   (the file's test is marked slow)
+    <!-- doc-test: needs torch diffusers -->                  (the file's test skips without them: an extra)
 
 Every other block runs. A file's blocks run in order in one Python process (a block may use the names an
 earlier block of its file defined), shell blocks with `bash -e` from that process, in a folder that holds
@@ -33,6 +34,7 @@ class Block:
     skip: str | None = None  # the reason, when the block is not run
     expect: list[str] = field(default_factory=list)
     slow: bool = False
+    needs: list[str] = field(default_factory=list)  # modules of an optional extra the block imports
 
     @property
     def where(self) -> str:
@@ -75,6 +77,8 @@ def _block(doc: str, line: int, kind: str, code: str, directive: str) -> Block:
         block.skip = (skip.group(1) or "").strip() or "no reason given"
     block.expect = re.findall(r'"([^"]*)"', directive) if "expect" in directive else []
     block.slow = bool(re.search(r"\bslow\b", directive))
+    needs = re.search(r"\bneeds\s+([\w\s]+?)(?:\s+expect\b|\s+slow\b|$)", directive)
+    block.needs = needs.group(1).split() if needs else []
     return block
 
 

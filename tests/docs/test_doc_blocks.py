@@ -58,6 +58,8 @@ def user_files(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("doc", _docs())
 def test_doc_blocks_run_as_written(doc: Path, user_files: Path, tmp_path: Path):
     found = blocks(doc)
+    for module in sorted({m for b in found if not b.skip for m in b.needs}):
+        pytest.importorskip(module, reason=f"{doc.name}'s blocks need {module} (an optional extra)")
     for name in ("model.onnx", "x.npy", "model.so"):
         shutil.copy(user_files / name, tmp_path / name)
     script = tmp_path / "doc_blocks_driver.py"
@@ -100,6 +102,16 @@ def test_directives_apply_to_the_next_block_only(tmp_path: Path):
         ("bash", "B\n", None, ["1 2", "three"], False),
         ("bash", "C\n", None, [], False),
     ]
+
+
+def test_needs_names_the_extras_modules_before_expect_or_slow(tmp_path: Path):
+    md = tmp_path / "x.md"
+    md.write_text(
+        '<!-- doc-test: slow needs torch diffusers expect "img" -->\n```python\nA\n```\n'
+        "<!-- doc-test: needs onnxruntime -->\n```python\nB\n```\n```python\nC\n```\n"
+    )
+    got = [(b.needs, b.slow, b.expect) for b in blocks(md)]
+    assert got == [(["torch", "diffusers"], True, ["img"]), (["onnxruntime"], False, []), ([], False, [])]
 
 
 def test_driver_marks_each_block_and_stops_at_a_failure(tmp_path: Path):
