@@ -181,6 +181,10 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--no-reference", action="store_true", help="skip the float model (perplexity only)")
     config(ev)
 
+    from .diffuse import add_parser as diffuse_parser  # the standard library only at import
+
+    diffuse_parser(sub, config)
+
     # disasm / asm (tools/disasm.py, tools/asm.py; docs/disasm.md)
     dis = sub.add_parser("disasm", help="print every command of every NPU region of a compiled library")
     dis.add_argument("library", help="a library written by `tvm-npu compile` / tvm_npu.export_library")

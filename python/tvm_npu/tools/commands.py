@@ -503,8 +503,15 @@ def cmd_eval(args) -> int:
     return run(args)
 
 
+def cmd_diffuse(args) -> int:
+    from .diffuse import cmd_diffuse as run
+
+    return run(args)
+
+
 COMMANDS = {
     "generate": cmd_generate,
+    "diffuse": cmd_diffuse,
     "eval": cmd_eval,
     "sustain": cmd_sustain,
     "compile": cmd_compile,
