@@ -1,11 +1,11 @@
 """Stage 2 — graph rewrites before quantization and partitioning: uint8 QDQ tensors as int8 ones,
 compute on constants folded, a dense layer's column split pushed into its weights, a split into halves
-as two slices, views as reshapes,
-zero pads into conv padding, batch norm folded into convs, x * sigmoid(x) and the decomposed tanh GELU
-as the one activation each is, the written-out RMSNorm as one rms_norm, each
-GroupNorm form as a layer_norm of grouped rows; last, the run-time indices of
-every gather range-checked (check_indices). `run` applies them in the order of `PASSES`;
-`partition.prepare` and the quantizer call it.
+as two slices, views as reshapes, zero pads into conv padding, batch norm folded into convs,
+x * sigmoid(x) and the decomposed tanh and erf GELUs as the one activation each is, the written-out
+RMSNorm as one rms_norm, each GroupNorm form as a layer_norm of grouped rows, a division by a power of
+two as the multiply with the same bits (after the fusions, whose recognizers read the divides as
+exported); last, the run-time indices of every gather range-checked (check_indices). `run` applies them
+in the order of `PASSES`; `partition.prepare` and the quantizer call it.
 
 Frontends emit some ops the NPU has no command for but that disappear into a neighbour at compile
 time; each rewrite, one per file, removes one kind, so the patterns match what the NPU runs instead of
@@ -17,7 +17,9 @@ from tvm import relax
 
 from .batch_norm import decompose_batch_norm, fold_batch_norm
 from .check_indices import check_indices
+from .divide_by_power_of_two import divide_by_power_of_two
 from .fold_constants import fold_constant_compute
+from .fuse_gelu_erf import fuse_gelu_erf
 from .fuse_gelu_tanh import fuse_gelu_tanh
 from .fuse_group_norm import fuse_group_norm
 from .fuse_pad import fuse_pad_into_conv
@@ -39,8 +41,10 @@ PASSES = (
     fold_batch_norm,
     fuse_silu,
     fuse_gelu_tanh,
+    fuse_gelu_erf,
     fuse_rms_norm,
     fuse_group_norm,
+    divide_by_power_of_two,
     check_indices,
 )
 

@@ -7,6 +7,7 @@ keeps its name.
 
 from __future__ import annotations
 
+import numpy as np
 import tvm
 from tvm import relax
 
@@ -55,3 +56,33 @@ def rewrite_bindings(mod: tvm.IRModule, match) -> tvm.IRModule:
     for var, value in g.bindings:
         plan.update(match(g, var, value) or {})
     return rebuild_main(mod, g, plan)
+
+
+class Chain:
+    """Reads one candidate chain of a written-out function back from its last binding, collecting the
+    bindings it consumes (`drop`); the fusions of rewrite/ subclass it with their function's steps."""
+
+    what = "constant"  # the constants' name in eval_const's messages
+
+    def __init__(self, g: rg.Graph):
+        self.g, self.drop = g, []
+
+    def call(self, expr, op: str, consumer):
+        """The args of `expr` when it is a var bound to a call of `op` that only `consumer` reads."""
+        value = self.g.value.get(expr) if isinstance(expr, relax.Var) else None
+        if rg.op_name(value) != op or self.g.uses.get(expr) != [consumer]:
+            return None
+        self.drop.append(expr)
+        return list(value.args)
+
+    def scalar(self, expr, want) -> bool:
+        """`expr` is a one-element float32 constant equal to `want`."""
+        v = const_value(self.g, expr, self.what)
+        return v is not None and v.size == 1 and v.dtype == np.float32 and v.reshape(()) == want
+
+    def split(self, args, is_first):
+        """(a, b) of a commutative call's args with is_first(a), trying both orders; or None."""
+        for a, b in (args, args[::-1]) if args else ():
+            if is_first(a):
+                return a, b
+        return None

@@ -19,37 +19,16 @@ from tvm import relax
 
 from ..ir import graph as rg
 from ..ir.values import static_shape
-from .common import const_value, rewrite_bindings
+from .common import Chain, rewrite_bindings
 
 # The constants of the decomposed form, compared as float32 (what an ONNX export stores).
 HALF, ONE, THREE, CUBIC, SQRT_2_PI = (np.float32(v) for v in (0.5, 1.0, 3.0, 0.044715, math.sqrt(2 / math.pi)))
 
 
-class _Chain:
-    """Reads one candidate chain back from its final multiply, collecting the bindings it consumes."""
+class _Chain(Chain):
+    """The tanh GELU's steps (common.Chain reads calls and constants)."""
 
-    def __init__(self, g: rg.Graph):
-        self.g, self.drop = g, []
-
-    def call(self, expr, op: str, consumer):
-        """The args of `expr` when it is a var bound to a call of `op` that only `consumer` reads."""
-        value = self.g.value.get(expr) if isinstance(expr, relax.Var) else None
-        if rg.op_name(value) != op or self.g.uses.get(expr) != [consumer]:
-            return None
-        self.drop.append(expr)
-        return list(value.args)
-
-    def scalar(self, expr, want) -> bool:
-        """`expr` is a one-element float32 constant equal to `want`."""
-        v = const_value(self.g, expr, "gelu_tanh constant")
-        return v is not None and v.size == 1 and v.dtype == np.float32 and v.reshape(()) == want
-
-    def split(self, args, is_first):
-        """(a, b) of a commutative call's args with is_first(a), trying both orders; or None."""
-        for a, b in (args, args[::-1]) if args else ():
-            if is_first(a):
-                return a, b
-        return None
+    what = "gelu_tanh constant"
 
     def one_plus_tanh(self, expr, consumer):
         """(z, the tanh binding) when `expr` is 1 + tanh(z) (either order), else None."""
