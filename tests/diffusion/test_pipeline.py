@@ -146,3 +146,28 @@ def test_diffuse_writes_the_png_generate_makes(pipe, files, prompt, tmp_path, ca
     np.testing.assert_array_equal(np.asarray(Image.open(out).convert("RGB")), want)
     assert main([*argv[:-1], files[1]]) == 2  # -o onto the UNet's own file: refused, the file kept
     assert "ERR_INVALID_CONFIG" in capsys.readouterr().err
+
+
+def test_diffuse_traces_the_steps_and_the_thermal_log(files, prompt, tmp_path, capsys):
+    """--trace: one slice per step, back to back, each as long as the thermal model's step time at its
+    clock, with the die's temperature and the steps in all as counters."""
+    import json
+
+    from tvm_npu.tools.cli import main
+
+    ids, neg = prompt
+    trace = tmp_path / "loop.json"
+    argv = ["diffuse", *files, "--prompt-ids", ",".join(map(str, ids)), "--negative-ids", ",".join(map(str, neg)),
+            "--steps", "12", "--thermal", "laptop", "--start-c", "80", "-o", str(tmp_path / "i.png"),
+            "--trace", str(trace)]  # fmt: skip
+    assert main(argv) == 0
+    assert "cut 2 steps" in capsys.readouterr().out  # 12 -> 10, never below min_steps
+    events = json.loads(trace.read_text())["traceEvents"]
+    steps = [e for e in events if e["ph"] == "X"]
+    assert len(steps) == 10
+    assert all(b["ts"] == pytest.approx(a["ts"] + a["dur"], abs=0.01) for a, b in zip(steps, steps[1:]))
+    # every step the same UNet work at the same throttled clock (npu-ref's second point, 867 MHz)
+    assert {e["args"]["mhz"] for e in steps} == {867.0} and len({e["dur"] for e in steps}) == 1
+    assert steps[0]["dur"] > 0 and steps[0]["args"]["cut"] == 2
+    temps = [e for e in events if e["name"] == "temperature C"]
+    assert len(temps) == 10 and temps[0]["args"]["C"] == 80.0

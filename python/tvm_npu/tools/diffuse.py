@@ -28,6 +28,7 @@ def add_parser(sub, config) -> None:
     p.add_argument("--prompt-ids", required=True, help="the prompt's token ids, padded to the encoder's positions")
     p.add_argument("--negative-ids", help="the negative (or empty) prompt's ids, for guidance > 1")
     p.add_argument("-o", "--output", required=True, help="the PNG to write")
+    p.add_argument("--trace", help="write the loop's steps (and the thermal log) as a Perfetto / Chrome trace")
     p.add_argument("--steps", type=int, default=20, help="DDIM steps (default: %(default)s)")
     p.add_argument("--guidance", type=float, default=7.5, help="classifier-free guidance, 1 none (%(default)s)")
     p.add_argument("--seed", type=int, default=0, help="the start noise's seed (default: %(default)s)")
@@ -47,7 +48,7 @@ def cmd_diffuse(args) -> int:
 
     files = [_existing(args.text_encoder, "text encoder"), _existing(args.unet, "UNet"),
              _existing(args.vae_decoder, "VAE decoder")]  # fmt: skip
-    outputs_apart({"--output": args.output}, files)
+    outputs_apart({"--output": args.output, "--trace": args.trace}, files)
     if not str(args.output).lower().endswith(".png"):
         raise NPUError("ERR_INVALID_CONFIG", f"--output {args.output!r}: the image is written as PNG: name it .png")
     ids, neg = _ids(args.prompt_ids, "--prompt-ids"), _ids(args.negative_ids, "--negative-ids")
@@ -65,6 +66,11 @@ def cmd_diffuse(args) -> int:
         Image.fromarray(image, mode="RGB").save(tmp, format="PNG")
     prof = pipe.profile()
     print(f"wrote {args.output} ({image.shape[1]}x{image.shape[0]})")
+    if args.trace:
+        from .trace import write_denoise_trace
+
+        write_denoise_trace(prof, pipe.meta["config"]["clock_mhz"], args.trace)
+        print(f"wrote {args.trace}")
     print(f"text encoder: {prof['encode_cycles']} NPU cycles")
     print(f"UNet: {len(prof['steps'])} steps, {prof['denoise_cycles']} NPU cycles "
           f"({prof['denoise_cycles'] // max(1, len(prof['steps']))} per step)")  # fmt: skip

@@ -203,3 +203,31 @@ def write_sustain_trace(result, path) -> None:
     """Write a sustained run's counter tracks (`sustain_events`) as a Chrome trace-event JSON file."""
     doc = {"traceEvents": sustain_events(result), "displayTimeUnit": "ms", "otherData": result.summary}
     write_text(path, json.dumps(doc))
+
+
+def denoise_events(profile: dict, clock_mhz: float) -> list:
+    """A denoising loop (tvm_npu.diffusion's `profile()`) as a trace: one slice per UNet step, as long as
+    the cycle model says (at the step's clock under a thermal policy, else at `clock_mhz`), and with a
+    thermal policy the die's temperature, the clock and the steps in all as counters."""
+    pid, ts = 1, 0.0
+    events = [_meta("process_name", pid, "denoising loop"), _meta("thread_name", pid, "UNet steps", tid=1)]
+    log = {e["step"]: e for e in profile.get("thermal", [])}
+    for s in profile["steps"]:
+        e = log.get(s["step"])
+        dur = e["step_ms"] * 1e3 if e else s["cycles"] / clock_mhz
+        args = {"t": s["t"], "cycles": s["cycles"]}
+        if e:
+            args.update(temp_c=round(e["temp_c"], 3), mhz=e["mhz"], steps_total=e["steps_total"], cut=e["cut"])
+            for name, key, value in (("temperature C", "C", round(e["temp_c"], 3)), ("NPU clock MHz", "MHz", e["mhz"]),
+                                     ("steps in all", "steps", e["steps_total"])):  # fmt: skip
+                events.append({"name": name, "ph": "C", "pid": pid, "ts": round(ts, 3), "args": {key: value}})
+        events.append({"name": f"step {s['step']}", "ph": "X", "pid": pid, "tid": 1, "ts": round(ts, 3),
+                       "dur": round(dur, 3), "args": args})  # fmt: skip
+        ts += dur
+    return events
+
+
+def write_denoise_trace(profile: dict, clock_mhz: float, path) -> None:
+    """Write `denoise_events` as a Chrome trace-event JSON file (Perfetto opens it)."""
+    doc = {"traceEvents": denoise_events(profile, clock_mhz), "displayTimeUnit": "ms"}
+    write_text(path, json.dumps(doc))
