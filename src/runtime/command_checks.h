@@ -115,6 +115,8 @@ void CheckEltwiseParams(const std::string& where, const stream::EltwiseOperands&
 void CheckUnaryParams(const std::string& where, const stream::UnaryOperands& op);
 void CheckSoftmaxParams(const std::string& where, const stream::SoftmaxOperands& op);
 void CheckNormParams(const std::string& where, const stream::NormOperands& op);
+void CheckGnStatsParams(const std::string& where, const stream::GnStatsOperands& op);
+void CheckGnApplyParams(const std::string& where, const stream::GnApplyOperands& op);
 void CheckMatmulParams(const std::string& where, const stream::MatmulOperands& op);
 void CheckRopeParams(const std::string& where, const stream::RopeOperands& op);
 
@@ -126,6 +128,8 @@ void CheckEltwise(const std::string& where, const stream::Command& cmd, const NP
 void CheckUnary(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 void CheckSoftmax(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 void CheckNorm(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
+void CheckGnStats(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
+void CheckGnApply(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 void CheckMatmul(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 void CheckRope(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 
