@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "runtime/npu_error.h"
 #include "runtime/stream_parser.h"
@@ -130,6 +131,10 @@ void CheckSoftmax(const std::string& where, const stream::Command& cmd, const NP
 void CheckNorm(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 void CheckGnStats(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 void CheckGnApply(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
+/*! \brief Format 1.7, across the stream: a GN_STATS with first 0 or a GN_APPLY reads records an
+ *         earlier GN_STATS with first 1 started at its stats_addr, with its groups and channels
+ *         (ERR_BAD_STREAM). */
+void CheckGnRecords(const std::vector<stream::Command>& commands);
 void CheckMatmul(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 void CheckRope(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 

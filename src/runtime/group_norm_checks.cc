@@ -8,6 +8,8 @@
  *        ERR_INVALID_ADDR.
  */
 #include <cmath>
+#include <map>
+#include <utility>
 
 #include "kernels/ref/group_norm_ref.h"
 #include "kernels/ref/ref_common.h"
@@ -109,6 +111,39 @@ void CheckGnApply(const std::string& where, const stream::Command& cmd, const NP
     overlap = OutputOverlapsInputs(where, c, {input, stats}, output);
   }
   if (overlap) NPU_THROW(kInvalidAddr) << where << ": the output tile overlaps an input in SRAM";
+}
+
+void CheckGnRecords(const std::vector<stream::Command>& commands) {
+  // stats_addr -> (groups, channels) of the last GN_STATS there, in stream order.
+  std::map<uint32_t, std::pair<uint32_t, uint32_t>> started;
+  for (size_t i = 0; i < commands.size(); ++i) {
+    const uint32_t opcode = commands[i].opcode();
+    if (opcode != stream::kGnStats && opcode != stream::kGnApply) continue;
+    const std::string where = Where("command", i, stream::OpcodeName(opcode));
+    uint32_t addr, groups, channels;
+    bool fresh = false;
+    if (opcode == stream::kGnStats) {
+      const auto op = OperandsOf<stream::GnStatsOperands>(commands[i]);
+      addr = op.stats_addr, groups = op.groups, channels = op.channels, fresh = op.first != 0;
+    } else {
+      const auto op = OperandsOf<stream::GnApplyOperands>(commands[i]);
+      addr = op.stats_addr, groups = op.groups, channels = op.channels;
+    }
+    const auto it = started.find(addr);
+    if (fresh) {
+      started[addr] = {groups, channels};
+      continue;
+    }
+    if (it == started.end()) {
+      NPU_THROW(kBadStream) << where << ": the records at " << addr << " were not started by an "
+                            << "earlier GN_STATS with first 1 (they would hold stale SRAM)";
+    }
+    if (it->second != std::make_pair(groups, channels)) {
+      NPU_THROW(kBadStream) << where << ": groups " << groups << " / channels " << channels
+                            << " differ from the GN_STATS that started the records at " << addr
+                            << " (" << it->second.first << " / " << it->second.second << ")";
+    }
+  }
 }
 
 }  // namespace tvm_npu

@@ -402,6 +402,7 @@ void CheckCommands(ParsedStream* out) {
   if (ps.commands.back().opcode() != stream::kEnd) {
     NPU_THROW(kBadStream) << "the last command must be END; the stream may be truncated";
   }
+  CheckGnRecords(ps.commands);  // format 1.7: each record set started before it is read
   out->widest = ps.commands;
   if (!dynamic) return;
   out->position_limit = FindPositionLimit(

@@ -298,16 +298,36 @@ def one_command(cmd, version=V17):
     return pack_one(cmd, version)
 
 
+def commands(*cmds, version=V17):
+    """A stream of `cmds` and END alone (as one_command), for the checks across commands."""
+    return pack_stream([], [*cmds, command(END, [])], b"\0" * 256, 4096, version=version)
+
+
 def test_valid_group_norm_commands_pass_validation(rt):
-    for cmd in (
-        stats_cmd(),
-        stats_cmd(first=0, groups=1),
-        stats_cmd(channels=2048, row_pixels=1, in_stride=4096, groups=32, stats=8192),
-        apply_cmd(),
-        apply_cmd(gamma=NO, beta=NO, silu=1, eps=0.0),
-        apply_cmd(beta=NO, groups=64),
+    for cmds in (
+        [stats_cmd()],
+        [stats_cmd(), stats_cmd(first=0), apply_cmd()],
+        [stats_cmd(channels=2048, row_pixels=1, in_stride=4096, groups=32, stats=8192)],
+        [stats_cmd(), apply_cmd(gamma=NO, beta=NO, silu=1, eps=0.0)],
+        [stats_cmd(groups=64, stats=8192), apply_cmd(beta=NO, groups=64, stats=8192)],
     ):
-        rt["validate"](one_command(cmd))
+        rt["validate"](commands(*cmds))
+
+
+def test_records_must_be_started_before_they_are_read(rt):
+    """A GN_STATS with first 0 or a GN_APPLY reads records an earlier GN_STATS with first 1 started at its
+    stats_addr with the same groups and channels; anything else would read stale SRAM (ERR_BAD_STREAM)."""
+    v = rt["validate"]
+    for bad in (
+        [apply_cmd()],  # never started
+        [stats_cmd(first=0), apply_cmd()],  # merged into stale records
+        [apply_cmd(), stats_cmd()],  # read before the start
+        [stats_cmd(stats=8192), apply_cmd()],  # started elsewhere
+        [stats_cmd(), apply_cmd(groups=16)],  # other groups
+        [stats_cmd(), stats_cmd(first=0, groups=4)],
+        [stats_cmd(channels=32, in_stride=128, groups=8), apply_cmd()],  # other channels
+    ):
+        assert "GN_" in raises_code("ERR_BAD_STREAM", v, commands(*bad))
 
 
 def test_group_norm_bad_operands_have_codes(rt):
