@@ -402,3 +402,23 @@ def test_compiler_verifier_and_listing_know_group_norms():
         verify(racy)
     assert str(info.value).startswith("ERR_BAD_STREAM") and "read-after-write" in str(info.value)
     assert "GN_APPLY" in str(info.value)
+
+
+@pytest.mark.parametrize("silu", [0, 1])
+def test_compiler_cost_model_matches_the_runtime(rt, silu):
+    """backend/plan/cost_model.py's cycles of every GN command equal the C++ cycle model's record, on
+    uneven tiles (so a formula that dropped the per-group step or the SiLU pass would differ)."""
+    from tvm_npu.backend.plan.cost_model import compute_cycles
+    from tvm_npu.contract import stream
+    from tvm_npu.contract.config import get_config
+
+    x = _data(np.random.default_rng(2), 7, 3, 96)
+    tiles = [4, 2, 1]
+    blob = gn_stream(x.shape, 32, tiles, None, None, 1e-5, silu)
+    _, recs = run_gn(rt, x, 32, tiles, None, None, 1e-5, silu)
+    cfg = get_config("npu-ref")
+    cmds = stream.decode(blob).commands
+    gn_cmds = [(c, r) for c, r in zip(cmds, recs) if c.op.startswith("GN_")]
+    assert len(gn_cmds) == 6
+    for cmd, rec in gn_cmds:
+        assert rec["opcode"] == cmd.op and compute_cycles(cfg, cmd) == rec["end"] - rec["start"]
