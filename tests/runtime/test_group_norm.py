@@ -438,3 +438,34 @@ def test_sd_vae_group_norm_larger_than_sram(rt):
     np.testing.assert_allclose(out, _group_norm_f64(x, 32, gamma, beta, 1e-6, 1), rtol=2**-10, atol=2e-3)
     # 2 * 262,144 + 32 steps per GN_STATS tile at 32 fp16 lanes: 32 + 16,385 cycles.
     assert {r["end"] - r["start"] for r in recs if r["opcode"] == "GN_STATS"} == {32 + 16385}
+
+
+def test_mutated_group_norm_streams_end_in_coded_errors_or_results(rt):
+    """400 streams, each the streamed GroupNorm with one GN operand replaced (0, 1, a boundary value, a
+    random word): refused at load with a coded error or run to a result, never an uncoded error (the
+    command-stream fuzzer's rule, benchmarks/fuzz_streams.py, whose compiled models have no group norm).
+    Under scripts/sanitize.sh's build this also shows the kernels read and write only what the checks
+    bound."""
+    from tvm_npu.contract import stream
+
+    rng = np.random.default_rng(17)
+    ones = np.ones(64, np.float32)
+    base = stream.decode(gn_stream((6, 2, 64), 8, [2, 2, 2], ones, ones, 1e-5, 1, True))
+    gn_at = [i for i, c in enumerate(base.commands) if c.op.startswith("GN_")]
+    x = np.ascontiguousarray(_data(rng, 6, 2, 64).reshape(6, 128))
+    outcomes = {"ran": 0, "refused": 0}
+    for _ in range(400):
+        s = stream.decode(stream.encode(base))
+        cmd = s.commands[int(rng.choice(gn_at))]
+        name = str(rng.choice(stream.OPERANDS[cmd.op]))
+        cmd.args[name] = int(
+            rng.choice([0, 1, 2, 7, 8, 64, 65, 127, 128, 2048, 4096, SRAM - 128, NO, int(rng.integers(0, 2**32))])
+        )
+        try:
+            mod = rt["create"]("gn", stream.encode(s))
+            mod["gn"](T(x), T(np.zeros((6, 128), np.float32)))
+            outcomes["ran"] += 1
+        except RuntimeError as e:
+            assert str(e).split(":")[0].startswith("ERR_"), str(e)
+            outcomes["refused"] += 1
+    assert outcomes["ran"] > 0 and outcomes["refused"] > 0, outcomes
