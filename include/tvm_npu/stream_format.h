@@ -2,7 +2,7 @@
 // Do not edit: change the spec and regenerate (tests/contract/ checks this file).
 /*!
  * \file tvm_npu/stream_format.h
- * \brief The command stream's on-blob layout, version 1.6 (docs/npu.md section 6). A runtime reads
+ * \brief The command stream's on-blob layout, version 1.7 (docs/npu.md section 6). A runtime reads
  *        every older minor: a minor only appends (operands whose value 0 keeps the older meaning,
  *        dtypes, opcodes). 1.1: the pixel strides of CONV2D and POOL; the opcodes ELTWISE, UNARY
  *        and SOFTMAX; 1.2: the int16 dtype; ELTWISE's per-operand dtypes; 1.3: quantized staging
@@ -22,7 +22,10 @@
  *        space); the tensor role sram_state (a state tensor in it); bit 2 of a DMA's pos_mode
  *        (sram_addr += p * sram_stride: new KV rows written into an SRAM cache at the run-time
  *        position); 1.6: SOFTMAX's window (a causal SOFTMAX over the last `window` cache rows of
- *        each query: sliding-window attention with its cache on the NPU).
+ *        each query: sliding-window attention with its cache on the NPU); 1.7: the opcodes GN_STATS
+ *        (a tile's per-group mean and M2 merged into an SRAM statistics buffer, Chan et al.'s
+ *        formula) and GN_APPLY (a tile normalized with finished statistics, per-channel gamma /
+ *        beta, an optional fused SiLU): GroupNorm over NHWC maps tiled in SRAM.
  *
  * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
  * little-endian host reads one with a memcpy. The structs carry no behaviour: what operand values
@@ -39,7 +42,7 @@ namespace stream {
 
 constexpr uint32_t kMagic = 0x5355504E;  // bytes "NPUS"
 constexpr uint16_t kVersionMajor = 1;
-constexpr uint16_t kVersionMinor = 6;
+constexpr uint16_t kVersionMinor = 7;
 // 1.1: the pixel strides of CONV2D and POOL; the opcodes ELTWISE, UNARY and SOFTMAX.
 constexpr uint16_t kVectorOpsMinor = 1;
 // 1.2: the int16 dtype; ELTWISE's per-operand dtypes.
@@ -65,6 +68,10 @@ constexpr uint16_t kSramStateMinor = 5;
 // 1.6: SOFTMAX's window (a causal SOFTMAX over the last `window` cache rows of each query:
 // sliding-window attention with its cache on the NPU).
 constexpr uint16_t kBandMinor = 6;
+// 1.7: the opcodes GN_STATS (a tile's per-group mean and M2 merged into an SRAM statistics buffer,
+// Chan et al.'s formula) and GN_APPLY (a tile normalized with finished statistics, per-channel
+// gamma / beta, an optional fused SiLU): GroupNorm over NHWC maps tiled in SRAM.
+constexpr uint16_t kGroupNormMinor = 7;
 
 constexpr uint32_t kHeaderBytes = 64;
 constexpr uint32_t kConfigOffset = 64;
@@ -101,6 +108,8 @@ enum Opcode : uint32_t {
   kUnary = 0x23,
   kSoftmax = 0x24,
   kNorm = 0x28,
+  kGnStats = 0x29,
+  kGnApply = 0x2A,
   kRope = 0x2C,
   kMatmul = 0x30,
 };
@@ -118,6 +127,8 @@ inline const char* OpcodeName(uint32_t opcode) {
     case kUnary: return "UNARY";
     case kSoftmax: return "SOFTMAX";
     case kNorm: return "NORM";
+    case kGnStats: return "GN_STATS";
+    case kGnApply: return "GN_APPLY";
     case kRope: return "ROPE";
     case kMatmul: return "MATMUL";
     default: return "unknown";
@@ -520,6 +531,52 @@ struct NormOperands {
 constexpr uint32_t kNormOperandWords = 15;
 
 /*!
+ * \brief Operands of GN_STATS, words 1..9: the tile's statistics per group merged into the SRAM
+ *        records (format 1.7, docs/npu.md section 2).
+ *
+ * Per group: n = rows * row_pixels * C / G; s, the in-order fp32 sum from +0.0 over rows, then
+ * pixels, then the group's channels; mean = s / n; m2 the in-order sum of (x - mean)^2; then Chan's
+ * merge with the record (section 2).
+ */
+struct GnStatsOperands {
+  uint32_t dtype;  // fp16 only (int8: ERR_OP_NOT_SUPPORTED)
+  uint32_t in_addr;
+  uint32_t in_stride;  // bytes between the tile's rows (a row: row_pixels packed pixels)
+  uint32_t rows;
+  uint32_t row_pixels;  // pixels per row (W of the map), 1..max_width
+  uint32_t channels;    // C, 1..max_width, a multiple of groups
+  uint32_t groups;      // G >= 1; group g is channels [g * C / G, (g + 1) * C / G)
+  uint32_t stats_addr;  // G records {u32 count, fp32 mean, fp32 m2} (12 bytes) in SRAM
+  uint32_t first;       // 1: overwrite the records; 0: merge into them
+};
+constexpr uint32_t kGnStatsOperandWords = 9;
+
+/*!
+ * \brief Operands of GN_APPLY, words 1..14: a tile normalized with its groups' finished statistics
+ *        (format 1.7, docs/npu.md section 2).
+ *
+ * Per element of group g, channel c: var = m2 / fp32(count), d = sqrt(var + eps), y = (x - mean) /
+ * d, y = y * gamma[c], y = y + beta[c], with silu y = y / (1 + exp(-y)); one rounding to fp16.
+ */
+struct GnApplyOperands {
+  uint32_t dtype;  // fp16 only (int8: ERR_OP_NOT_SUPPORTED)
+  uint32_t in_addr;
+  uint32_t in_stride;
+  uint32_t out_addr;
+  uint32_t out_stride;
+  uint32_t rows;
+  uint32_t row_pixels;  // pixels per row (W of the map), 1..max_width
+  uint32_t channels;    // C, 1..max_width, a multiple of groups
+  uint32_t groups;      // G >= 1, as the GN_STATS that wrote the records
+  uint32_t stats_addr;  // the G records GN_STATS wrote
+  uint32_t gamma_addr;  // C fp32 scales in SRAM, or kNoParam (1)
+  uint32_t beta_addr;   // C fp32 shifts in SRAM, or kNoParam (0)
+  uint32_t eps;         // fp32 bits, finite and >= 0
+  uint32_t silu;        // 1: y / (1 + exp(-y)) before the rounding; 0: none
+};
+constexpr uint32_t kGnApplyOperandWords = 14;
+
+/*!
  * \brief Operands of ROPE, words 1..12: rotary position embedding, rotate-half form (format 1.4):
  *        with h = row_elems / 2, c / s the cos / sin row (cs_row0 + r) % cs_rows, y[i] = x[i] *
  *        c[i] - x[i + h] * s[i] for i < h and y[i] = x[i] * c[i] + x[i - h] * s[i] for i >= h; fp16
@@ -590,6 +647,8 @@ static_assert(sizeof(EltwiseOperands) == 4 * kEltwiseOperandWords, "ELTWISE oper
 static_assert(sizeof(UnaryOperands) == 4 * kUnaryOperandWords, "UNARY operand layout");
 static_assert(sizeof(SoftmaxOperands) == 4 * kSoftmaxOperandWords, "SOFTMAX operand layout");
 static_assert(sizeof(NormOperands) == 4 * kNormOperandWords, "NORM operand layout");
+static_assert(sizeof(GnStatsOperands) == 4 * kGnStatsOperandWords, "GN_STATS operand layout");
+static_assert(sizeof(GnApplyOperands) == 4 * kGnApplyOperandWords, "GN_APPLY operand layout");
 static_assert(sizeof(RopeOperands) == 4 * kRopeOperandWords, "ROPE operand layout");
 static_assert(sizeof(MatmulOperands) == 4 * kMatmulOperandWords, "MATMUL operand layout");
 

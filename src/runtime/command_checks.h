@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "runtime/npu_error.h"
 #include "runtime/stream_parser.h"
@@ -115,6 +116,8 @@ void CheckEltwiseParams(const std::string& where, const stream::EltwiseOperands&
 void CheckUnaryParams(const std::string& where, const stream::UnaryOperands& op);
 void CheckSoftmaxParams(const std::string& where, const stream::SoftmaxOperands& op);
 void CheckNormParams(const std::string& where, const stream::NormOperands& op);
+void CheckGnStatsParams(const std::string& where, const stream::GnStatsOperands& op);
+void CheckGnApplyParams(const std::string& where, const stream::GnApplyOperands& op);
 void CheckMatmulParams(const std::string& where, const stream::MatmulOperands& op);
 void CheckRopeParams(const std::string& where, const stream::RopeOperands& op);
 
@@ -126,6 +129,12 @@ void CheckEltwise(const std::string& where, const stream::Command& cmd, const NP
 void CheckUnary(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 void CheckSoftmax(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 void CheckNorm(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
+void CheckGnStats(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
+void CheckGnApply(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
+/*! \brief Format 1.7, across the stream: a GN_STATS with first 0 or a GN_APPLY reads records an
+ *         earlier GN_STATS with first 1 started at its stats_addr, with its groups and channels
+ *         (ERR_BAD_STREAM). */
+void CheckGnRecords(const std::vector<stream::Command>& commands);
 void CheckMatmul(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 void CheckRope(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 

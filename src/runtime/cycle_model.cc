@@ -86,6 +86,16 @@ uint64_t CycleModel::VectorSteps(const stream::Command& cmd) {
     const stream::NormOperands op = OperandsOf<stream::NormOperands>(cmd);
     return SatMul(op.kind == stream::kNormLayer ? 3 : 2, SatMul(op.rows, op.row_elems));
   }
+  if (cmd.opcode() ==
+      stream::kGnStats) {  // a sum pass, a squared-deviation pass; a merge per group
+    const stream::GnStatsOperands op = OperandsOf<stream::GnStatsOperands>(cmd);
+    return SatMul(2, SatMul(SatMul(op.rows, op.row_pixels), op.channels)) + op.groups;
+  }
+  if (cmd.opcode() == stream::kGnApply) {  // normalize (+ a SiLU step); a var / sqrt per group
+    const stream::GnApplyOperands op = OperandsOf<stream::GnApplyOperands>(cmd);
+    const uint64_t e = SatMul(SatMul(op.rows, op.row_pixels), op.channels);
+    return SatMul(op.silu != 0 ? 2 : 1, e) + op.groups;
+  }
   if (cmd.opcode() == stream::kRope) {  // a multiply step, then a multiply-and-add step
     const stream::RopeOperands op = OperandsOf<stream::RopeOperands>(cmd);
     return SatMul(2, SatMul(op.rows, op.row_elems));
@@ -104,7 +114,7 @@ static bool TwoByteElements(const stream::Command& cmd) {
 }
 
 uint64_t CycleModel::VectorCycles(const NPUConfig& config, const stream::Command& cmd) {
-  // Every vector command (ADD, POOL, ELTWISE, UNARY, SOFTMAX, NORM, ROPE) carries its dtype in word 1.
+  // Every vector command (ADD, POOL, ELTWISE, UNARY, SOFTMAX, NORM, ROPE, GN_*) carries its dtype in word 1.
   const uint64_t lanes = TwoByteElements(cmd) ? config.vector_lanes / 2 : config.vector_lanes;
   return config.op_overhead + CeilDiv(VectorSteps(cmd), lanes);
 }
@@ -118,7 +128,7 @@ CommandTiming CycleModel::OnCommand(const stream::Command& cmd) {
     t.engine = kEngineMac;
   } else if (opcode == stream::kAdd || opcode == stream::kPool || opcode == stream::kEltwise ||
              opcode == stream::kUnary || opcode == stream::kSoftmax || opcode == stream::kNorm ||
-             opcode == stream::kRope) {
+             opcode == stream::kRope || opcode == stream::kGnStats || opcode == stream::kGnApply) {
     t.engine = kEngineVector;
   }
   // Issue rule: one command per cycle; a wait k on engine e holds the command until at most k of

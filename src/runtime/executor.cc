@@ -26,6 +26,7 @@
 #include "kernels/ref/conv2d_ref.h"
 #include "kernels/ref/eltwise_ref.h"
 #include "kernels/ref/fp16.h"
+#include "kernels/ref/group_norm_ref.h"
 #include "kernels/ref/matmul_ref.h"
 #include "kernels/ref/norm_ref.h"
 #include "kernels/ref/pool_ref.h"
@@ -293,6 +294,20 @@ class Machine {
     uint8_t* s = sram_.data();
     NormRef(op, s + op.in_addr, op.gamma_addr == stream::kNoParam ? nullptr : s + op.gamma_addr,
             op.beta_addr == stream::kNoParam ? nullptr : s + op.beta_addr, s + op.out_addr);
+  }
+
+  // Format 1.7's GroupNorm: the reference kernels at every level (no fast kernel yet).
+  void GnStats(const stream::Command& cmd) {
+    const stream::GnStatsOperands op = OperandsOf<stream::GnStatsOperands>(cmd);
+    GnStatsRef(op, sram_.data() + op.in_addr, sram_.data() + op.stats_addr);
+  }
+
+  void GnApply(const stream::Command& cmd) {
+    const stream::GnApplyOperands op = OperandsOf<stream::GnApplyOperands>(cmd);
+    uint8_t* s = sram_.data();
+    GnApplyRef(op, s + op.in_addr, s + op.stats_addr,
+               op.gamma_addr == stream::kNoParam ? nullptr : s + op.gamma_addr,
+               op.beta_addr == stream::kNoParam ? nullptr : s + op.beta_addr, s + op.out_addr);
   }
 
   void Unary(const stream::Command& cmd) {
@@ -574,6 +589,8 @@ StagingCounts Execute(const ParsedStream& ps, const std::vector<const DLTensor*>
       case stream::kUnary: machine.Unary(cmd); break;
       case stream::kSoftmax: machine.Softmax(cmd); break;
       case stream::kNorm: machine.Norm(cmd); break;
+      case stream::kGnStats: machine.GnStats(cmd); break;
+      case stream::kGnApply: machine.GnApply(cmd); break;
       case stream::kMatmul: machine.Matmul(cmd); break;
       case stream::kRope: machine.Rope(cmd); break;
       default: break;  // END

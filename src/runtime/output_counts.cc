@@ -67,6 +67,13 @@ bool LayoutOf(const stream::Command& cmd, Layout* l) {
     case stream::kUnary: *l = RowsOf<stream::UnaryOperands>(cmd); return true;
     case stream::kSoftmax: *l = RowsOf<stream::SoftmaxOperands>(cmd); return true;
     case stream::kNorm: *l = RowsOf<stream::NormOperands>(cmd); return true;
+    case stream::kGnApply: {  // format 1.7: rows of row_pixels * channels fp16 results
+      const auto op = OperandsOf<stream::GnApplyOperands>(cmd);
+      *l = {op.dtype, op.out_addr, 1,
+            0,        op.rows,     op.out_stride,
+            1,        0,           uint64_t{op.row_pixels} * op.channels};
+      return true;
+    }
     case stream::kRope: *l = RowsOf<stream::RopeOperands>(cmd); return true;
     default: return false;
   }

@@ -11,6 +11,8 @@
 #include <map>
 #include <type_traits>
 
+#include "kernels/ref/group_norm_ref.h"
+
 namespace tvm_npu {
 namespace {
 
@@ -121,6 +123,11 @@ ByteRange SramWrites(const stream::Command& cmd, uint64_t sram_bytes) {
     case stream::kUnary: return OutputRows<stream::UnaryOperands>(cmd);
     case stream::kSoftmax: return OutputRows<stream::SoftmaxOperands>(cmd);
     case stream::kNorm: return OutputRows<stream::NormOperands>(cmd);
+    case stream::kGnApply: return OutputRows<stream::GnApplyOperands>(cmd);
+    case stream::kGnStats: {  // format 1.7: the group records
+      const auto op = OperandsOf<stream::GnStatsOperands>(cmd);
+      return {op.stats_addr, op.stats_addr + uint64_t{op.groups} * kGnRecordBytes};
+    }
     case stream::kRope: return OutputRows<stream::RopeOperands>(cmd);
     case stream::kMatmul: {  // every batch's output block, and the gaps between them
       const auto op = OperandsOf<stream::MatmulOperands>(cmd);
@@ -213,6 +220,23 @@ std::vector<ByteRange> SramReads(const stream::Command& cmd, const NPUConfig& cf
       std::vector<ByteRange> reads = {Span(op.in_addr, op.rows, op.in_stride,
                                            uint64_t{op.row_elems} * stream::DTypeBytes(op.dtype))};
       const uint64_t prm = uint64_t{op.row_elems} * 4;
+      if (op.gamma_addr != stream::kNoParam) reads.push_back({op.gamma_addr, op.gamma_addr + prm});
+      if (op.beta_addr != stream::kNoParam) reads.push_back({op.beta_addr, op.beta_addr + prm});
+      return reads;
+    }
+    case stream::kGnStats: {  // format 1.7: the tile, and the records it merges into
+      const auto op = OperandsOf<stream::GnStatsOperands>(cmd);
+      const uint64_t row = uint64_t{op.row_pixels} * op.channels * 2;
+      return {Span(op.in_addr, op.rows, op.in_stride, row),
+              {op.stats_addr, op.stats_addr + uint64_t{op.groups} * kGnRecordBytes}};
+    }
+    case stream::kGnApply: {
+      const auto op = OperandsOf<stream::GnApplyOperands>(cmd);
+      const uint64_t row = uint64_t{op.row_pixels} * op.channels * 2;
+      const uint64_t prm = uint64_t{op.channels} * 4;
+      std::vector<ByteRange> reads = {
+          Span(op.in_addr, op.rows, op.in_stride, row),
+          {op.stats_addr, op.stats_addr + uint64_t{op.groups} * kGnRecordBytes}};
       if (op.gamma_addr != stream::kNoParam) reads.push_back({op.gamma_addr, op.gamma_addr + prm});
       if (op.beta_addr != stream::kNoParam) reads.push_back({op.beta_addr, op.beta_addr + prm});
       return reads;

@@ -296,6 +296,8 @@ uint32_t UsedOperandWords(uint32_t opcode, uint32_t version_minor) {
       return version_minor < stream::kBandMinor ? stream::kSoftmaxOperandWords15
                                                 : stream::kSoftmaxOperandWords;  // window: 1.6
     case stream::kNorm: return stream::kNormOperandWords;
+    case stream::kGnStats: return stream::kGnStatsOperandWords;  // format 1.7
+    case stream::kGnApply: return stream::kGnApplyOperandWords;
     case stream::kMatmul: return stream::kMatmulOperandWords;
     case stream::kRope: return stream::kRopeOperandWords;
     default: return 0;  // END
@@ -354,6 +356,12 @@ void CheckCommand(const Command& cmd, size_t i, const ParsedStream& ps) {
       if (opcode == stream::kMatmul) CheckMatmul(where, cmd, ps.config);
       if (opcode == stream::kRope) CheckRope(where, cmd, ps.config);
       break;
+    case stream::kGnStats:
+    case stream::kGnApply:
+      RequireMinor(where, OpcodeText(opcode), stream::kGroupNormMinor, ps);
+      if (opcode == stream::kGnStats) CheckGnStats(where, cmd, ps.config);
+      if (opcode == stream::kGnApply) CheckGnApply(where, cmd, ps.config);
+      break;
     default: NPU_THROW(kBadStream) << where << ": unknown opcode 0x" << std::hex << opcode;
   }
   CheckSramStateArea(where, cmd, ps);  // format 1.5: only SRAM state tensors in the area
@@ -394,6 +402,7 @@ void CheckCommands(ParsedStream* out) {
   if (ps.commands.back().opcode() != stream::kEnd) {
     NPU_THROW(kBadStream) << "the last command must be END; the stream may be truncated";
   }
+  CheckGnRecords(ps.commands);  // format 1.7: each record set started before it is read
   out->widest = ps.commands;
   if (!dynamic) return;
   out->position_limit = FindPositionLimit(

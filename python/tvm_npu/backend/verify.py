@@ -138,6 +138,8 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
         return reads, [out]
     if op in ("ELTWISE", "UNARY", "SOFTMAX", "NORM", "ROPE"):
         return _vector_footprints(a, op, elem, alignment)
+    if op in ("GN_STATS", "GN_APPLY"):
+        return _group_norm_footprints(a, op, alignment)
     if op == "MATMUL":  # one block per batch (B's: per B batch); the output's first block first
         rows_b, cols_b = (a["n"], a["k"]) if a["b_transposed"] else (a["k"], a["n"])
         b8, nb = a.get("b_dtype", 0) == 2, (a["batch"] - 1) // max(a["b_group"], 1) + 1
@@ -174,7 +176,26 @@ def _footprints(cmd, alignment: int) -> tuple[list, list]:
     )
 
 
-COMPUTE_OPS = ("CONV2D", "ADD", "POOL", "ELTWISE", "UNARY", "SOFTMAX", "NORM", "ROPE", "MATMUL")
+COMPUTE_OPS = ("CONV2D", "ADD", "POOL", "ELTWISE", "UNARY", "SOFTMAX", "NORM", "ROPE", "MATMUL", "GN_STATS", "GN_APPLY")
+_GN_RECORD_BYTES = 12  # GN_STATS / GN_APPLY (format 1.7): u32 count, fp32 mean, fp32 m2 per group
+
+
+def _group_norm_footprints(a: dict, op: str, alignment: int) -> tuple[list, list]:
+    """GN_STATS: the fp16 tile, the group records (read only when merging, first 0), the records written
+    (in place: not an overlap); GN_APPLY: the tile, the records, gamma and beta (C fp32 each), the output
+    tile (docs/npu.md section 6)."""
+    row = a["row_pixels"] * a["channels"] * 2
+    rec = a["groups"] * _GN_RECORD_BYTES
+    tile = ("SRAM", "input", a["in_addr"], a["rows"], row, a["in_stride"])
+    records = ("SRAM", "records", a["stats_addr"], 1, rec, _align(rec, alignment))
+    if op == "GN_STATS":
+        return ([tile] if a["first"] else [tile, records]), [records]
+    reads = [tile, records]
+    prm = a["channels"] * 4
+    for name in ("gamma", "beta"):
+        if a[f"{name}_addr"] != NO_PARAM:
+            reads.append(("SRAM", name, a[f"{name}_addr"], 1, prm, _align(prm, alignment)))
+    return reads, [("SRAM", "output", a["out_addr"], a["rows"], row, a["out_stride"])]
 
 
 def _vector_footprints(a: dict, op: str, elem: int, alignment: int) -> tuple[list, list]:
@@ -250,6 +271,8 @@ def _check_static(i: int, cmd, stream: Stream, reads: list, writes: list) -> Non
     if cmd.op in COMPUTE_OPS:  # the kernel would read what it already overwrote
         for _, _, o, rows, _, stride in writes:
             for _, what, addr, r, _, s in reads:
+                if what == "records" and cmd.op == "GN_STATS":  # merged in place, by design
+                    continue
                 if addr < o + rows * stride and o < addr + r * s:
                     _fail(i, cmd, f"output [{o}, {o + rows * stride}) overlaps its {what} [{addr}, {addr + r * s})")
 

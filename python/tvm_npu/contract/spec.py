@@ -48,6 +48,10 @@ MINORS: list[dict[str, Any]] = [
     {"minor": 6, "c": "Band",
      "added": "SOFTMAX's window (a causal SOFTMAX over the last `window` cache rows of each query: "
               "sliding-window attention with its cache on the NPU)"},
+    {"minor": 7, "c": "GroupNorm",
+     "added": "the opcodes GN_STATS (a tile's per-group mean and M2 merged into an SRAM statistics "
+              "buffer, Chan et al.'s formula) and GN_APPLY (a tile normalized with finished statistics, "
+              "per-channel gamma / beta, an optional fused SiLU): GroupNorm over NHWC maps tiled in SRAM"},
 ]
 
 # Named values of the format. "c" is the C++ constant, "py" the Python one (contract/stream.py).
@@ -426,6 +430,45 @@ OPCODES: list[dict[str, Any]] = [
                 "clamp(round_half_even(y / out_scale) + out_zp, -128, 127).")],
      "doc": "LayerNorm or RMSNorm over each row (a matrix's last axis), fp16 or int8 codes, fp32 gamma / beta "
             "(format 1.4)"},
+    {"name": "GN_STATS", "code": 0x29, "c": "kGnStats", "engine": "vector", "c_struct": "GnStatsOperands",
+     "since": 7,
+     "operands": ["dtype", "in_addr", "in_stride", "rows", "row_pixels", "channels", "groups", "stats_addr",
+                  "first"],
+     "comments": {"dtype": "fp16 only (int8: ERR_OP_NOT_SUPPORTED)",
+                  "in_stride": "bytes between the tile's rows (a row: row_pixels packed pixels)",
+                  "row_pixels": "pixels per row (W of the map), 1..max_width",
+                  "channels": "C, 1..max_width, a multiple of groups",
+                  "groups": "G >= 1; group g is channels [g * C / G, (g + 1) * C / G)",
+                  "stats_addr": "G records {u32 count, fp32 mean, fp32 m2} (12 bytes) in SRAM",
+                  "first": "1: overwrite the records; 0: merge into them"},
+     "notes": [("the tile's statistics per group merged into the SRAM records (format 1.7, docs/npu.md "
+                "section 2)."),
+               "",
+               ("Per group: n = rows * row_pixels * C / G; s, the in-order fp32 sum from +0.0 over rows, "
+                "then pixels, then the group's channels; mean = s / n; m2 the in-order sum of (x - mean)^2; "
+                "then Chan's merge with the record (section 2).")],
+     "doc": "a tile's per-group count, mean and M2 (sum of squared deviations) merged into an SRAM statistics "
+            "buffer: GroupNorm's statistics over tiles of an NHWC fp16 map (format 1.7)"},
+    {"name": "GN_APPLY", "code": 0x2A, "c": "kGnApply", "engine": "vector", "c_struct": "GnApplyOperands",
+     "since": 7,
+     "operands": ["dtype", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_pixels", "channels",
+                  "groups", "stats_addr", "gamma_addr", "beta_addr", "eps", "silu"],
+     "comments": {"dtype": "fp16 only (int8: ERR_OP_NOT_SUPPORTED)",
+                  "row_pixels": "pixels per row (W of the map), 1..max_width",
+                  "channels": "C, 1..max_width, a multiple of groups",
+                  "groups": "G >= 1, as the GN_STATS that wrote the records",
+                  "stats_addr": "the G records GN_STATS wrote",
+                  "gamma_addr": "C fp32 scales in SRAM, or kNoParam (1)",
+                  "beta_addr": "C fp32 shifts in SRAM, or kNoParam (0)",
+                  "eps": "fp32 bits, finite and >= 0",
+                  "silu": "1: y / (1 + exp(-y)) before the rounding; 0: none"},
+     "notes": ["a tile normalized with its groups' finished statistics (format 1.7, docs/npu.md section 2).",
+               "",
+               ("Per element of group g, channel c: var = m2 / fp32(count), d = sqrt(var + eps), "
+                "y = (x - mean) / d, y = y * gamma[c], y = y + beta[c], with silu y = y / (1 + exp(-y)); "
+                "one rounding to fp16.")],
+     "doc": "GroupNorm's normalization of a tile of an NHWC fp16 map with the statistics GN_STATS wrote, "
+            "per-channel fp32 gamma / beta, an optional fused SiLU (format 1.7)"},
     {"name": "ROPE", "code": 0x2C, "c": "kRope", "engine": "vector", "c_struct": "RopeOperands",
      "since": 4,
      "operands": ["dtype", "in_addr", "in_stride", "out_addr", "out_stride", "rows", "row_elems", "cos_addr",
@@ -480,6 +523,7 @@ FP32_OPERANDS: dict[str, dict[str, str | None]] = {
     "UNARY": {"alpha": None},
     "SOFTMAX": {"scale": None, "in_scale": None, "out_scale": None},
     "NORM": {"eps": None, "in_scale": None, "out_scale": None},
+    "GN_APPLY": {"eps": None},
     "MATMUL": {"scale": None},
 }
 

@@ -52,8 +52,8 @@ def mac_macs(cmd: Command) -> int:
 
 
 def vector_cycles(cfg: NPUConfig, op: str, a: dict) -> int:
-    """op_overhead + ceil(steps / lanes) for an ADD, ELTWISE, UNARY, SOFTMAX, NORM, ROPE or POOL (docs section
-    5)."""
+    """op_overhead + ceil(steps / lanes) for an ADD, ELTWISE, UNARY, SOFTMAX, NORM, ROPE, GN_STATS, GN_APPLY or
+    POOL (docs section 5)."""
     lanes = cfg.vector_lanes // 2 if two_byte_lanes(op, a) else cfg.vector_lanes
     if op in ("ADD", "ELTWISE", "UNARY"):  # one step per element (a table lookup is one step)
         steps = a["rows"] * a["row_elems"]
@@ -63,6 +63,9 @@ def vector_cycles(cfg: NPUConfig, op: str, a: dict) -> int:
         steps = (3 if a["kind"] == NORM_KINDS["layernorm"] else 2) * a["rows"] * a["row_elems"]
     elif op == "ROPE":  # a multiply step, then a multiply-and-add step per element
         steps = 2 * a["rows"] * a["row_elems"]
+    elif op in ("GN_STATS", "GN_APPLY"):  # format 1.7: sum + deviations (apply: normalize, + SiLU); G merges
+        passes = 2 if op == "GN_STATS" or a.get("silu", 0) else 1
+        steps = passes * a["rows"] * a["row_pixels"] * a["channels"] + a["groups"]
     else:
         steps = a["out_h"] * a["out_w"] * a["c"] * a["kh"] * a["kw"]
     return cfg.op_overhead + math.ceil(steps / lanes)
