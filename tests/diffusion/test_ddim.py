@@ -30,6 +30,7 @@ def test_every_step_is_diffusers_step(config, steps):
     ddim = DDIM(**config)
     ref = _diffusers(ddim)
     import torch  # diffusers' own dependency: there once diffusers is
+
     ref.set_timesteps(steps)
     plan = ddim.plan(steps)
     np.testing.assert_array_equal(plan[:, 0], ref.timesteps.numpy())
