@@ -93,3 +93,33 @@ def test_cli_library_without_inputs_says_what_to_give(library, capsys):
     assert main(["sustain", str(lib), "--seconds", "1"]) == 2
     err = capsys.readouterr().err
     assert "ERR_SHAPE_MISMATCH" in err and "--input" in err and "--cpu-ms" in err
+
+
+def test_a_region_called_twice_counts_twice(tmp_path):
+    """Two identical attention blocks (x x^T softmax x) around a CPU Sin are one NPU module called twice
+    per frame: the frame's NPU time is both calls' cycles, as the emulator counts them (it was one call's:
+    the sustained frame rate came out about twice too high for such models). Without inputs the calls
+    cannot be counted, and the summary says so."""
+    from onnx import TensorProto, helper
+
+    def block(i, src):
+        return [helper.make_node("Transpose", [src], [f"t{i}"], perm=[0, 2, 1]),
+                helper.make_node("MatMul", [src, f"t{i}"], [f"s{i}"]),
+                helper.make_node("Softmax", [f"s{i}"], [f"p{i}"], axis=-1),
+                helper.make_node("MatMul", [f"p{i}", src], [f"o{i}"])]  # fmt: skip
+
+    nodes = block(0, "x") + [helper.make_node("Sin", ["o0"], ["m"])] + block(1, "m")
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 32])],
+                          [helper.make_tensor_value_info("o1", TensorProto.FLOAT, [1, 16, 32])])  # fmt: skip
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    ex = tvm_npu.build(tvm_npu.from_onnx(model))
+    x = np.random.default_rng(0).standard_normal((1, 16, 32)).astype(np.float32)
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    vm["main"](tvm.runtime.tensor(x))
+    modules = tvm_npu.runtime.npu_modules(vm)
+    assert [tvm_npu.runtime.profile_of(m)["calls"] for m in modules] == [2]  # one module, two calls
+    cycles = tvm_npu.runtime.profile_of(modules[0])["total"]["total_cycles"]
+    res = sustain(ex, inputs=[x], fps=None, seconds=1, thermal="large", repeats=2).summary
+    assert res["npu_ms_fastest"] == pytest.approx(cycles / 1000e3) and res["region_calls_counted"]  # npu-ref
+    lib = tvm_npu.export_library(ex, tmp_path / "m.so")
+    assert not sustain(lib, cpu_ms=0.1, fps=None, seconds=1, thermal="large").summary["region_calls_counted"]

@@ -151,6 +151,20 @@ def _first(out):
     return out[0] if isinstance(out, tvm.ir.Array | list | tuple) else out
 
 
+def _region_calls(main) -> dict:
+    """{NPU region symbol: call sites in `main`}: identical regions are one module that a UNet calls
+    once per attention block, and a step's NPU work counts each call (the profile's cycles do)."""
+    counts: dict = {}
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and expr.args and isinstance(expr.args[0], relax.ExternFunc):
+            symbol = str(expr.args[0].global_symbol)
+            counts[symbol] = counts.get(symbol, 0) + 1
+
+    relax.analysis.post_order_visit(main, visit)
+    return counts
+
+
 def _import(model: onnx.ModelProto, batch: int, latent=None) -> tvm.IRModule:
     """frontend/diffusion.py's static-shape import at the pipeline's batch and latent."""
     from ..frontend import diffusion as diffusion_import
@@ -180,6 +194,7 @@ def compile(text_encoder, unet, vae_decoder, height: int | None = None, width: i
         **{k: shapes[k] for k in SHAPE_KEYS},
         "placements": {e: [dict(p.__dict__) for p in reports[e].placements] for e in ENTRIES},
     }  # fmt: skip
+    meta["calls"] = {entry: _region_calls(built[entry][0]) for entry in ENTRIES}
     executable = link.link(built, ENTRIES, META_FUNCTION, meta)
     if vae == "cpu":
         from ..build import cpu_pipeline
@@ -311,14 +326,17 @@ class Pipeline:
         return sum(runtime.profile_of(m)["total"]["total_cycles"] for m in self._modules[entry])
 
     def step_work(self):
-        """One UNet call's NPU work (power.NpuWork, from its regions' command streams)."""
+        """One UNet call's NPU work (power.NpuWork, from its regions' command streams, each region as
+        many times as the UNet calls it)."""
         from ..contract import stream
         from ..power import work_of
 
         cfg, total = NPUConfig(**self.meta["config"]), None
+        calls = self.meta["calls"]["denoise"]
         for m in self._modules["denoise"]:
             w = work_of(cfg, stream.decode(bytes(m["get_stream"]())).commands)
-            total = w if total is None else total + w
+            for _ in range(calls.get(runtime.profile_of(m)["symbol"], 1)):  # a shared region, once per call
+                total = w if total is None else total + w
         if total is None:
             raise NPUError("NPU_E_UNSUPPORTED_OP", "the UNet has no NPU region: nothing of it runs on the NPU")
         return total

@@ -25,9 +25,24 @@ from ..contract.errors import NPUError
 from ..power import DEFAULT_POWER, NpuWork, PowerModel, SustainResult, operating_points, simulate, work_of
 
 
-def npu_work(vm) -> tuple[NPUConfig, NpuWork]:
+def region_calls(vm, arrays: list) -> dict:
+    """{NPU module symbol: its calls in one call of `main` on `arrays`}: regions the partitioner found
+    identical (a transformer's attention blocks) are one module called once per block."""
+    import tvm
+
+    from .. import runtime
+
+    modules = runtime.npu_modules(vm)
+    for m in modules:
+        m["reset_profile"]()
+    vm["main"](*[tvm.runtime.tensor(a) for a in arrays])
+    return {runtime.profile_of(m)["symbol"]: runtime.profile_of(m)["calls"] for m in modules}
+
+
+def npu_work(vm, calls: dict | None = None) -> tuple[NPUConfig, NpuWork]:
     """The NPU configuration and one call's NPU work of every NPU module of `vm` (a VirtualMachine,
-    an executable or a library), from the command streams they hold."""
+    an executable or a library), from the command streams they hold; each module counted `calls[symbol]`
+    times (`region_calls`), once when `calls` is None."""
     from .. import runtime
     from ..contract import stream
 
@@ -44,7 +59,8 @@ def npu_work(vm) -> tuple[NPUConfig, NpuWork]:
         preset = next((p for p in PRESETS.values() if p.block() == s.config.block()), None)
         cfg = preset or s.config
         w = work_of(s.config, s.commands)
-        total = w if total is None else total + w
+        for _ in range((calls or {}).get(runtime.profile_of(m)["symbol"], 1)):
+            total = w if total is None else total + w
     assert cfg is not None and total is not None
     return cfg, total
 
@@ -214,7 +230,11 @@ def sustain(
     if isinstance(repeats, bool) or not isinstance(repeats, numbers.Integral) or not 1 <= repeats <= 1000:
         raise NPUError("ERR_INVALID_CONFIG", f"repeats={repeats!r}: pass an int from 1 to 1000 (calls of main timed)")
     vm, arrays = _executable(model, config, inputs)
-    cfg, work = npu_work(vm.vm)
+    if arrays is not None:
+        vm.call("main", *arrays)  # checked against the signature first: wrong inputs are a coded error
+    # Without inputs the calls per frame cannot be counted: each region is taken once (summary says so).
+    calls = region_calls(vm.vm, arrays) if arrays is not None else None
+    cfg, work = npu_work(vm.vm, calls)
     if cpu_ms is not None:
         if cpu_ms < 0:
             raise NPUError("ERR_INVALID_CONFIG", f"cpu_ms {cpu_ms}: the CPU part of a frame cannot be negative")
@@ -230,6 +250,7 @@ def sustain(
     _check_frames(cfg, work, cpu_s, fps, seconds, pipelined)
     res = simulate(cfg, work, cpu_s, fps or None, seconds, policy, thermal, power, cpu_w, pipelined, other_w=other_w)
     res.summary["cpu_measured"] = measured
+    res.summary["region_calls_counted"] = calls is not None
     return res
 
 
