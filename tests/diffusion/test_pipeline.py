@@ -175,3 +175,28 @@ def test_diffuse_traces_the_steps_and_the_thermal_log(files, prompt, tmp_path, c
     assert steps[0]["dur"] > 0 and steps[0]["args"]["cut"] == 2
     temps = [e for e in events if e["name"] == "temperature C"]
     assert len(temps) == 10 and temps[0]["args"]["C"] == 80.0
+
+
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ({"--prompt-ids": "1,2,x"}, "--prompt-ids '1,2,x': give token ids as integers"),
+        ({"--steps": "0"}, "steps=0"),
+        ({"--guidance": "nan"}, "--guidance nan"),
+        ({"--negative-ids": None}, "--negative-ids: guidance > 1 needs"),
+        ({"-o": "image.jpg"}, "name it .png"),
+    ],
+)
+def test_diffuse_refuses_bad_arguments_before_it_builds(files, tmp_path, capsys, monkeypatch, change, says):
+    from tvm_npu.tools.cli import main
+
+    def no_build(*_a, **_k):
+        raise AssertionError("built before refusing the arguments")
+
+    monkeypatch.setattr(diffusion, "compile", no_build)
+    args = {"--prompt-ids": "1,2,3", "--negative-ids": "1,1,1", "--steps": "4", "--guidance": "7.5",
+            "-o": str(tmp_path / "image.png"), **change}  # fmt: skip
+    argv = ["diffuse", *files] + [x for k, v in args.items() if v is not None for x in (k, v)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "ERR_INVALID_CONFIG" in err and says in err

@@ -4,6 +4,8 @@ loop on the NPU and write the image as a PNG; print the cycles per stage and per
 
 from __future__ import annotations
 
+import math
+
 from ..contract.errors import NPUError
 
 
@@ -52,6 +54,10 @@ def cmd_diffuse(args) -> int:
     if not str(args.output).lower().endswith(".png"):
         raise NPUError("ERR_INVALID_CONFIG", f"--output {args.output!r}: the image is written as PNG: name it .png")
     ids, neg = _ids(args.prompt_ids, "--prompt-ids"), _ids(args.negative_ids, "--negative-ids")
+    # what generate would refuse after the build, refused before it
+    diffusion.DDIM().plan(args.steps)
+    if not math.isfinite(args.guidance):
+        raise NPUError("ERR_INVALID_CONFIG", f"--guidance {args.guidance}: give a finite number (7.5 is usual)")
     policy = diffusion.StepPolicy(hot_c=args.hot_c) if args.thermal else None
     guided = args.guidance != 1
     if guided and neg is None:
