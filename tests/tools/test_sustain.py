@@ -95,12 +95,8 @@ def test_cli_library_without_inputs_says_what_to_give(library, capsys):
     assert "ERR_SHAPE_MISMATCH" in err and "--input" in err and "--cpu-ms" in err
 
 
-def test_a_region_called_twice_counts_twice(tmp_path):
-    """Two identical attention blocks (x x^T softmax x) around a CPU Sin are one NPU module called twice
-    per frame: the frame's NPU time is both calls' cycles, as the emulator counts them (it was one call's:
-    the sustained frame rate came out about twice too high for such models). Without inputs the calls
-    cannot be counted, and the summary says so."""
-    from onnx import TensorProto, helper
+def _two_blocks(helper) -> list:
+    """Two identical weight-free attention blocks (x x^T, softmax, times x) around a CPU Sin."""
 
     def block(i, src):
         return [helper.make_node("Transpose", [src], [f"t{i}"], perm=[0, 2, 1]),
@@ -108,7 +104,17 @@ def test_a_region_called_twice_counts_twice(tmp_path):
                 helper.make_node("Softmax", [f"s{i}"], [f"p{i}"], axis=-1),
                 helper.make_node("MatMul", [f"p{i}", src], [f"o{i}"])]  # fmt: skip
 
-    nodes = block(0, "x") + [helper.make_node("Sin", ["o0"], ["m"])] + block(1, "m")
+    return block(0, "x") + [helper.make_node("Sin", ["o0"], ["m"])] + block(1, "m")
+
+
+def test_a_region_called_twice_counts_twice(tmp_path):
+    """Two identical attention blocks (x x^T softmax x) around a CPU Sin are one NPU module called twice
+    per frame: the frame's NPU time is both calls' cycles, as the emulator counts them (it was one call's:
+    the sustained frame rate came out about twice too high for such models). Without inputs the calls
+    cannot be counted, and the summary says so."""
+    from onnx import TensorProto, helper
+
+    nodes = _two_blocks(helper)
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 32])],
                           [helper.make_tensor_value_info("o1", TensorProto.FLOAT, [1, 16, 32])])  # fmt: skip
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
@@ -123,3 +129,23 @@ def test_a_region_called_twice_counts_twice(tmp_path):
     assert res["npu_ms_fastest"] == pytest.approx(cycles / 1000e3) and res["region_calls_counted"]  # npu-ref
     lib = tvm_npu.export_library(ex, tmp_path / "m.so")
     assert not sustain(lib, cpu_ms=0.1, fps=None, seconds=1, thermal="large").summary["region_calls_counted"]
+
+
+def test_estimate_counts_a_shared_region_once_per_call():
+    """tvm_npu.estimate (the sweep's numbers) on the same two-block model: its cycles are the runtime's
+    two calls of the one module (the cost model is the emulator's cycle model), not one."""
+    from onnx import TensorProto, helper
+
+    nodes = _two_blocks(helper)
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 32])],
+                          [helper.make_tensor_value_info("o1", TensorProto.FLOAT, [1, 16, 32])])  # fmt: skip
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    est = tvm_npu.estimate(tvm_npu.from_onnx(model))
+    ex = tvm_npu.build(tvm_npu.from_onnx(model))
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    vm["main"](tvm.runtime.tensor(np.zeros((1, 16, 32), np.float32)))
+    (module,) = tvm_npu.runtime.npu_modules(vm)
+    prof = tvm_npu.runtime.profile_of(module)
+    assert prof["calls"] == 2 and est["cycles"] == prof["total"]["total_cycles"]
+    split = sum(est[f"split_{k}_cycles"] for k in ("compute", "ddr", "overlap", "idle"))
+    assert split == est["cycles"]

@@ -39,6 +39,7 @@ from tvm import relax
 from .. import link, runtime
 from ..contract.config import NPUConfig, get_config
 from ..contract.errors import NPUError
+from ..ir.graph import region_calls
 from . import loop
 from .scheduler import DDIM
 from .thermal_steps import StepPolicy, ThermalLoop
@@ -151,20 +152,6 @@ def _first(out):
     return out[0] if isinstance(out, tvm.ir.Array | list | tuple) else out
 
 
-def _region_calls(main) -> dict:
-    """{NPU region symbol: call sites in `main`}: identical regions are one module that a UNet calls
-    once per attention block, and a step's NPU work counts each call (the profile's cycles do)."""
-    counts: dict = {}
-
-    def visit(expr):
-        if isinstance(expr, relax.Call) and expr.args and isinstance(expr.args[0], relax.ExternFunc):
-            symbol = str(expr.args[0].global_symbol)
-            counts[symbol] = counts.get(symbol, 0) + 1
-
-    relax.analysis.post_order_visit(main, visit)
-    return counts
-
-
 def _import(model: onnx.ModelProto, batch: int, latent=None) -> tvm.IRModule:
     """frontend/diffusion.py's static-shape import at the pipeline's batch and latent."""
     from ..frontend import diffusion as diffusion_import
@@ -194,7 +181,7 @@ def compile(text_encoder, unet, vae_decoder, height: int | None = None, width: i
         **{k: shapes[k] for k in SHAPE_KEYS},
         "placements": {e: [dict(p.__dict__) for p in reports[e].placements] for e in ENTRIES},
     }  # fmt: skip
-    meta["calls"] = {entry: _region_calls(built[entry][0]) for entry in ENTRIES}
+    meta["calls"] = {entry: region_calls(built[entry][0]) for entry in ENTRIES}
     executable = link.link(built, ENTRIES, META_FUNCTION, meta)
     if vae == "cpu":
         from ..build import cpu_pipeline

@@ -18,6 +18,7 @@ import tvm
 
 from ..backend.plan.energy import DEFAULT, EnergyModel
 from ..contract.config import NPUConfig, get_config
+from ..ir.graph import region_calls
 from ..partition.report import BuildReport
 
 # Summed over NPU regions (which run one after another); SRAM is the largest region's.
@@ -70,8 +71,11 @@ def estimate(
     cfg = get_config(config)
     report = BuildReport()
     compiled = compile_npu_regions(bind_params(mod, params), cfg, report)
+    # A region the partitioner found identical to another (a transformer's attention blocks) is one
+    # function called once per block: its costs count once per call (report.regions holds it once).
+    calls = region_calls(compiled["main"])
     regions = report.regions.values()
-    out: dict = {k: sum(int(r.get(k, 0)) for r in regions) for k in _SUMMED}
+    out: dict = {k: sum(int(r.get(k, 0)) * calls.get(s, 1) for s, r in report.regions.items()) for k in _SUMMED}
     out["cycles"] = out.pop("estimated_cycles")
     out["latency_us"] = out["cycles"] / cfg.clock_mhz
     out["ddr_bytes"] = out["ddr_read_bytes"] + out["ddr_write_bytes"]
@@ -96,6 +100,11 @@ def _time_split(cfg: NPUConfig, compiled: tvm.IRModule) -> dict:
 
     attrs = compiled.attrs
     modules = list(attrs["external_mods"]) if attrs is not None and "external_mods" in attrs else []
-    works = [work_of(cfg, stream.decode(bytes(m["get_stream"]())).commands) for m in modules if m.kind == "npu"]
+    calls = region_calls(compiled["main"])
+    works = [
+        (work_of(cfg, stream.decode(bytes(m["get_stream"]())).commands), calls.get(str(m["get_symbol"]()), 1))
+        for m in modules
+        if m.kind == "npu"
+    ]
     keys = ("compute_cycles", "ddr_cycles", "overlap_cycles", "idle_cycles")
-    return {f"split_{k}": sum(getattr(w, k) for w in works) for k in keys}
+    return {f"split_{k}": sum(getattr(w, k) * n for w, n in works) for k in keys}

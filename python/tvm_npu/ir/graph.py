@@ -22,6 +22,21 @@ from tvm import relax
 BLOCK_BUILDER_LOCK = threading.RLock()
 
 
+def region_calls(func) -> dict:
+    """{external symbol: call sites in `func`}: the NPU regions a built function calls, each as often as
+    it does. Regions the partitioner found identical (a transformer's attention blocks) are one
+    function, so one symbol, called once per block: costs summed per region must count each call."""
+    counts: dict = {}
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and expr.args and isinstance(expr.args[0], relax.ExternFunc):
+            symbol = str(expr.args[0].global_symbol)
+            counts[symbol] = counts.get(symbol, 0) + 1
+
+    relax.analysis.post_order_visit(func, visit)
+    return counts
+
+
 def free_vars(expr) -> list:
     """The vars an (normalized) binding value reads, in order, with repeats."""
     if isinstance(expr, relax.Var):
