@@ -142,3 +142,19 @@ def test_a_map_wider_than_max_width_stays_on_the_cpu_with_its_reason():
     _, report = _build_and_compare(_model(shape, 4, "gn21"), shape)
     norm = [p for p in report.placements if p.op == "relax.nn.layer_norm"]
     assert [(p.device, p.code) for p in norm] == [("cpu", "NPU_E_WIDTH")], report.table()
+
+
+def test_each_image_of_a_batch_has_its_own_statistics():
+    """N = 2 on npu-small, two row tiles an image: per image GN_STATS (first = 1 on its first tile) over its
+    tiles, then GN_APPLY over them; against onnxruntime, which normalizes each image alone."""
+    shape = (2, 64, 32, 32)
+    ex, report = _build_and_compare(_model(shape, 32, "gn21", True), shape, config="npu-small")
+    assert all(p.device == "npu" for p in report.placements), report.table()
+    _, gn = _gn_commands(ex)
+    per_image = len(gn) // 2
+    assert len(gn) == 2 * per_image and per_image >= 4
+    for image in (gn[:per_image], gn[per_image:]):
+        stats = [c for c in image if c.op == "GN_STATS"]
+        assert [c.op for c in image] == ["GN_STATS"] * len(stats) + ["GN_APPLY"] * len(stats)
+        assert [c.args["first"] for c in stats] == [1] + [0] * (len(stats) - 1)
+        assert sum(c.args["rows"] for c in stats) == shape[2]
