@@ -16,7 +16,7 @@ from tvm.relax.backend.utils import has_leaking_intermediate_variables
 from tvm.relax.dpl import is_const, is_op, is_tuple, wildcard
 
 from ..contract.config import get_config
-from . import checks, matmul_check, norm_checks, rope_check
+from . import checks, group_norm_check, matmul_check, norm_checks, rope_check
 from .attention_checks import check_softmax_masked
 from .dense_w4a8_check import check_dense_w4a8
 
@@ -297,6 +297,27 @@ def norm_patterns(quantized: bool = False):
     return out
 
 
+def group_norm_patterns():
+    """GroupNorm as rewrite/fuse_group_norm.py writes it: reshape(x, [N, G, L]) -> layer_norm -> reshape back
+    -> multiply by gamma -> add beta [-> silu] (GN_STATS and GN_APPLY, format 1.7; the SiLU fused into
+    GN_APPLY). Everything but x matches anything: the check refuses what the commands do not compute, with
+    its reason. Without silu first: the fused entry, later in the table, wins."""
+    out = []
+    for silu in (False, True):
+        data = wildcard()
+        rows = is_op("relax.reshape")(data, wildcard())
+        norm = is_op("relax.nn.layer_norm")(rows, wildcard(), wildcard())
+        back = is_op("relax.reshape")(norm, wildcard())
+        scale = is_op("relax.multiply")(back, wildcard())
+        root = shift = is_op("relax.add")(scale, wildcard())
+        if silu:
+            root = is_op("relax.nn.silu")(shift)
+        ann = {"op": norm, "data": data, "rows": rows, "back": back, "scale": scale, "shift": shift}
+        name = "group_norm_silu" if silu else "group_norm"
+        out.append(_entry(name, root, ann, group_norm_check.check_group_norm))
+    return out
+
+
 def _half(data):
     """A strided_slice of `data`, with or without its strides argument."""
     args = [wildcard(), wildcard(), wildcard()]
@@ -448,6 +469,7 @@ def _table() -> tuple:
         + softmax_patterns(quantized=True)
         + norm_patterns()
         + norm_patterns(quantized=True)
+        + group_norm_patterns()
         + rope_patterns()
         + reshaped_io
     )

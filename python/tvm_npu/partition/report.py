@@ -436,6 +436,7 @@ def region_layers(config, graph, planned) -> dict:
             "softmax": 3 * elems,
             "norm": (3 if layer.func == "layernorm" else 2) * elems,
             "rope": 2 * elems,
+            "group_norm": (4 if layer.func == "silu" else 3) * elems,  # GN_STATS' two passes, GN_APPLY's
             "pool": elems * layer.window[0] * layer.window[1],
         }[layer.kind]
         layers.append(

@@ -3,7 +3,8 @@
 Each composite function (names from partition/patterns.py) inside one function marked Codegen="npu" is
 lowered by the function its family registered under that name (registry.py): conv.py (conv2d, dense),
 eltwise.py (add, elementwise ops, requantize), pool.py, vector.py (unary),
-softmax.py (softmax, with attention's scale and mask), norm.py (layer_norm, rms_norm), views.py (reshape,
+softmax.py (softmax, with attention's scale and mask), norm.py (layer_norm, rms_norm), group_norm.py (GroupNorm
+[-> SiLU], format 1.7), views.py (reshape,
 slice, concat) and staging.py (quantized staging of the region's I/O). The result is `Layer` records
 (graph.py): weights already in the NPU's order ([OC][KH][KW][IC], fp16 or int8), biases fp32 or int32,
 and for int8 layers the integer requantization parameters of docs/npu.md section 2 (quant_params.py).

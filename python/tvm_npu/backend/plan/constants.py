@@ -26,6 +26,10 @@ def constant_bytes(cfg: NPUConfig, layer: Layer, oc0: int, oc1: int) -> tuple[by
     if layer.const is not None and layer.kind in ("softmax", "rope"):  # fp16 rows, each aligned (a stride)
         rows = layer.const.shape[1] * 2
         return b"".join(r.tobytes().ljust(align(rows, cfg.alignment), b"\0") for r in layer.const), 0, 0
+    if layer.kind == "group_norm":  # gamma and beta rows, then zeros for the G statistics records
+        row = align(layer.const.shape[1] * 4, cfg.alignment)
+        rows = b"".join(r.astype("<f4").tobytes().ljust(row, b"\0") for r in layer.const)
+        return rows + bytes(align(12 * layer.groups, cfg.alignment)), 0, 0
     if layer.kind == "norm":
         row = align(layer.const.shape[1] * 4, cfg.alignment)
         return b"".join(r.astype("<f4").tobytes().ljust(row, b"\0") for r in layer.const), 0, 0

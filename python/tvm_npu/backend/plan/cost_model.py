@@ -111,6 +111,9 @@ def ideal_cycles(cfg: NPUConfig, layer) -> int:
         return vector_cycles(
             cfg, "NORM", dict(dtype=dtype, kind=NORM_KINDS[layer.func], rows=1, row_elems=layer.out_elems)
         )
+    if layer.kind == "group_norm":  # GN_STATS then GN_APPLY over the whole map (format 1.7)
+        a = dict(dtype=dtype, rows=1, row_pixels=1, channels=layer.out_elems, groups=layer.groups)
+        return vector_cycles(cfg, "GN_STATS", a) + vector_cycles(cfg, "GN_APPLY", dict(a, silu=layer.func == "silu"))
     if layer.kind == "rope":
         return vector_cycles(cfg, "ROPE", dict(dtype=dtype, rows=1, row_elems=layer.out_elems))
     if layer.kind in ("add", "eltwise", "unary"):

@@ -18,6 +18,7 @@ from ...contract.stream import (
     int4_weights,
 )
 from ..lower.graph import Layer
+from .group_norm_plan import emit_group_norm
 from .matmul_plan import emit_matmul
 from .matmul_plan import footprint as matmul_footprint
 from .schedule import Scoreboard, emit_dma
@@ -223,6 +224,8 @@ def emit_layer(
     weight streamer's lead mode queues the loads of later layers, weights.py)."""
     if layer.kind == "matmul":  # two activations, tiled by output batch (matmul_plan.py)
         return emit_matmul(sb, cfg, layer, srcs, dst, lp, after_compute)
+    if layer.kind == "group_norm":  # two passes over the row tiles (group_norm_plan.py)
+        return emit_group_norm(sb, cfg, layer, srcs, dst, lp, after_compute, before_compute)
     tiles = row_tiles(layer, srcs[0].view, dst.view, lp.tile_oh)
     blocks = lp.blocks or [None]
     for bi, blk in enumerate(blocks):

@@ -23,7 +23,7 @@ from ...contract.stream import (
 )
 from .sram import align
 
-VECTOR_OPS = ("ELTWISE", "UNARY", "SOFTMAX", "NORM", "ROPE")
+VECTOR_OPS = ("ELTWISE", "UNARY", "SOFTMAX", "NORM", "ROPE", "GN_STATS", "GN_APPLY")
 
 
 def binary_requant(layer) -> dict:
@@ -156,6 +156,8 @@ def vector_footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
     def span(addr, rows, stride):
         return ("sram", addr, addr + rows * stride)
 
+    if cmd.op in ("GN_STATS", "GN_APPLY"):
+        return _gn_footprint(cfg, cmd)
     out = [span(a["out_addr"], a["rows"], a["out_stride"])]
     if cmd.op in ("UNARY", "SOFTMAX"):
         reads = [span(a["in_addr"], a["rows"], a["in_stride"])]
@@ -173,3 +175,19 @@ def vector_footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
         return [span(a["in_addr"], a["rows"], a["in_stride"]), *params], out
     b_rows = a["rows"] if a["b_mode"] == B_MODES["same"] else 1  # a broadcast b is one row
     return [span(a["a_addr"], a["rows"], a["a_stride"]), span(a["b_addr"], b_rows, a["b_stride"])], out
+
+
+def _gn_footprint(cfg: NPUConfig, cmd: Command) -> tuple[list, list]:
+    """GN_STATS / GN_APPLY (format 1.7): the tile, the G records (12 bytes each); APPLY also gamma and beta."""
+    a = cmd.args
+
+    def span(addr, rows, stride):
+        return ("sram", addr, addr + rows * stride)
+
+    pixels = a["rows"] * a["in_stride"]
+    stats = [span(a["stats_addr"], 1, 12 * a["groups"])]
+    if cmd.op == "GN_STATS":
+        return [span(a["in_addr"], 1, pixels), *stats], stats
+    prm = align(a["channels"] * 4, cfg.alignment)
+    params = [span(a[k], 1, prm) for k in ("gamma_addr", "beta_addr") if a[k] != NO_PARAM]
+    return [span(a["in_addr"], 1, pixels), *stats, *params], [span(a["out_addr"], a["rows"], a["out_stride"])]
