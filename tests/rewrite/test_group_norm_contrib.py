@@ -8,7 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 from test_rewrite import count_ops
 
 import tvm_npu
-from conftest import run_vm
+from conftest import run_cpu, run_vm
 from tvm_npu import rewrite
 
 C, G, HW = 32, 8, 8
@@ -59,9 +59,13 @@ def test_contrib_group_norm_becomes_layer_norm_and_matches_numpy(channels_last, 
     assert count_ops(mod, "relax.nn.layer_norm") == 1 and count_ops(mod, "relax.nn.group_norm") == 0, mod
     assert count_ops(mod, "relax.nn.silu") == activation
     x = (RNG.standard_normal(shape) * 3 + 1).astype(np.float32)
-    got = run_vm(tvm_npu.build(tvm_npu.from_onnx(model)), x)
     ref = numpy_group_norm(x, channels_last, activation)
-    assert np.abs(got - ref).max() <= 1e-4 * max(1.0, np.abs(ref).max())
+    bound = max(1.0, np.abs(ref).max())
+    # the rewrite is exact: TVM's float32 build of the rewritten module; then the NPU build, where the
+    # NCHW form runs as GN_STATS / GN_APPLY in fp16 (the NHWC form's transposes keep it on the CPU)
+    assert np.abs(run_cpu(mod, x) - ref).max() <= 1e-4 * bound
+    got = run_vm(tvm_npu.build(tvm_npu.from_onnx(model)), x)
+    assert np.abs(got - ref).max() <= 1e-2 * bound
 
 
 @pytest.mark.parametrize(
