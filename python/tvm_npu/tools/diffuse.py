@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import math
 
-from ..contract.errors import NPUError
+# Only the standard library at import: cli.py builds this command's parser for `tvm-npu --help`, which
+# never loads TVM or tvm-ffi (tests/tools/test_cli_help_fast.py). The command imports what it runs.
 
 
 def _ids(text: str | None, flag: str):
     import numpy as np
+
+    from ..contract.errors import NPUError
 
     if text is None:
         return None
@@ -45,6 +48,7 @@ def add_parser(sub, config) -> None:
 
 def cmd_diffuse(args) -> int:
     from .. import diffusion
+    from ..contract.errors import NPUError
     from ..runtime.files import replacing
     from .commands import _existing, outputs_apart
 
