@@ -1,11 +1,11 @@
 """Stage 2 — graph rewrites before quantization and partitioning: uint8 QDQ tensors as int8 ones,
 compute on constants folded, a dense layer's column split pushed into its weights, a split into halves
-as two slices, views as reshapes, zero pads into conv padding, batch norm folded into convs,
-x * sigmoid(x) and the decomposed tanh and erf GELUs as the one activation each is, the written-out
-RMSNorm as one rms_norm, each GroupNorm form as a layer_norm of grouped rows, a division by a power of
-two as the multiply with the same bits (after the fusions, whose recognizers read the divides as
-exported); last, the run-time indices of every gather range-checked (check_indices). `run` applies them
-in the order of `PASSES`; `partition.prepare` and the quantizer call it.
+as two slices, views as reshapes (a reshape of a reshape as one), zero pads into conv padding, batch
+norm folded into convs, x * sigmoid(x) and the decomposed tanh and erf GELUs as the one activation each
+is, the written-out RMSNorm as one rms_norm, each GroupNorm form as a layer_norm of grouped rows, a
+division by a power of two as the multiply with the same bits (after the fusions, whose recognizers read
+the divides as exported); last, the run-time indices of every gather range-checked (check_indices).
+`run` applies them in the order of `PASSES`; `partition.prepare` and the quantizer call it.
 
 Frontends emit some ops the NPU has no command for but that disappear into a neighbour at compile
 time; each rewrite, one per file, removes one kind, so the patterns match what the NPU runs instead of
@@ -17,6 +17,7 @@ from tvm import relax
 
 from .batch_norm import decompose_batch_norm, fold_batch_norm
 from .check_indices import check_indices
+from .compose_reshapes import compose_reshapes
 from .divide_by_power_of_two import divide_by_power_of_two
 from .fold_constants import fold_constant_compute
 from .fuse_gelu_erf import fuse_gelu_erf
@@ -37,6 +38,7 @@ PASSES = (
     split_dense_columns,
     split_halves,
     views_as_reshape,
+    compose_reshapes,
     fuse_pad_into_conv,
     fold_batch_norm,
     fuse_silu,
