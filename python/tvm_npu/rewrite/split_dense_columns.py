@@ -1,8 +1,10 @@
 """Turn a split of a dense layer's output columns into one dense layer per part.
 
 TVM's PyTorch frontend gives an LSTM step one matmul for all four gates per input and splits the sum
-into the gates along the last axis. The NPU has no split along a matrix's channels, so the split ran on
-the CPU between every step; pushed down to the weights' columns it disappears. Runs in `rewrite.run`
+into the gates along the last axis; diffusers' GEGLU takes the two halves of its projection with two
+Slices (`chunk(2, dim=-1)` as the exporter writes it). The NPU has no split along a matrix's channels, so
+the split ran on the CPU between every step (every transformer block); pushed down to the weights'
+columns it disappears. Runs in `rewrite.run`
 (from `partition.prepare` and the quantizer), before pattern matching.
 """
 
@@ -152,6 +154,37 @@ def _split_cuts(e) -> tuple | None:
     return (0, *[int(i) for i in ios], n)
 
 
+def _slice_span(e, shape) -> tuple | None:
+    """Columns [a, b) that `e` takes when it is a step-1 strided_slice of the last axis alone (begin and
+    end clamped into the axis, as strided_slice does), else None."""
+    if rg.op_name(e) != "relax.strided_slice" or shape is None or len(e.args) < 4:
+        return None
+    fields = [getattr(e.args[i], "fields", None) for i in range(1, 4)]
+    if any(f is None or len(f) != 1 for f in fields):
+        return None
+    axis, begin, end = (int(getattr(f[0], "value", f[0])) for f in fields)
+    steps = getattr(e.args[4], "fields", None) if len(e.args) > 4 else None
+    if axis % len(shape) != len(shape) - 1 or (steps and int(getattr(steps[0], "value", steps[0])) != 1):
+        return None
+    n = shape[-1]
+    a, b = (min(max(v + n if v < 0 else v, 0), n) for v in (begin, end))
+    return (a, b) if a < b else None
+
+
+def _slice_cuts(g: rg.Graph, var) -> tuple | None:
+    """The column boundaries (0, ..., N) when every reader of `var` is a last-axis slice and the slices
+    tile its columns exactly (each column taken by one slice: the two halves of diffusers' GEGLU
+    `chunk(2, dim=-1)`, which the exporter writes as two Slices), else None."""
+    users = g.uses.get(var, [])
+    spans = [_slice_span(g.value.get(u), static_shape(var)) if u is not None else None for u in users]
+    if len(users) < 2 or any(s is None for s in spans):
+        return None
+    ordered = sorted(set(spans))
+    n = static_shape(var)[-1]
+    tiled = ordered[0][0] == 0 and ordered[-1][1] == n and all(x[1] == y[0] for x, y in zip(ordered, ordered[1:]))
+    return (0, *[b for _, b in ordered]) if tiled else None
+
+
 def split_dense_columns(mod: tvm.IRModule) -> tvm.IRModule:
     """Turn a split of a dense layer's output columns into one dense layer per part.
 
@@ -161,7 +194,8 @@ def split_dense_columns(mod: tvm.IRModule) -> tvm.IRModule:
     CPU between every step. Pushed down to the matmuls -- each gate's own columns of the weights and
     biases, through the adds, reshapes and row slices between -- the split disappears and every gate is
     a dense layer of its own, as the ONNX importer writes the LSTM. Splits that do not reach constant
-    weights are left alone.
+    weights are left alone. Slices of the last axis that tile a dense output's columns exactly (each
+    column read by one slice: diffusers' GEGLU) are split the same way.
 
     Parameters
     ----------
@@ -189,7 +223,12 @@ def split_dense_columns(mod: tvm.IRModule) -> tvm.IRModule:
             and cols.can(e.args[0])
         ):
             splits[var] = cuts
-    if not splits:
+    sliced = {}  # var -> cuts, when its readers are slices tiling its columns
+    for var, e in g.bindings:
+        cuts = _slice_cuts(g, var) if rg.op_name(e) in ("relax.matmul", "relax.add", "relax.reshape") else None
+        if cuts is not None and cols.can(var):
+            sliced[var] = cuts
+    if not splits and not sliced:
         return mod
 
     def rewrite(bb, var, value, m, fresh):
@@ -198,6 +237,10 @@ def split_dense_columns(mod: tvm.IRModule) -> tvm.IRModule:
         if isinstance(value, relax.TupleGetItem) and value.tuple_value in splits:
             src = g.value[value.tuple_value].args[0]
             return cols.parts(bb, src, splits[value.tuple_value], m)[value.index]
+        src = value.args[0] if rg.op_name(value) == "relax.strided_slice" else None
+        if src in sliced:
+            cuts = sliced[src]
+            return cols.parts(bb, src, cuts, m)[cuts.index(_slice_span(value, static_shape(src))[0])]
         return None
 
     return relax.transform.DeadCodeElimination()(rg.with_main(mod, rg.rebuild(g, rewrite=rewrite)[0]))
