@@ -190,7 +190,7 @@ RELAX_ATTRS: dict[str, dict[str, Attr]] = {
 # The arguments of a claimed Relax op that are not the tensors it computes on (attributes in ONNX).
 RELAX_INPUTS: dict[str, dict[str, Attr]] = {
     "relax.image.resize2d": {
-        "size": through("H and W times integer factors 1 to 8 (not both 1)", constraint_resize_factor),
+        "size": through("H and W times integer factors 1 to 8 (not both 1)", constraint_resize_factor)
     },
     "relax.nn.layer_norm": {
         "gamma": checked("a float32 constant of the row's length (fp32 in the weight region)", constraint_norm_params),

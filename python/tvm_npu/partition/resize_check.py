@@ -17,13 +17,13 @@ from .checks import (
     applies,
 )
 from .resize_constraints import (
-    constraint_resize_method,
-    constraint_resize_layout,
-    constraint_resize_factor,
     constraint_resize_channels,
-    constraint_resize_width,
+    constraint_resize_factor,
     constraint_resize_fits,
+    constraint_resize_layout,
+    constraint_resize_method,
     constraint_resize_same_quantization,
+    constraint_resize_width,
 )
 
 

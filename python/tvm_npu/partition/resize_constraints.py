@@ -99,10 +99,10 @@ def constraint_resize_layout(call):
 def constraint_resize_factor(x, call):
     """NPU_E_RESIZE: a nearest resize runs on the NPU when it upsamples H and W by integer factors (1 to 8
     each, not both 1; torch's scale_factor=2 is 2 and 2), N and C unchanged, and its coordinate
-    transformation and rounding method map output index o to input index floor(o / f) in both axes
-    (asymmetric + floor as torch exports it; half_pixel with round_prefer_floor or round_prefer_ceil;
-    evaluated on every index as TVM computes it). align_corners, tf_crop_and_resize, other rounding,
-    downsampling and fractional factors (1.5x) stay on the CPU."""
+    transformation and rounding method map output index o to input index floor(o / f) in both axes,
+    evaluated on every index as TVM computes it (asymmetric + floor as torch exports it; half_pixel with
+    round_prefer_floor or round_prefer_ceil; tf_half_pixel_for_nn + floor at factor 2). align_corners,
+    tf_crop_and_resize, other rounding, downsampling and fractional factors (1.5x) stay on the CPU."""
     shape, out = static_shape(x), static_shape(call)
     if len(shape) != 4 or len(out) != 4:
         return f"rank {len(shape)}, not a 4-D map"
@@ -146,13 +146,15 @@ def constraint_resize_width(x, cfg: NPUConfig):
 
 def constraint_resize_fits(x, call, elem: int, cfg: NPUConfig):
     """NPU_E_SRAM: an upsampling's smallest tile must fit SRAM: two buffers of one input row and two of the
-    fH output rows it becomes, plus one more output row (the last copies' footprint reaches one output
-    row past the tile). A larger map runs on the CPU; a configuration with more SRAM keeps it on the NPU."""
+    fH output rows it becomes, each with the fH - 1 rows and fW - 1 pixels more that its copies' footprints
+    reach past the tile (rows x stride from a copy's first byte). A larger map runs on the CPU; a
+    configuration with more SRAM keeps it on the NPU."""
     c, w = static_shape(x)[1], static_shape(x)[3]
-    f = factors(x, call)
+    fh, fw = factors(x, call)
     a = cfg.alignment
-    row_in, row_out = -(-w * c * elem // a) * a, -(-w * f[1] * c * elem // a) * a
-    need = 2 * row_in + 2 * (f[0] + 1) * row_out
+    row_in, row_out = -(-w * c * elem // a) * a, -(-w * fw * c * elem // a) * a
+    out_buf = -(-((2 * fh - 1) * row_out + (fw - 1) * c * elem) // a) * a
+    need = 2 * row_in + 2 * out_buf
     return f"{need} bytes > {cfg.sram_bytes}" if need > cfg.sram_bytes else None
 
 

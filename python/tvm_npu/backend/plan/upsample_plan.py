@@ -36,7 +36,9 @@ def upsample_tiles(layer, in_view: tuple, tile_oh: int) -> list[Tile]:
     step = max(1, -(-tile_oh // fh))
     n_, h = in_view[0], in_view[1]
     return [
-        Tile(n, r0 * fh, min(h, r0 + step) * fh, r0, min(h, r0 + step), 0) for n in range(n_) for r0 in range(0, h, step)
+        Tile(n, r0 * fh, min(h, r0 + step) * fh, r0, min(h, r0 + step), 0)
+        for n in range(n_)
+        for r0 in range(0, h, step)
     ]
 
 
