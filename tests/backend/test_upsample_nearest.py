@@ -309,3 +309,29 @@ def test_conv_upsample_conv_is_one_npu_region():
     want = _ort(model, x)
     got = run_vm(ex, x)
     assert float(np.abs(got - want).max()) <= 1e-2 * max(1.0, float(np.abs(want).max()))
+
+
+@pytest.mark.parametrize("scales", [[1, 1, 2, 2], [1, 1, 3, 2]])
+def test_conv_upsample_conv_on_a_small_sram_is_tiled_around_residents(scales):
+    """npu-small (512 KiB): a 32-channel 40x40 map upsampled between two convolutions (400 and 600 KiB of
+    fp16 output) is tiled in row bands; within fp16's bound of onnxruntime, every copy a POOL 1x1."""
+    shape = (1, 32, 40, 40)
+    model = _resize_model(shape, scales=scales, conv=True, **TORCH)
+    ex, report = _build(model, config="npu-small")
+    assert {p.device for p in report.placements} == {"npu"}, report.table()
+    x = _fp16_input(shape)
+    want = _ort(model, x)
+    got = run_vm(ex, x)
+    assert float(np.abs(got - want).max()) <= 1e-2 * max(1.0, float(np.abs(want).max()))
+    pools = _pools(ex)
+    fh, fw = scales[2], scales[3]
+    assert len(pools) > fh * fw and sum(p.args["in_h"] for p in pools) == fh * fw * shape[2]
+
+
+def test_a_map_whose_row_does_not_fit_sram_stays_on_the_cpu():
+    """npu-small: 1024 channels of 64 pixels are a 128 KiB input row and a 256 KiB output row: two of each
+    (with the copies' overhang) exceed 512 KiB."""
+    model = _resize_model((1, 1024, 1, 64), scales=[1, 1, 2, 2], **TORCH)
+    _, report = _build(model, config="npu-small")
+    (p,) = [p for p in report.placements if p.op == "relax.image.resize2d"]
+    assert p.device == "cpu" and p.code == "NPU_E_SRAM" and "> 524288" in p.reason, report.table()
