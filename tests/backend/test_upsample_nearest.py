@@ -267,12 +267,23 @@ def _numpy_stream(s, x: np.ndarray) -> np.ndarray:
     return y.view(np.float16).reshape(n, h, w, c).transpose(0, 3, 1, 2).astype(np.float32)
 
 
-def test_the_runtime_runs_the_stream_as_its_numpy_model():
-    shape = (1, 16, 6, 5)
-    model = _resize_model(shape, scales=[1, 1, 2, 2], **TORCH)
-    ex, _ = _build(model)
+@pytest.mark.parametrize(
+    "shape, scales, config",
+    [
+        ((1, 16, 6, 5), [1, 1, 2, 2], None),
+        ((1, 32, 40, 40), [1, 1, 2, 2], "npu-small"),
+        ((2, 32, 40, 24), [1, 1, 3, 2], "npu-small"),
+    ],
+)
+def test_the_runtime_runs_the_stream_as_its_numpy_model(shape, scales, config):
+    """One tile, and row bands streamed through SRAM (npu-small), of one and of two images."""
+    model = _resize_model(shape, scales=scales, **TORCH)
+    ex, _ = _build(model, config=config)
     x = _fp16_input(shape)
     (s,) = _streams(ex)
+    pools = [c for c in s.commands if c.op == "POOL"]
+    per_band = scales[2] * scales[3]
+    assert len(pools) % per_band == 0 and (len(pools) > per_band * shape[0]) == (config is not None)
     assert np.array_equal(run_vm(ex, x), _numpy_stream(s, x))
 
 
