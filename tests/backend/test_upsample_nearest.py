@@ -346,3 +346,10 @@ def test_a_map_whose_row_does_not_fit_sram_stays_on_the_cpu():
     _, report = _build(model, config="npu-small")
     (p,) = [p for p in report.placements if p.op == "relax.image.resize2d"]
     assert p.device == "cpu" and p.code == "NPU_E_SRAM" and "> 524288" in p.reason, report.table()
+
+
+def test_an_output_wider_than_max_width_stays_on_the_cpu():
+    model = _resize_model((1, 8, 2, 1100), scales=[1, 1, 2, 2], **TORCH)
+    _, report = _build(model)
+    (p,) = [p for p in report.placements if p.op == "relax.image.resize2d"]
+    assert p.device == "cpu" and p.code == "NPU_E_WIDTH" and "width 2200 > 2048" in p.reason, report.table()

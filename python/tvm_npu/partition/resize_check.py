@@ -5,6 +5,7 @@ addressing: POOL 1x1 copies into the output's strided places (backend/plan/upsam
 
 from __future__ import annotations
 
+from ..ir.values import static_shape
 from .attributes import attribute_checks
 from .checks import (
     QUANT_CONSTRAINTS,
@@ -16,6 +17,7 @@ from .checks import (
     _run,
     applies,
 )
+from .constraints import constraint_width
 from .resize_constraints import (
     constraint_resize_channels,
     constraint_resize_factor,
@@ -23,7 +25,6 @@ from .resize_constraints import (
     constraint_resize_layout,
     constraint_resize_method,
     constraint_resize_same_quantization,
-    constraint_resize_width,
 )
 
 
@@ -33,7 +34,7 @@ from .resize_constraints import (
     constraint_resize_layout,
     constraint_resize_factor,
     constraint_resize_channels,
-    constraint_resize_width,
+    constraint_width,
     constraint_resize_fits,
     int8=QUANT_CONSTRAINTS + [constraint_resize_same_quantization],
 )
@@ -52,7 +53,7 @@ def check_resize(run: PartitionRun, ctx) -> bool:
     checks = [
         (constraint_resize_factor, (x, call)),
         (constraint_resize_channels, (x, elem)),
-        (constraint_resize_width, (x, run.config)),
+        (constraint_width, ([static_shape(call)[3]], run.config)),  # the output's, the wider
         (constraint_resize_fits, (x, call, elem, run.config)),
     ]
     return _run(run, ctx, "resize", checks)

@@ -137,13 +137,6 @@ def constraint_resize_channels(x, elem: int):
     return None if c * elem % SLICE_ALIGNMENT == 0 else f"{c} channels of {elem} bytes"
 
 
-def constraint_resize_width(x, cfg: NPUConfig):
-    """NPU_E_WIDTH: an upsampling's input width and channels must be at most max_width (2048) each."""
-    c, w = static_shape(x)[1], static_shape(x)[3]
-    worst = max(w, c)
-    return f"{'width' if w >= c else 'channels'} {worst} > {cfg.max_width}" if worst > cfg.max_width else None
-
-
 def constraint_resize_fits(x, call, elem: int, cfg: NPUConfig):
     """NPU_E_SRAM: an upsampling's smallest tile must fit SRAM: two buffers of one input row and two of the
     fH output rows it becomes, each with the fH - 1 rows and fW - 1 pixels more that its copies' footprints
@@ -172,7 +165,6 @@ ALL_CONSTRAINTS = [
     constraint_resize_layout,
     constraint_resize_factor,
     constraint_resize_channels,
-    constraint_resize_width,
     constraint_resize_fits,
     constraint_resize_same_quantization,
 ]
