@@ -35,6 +35,7 @@ CALLS = {
     "relax.nn.max_pool2d": lambda: R.nn.max_pool2d(X4),
     "relax.nn.avg_pool2d": lambda: R.nn.avg_pool2d(X4),
     "relax.mean": lambda: R.mean(X4, [2, 3], True),
+    "relax.image.resize2d": lambda: R.image.resize2d(X4, (16, 16), method="nearest_neighbor"),
     "relax.nn.softmax": lambda: R.nn.softmax(M),
     "relax.nn.layer_norm": lambda: R.nn.layer_norm(M, G, G, axes=[-1]),
     "relax.nn.rms_norm": lambda: R.nn.rms_norm(M, G, axes=[-1]),

@@ -7,6 +7,7 @@ from tvm_npu.partition import attributes as A
 from tvm_npu.partition import checks as checks_module
 from tvm_npu.partition import constraints as C
 from tvm_npu.partition import patterns
+from tvm_npu.partition import resize_constraints as RC
 from tvm_npu.partition import transformer_constraints as TC
 from tvm_npu.tools import supported_ops
 
@@ -31,7 +32,9 @@ def _names(fn) -> set:
 def _called_constraints(fn, anchor_ops=()) -> set:
     """The constraints `fn`'s code names, with the attribute table's for `anchor_ops` when it runs
     `attribute_checks` (the table names them, not the code)."""
-    called = {getattr(C, n, None) or getattr(TC, n) for n in _names(fn) if n.startswith("constraint_")}
+    called = {
+        getattr(C, n, None) or getattr(TC, n, None) or getattr(RC, n) for n in _names(fn) if n.startswith("constraint_")
+    }
     if "attribute_checks" in _names(fn):
         called |= {c for op in anchor_ops for c in A.attribute_constraints(op)}
     return called
@@ -62,7 +65,7 @@ def test_declared_constraints_are_the_ones_each_check_runs():
 
 def test_every_constraint_is_documented_with_a_reason_code():
     in_module = set()
-    for module in (C, TC):
+    for module in (C, TC, RC):
         mine = {f for n, f in vars(module).items() if n.startswith("constraint_") and f.__module__ == module.__name__}
         assert mine == set(module.ALL_CONSTRAINTS), module.__name__
         in_module |= mine

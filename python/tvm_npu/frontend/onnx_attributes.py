@@ -74,6 +74,7 @@ _SAME_PADS = (
 )
 _CONV = "relax.nn.conv2d"
 _POOLS = ("relax.nn.max_pool2d", "relax.nn.avg_pool2d")
+_RESIZE = "relax.image.resize2d"
 
 
 def _pool(op: str, avg: bool) -> OnnxOp:
@@ -217,6 +218,29 @@ ONNX_OPS: dict[str, OnnxOp] = {
         ("relax.reshape",), {"axes": becomes("relax.reshape", "shape", "opset < 13: the shape it gives")}
     ),
     "Concat": OnnxOp(("relax.concat",), {"axis": becomes("relax.concat", "axis")}),
+    "Resize": OnnxOp(
+        ("relax.image.resize2d",),
+        {
+            "mode": becomes(_RESIZE, "method", "nearest becomes nearest_neighbor"),
+            "coordinate_transformation_mode": becomes(_RESIZE, "coordinate_transformation_mode"),
+            "nearest_mode": becomes(_RESIZE, "rounding_method"),
+            "cubic_coeff_a": becomes(_RESIZE, "cubic_alpha"),
+            "exclude_outside": becomes(_RESIZE, "cubic_exclude"),
+            "extrapolation_value": becomes(_RESIZE, "extrapolation_value"),
+            "antialias": refused(
+                "refused: TVM's importer ignores it (1 would filter when downscaling)", lambda v: v != 0
+            ),
+            "axes": refused("refused: TVM's importer ignores it; give scales or sizes for every axis"),
+            "keep_aspect_ratio_policy": refused(
+                "refused unless stretch: TVM's importer ignores it", lambda v: _text(v) != "stretch"
+            ),
+        },
+        {
+            "roi": becomes(_RESIZE, "roi", "a constant roi; read only by tf_crop_and_resize"),
+            "scales": becomes(_RESIZE, "size", "a constant: the output size floor(scale * input size)"),
+            "sizes": becomes(_RESIZE, "size", "a constant: the output size"),
+        },
+    ),
     "Slice": OnnxOp(
         ("relax.strided_slice",),
         {

@@ -32,6 +32,7 @@ from .constraints import (
     constraint_stride,
     constraint_symmetric_weights,
 )
+from .resize_constraints import constraint_resize_factor, constraint_resize_layout, constraint_resize_method
 from .transformer_constraints import (
     constraint_matmul_transpose,
     constraint_norm_axes,
@@ -100,6 +101,22 @@ RELAX_ATTRS: dict[str, dict[str, Attr]] = {
     "relax.matmul": {"out_dtype": _OUT_FLOAT32},
     "relax.nn.max_pool2d": _POOL,
     "relax.nn.avg_pool2d": _POOL,
+    "relax.image.resize2d": {
+        "method": checked("nearest_neighbor", constraint_resize_method),
+        "roi": through("any (read only by tf_crop_and_resize, which is refused)", constraint_resize_factor),
+        "layout": checked("NCHW", constraint_resize_layout),
+        "coordinate_transformation_mode": through(
+            "any that, with the rounding method, maps output o to input floor(o / f)", constraint_resize_factor
+        ),
+        "rounding_method": through(
+            "any that, with the coordinate transformation, maps output o to input floor(o / f)",
+            constraint_resize_factor,
+        ),
+        "cubic_alpha": exact("any (unused by nearest)"),
+        "cubic_exclude": exact("any (unused by nearest)"),
+        "extrapolation_value": exact("any (used only by tf_crop_and_resize, which is refused)"),
+        "out_dtype": checked("unset or the input's", constraint_resize_layout),
+    },
     "relax.mean": {
         "axis": checked("[2, 3] (H and W) of a 4-D NCHW map", constraint_pool),
         "keepdims": checked("True", constraint_pool),
@@ -172,6 +189,9 @@ RELAX_ATTRS: dict[str, dict[str, Attr]] = {
 
 # The arguments of a claimed Relax op that are not the tensors it computes on (attributes in ONNX).
 RELAX_INPUTS: dict[str, dict[str, Attr]] = {
+    "relax.image.resize2d": {
+        "size": through("H and W times integer factors 1 to 8 (not both 1)", constraint_resize_factor)
+    },
     "relax.nn.layer_norm": {
         "gamma": checked("a float32 constant of the row's length (fp32 in the weight region)", constraint_norm_params),
         "beta": checked("a float32 constant of the row's length (fp32 in the weight region)", constraint_norm_params),

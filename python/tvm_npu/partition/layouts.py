@@ -79,7 +79,7 @@ def composite_rules(func: relax.Function, args, out) -> list:
         return [(tensors, frozenset((str(calls[f"nn.{family}"][0].attrs.layout),)))]
     if family.startswith("group_norm"):  # GN_STATS / GN_APPLY read and write NHWC pixels: an NCHW map
         return [(tensors, frozenset((NCHW,)))]
-    if family in ("global_avg_pool", "concat"):  # a 4-D concat joins channels (a rows concat is not 4-D)
+    if family in ("global_avg_pool", "concat", "resize"):  # a 4-D concat joins channels (a rows concat is not 4-D)
         return [(tensors, frozenset((NCHW,)))]
     if family.startswith(ROW_FAMILIES):
         return [(tensors, frozenset((ROWS,)))]

@@ -16,7 +16,7 @@ from tvm.relax.backend.utils import has_leaking_intermediate_variables
 from tvm.relax.dpl import is_const, is_op, is_tuple, wildcard
 
 from ..contract.config import get_config
-from . import checks, group_norm_check, matmul_check, norm_checks, rope_check
+from . import checks, group_norm_check, matmul_check, norm_checks, resize_check, rope_check
 from .attention_checks import check_softmax_masked
 from .dense_w4a8_check import check_dense_w4a8
 
@@ -399,6 +399,19 @@ def pool_patterns(quantized: bool):
     return out
 
 
+def resize_patterns(quantized: bool):
+    """A nearest-neighbour upsampling by integer factors (relax.image.resize2d; ONNX Resize), run as POOL 1x1
+    copies into the output's strided places (backend/plan/upsample_plan.py); `quantized`: its QDQ form,
+    quantize(resize(dequantize(x))) with one set of parameters. Its size argument matches anything: the
+    check refuses what is not an exact floor(o / f) mapping, with its reason."""
+    data = _dq(wildcard()) if quantized else wildcard()
+    call = is_op("relax.image.resize2d")(data, wildcard())
+    pat, ann = call, {"op": call, "data": data}
+    if quantized:
+        pat = ann["quantize"] = is_op("relax.quantize")(call, is_const(), is_const())
+    return [_entry("qresize" if quantized else "resize", pat, ann, resize_check.check_resize)]
+
+
 def reshape_patterns(quantized: bool):
     """A reshape that keeps the stored rows is a view: no command, the output aliases the input."""
     data = _dq(wildcard()) if quantized else wildcard()
@@ -455,6 +468,7 @@ def _table() -> tuple:
     for quantized in (False, True):
         entries += eltwise_patterns(quantized) + concat_patterns(quantized) + slice_patterns(quantized)
         entries += reshape_patterns(quantized) + pool_patterns(quantized) + add_patterns(quantized)
+        entries += resize_patterns(quantized)
         entries += unary_patterns(quantized)
         entries += conv2d_patterns(quantized) + dense_patterns(quantized)
     entries += dense_w4a8_patterns()

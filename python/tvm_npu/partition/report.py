@@ -438,6 +438,7 @@ def region_layers(config, graph, planned) -> dict:
             "rope": 2 * elems,
             "group_norm": (4 if layer.func == "silu" else 3) * elems,  # GN_STATS' two passes, GN_APPLY's
             "pool": elems * layer.window[0] * layer.window[1],
+            "upsample": elems,  # one POOL 1x1 step per output element
         }[layer.kind]
         layers.append(
             {

@@ -2,7 +2,7 @@
 
 Each composite function (names from partition/patterns.py) inside one function marked Codegen="npu" is
 lowered by the function its family registered under that name (registry.py): conv.py (conv2d, dense),
-eltwise.py (add, elementwise ops, requantize), pool.py, vector.py (unary),
+eltwise.py (add, elementwise ops, requantize), pool.py, resize.py (nearest upsampling), vector.py (unary),
 softmax.py (softmax, with attention's scale and mask), norm.py (layer_norm, rms_norm), group_norm.py (GroupNorm
 [-> SiLU], format 1.7), views.py (reshape,
 slice, concat) and staging.py (quantized staging of the region's I/O). The result is `Layer` records

@@ -24,6 +24,7 @@ from .matmul_plan import footprint as matmul_footprint
 from .schedule import Scoreboard, emit_dma
 from .sram import align
 from .tiling import row_tiles
+from .upsample_plan import emit_upsample
 from .vector_commands import VECTOR_OPS, binary_requant, vector_command, vector_footprint
 
 
@@ -226,6 +227,8 @@ def emit_layer(
         return emit_matmul(sb, cfg, layer, srcs, dst, lp, after_compute)
     if layer.kind == "group_norm":  # two passes over the row tiles (group_norm_plan.py)
         return emit_group_norm(sb, cfg, layer, srcs, dst, lp, after_compute, before_compute)
+    if layer.kind == "upsample":  # fH * fW strided POOL copies per row tile (upsample_plan.py)
+        return emit_upsample(sb, cfg, layer, srcs, dst, lp, after_compute, before_compute)
     tiles = row_tiles(layer, srcs[0].view, dst.view, lp.tile_oh)
     blocks = lp.blocks or [None]
     for bi, blk in enumerate(blocks):

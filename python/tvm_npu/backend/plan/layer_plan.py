@@ -20,6 +20,7 @@ from .matmul_plan import matmul_layout, tile_options
 from .schedule import Scoreboard
 from .sram import Arena, align
 from .tiling import row_tiles, tile_heights
+from .upsample_plan import upsample_layout
 
 # SRAM a layer may spend on one output buffer per channel block (_layout) instead of a ping / pong pair.
 OUT_BUF_BYTES = 64 * 1024
@@ -63,6 +64,8 @@ def _weight_heavy(layer: Layer, in_bytes: int) -> bool:
 def _layout(cfg, layer, srcs, dst, blocks, base, tile_oh) -> LayerPlan | None:
     if layer.kind == "matmul":
         return matmul_layout(cfg, layer, srcs, dst, base, tile_oh, LayerPlan)
+    if layer.kind == "upsample":  # bands of input rows, fH output rows each (upsample_plan.py)
+        return upsample_layout(cfg, layer, srcs, dst, base, tile_oh, LayerPlan)
     arena = Arena(cfg, base)
     tiles = row_tiles(layer, srcs[0].view, dst.view, tile_oh)
     in_rows = max(t.in_rows for t in tiles)

@@ -30,6 +30,7 @@ from .emit import Block, Placed, emit_layer
 from .layer_plan import any_weight_heavy, block_sizes, choose, weight_bound
 from .schedule import Scoreboard, emit_dma
 from .sram import align, live_ranges, place_residents, resident_top
+from .upsample_plan import overhang
 from .weights import WeightStreamer, place_weight_slots
 
 # Fractions of SRAM offered to resident intermediates (0: everything streams through DDR).
@@ -73,6 +74,11 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set,
     for name in joined:
         info = graph.tensors[name]
         sizes[name] += align(info.view[2] * info.view[3] * elems[name], cfg.alignment)
+    for layer in graph.layers:  # an upsampling's copies reach past its output's last row (upsample_plan.py)
+        if layer.kind == "upsample":
+            w, c = graph.tensors[layer.out].view[2:]
+            stride = align(w * c * elems[layer.out], cfg.alignment)
+            sizes[layer.out] += align(overhang(stride, layer.stride, c * elems[layer.out]), cfg.alignment)
     aliased = set(roots) | set(roots.values()) | set(slices) | joined | pinned
     # A region output that later layers of the region read too (a decoder layer's residual stream, read by
     # the next norm) may stay resident for them, a copy stored to its DDR home as soon as it is written:
