@@ -103,3 +103,14 @@ def test_a_prompt_function_already_there_is_coded():
     split, _ = split_invariant(_module(), ["y"])
     with pytest.raises(NPUError, match="ERR_INVALID_CONFIG"):
         split_invariant(split, ["y"])
+
+
+def test_a_main_outside_dataflow_is_refused_not_guessed():
+    x, y = relax.Var("x", relax.TensorType((2, 6), "float32")), relax.Var("y", relax.TensorType((2, 6), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, y]):
+        out = bb.emit(relax.op.add(x, relax.op.matmul(y, relax.const(W))))  # a binding block, no dataflow
+        bb.emit_func_output(out)
+    with pytest.raises(NPUError, match="ERR_OP_NOT_SUPPORTED") as err:
+        split_invariant(bb.get(), ["y"])
+    assert "outside dataflow" in str(err.value)

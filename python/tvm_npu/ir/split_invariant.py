@@ -111,7 +111,7 @@ def split_invariant(mod: tvm.IRModule, invariant, name: str = "prompt") -> tuple
         reads = _reads(val)
         inv[var] = all(inv[r] for r in reads)
         touches[var] = inv[var] and any(touches[r] for r in reads)
-        computes = op_name(val) not in RESHAPES and not isinstance(val, relax.Var)
+        computes = isinstance(val, relax.Call) and op_name(val) not in RESHAPES  # tuples, aliases: no
         worth[var] = touches[var] and (computes or any(worth[r] for r in reads))
     # The frontier: hoisted values main reads (a binding of the rest or main's result).
     used_by_rest = set(_reads(func.body.body))
