@@ -40,7 +40,8 @@ files = (
     diffusers_export.export_vae_decoder(str(out / "vae_decoder.onnx"), latent=latent),
 )
 
-# Step 2: one pipeline. Text encoder + UNet become one NPU library; the VAE decoder is built for the CPU.
+# Step 2: one pipeline. Text encoder + UNet become one NPU library (the UNet's cross-attention K / V of
+# the prompt an entry of its own, run once per image); the VAE decoder is built for the CPU.
 pipe = tvm_npu.diffusion.compile(*files)
 for entry, placements in pipe.meta["placements"].items():
     npu = sum(p["device"] == "npu" for p in placements)
@@ -55,7 +56,10 @@ image = pipe.generate(prompt, steps=steps, guidance=guidance, seed=seed, negativ
 Image.fromarray(image).save(out / "image.png")
 prof = pipe.profile()
 print(f"wrote {out / 'image.png'} ({image.shape[1]}x{image.shape[0]})")
-print(f"text encoder: {prof['encode_cycles']} NPU cycles; UNet: {prof['denoise_cycles']} over {steps} steps")
+print(
+    f"text encoder: {prof['encode_cycles']} NPU cycles; prompt K / V (once): {prof['prompt_cycles']}; "
+    f"UNet: {prof['denoise_cycles']} over {steps} steps"
+)
 for s in prof["steps"]:
     print(f"  step {s['step']} (t={s['t']}): {s['cycles']} cycles")
 

@@ -6,9 +6,12 @@
     pipe.export_library("sd.so")   # text encoder + UNet: one library
 
 - The text encoder and the UNet are built for the NPU and linked into one executable (link.py): entry
-  functions "encode" and "denoise", and "diffusion_meta" (what `load` needs, as JSON). The text
-  embedding goes from one to the other as the device tensor encode returned; only the latents cross to
-  the host, for the sampler's step.
+  functions "encode", "prompt" and "denoise", and "diffusion_meta" (what `load` needs, as JSON).
+  "prompt" is what of the UNet depends on the text embedding alone, split off by
+  ir/split_invariant.py: the K and V of every cross-attention, computed once per image; "denoise" is
+  the rest, run once per step on those tensors. The embedding and the K / V go from entry to entry as
+  the device tensors the previous one returned; only the latents cross to the host, for the sampler's
+  step. `hoist_prompt=False` keeps the UNet whole (one "denoise" of the embedding, as before).
 - The VAE decoder runs on the CPU (TVM's llvm build): hundreds of MB of weights for one call per image,
   where the NPU's DDR traffic would buy nothing. `vae="npu"` builds it for the NPU instead.
 - Classifier-free guidance runs the text encoder and the UNet at batch 2 (the negative prompt's row
@@ -40,13 +43,14 @@ from .. import link, runtime
 from ..contract.config import NPUConfig, get_config
 from ..contract.errors import NPUError
 from ..ir.graph import region_calls
+from ..ir.split_invariant import entry, split_invariant
 from . import loop
 from .scheduler import DDIM
 from .thermal_steps import StepPolicy, ThermalLoop
 
 META_FUNCTION = "diffusion_meta"
-ENTRIES = ("encode", "denoise")
-FORMAT = 1  # of the pipeline artifact's metadata
+ENTRIES = ("encode", "prompt", "denoise")  # "prompt": only when something is hoisted (meta "entries")
+FORMAT = 2  # of the pipeline artifact's metadata (2: the prompt entry)
 # what the metadata keeps of _shapes: what generate and load need
 SHAPE_KEYS = ("batch", "te_batch", "positions", "width", "channels", "latent", "scale", "unet_inputs", "unet_order",
               "timestep")  # fmt: skip
@@ -161,10 +165,12 @@ def _import(model: onnx.ModelProto, batch: int, latent=None) -> tvm.IRModule:
 
 def compile(text_encoder, unet, vae_decoder, height: int | None = None, width: int | None = None,
             guidance: bool = True, config=None, vae: str = "cpu", scheduler: DDIM | None = None,
-            vae_scaling_factor: float = 0.18215) -> Pipeline:  # fmt: skip
+            vae_scaling_factor: float = 0.18215, hoist_prompt: bool = True) -> Pipeline:  # fmt: skip
     """Build the pipeline (the module doc). `config`: an NPUConfig or preset name; `scheduler`: the DDIM
     sampler (default Stable Diffusion 1.x's); `vae_scaling_factor`: the VAE's latent scale (0.18215 for
-    SD 1.x / 2.x, 0.13025 for SDXL: its vae/config.json "scaling_factor")."""
+    SD 1.x / 2.x, 0.13025 for SDXL: its vae/config.json "scaling_factor"); `hoist_prompt`: compute what
+    the UNet does with the text embedding alone (the cross-attention K / V) once per image, not per
+    step."""
     if vae not in ("cpu", "npu"):
         raise NPUError("ERR_INVALID_CONFIG", f'vae={vae!r}: use "cpu" (TVM\'s llvm build) or "npu"')
     cfg = get_config(config)
@@ -173,16 +179,26 @@ def compile(text_encoder, unet, vae_decoder, height: int | None = None, width: i
     latent = tuple(shapes["latent"])
     te_mod = _import(te, shapes["te_batch"])
     un_mod, va_mod = _import(un, shapes["batch"], latent), _import(va, 1, latent)
-    built, reports = link.build_entries([("encode", te_mod, None), ("denoise", un_mod, None)], cfg)
+    entries, hoisted = [("encode", te_mod, None)], []
+    if hoist_prompt:
+        split, hoisted = split_invariant(un_mod, [shapes["unet_inputs"][2]], name="prompt")
+    if hoisted:
+        entries += [("prompt", entry(split, "prompt"), None), ("denoise", entry(split, "main"), None)]
+        shapes["unet_order"] = [p.name for p in split["main"].params]
+    else:
+        entries.append(("denoise", un_mod, None))
+    built, reports = link.build_entries(entries, cfg)
+    names = tuple(e for e in ENTRIES if e in built)
     meta = {
         "format": FORMAT, "config": cfg.to_dict(),
         "scheduler": dataclasses.asdict(scheduler or DDIM()),
         "vae_scaling_factor": float(vae_scaling_factor),
         **{k: shapes[k] for k in SHAPE_KEYS},
-        "placements": {e: [dict(p.__dict__) for p in reports[e].placements] for e in ENTRIES},
+        "entries": list(names), "prompt_outputs": hoisted,
+        "placements": {e: [dict(p.__dict__) for p in reports[e].placements] for e in names},
     }  # fmt: skip
-    meta["calls"] = {entry: region_calls(built[entry][0]) for entry in ENTRIES}
-    executable = link.link(built, ENTRIES, META_FUNCTION, meta)
+    meta["calls"] = {e: region_calls(built[e][0]) for e in names}
+    executable = link.link(built, names, META_FUNCTION, meta)
     if vae == "cpu":
         from ..build import cpu_pipeline
 
@@ -208,11 +224,12 @@ class Pipeline:
         self.scheduler = DDIM(**meta["scheduler"])
         modules = runtime.npu_modules(self._vm)
         self._modules = {
-            e: [m for m in modules if runtime.profile_of(m)["symbol"].startswith(link.prefix(e))] for e in ENTRIES
+            e: [m for m in modules if runtime.profile_of(m)["symbol"].startswith(link.prefix(e))]
+            for e in meta["entries"]
         }
         self.reports: dict = {}
         self._lock = threading.RLock()
-        self._profile: dict = {"encode_cycles": 0, "steps": [], "thermal": []}
+        self._profile: dict = {"encode_cycles": 0, "prompt_cycles": 0, "steps": [], "thermal": []}
 
     # -- inputs --------------------------------------------------------------------------------------------
 
@@ -278,7 +295,7 @@ class Pipeline:
             return self._run(ids, latents, plan, guidance, batch, loop_thermal)
 
     def _run(self, ids, latents, plan, guidance, batch, loop_thermal) -> np.ndarray:
-        for m in (*self._modules["encode"], *self._modules["denoise"]):
+        for m in (m for modules in self._modules.values() for m in modules):
             m["reset_profile"]()
         encode = self._vm["encode"]
         if self.meta["te_batch"] == len(ids):  # the embedding stays a device tensor: the UNet's input
@@ -286,13 +303,18 @@ class Pipeline:
         else:  # a batch-1 text encoder: one call per row, stacked
             rows = [_first(encode(tvm.runtime.tensor(row[None]))).numpy() for row in ids]
             embedding = tvm.runtime.tensor(np.concatenate(rows))
-        self._profile = {"encode_cycles": self._cycles("encode"), "steps": [], "thermal": []}
         order, names = self.meta["unet_order"], self.meta["unet_inputs"]
+        resident = {names[2]: embedding}
+        if "prompt" in self._modules:  # the cross-attention K / V, once per image, kept on the device
+            kv = self._vm["prompt"](embedding)
+            resident.update({n: kv[k] for k, n in enumerate(self.meta["prompt_outputs"])})
+        self._profile = {"encode_cycles": self._cycles("encode"), "prompt_cycles": self._cycles("prompt"),
+                         "steps": [], "thermal": []}  # fmt: skip
         denoise = self._vm["denoise"]
         done = [0]
 
         def unet(x, t):
-            feeds = {names[0]: tvm.runtime.tensor(x), names[1]: self._timestep(t), names[2]: embedding}
+            feeds = {names[0]: tvm.runtime.tensor(x), names[1]: self._timestep(t), **resident}
             out = denoise(*[feeds[n] for n in order])
             return _first(out).numpy()
 
@@ -310,7 +332,7 @@ class Pipeline:
     # -- what it cost --------------------------------------------------------------------------------------
 
     def _cycles(self, entry: str) -> int:
-        return sum(runtime.profile_of(m)["total"]["total_cycles"] for m in self._modules[entry])
+        return sum(runtime.profile_of(m)["total"]["total_cycles"] for m in self._modules.get(entry, ()))
 
     def step_work(self):
         """One UNet call's NPU work (power.NpuWork, from its regions' command streams, each region as
@@ -329,8 +351,9 @@ class Pipeline:
         return total
 
     def profile(self) -> dict:
-        """The last `generate`'s cycles: "encode_cycles", per step {"step", "t", "cycles"}, "denoise_cycles"
-        (their sum), and with a thermal policy its per-step log (temperature, clock, steps in all, cut)."""
+        """The last `generate`'s cycles: "encode_cycles", "prompt_cycles" (the cross-attention K / V, once
+        per image; 0 with hoist_prompt=False), per step {"step", "t", "cycles"}, "denoise_cycles" (their
+        sum), and with a thermal policy its per-step log (temperature, clock, steps in all, cut)."""
         p = dict(self._profile)
         p["denoise_cycles"] = sum(s["cycles"] for s in p["steps"])
         return p

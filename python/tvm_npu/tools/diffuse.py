@@ -82,6 +82,8 @@ def cmd_diffuse(args) -> int:
         write_denoise_trace(prof, pipe.meta["config"]["clock_mhz"], args.trace)
         print(f"wrote {args.trace}")
     print(f"text encoder: {prof['encode_cycles']} NPU cycles")
+    if prof["prompt_cycles"]:
+        print(f"prompt (cross-attention K / V, once per image): {prof['prompt_cycles']} NPU cycles")
     print(f"UNet: {len(prof['steps'])} steps, {prof['denoise_cycles']} NPU cycles "
           f"({prof['denoise_cycles'] // max(1, len(prof['steps']))} per step)")  # fmt: skip
     for e in prof["thermal"]:
