@@ -22,6 +22,7 @@ from .constraints import (
     constraint_groups,
     constraint_int8_activations,
     constraint_per_tensor,
+    constraint_permute_view,
     constraint_pool,
     constraint_pool_window_fits,
     constraint_quant_params,
@@ -142,8 +143,9 @@ RELAX_ATTRS: dict[str, dict[str, Attr]] = {
     "relax.permute_dims": {
         "axes": through(
             "any of a constant weight (applied at compile time); of a matmul's second operand: its last two "
-            "axes swapped (MATMUL's b_transposed)",
+            "axes swapped (MATMUL's b_transposed); alone: an NCHW map to its pixels as rows or back (a view)",
             constraint_matmul_transpose,
+            constraint_permute_view,
         )
     },
     "relax.broadcast_to": {},

@@ -36,6 +36,7 @@ from .constraints import (
     constraint_model_input,
     constraint_model_output,
     constraint_per_tensor,
+    constraint_permute_view,
     constraint_pool_window_fits,
     constraint_quant_params,
     constraint_rank,
@@ -337,6 +338,15 @@ def _check_view(run: PartitionRun, ctx, pattern: str, keeps_rows) -> bool:
 @applies(*TENSOR_CONSTRAINTS, constraint_reshape_keeps_rows, int8=QUANT_CONSTRAINTS + [constraint_same_quantization])
 def check_reshape(run: PartitionRun, ctx) -> bool:
     return _check_view(run, ctx, "reshape", constraint_reshape_keeps_rows)
+
+
+@applies(*TENSOR_CONSTRAINTS, constraint_permute_view, int8=QUANT_CONSTRAINTS)
+def check_permute_view(run: PartitionRun, ctx) -> bool:
+    """A permute_dims between a map and its pixels as rows: a view (no data moves) when those are the same
+    bytes (fp16)."""
+    call = ctx.annotated_expr["op"]
+    checks = _check_tensors(run, [call.args[0], call]) + [(constraint_permute_view, (call, 2, run.config))]
+    return _run(run, ctx, "permute_view", checks + _quant_checks(ctx))  # no QDQ in its pattern: none
 
 
 @applies(*TENSOR_CONSTRAINTS, constraint_slice_rows, int8=QUANT_CONSTRAINTS + [constraint_same_quantization])

@@ -343,6 +343,35 @@ def constraint_reshape_keeps_rows(call):
     return None if reshape_layouts(src, dst) else f"reshape {list(src)} -> {list(dst)}"
 
 
+# The two permutations between an NCHW map and its pixels as rows ([N, H, W, C], a row per pixel).
+PERMUTE_VIEWS = {(0, 2, 3, 1): (NCHW, ROWS), (0, 3, 1, 2): (ROWS, NCHW)}
+
+
+def permute_view_layouts(call) -> tuple | None:
+    """(input layout, output layout) of a permute_dims the NPU runs as a view, or None (PERMUTE_VIEWS)."""
+    axes = call.attrs.axes
+    key = tuple(int(a) for a in axes) if axes is not None else None
+    return PERMUTE_VIEWS.get(key) if len(static_shape(call) or ()) == 4 else None
+
+
+def constraint_permute_view(call, elem: int, cfg: NPUConfig):
+    """NPU_E_LAYOUT: a permute_dims is free on the NPU only where it moves no byte: an NCHW map to its
+    pixels as rows ([N, C, H, W] -> [N, H, W, C], axes [0, 2, 3, 1]: a transformer block's tokens,
+    stored a row per pixel) or back (axes [0, 3, 1, 2]), with a pixel's channels filling whole aligned
+    rows (C x element bytes a multiple of the alignment, 128 bytes: C a multiple of 64 in fp16, 128 in
+    int8; SD-1.5's 320, 640 and 1280 fp16 channels are). Then the map's rows and the pixels' rows are
+    the same bytes; other permutations, and narrower pixels, move data and stay on the CPU."""
+    if constant_value(call.args[0]) is not None:
+        return "constant input (folded at compile time instead)"
+    if permute_view_layouts(call) is None:
+        axes = [int(a) for a in call.attrs.axes] if call.attrs.axes is not None else "reversed"
+        return f"axes {axes} of a rank-{len(static_shape(call) or ())} tensor"
+    c = static_shape(call)[3] if int(call.attrs.axes[1]) == 2 else static_shape(call)[1]
+    if c * elem % cfg.alignment:
+        return f"{c} channels of {elem} byte(s): {c * elem} bytes a pixel, not a multiple of {cfg.alignment}"
+    return None
+
+
 def constraint_same_quantization(dq, q):
     """NPU_E_QUANT_SCALE: a quantized reshape or slice must keep its scale and zero point (it moves no
     data)."""
@@ -539,6 +568,7 @@ ALL_CONSTRAINTS = [
     constraint_pool,
     constraint_pool_window_fits,
     constraint_reshape_keeps_rows,
+    constraint_permute_view,
     constraint_same_quantization,
     constraint_concat,
     constraint_dense_fits,

@@ -5,7 +5,8 @@ A 4-D tensor is an NCHW (or NHWC) map when a spatial op reads or writes it (conv
 concat, an elementwise op whose second operand is per channel), and rows of its last axis (ROWS:
 [1, prod(dims[:-1]), 1, last], the host bytes as they are) when a row-wise op does (matmul, dense, softmax,
 norm, rope, an elementwise op whose second operand is per last-axis element). A reshape keeps the stored
-rows in one layout or the other. Ops that work element by element (add, activations, a same-shape or
+rows in one layout or the other; a permute view (constraint_permute_view) has a map on one side and its
+pixels as rows on the other. Ops that work element by element (add, activations, a same-shape or
 scalar elementwise op, requantization, staging) store their operands and result alike, so the 4-D tensors
 of such an op form one group with one layout. A group that no op constrains stays an NCHW map. Tensors of
 another rank are always rows.
@@ -20,7 +21,7 @@ import tvm
 from tvm import relax
 
 from ..ir.values import static_shape
-from .constraints import NCHW, NHWC, ROWS, reshape_layouts
+from .constraints import NCHW, NHWC, ROWS, permute_view_layouts, reshape_layouts
 from .patterns import PREFIX
 
 ANY = frozenset((NCHW, NHWC, ROWS))
@@ -83,6 +84,11 @@ def composite_rules(func: relax.Function, args, out) -> list:
         return [(tensors, frozenset((NCHW,)))]
     if family.startswith(ROW_FAMILIES):
         return [(tensors, frozenset((ROWS,)))]
+    if family == "permute_view":  # the map on one side, its pixels as rows on the other
+        call = calls["permute_dims"][0]
+        src, dst = permute_view_layouts(call)
+        x, y = (_region_var(func, args, call.args[0]), out)
+        return [(g, frozenset((lay,))) for g, lay in (([x] if _rank4(x) else [], src), ([y] if _rank4(y) else [], dst))]
     if family == "reshape":
         call = calls["reshape"][0]
         return [(tensors, reshape_layouts(static_shape(call.args[0]), static_shape(call)))]

@@ -423,6 +423,14 @@ def reshape_patterns(quantized: bool):
     return [_entry("qreshape" if quantized else "reshape", pat, ann, checks.check_reshape)]
 
 
+def permute_view_patterns():
+    """A permute_dims between an NCHW map and its pixels as rows, when those are the same bytes: a view.
+    fp16 only for now: an int8 model's permute stays on the CPU (no NPU pattern)."""
+    data = wildcard()
+    perm = is_op("relax.permute_dims")(data)
+    return [_entry("permute_view", perm, {"op": perm, "data": data}, checks.check_permute_view)]
+
+
 # Concatenations of up to this many tensors are matched (DenseNet-121's widest joins 24).
 MAX_CONCAT_INPUTS = 32
 
@@ -465,6 +473,7 @@ def table() -> list:
 @functools.cache  # the patterns are immutable TVM objects: built once, shared by every build and thread
 def _table() -> tuple:
     entries = matmul_patterns(repeated=False)  # lowest: a constant B is dense's (checks refuse it here)
+    entries += permute_view_patterns()
     for quantized in (False, True):
         entries += eltwise_patterns(quantized) + concat_patterns(quantized) + slice_patterns(quantized)
         entries += reshape_patterns(quantized) + pool_patterns(quantized) + add_patterns(quantized)

@@ -1,5 +1,6 @@
-"""Ops that move no data on the NPU: a reshape that keeps the stored rows and a slice of whole leading
-rows ("view": the output aliases the input), and a concatenation ("concat": its inputs are written
+"""Ops that move no data on the NPU: a reshape that keeps the stored rows, a permute_dims between a map
+and its pixels as rows when they are the same bytes, and a slice of whole leading rows ("view": the
+output aliases the input), and a concatenation ("concat": its inputs are written
 into its channels or rows, slices.py)."""
 
 from __future__ import annotations
@@ -23,6 +24,21 @@ def lower_reshape(comp: Composite) -> Layer:
     if comp.int8:
         data = comp.data_dq().args[0]
     layout, in_view = comp.layout_view(data, static_shape(call.args[0]))  # rows kept (layouts.py)
+    out_layout, out_view = comp.layout_view(comp.out_var, out_shape)
+    layer.inputs = [comp.tensor(data, in_view, layout)]
+    layer.out = comp.tensor(comp.out_var, out_view, out_layout, out_shape)
+    return layer
+
+
+@lowers("permute_view")
+def lower_permute_view(comp: Composite) -> Layer:
+    """An NCHW map to its pixels as rows, or back (constraints.constraint_permute_view): with a pixel's
+    channels filling whole aligned rows the map's rows are the pixels' rows, so no command, the output
+    aliases the input's bytes."""
+    layer = comp.layer("view")
+    call = comp.calls["permute_dims"][0]
+    data, out_shape = call.args[0], static_shape(call)
+    layout, in_view = comp.layout_view(data, static_shape(call.args[0]))
     out_layout, out_view = comp.layout_view(comp.out_var, out_shape)
     layer.inputs = [comp.tensor(data, in_view, layout)]
     layer.out = comp.tensor(comp.out_var, out_view, out_layout, out_shape)

@@ -148,11 +148,13 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set,
         else:
             placed[name] = Placed("ddr", top, info.view, stride, elems[name])
             top += align(sizes[name], cfg.alignment)
-    for name, root in roots.items():  # same bytes and rows, the alias's own [N, H, W, C] view
-        r = placed[root]
-        placed[name] = Placed(
-            r.space, r.addr + view_rows[name] * r.row_stride, graph.tensors[name].view, r.row_stride, r.elem
-        )
+    for name, root in roots.items():  # same bytes, the alias's own [N, H, W, C] view
+        r, view = placed[root], graph.tensors[name].view
+        # Same rows as the root, or (a map and its pixels as rows, constraint_permute_view) rows that
+        # are whole aligned lines of it: then the alias's rows are packed at its own row size.
+        own = view[2] * view[3] * r.elem
+        stride = r.row_stride if own == r.row_bytes else align(own, cfg.alignment)
+        placed[name] = Placed(r.space, r.addr + view_rows[name] * r.row_stride, view, stride, r.elem)
     for name, s in slices.items():
         r = placed[s.root]
         if s.rows:  # rows [offset, offset + H) of the stacked tensor, wherever it lives
