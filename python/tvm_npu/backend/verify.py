@@ -251,7 +251,9 @@ def _check_static(i: int, cmd, stream: Stream, reads: list, writes: list) -> Non
             _fail(i, cmd, f"{what} moves no data ({rows} rows of {row_bytes} bytes)")
         # Weight rows are packed (docs/npu.md section 3): only the block start is aligned. A CONV2D's
         # or POOL's input and output may start at a channel slice: one SRAM beat is enough.
-        start = SLICE_ALIGNMENT if cmd.op in ("CONV2D", "POOL") and what in ("input", "output") else cfg.alignment
+        # Format 1.8: a MATMUL's operands may start at a head slice (one attention head's columns).
+        sliced = cmd.op in ("CONV2D", "POOL") and what in ("input", "output") or cmd.op == "MATMUL" and what != "b scales"
+        start = SLICE_ALIGNMENT if sliced else cfg.alignment
         if addr % start or (stride % cfg.alignment and what != "weights"):
             _fail(
                 i,
@@ -269,12 +271,19 @@ def _check_static(i: int, cmd, stream: Stream, reads: list, writes: list) -> Non
         if space == "SRAM" and addr + rows * stride > cfg.sram_bytes - stream.sram_state_bytes:
             _check_sram_state(i, cmd, stream, what, addr, addr + rows * stride)
     if cmd.op in COMPUTE_OPS:  # the kernel would read what it already overwrote
-        for _, _, o, rows, _, stride in writes:
-            for _, what, addr, r, _, s in reads:
+        for _, _, o, rows, row_bytes, stride in writes:
+            for _, what, addr, r, rb, s in reads:
                 if what == "records" and cmd.op == "GN_STATS":  # merged in place, by design
                     continue
-                if addr < o + rows * stride and o < addr + r * s:
-                    _fail(i, cmd, f"output [{o}, {o + rows * stride}) overlaps its {what} [{addr}, {addr + r * s})")
+                end, o_end = _end(cmd, addr, r, rb, s), _end(cmd, o, rows, row_bytes, stride)
+                if addr < o_end and o < end:
+                    _fail(i, cmd, f"output [{o}, {o_end}) overlaps its {what} [{addr}, {end})")
+
+
+def _end(cmd, addr: int, rows: int, row_bytes: int, stride: int) -> int:
+    """One past a footprint's last byte: a MATMUL's head slice (format 1.8) ends with its last row's
+    bytes, not its stride, so the last head of a buffer does not reach into the next one."""
+    return addr + (rows - 1) * stride + row_bytes if cmd.op == "MATMUL" else addr + rows * stride
 
 
 def _sram_states(stream: Stream) -> list:
