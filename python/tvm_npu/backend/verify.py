@@ -275,15 +275,18 @@ def _check_static(i: int, cmd, stream: Stream, reads: list, writes: list) -> Non
             for _, what, addr, r, rb, s in reads:
                 if what == "records" and cmd.op == "GN_STATS":  # merged in place, by design
                     continue
-                end, o_end = _end(cmd, addr, r, rb, s), _end(cmd, o, rows, row_bytes, stride)
+                end, o_end = _end(cmd, addr, r, rb, s, cfg.alignment), _end(cmd, o, rows, row_bytes, stride, cfg.alignment)
                 if addr < o_end and o < end:
                     _fail(i, cmd, f"output [{o}, {o_end}) overlaps its {what} [{addr}, {end})")
 
 
-def _end(cmd, addr: int, rows: int, row_bytes: int, stride: int) -> int:
-    """One past a footprint's last byte: a MATMUL's head slice (format 1.8) ends with its last row's
-    bytes, not its stride, so the last head of a buffer does not reach into the next one."""
-    return addr + (rows - 1) * stride + row_bytes if cmd.op == "MATMUL" else addr + rows * stride
+def _end(cmd, addr: int, rows: int, row_bytes: int, stride: int, alignment: int = 128) -> int:
+    """One past a footprint: its rows with their padding, but a MATMUL's head slice (format 1.8, an
+    address off the alignment) ends with its last row's bytes, so the last head of a buffer does not
+    reach into the next one."""
+    if cmd.op == "MATMUL" and addr % alignment:
+        return addr + (rows - 1) * stride + row_bytes
+    return addr + rows * stride
 
 
 def _sram_states(stream: Stream) -> list:
@@ -427,7 +430,7 @@ def verify(stream: Stream) -> None:
                 f"{ENGINES[oe]} <= {need} on this command)",
             )
 
-        for space, what, addr, rows, _, stride in reads:
+        for space, what, addr, rows, row_bytes, stride in reads:
             mem = sram if space == "SRAM" else ddr
 
             def read(lo, hi, s, what=what, space=space):
@@ -437,8 +440,8 @@ def verify(stream: Stream) -> None:
                     hazard(what, s[0], "read-after-write", space, lo, hi)
                 return s[: 1 + own] + (i,) + s[2 + own :]
 
-            mem.update(addr, addr + rows * stride, read)
-        for space, what, addr, rows, _, stride in writes:
+            mem.update(addr, _end(cmd, addr, rows, row_bytes, stride, stream.config.alignment), read)
+        for space, what, addr, rows, row_bytes, stride in writes:
             mem = sram if space == "SRAM" else ddr
 
             def write(lo, hi, s, what=what, space=space):
@@ -449,7 +452,7 @@ def verify(stream: Stream) -> None:
                         hazard(what, r, "write-after-read", space, lo, hi)
                 return (i,) + _NO_READERS
 
-            mem.update(addr, addr + rows * stride, write)
+            mem.update(addr, _end(cmd, addr, rows, row_bytes, stride, stream.config.alignment), write)
         issued[own].append(i)
 
     # The runtime reads every output back after END: all of it must have been written.

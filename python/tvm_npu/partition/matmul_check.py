@@ -1,7 +1,10 @@
 """The check of a matmul of two activations (MATMUL, docs/npu.md section 4, format 1.4): attention's Q x K^T
 and P x V, the second operand optionally transposed (permute_dims of its last two axes: b_transposed) and,
 for grouped-query attention, repeated over query heads by reshape (an expand_dims becomes one,
-rewrite/views.py) -> broadcast_to -> reshape, folded into MATMUL's b_group: addressing, not a copy."""
+rewrite/views.py) -> broadcast_to -> reshape, folded into MATMUL's b_group: addressing, not a copy. Attention's
+head split (reshape [B, S, H * D] -> [B, S, H, D], permute_dims) of either operand and the merge of the
+product's heads back to [B, S, H * D] are addressing too (MATMUL's head slices, format 1.8:
+check_matmul_heads)."""
 
 from __future__ import annotations
 
@@ -20,6 +23,9 @@ from .checks import (
 )
 from .constraints import constraint_width
 from .transformer_constraints import (
+    constraint_head_bytes,
+    constraint_head_merge,
+    constraint_head_split,
     constraint_matmul_batch,
     constraint_matmul_fits,
     constraint_matmul_float,
@@ -92,3 +98,58 @@ def check_matmul(run: PartitionRun, ctx) -> bool:
         (constraint_matmul_fits, (a_shape[-1], out_shape[-1], perm is not None, run.config, 1 if int8 else 2)),
     ]
     return _run(run, ctx, "matmul", checks)
+
+
+@applies(
+    *TENSOR_CONSTRAINTS,
+    *attribute_constraints("relax.matmul"),
+    constraint_matmul_float,
+    constraint_matmul_rank,
+    constraint_head_split,
+    constraint_head_merge,
+    constraint_head_bytes,
+    constraint_matmul_batch,
+    constraint_width,
+    constraint_matmul_fits,
+)
+def check_matmul_heads(run: PartitionRun, ctx) -> bool:
+    """An fp16 matmul of two activations (npu.matmul_heads) whose first operand is a head split
+    ("a_reshape" -> "a_split"), whose second is one ("b_reshape" -> "b_split", also as K^T) and / or whose
+    product's heads are merged ("merge_perm" -> "merge"): each head a column slice of the rows."""
+    ann = ctx.annotated_expr
+    call = ann["op"]
+    a, b = call.args
+    if weight_constant(call, ctx.matched_bindings) is not None or constant_value(_resolve(ctx, a)) is not None:
+        return False  # a constant operand is dense's (or no pattern's), as in check_matmul
+    sources = [ann[k].args[0] for k in ("a_reshape", "b_reshape") if k in ann]
+    outs = [ann["merge"]] if "merge" in ann else []
+    checks = [(constraint_matmul_float, (_resolve(ctx, a), _resolve(ctx, b)))]
+    checks += _check_tensors(run, [*sources, a, b, call, *outs]) + attribute_checks(call)
+    if not _run(run, ctx, "matmul_heads", checks):
+        return False
+    a_shape, b_shape, out_shape = static_shape(a), static_shape(b), static_shape(call)
+    checks = [(constraint_matmul_rank, (a_shape, b_shape))]
+    heads, k_eff, n_eff = [], a_shape[-1], out_shape[-1]
+    transposed = False
+    for side in ("a", "b"):
+        if f"{side}_split" not in ann:
+            continue
+        split = ann[f"{side}_reshape"]
+        axes = ann[f"{side}_split"].attrs.axes
+        src, split_shape = static_shape(split.args[0]), static_shape(split)
+        checks.append((constraint_head_split, (src, split_shape, axes, side == "b")))
+        heads.append(split_shape[-1] if split_shape else 0)
+        transposed = transposed or (side == "b" and axes is not None and list(axes)[-1] == 1)
+        width = src[-1] if src else 0  # a head-split operand is loaded as whole rows (every head)
+        k_eff, n_eff = (width, n_eff) if side == "a" or transposed else (k_eff, width)
+    if outs:
+        checks.append((constraint_head_merge, (out_shape, ann["merge_perm"].attrs.axes, static_shape(outs[0]))))
+        heads.append(out_shape[-1])
+        n_eff = static_shape(outs[0])[-1]
+    checks += [(constraint_head_bytes, (d, 2)) for d in heads]
+    checks += [
+        (constraint_matmul_batch, (a_shape, b_shape, out_shape)),
+        (constraint_width, ([a_shape[-1], out_shape[-1]], run.config)),
+        (constraint_matmul_fits, (k_eff, n_eff, transposed, run.config, 2)),
+    ]
+    return _run(run, ctx, "matmul_heads", checks)

@@ -34,7 +34,10 @@ def dtype_args(layer: Layer) -> dict:
 
 
 def tile_options(layer: Layer, heights: list) -> list:
-    """Tile heights to try: WHOLE first when the batches follow the b_group rule, then `heights`."""
+    """Tile heights to try: WHOLE first when the batches follow the b_group rule, then `heights` (a
+    matmul of head slices, format 1.8, always tiles: matmul_heads_plan.py)."""
+    if any(layer.heads):
+        return heights
     return ([WHOLE] if b_group(layer) is not None and layer.matmul[0] > 1 else []) + heights
 
 
@@ -106,6 +109,10 @@ def _emit_whole(sb: Scoreboard, layer: Layer, srcs: list, dst, lp, after_compute
 
 def emit_matmul(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst, lp, after_compute=None) -> None:
     """Per tile: load its A rows (and its B batch when that changes), one MATMUL, store its output rows."""
+    if any(layer.heads):  # attention's heads addressed in place (format 1.8)
+        from .matmul_heads_plan import emit_matmul_heads  # noqa: PLC0415 - it imports this module
+
+        return emit_matmul_heads(sb, layer, srcs, dst, lp, after_compute)
     if lp.tile_oh == WHOLE:
         return _emit_whole(sb, layer, srcs, dst, lp, after_compute)
     sa, sbt = srcs
