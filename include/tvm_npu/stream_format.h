@@ -629,7 +629,7 @@ struct MatmulOperands {
   uint32_t b_transposed;  // 0: B stored [K, N] (rows of N); 1: B stored [N, K] (rows of K)
   uint32_t a_addr;        // format 1.8: a multiple of 16 (a head slice); before, of `alignment`
   uint32_t a_stride;
-  uint32_t a_bstride;  // bytes between A's batches (as the *_bstride of B and out); format 1.8: a multiple of 16, below one block when batches interleave within a row
+  uint32_t a_bstride;  // bytes between A's batches (as the *_bstride of B and out)
   uint32_t b_addr;
   uint32_t b_stride;
   uint32_t b_bstride;

@@ -5,11 +5,11 @@ TVM's llvm build of the module before the rewrite (a transpose and a scalar mult
 import numpy as np
 import pytest
 import tvm
-from head_attention import attention_model
 from test_rewrite import count_ops
 from tvm import relax
 
 import tvm_npu
+from head_attention import attention_model
 from tvm_npu.rewrite import compose_permutes, scale_before_heads
 
 

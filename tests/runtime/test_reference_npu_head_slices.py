@@ -56,8 +56,17 @@ def _stream(s, sk, heads, d, interleaved, version=V18):
                      wait={DMA0: 0, DMA1: 0}, **common)]  # fmt: skip
     else:
         mm = [
-            matmul(batch=1, a=s_q + h * d * 2, a_bstride=0, b=s_k + h * d * 2, b_bstride=0, out=s_o + h * sk * 2,
-                   out_bstride=0, wait={DMA0: 0, DMA1: 0}, **common)  # fmt: skip
+            matmul(
+                batch=1,
+                a=s_q + h * d * 2,
+                a_bstride=0,
+                b=s_k + h * d * 2,
+                b_bstride=0,
+                out=s_o + h * sk * 2,
+                out_bstride=0,
+                wait={DMA0: 0, DMA1: 0},
+                **common,
+            )  # fmt: skip
             for h in range(heads)
         ]
     cmds = [

@@ -252,7 +252,9 @@ def _check_static(i: int, cmd, stream: Stream, reads: list, writes: list) -> Non
         # Weight rows are packed (docs/npu.md section 3): only the block start is aligned. A CONV2D's
         # or POOL's input and output may start at a channel slice: one SRAM beat is enough.
         # Format 1.8: a MATMUL's operands may start at a head slice (one attention head's columns).
-        sliced = cmd.op in ("CONV2D", "POOL") and what in ("input", "output") or cmd.op == "MATMUL" and what != "b scales"
+        sliced = (
+            cmd.op in ("CONV2D", "POOL") and what in ("input", "output") or cmd.op == "MATMUL" and what != "b scales"
+        )
         start = SLICE_ALIGNMENT if sliced else cfg.alignment
         if addr % start or (stride % cfg.alignment and what != "weights"):
             _fail(
@@ -275,7 +277,10 @@ def _check_static(i: int, cmd, stream: Stream, reads: list, writes: list) -> Non
             for _, what, addr, r, rb, s in reads:
                 if what == "records" and cmd.op == "GN_STATS":  # merged in place, by design
                     continue
-                end, o_end = _end(cmd, addr, r, rb, s, cfg.alignment), _end(cmd, o, rows, row_bytes, stride, cfg.alignment)
+                end, o_end = (
+                    _end(cmd, addr, r, rb, s, cfg.alignment),
+                    _end(cmd, o, rows, row_bytes, stride, cfg.alignment),
+                )
                 if addr < o_end and o < end:
                     _fail(i, cmd, f"output [{o}, {o_end}) overlaps its {what} [{addr}, {end})")
 

@@ -499,8 +499,7 @@ OPCODES: list[dict[str, Any]] = [
      "comments": {"b_group": "batches sharing one B: batch o reads B batch o / b_group (>= 1)",
                   "b_transposed": "0: B stored [K, N] (rows of N); 1: B stored [N, K] (rows of K)",
                   "a_addr": "format 1.8: a multiple of 16 (a head slice); before, of `alignment`",
-                  "a_bstride": "bytes between A's batches (as the *_bstride of B and out); format 1.8: a "
-                               "multiple of 16, below one block when batches interleave within a row",
+                  "a_bstride": "bytes between A's batches (as the *_bstride of B and out)",
                   "pos_mode": "format 1.4: bit 0 n += p, bit 1 k += p",
                   "b_dtype": "0 = `dtype`; int8 (2) under fp16: B holds int8 codes",
                   "b_scale_addr": "b_dtype int8: SRAM address of one fp32 scale per B batch",

@@ -110,7 +110,7 @@ def _emit_whole(sb: Scoreboard, layer: Layer, srcs: list, dst, lp, after_compute
 def emit_matmul(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst, lp, after_compute=None) -> None:
     """Per tile: load its A rows (and its B batch when that changes), one MATMUL, store its output rows."""
     if any(layer.heads):  # attention's heads addressed in place (format 1.8)
-        from .matmul_heads_plan import emit_matmul_heads  # noqa: PLC0415 - it imports this module
+        from .matmul_heads_plan import emit_matmul_heads
 
         return emit_matmul_heads(sb, layer, srcs, dst, lp, after_compute)
     if lp.tile_oh == WHOLE:
