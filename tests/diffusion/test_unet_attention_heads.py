@@ -2,8 +2,8 @@
 activations (Q.K^T and P.V of its self- and cross-attention, heads of 8 channels at both widths) runs
 as npu.matmul_heads, with its head split and merge inside and none of their reshapes or permutes on the
 CPU, and the UNet still matches onnxruntime on the same file. Before format 1.8 the splits ran on the CPU
-and cut the UNet into 43 NPU regions; now 23 (the rest: the NCHW <-> rows transposes around each
-transformer, the timestep embedding, resize)."""
+and cut this UNet into 27 NPU regions (43 with the former heads of 4); now 23 (the rest: the NCHW <-> rows
+transposes around each transformer, the timestep embedding, resize)."""
 
 import tvm_npu
 
