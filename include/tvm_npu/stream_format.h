@@ -2,7 +2,7 @@
 // Do not edit: change the spec and regenerate (tests/contract/ checks this file).
 /*!
  * \file tvm_npu/stream_format.h
- * \brief The command stream's on-blob layout, version 1.7 (docs/npu.md section 6). A runtime reads
+ * \brief The command stream's on-blob layout, version 1.8 (docs/npu.md section 6). A runtime reads
  *        every older minor: a minor only appends (operands whose value 0 keeps the older meaning,
  *        dtypes, opcodes). 1.1: the pixel strides of CONV2D and POOL; the opcodes ELTWISE, UNARY
  *        and SOFTMAX; 1.2: the int16 dtype; ELTWISE's per-operand dtypes; 1.3: quantized staging
@@ -25,7 +25,11 @@
  *        each query: sliding-window attention with its cache on the NPU); 1.7: the opcodes GN_STATS
  *        (a tile's per-group mean and M2 merged into an SRAM statistics buffer, Chan et al.'s
  *        formula) and GN_APPLY (a tile normalized with finished statistics, per-channel gamma /
- *        beta, an optional fused SiLU): GroupNorm over NHWC maps tiled in SRAM.
+ *        beta, an optional fused SiLU): GroupNorm over NHWC maps tiled in SRAM; 1.8: MATMUL's head
+ *        slices: its a_addr, b_addr and out_addr and its batch strides need only be multiples of
+ *        one SRAM beat (16 bytes; row strides still `alignment`), so a command can address one
+ *        attention head's columns of a [S, H * D] tensor; batches may interleave within a row (a
+ *        batch stride below one block, all batches' columns inside one row stride).
  *
  * Every structure is a run of little-endian u32 words (the header's version is two u16), so a
  * little-endian host reads one with a memcpy. The structs carry no behaviour: what operand values
@@ -42,7 +46,7 @@ namespace stream {
 
 constexpr uint32_t kMagic = 0x5355504E;  // bytes "NPUS"
 constexpr uint16_t kVersionMajor = 1;
-constexpr uint16_t kVersionMinor = 7;
+constexpr uint16_t kVersionMinor = 8;
 // 1.1: the pixel strides of CONV2D and POOL; the opcodes ELTWISE, UNARY and SOFTMAX.
 constexpr uint16_t kVectorOpsMinor = 1;
 // 1.2: the int16 dtype; ELTWISE's per-operand dtypes.
@@ -72,6 +76,11 @@ constexpr uint16_t kBandMinor = 6;
 // Chan et al.'s formula) and GN_APPLY (a tile normalized with finished statistics, per-channel
 // gamma / beta, an optional fused SiLU): GroupNorm over NHWC maps tiled in SRAM.
 constexpr uint16_t kGroupNormMinor = 7;
+// 1.8: MATMUL's head slices: its a_addr, b_addr and out_addr and its batch strides need only be
+// multiples of one SRAM beat (16 bytes; row strides still `alignment`), so a command can address
+// one attention head's columns of a [S, H * D] tensor; batches may interleave within a row (a batch
+// stride below one block, all batches' columns inside one row stride).
+constexpr uint16_t kHeadSlicesMinor = 8;
 
 constexpr uint32_t kHeaderBytes = 64;
 constexpr uint32_t kConfigOffset = 64;
@@ -83,8 +92,9 @@ constexpr uint32_t kCommandBytes = 128;
 constexpr uint32_t kCommandWords = 32;
 // Alignment of the weight region's offset in the blob.
 constexpr uint32_t kWeightsAlignment = 128;
-// CONV2D and POOL input / output addresses need only be multiples of one SRAM beat, so a command
-// can read or write a channel slice of a tensor (docs/npu.md section 3).
+// CONV2D and POOL input / output addresses, and (format 1.8) MATMUL's addresses and batch strides,
+// need only be multiples of one SRAM beat, so a command can read or write a channel slice of a
+// tensor or one attention head of it (docs/npu.md section 3).
 constexpr uint32_t kSliceAlignment = 16;
 // An int8 UNARY's table: one int8 output per input code, indexed by x + 128.
 constexpr uint32_t kUnaryTableBytes = 256;
@@ -602,6 +612,7 @@ constexpr uint32_t kRopeOperandWords = 12;
  * \brief Operands of MATMUL, words 1..23: out[o] = A[o] x B[o / b_group] for o in [0, batch): A[o]
  *        is [m, k], out[o] is [m, n], all in SRAM, strides in bytes.
  *
+ *
  * fp16 (format 1.4): fp32 accumulation in k order, one rounding to fp16.
  * fp16 with b_dtype int8: B holds int8 codes, the exact products a * q summed as above, then one
  * fp32 multiply by the B batch's scale, one rounding to fp16.
@@ -616,7 +627,7 @@ struct MatmulOperands {
   uint32_t k;
   uint32_t n;
   uint32_t b_transposed;  // 0: B stored [K, N] (rows of N); 1: B stored [N, K] (rows of K)
-  uint32_t a_addr;
+  uint32_t a_addr;        // format 1.8: a multiple of 16 (a head slice); before, of `alignment`
   uint32_t a_stride;
   uint32_t a_bstride;  // bytes between A's batches (as the *_bstride of B and out)
   uint32_t b_addr;

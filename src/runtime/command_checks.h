@@ -135,7 +135,8 @@ void CheckGnApply(const std::string& where, const stream::Command& cmd, const NP
  *         earlier GN_STATS with first 1 started at its stats_addr, with its groups and channels
  *         (ERR_BAD_STREAM). */
 void CheckGnRecords(const std::vector<stream::Command>& commands);
-void CheckMatmul(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
+void CheckMatmul(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg,
+                 uint32_t version_minor);
 void CheckRope(const std::string& where, const stream::Command& cmd, const NPUConfig& cfg);
 
 }  // namespace tvm_npu

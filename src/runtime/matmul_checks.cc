@@ -1,6 +1,6 @@
 /*!
  * \file matmul_checks.cc
- * \brief Load-time validation of MATMUL (format 1.4, docs/npu.md section 6), with the code rules of
+ * \brief Load-time validation of MATMUL (format 1.4; head slices 1.8, docs/npu.md section 6), with the code rules of
  *        command_checks.cc: an undecodable field is ERR_BAD_STREAM, a datapath the NPU lacks
  *        ERR_OP_NOT_SUPPORTED, a footprint outside SRAM or an output overlapping an operand
  *        ERR_INVALID_ADDR.
@@ -17,18 +17,26 @@ namespace tvm_npu {
 namespace {
 
 // One operand of every batch: `batches` blocks of `rows` rows, `bstride` bytes apart. Each block is
-// checked as a 2-D buffer; the batch stride must keep blocks apart (a block may not overlap the next).
+// checked as a 2-D buffer; the batch stride must keep blocks apart (a block may not overlap the next)
+// or, format 1.8, interleave them within a row: attention's heads, each its columns of every row.
 struct Batched {
   const char* what;
   uint64_t addr, batches, rows, row_bytes, stride, bstride;
-  uint64_t end() const { return addr + (batches - 1) * bstride + rows * stride; }
+  // One past the last byte of the last batch's last row (rows >= 1: checked first).
+  uint64_t end() const { return addr + (batches - 1) * bstride + (rows - 1) * stride + row_bytes; }
+  bool interleaved() const {
+    return bstride >= row_bytes && (batches - 1) * bstride + row_bytes <= stride;
+  }
 };
 
-void CheckBatched(const std::string& where, const NPUConfig& c, const Batched& t) {
-  CheckBuffer(where, t.what, t.addr, t.rows, t.row_bytes, t.stride, c, "SRAM", 0, c.sram_bytes);
+void CheckBatched(const std::string& where, const NPUConfig& c, const Batched& t, bool heads) {
+  // Format 1.8's head slices: addresses and batch strides on one SRAM beat, row strides as before.
+  const uint32_t start = heads ? stream::kSliceAlignment : c.alignment;
+  CheckBuffer(where, t.what, t.addr, t.rows, t.row_bytes, t.stride, c, "SRAM", 0, c.sram_bytes,
+              false, start);
   if (t.batches > 1) {
-    CheckAligned(where, t.what, t.bstride, c.alignment);
-    if (t.bstride < SatMul(t.rows, t.stride)) {
+    CheckAligned(where, t.what, t.bstride, start);
+    if (t.bstride < SatMul(t.rows, t.stride) && !(heads && t.interleaved())) {
       NPU_THROW(kBadStream) << where << ": " << t.what << " batch stride " << t.bstride
                             << " is below one batch's " << t.rows << " rows x " << t.stride
                             << " bytes";
@@ -93,7 +101,8 @@ void CheckMatmulParams(const std::string& where, const stream::MatmulOperands& o
   CheckMatmulQuant(where, op);
 }
 
-void CheckMatmul(const std::string& where, const stream::Command& cmd, const NPUConfig& c) {
+void CheckMatmul(const std::string& where, const stream::Command& cmd, const NPUConfig& c,
+                 uint32_t version_minor) {
   const stream::MatmulOperands op = OperandsOf<stream::MatmulOperands>(cmd);
   CheckMatmulParams(where, op);
   const uint64_t b_batches = (uint64_t{op.batch} - 1) / op.b_group + 1;
@@ -104,7 +113,8 @@ void CheckMatmul(const std::string& where, const stream::Command& cmd, const NPU
   const Batched b{"b", op.b_addr, b_batches, b_rows, b_cols * b_elem, op.b_stride, op.b_bstride};
   const Batched out{"output",      op.out_addr,   op.batch, op.m, uint64_t{op.n} * elem,
                     op.out_stride, op.out_bstride};
-  for (const Batched& t : {a, b, out}) CheckBatched(where, c, t);
+  const bool heads = version_minor >= stream::kHeadSlicesMinor;
+  for (const Batched& t : {a, b, out}) CheckBatched(where, c, t, heads);
   // The kernel writes out while it reads a and b: their spans may not meet (a and b may alias).
   for (const Batched& t : {a, b}) {
     if (Overlaps(out.addr, out.end() - out.addr, t.addr, t.end() - t.addr)) {

@@ -353,7 +353,7 @@ void CheckCommand(const Command& cmd, size_t i, const ParsedStream& ps) {
     case stream::kRope:
       RequireMinor(where, OpcodeText(opcode), stream::kLlmMinor, ps);
       if (opcode == stream::kNorm) CheckNorm(where, cmd, ps.config);
-      if (opcode == stream::kMatmul) CheckMatmul(where, cmd, ps.config);
+      if (opcode == stream::kMatmul) CheckMatmul(where, cmd, ps.config, ps.header.version_minor);
       if (opcode == stream::kRope) CheckRope(where, cmd, ps.config);
       break;
     case stream::kGnStats:

@@ -76,10 +76,11 @@ def test_a_guided_run_is_onnxruntimes_image(pipe, files, prompt):
     per_step = {s["cycles"] for s in prof["steps"]}
     assert len(per_step) == 1 and per_step.pop() > 0  # each step the same UNet work
     assert prof["denoise_cycles"] == sum(s["cycles"] for s in prof["steps"])
-    # The thermal model's step (the streams' static schedule, each shared attention region once per call)
-    # is the runtime's measured step: the attention blocks share one module, called once per block.
+    # The thermal model's step (the streams' static schedule, each shared region once per call) is the
+    # runtime's measured step. (With attention's heads on the NPU, format 1.8, each transformer is inside a
+    # region of its own shapes: no two of this UNet's regions are the same module any more.)
     assert pipe.step_work().cycles == prof["steps"][0]["cycles"]
-    assert max(pipe.meta["calls"]["denoise"].values()) > 1
+    assert sum(pipe.meta["calls"]["denoise"].values()) >= 1
     assert [s["t"] for s in prof["steps"]] == [751, 501, 251, 1]
 
 

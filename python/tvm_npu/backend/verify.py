@@ -251,7 +251,11 @@ def _check_static(i: int, cmd, stream: Stream, reads: list, writes: list) -> Non
             _fail(i, cmd, f"{what} moves no data ({rows} rows of {row_bytes} bytes)")
         # Weight rows are packed (docs/npu.md section 3): only the block start is aligned. A CONV2D's
         # or POOL's input and output may start at a channel slice: one SRAM beat is enough.
-        start = SLICE_ALIGNMENT if cmd.op in ("CONV2D", "POOL") and what in ("input", "output") else cfg.alignment
+        # Format 1.8: a MATMUL's operands may start at a head slice (one attention head's columns).
+        sliced = (
+            cmd.op in ("CONV2D", "POOL") and what in ("input", "output") or cmd.op == "MATMUL" and what != "b scales"
+        )
+        start = SLICE_ALIGNMENT if sliced else cfg.alignment
         if addr % start or (stride % cfg.alignment and what != "weights"):
             _fail(
                 i,
@@ -269,12 +273,25 @@ def _check_static(i: int, cmd, stream: Stream, reads: list, writes: list) -> Non
         if space == "SRAM" and addr + rows * stride > cfg.sram_bytes - stream.sram_state_bytes:
             _check_sram_state(i, cmd, stream, what, addr, addr + rows * stride)
     if cmd.op in COMPUTE_OPS:  # the kernel would read what it already overwrote
-        for _, _, o, rows, _, stride in writes:
-            for _, what, addr, r, _, s in reads:
+        for _, _, o, rows, row_bytes, stride in writes:
+            for _, what, addr, r, rb, s in reads:
                 if what == "records" and cmd.op == "GN_STATS":  # merged in place, by design
                     continue
-                if addr < o + rows * stride and o < addr + r * s:
-                    _fail(i, cmd, f"output [{o}, {o + rows * stride}) overlaps its {what} [{addr}, {addr + r * s})")
+                end, o_end = (
+                    _end(cmd, addr, r, rb, s, cfg.alignment),
+                    _end(cmd, o, rows, row_bytes, stride, cfg.alignment),
+                )
+                if addr < o_end and o < end:
+                    _fail(i, cmd, f"output [{o}, {o_end}) overlaps its {what} [{addr}, {end})")
+
+
+def _end(cmd, addr: int, rows: int, row_bytes: int, stride: int, alignment: int = 128) -> int:
+    """One past a footprint: its rows with their padding, but a MATMUL's head slice (format 1.8, an
+    address off the alignment) ends with its last row's bytes, so the last head of a buffer does not
+    reach into the next one."""
+    if cmd.op == "MATMUL" and addr % alignment:
+        return addr + (rows - 1) * stride + row_bytes
+    return addr + rows * stride
 
 
 def _sram_states(stream: Stream) -> list:
@@ -418,7 +435,7 @@ def verify(stream: Stream) -> None:
                 f"{ENGINES[oe]} <= {need} on this command)",
             )
 
-        for space, what, addr, rows, _, stride in reads:
+        for space, what, addr, rows, row_bytes, stride in reads:
             mem = sram if space == "SRAM" else ddr
 
             def read(lo, hi, s, what=what, space=space):
@@ -428,8 +445,8 @@ def verify(stream: Stream) -> None:
                     hazard(what, s[0], "read-after-write", space, lo, hi)
                 return s[: 1 + own] + (i,) + s[2 + own :]
 
-            mem.update(addr, addr + rows * stride, read)
-        for space, what, addr, rows, _, stride in writes:
+            mem.update(addr, _end(cmd, addr, rows, row_bytes, stride, stream.config.alignment), read)
+        for space, what, addr, rows, row_bytes, stride in writes:
             mem = sram if space == "SRAM" else ddr
 
             def write(lo, hi, s, what=what, space=space):
@@ -440,7 +457,7 @@ def verify(stream: Stream) -> None:
                         hazard(what, r, "write-after-read", space, lo, hi)
                 return (i,) + _NO_READERS
 
-            mem.update(addr, addr + rows * stride, write)
+            mem.update(addr, _end(cmd, addr, rows, row_bytes, stride, stream.config.alignment), write)
         issued[own].append(i)
 
     # The runtime reads every output back after END: all of it must have been written.

@@ -52,6 +52,11 @@ MINORS: list[dict[str, Any]] = [
      "added": "the opcodes GN_STATS (a tile's per-group mean and M2 merged into an SRAM statistics "
               "buffer, Chan et al.'s formula) and GN_APPLY (a tile normalized with finished statistics, "
               "per-channel gamma / beta, an optional fused SiLU): GroupNorm over NHWC maps tiled in SRAM"},
+    {"minor": 8, "c": "HeadSlices",
+     "added": "MATMUL's head slices: its a_addr, b_addr and out_addr and its batch strides need only be "
+              "multiples of one SRAM beat (16 bytes; row strides still `alignment`), so a command can "
+              "address one attention head's columns of a [S, H * D] tensor; batches may interleave "
+              "within a row (a batch stride below one block, all batches' columns inside one row stride)"},
 ]
 
 # Named values of the format. "c" is the C++ constant, "py" the Python one (contract/stream.py).
@@ -60,8 +65,9 @@ CONSTANTS: list[dict[str, Any]] = [
     {"c": "kWeightsAlignment", "py": "WEIGHTS_ALIGNMENT", "value": 128,
      "doc": "alignment of the weight region's offset in the blob"},
     {"c": "kSliceAlignment", "py": "SLICE_ALIGNMENT", "value": 16,
-     "doc": "CONV2D and POOL input / output addresses need only be multiples of one SRAM beat, so a "
-            "command can read or write a channel slice of a tensor (docs/npu.md section 3)"},
+     "doc": "CONV2D and POOL input / output addresses, and (format 1.8) MATMUL's addresses and batch "
+            "strides, need only be multiples of one SRAM beat, so a command can read or write a channel "
+            "slice of a tensor or one attention head of it (docs/npu.md section 3)"},
     {"c": "kUnaryTableBytes", "py": "UNARY_TABLE_BYTES", "value": 256,
      "doc": "an int8 UNARY's table: one int8 output per input code, indexed by x + 128"},
     {"c": "kNoTable", "py": "NO_TABLE", "value": 0xFFFFFFFF, "doc": "UNARY table_addr: no table (fp16)"},
@@ -492,6 +498,7 @@ OPCODES: list[dict[str, Any]] = [
                   "pos_mode", "b_dtype", "b_scale_addr", "a_zp", "b_zp", "out_zp", "scale"],
      "comments": {"b_group": "batches sharing one B: batch o reads B batch o / b_group (>= 1)",
                   "b_transposed": "0: B stored [K, N] (rows of N); 1: B stored [N, K] (rows of K)",
+                  "a_addr": "format 1.8: a multiple of 16 (a head slice); before, of `alignment`",
                   "a_bstride": "bytes between A's batches (as the *_bstride of B and out)",
                   "pos_mode": "format 1.4: bit 0 n += p, bit 1 k += p",
                   "b_dtype": "0 = `dtype`; int8 (2) under fp16: B holds int8 codes",
@@ -502,6 +509,10 @@ OPCODES: list[dict[str, Any]] = [
                   "scale": "int8: fp32 bits of the requantization scale S (finite, > 0); fp16: 0"},
      "notes": [("out[o] = A[o] x B[o / b_group] for o in [0, batch): A[o] is [m, k], out[o] is [m, n], "
                 "all in SRAM, strides in bytes."),
+               ("format 1.8, head slices: a_addr, b_addr, out_addr and the batch strides multiples of 16; "
+                "a batch stride may be below one block when every batch's columns lie inside one row "
+                "stride ((batches - 1) * bstride + row bytes <= row stride): attention's heads of a "
+                "[S, H * D] tensor, addressed in place. The cycle formula is unchanged."),
                "",
                "fp16 (format 1.4): fp32 accumulation in k order, one rounding to fp16.",
                ("fp16 with b_dtype int8: B holds int8 codes, the exact products a * q summed as above, then "

@@ -201,6 +201,18 @@ _ADDRESS_SPACE = 1 << 32  # DDR addresses are 32 bits
 _SRAM_STATE_MINOR = 5
 
 
+# Format 1.8's head slices: a MATMUL operand address or batch stride off the alignment (16 bytes is enough).
+_HEAD_SLICES_MINOR = 8
+_HEAD_SLICE_OPERANDS = ("a_addr", "b_addr", "out_addr", "a_bstride", "b_bstride", "out_bstride")
+
+
+def _head_slices(stream: Stream) -> bool:
+    align = stream.config.alignment
+    return any(
+        c.op == "MATMUL" and any(c.args.get(k, 0) % align for k in _HEAD_SLICE_OPERANDS) for c in stream.commands
+    )
+
+
 def _stream_minor(stream: Stream) -> int:
     stateful = stream.state_bytes or stream.state_space or any(t.role in ("state", "position") for t in stream.tensors)
     sram_state = (
@@ -208,7 +220,12 @@ def _stream_minor(stream: Stream) -> int:
         or any(t.role == "sram_state" for t in stream.tensors)
         or any(c.op in ("DMA_LOAD", "DMA_STORE") and c.args.get("pos_mode", 0) & 4 for c in stream.commands)
     )
-    return max(written_minor(stream.commands), _STATE_MINOR if stateful else 0, _SRAM_STATE_MINOR if sram_state else 0)
+    return max(
+        written_minor(stream.commands),
+        _STATE_MINOR if stateful else 0,
+        _SRAM_STATE_MINOR if sram_state else 0,
+        _HEAD_SLICES_MINOR if _head_slices(stream) else 0,
+    )
 
 
 def at_position(cmd: Command, p: int) -> Command:

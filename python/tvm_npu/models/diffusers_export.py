@@ -50,7 +50,9 @@ def text_encoder(seed: int = 0):
 
 def unet(seed: int = 0, sample_size: int = LATENT):
     """diffusers' UNet2DConditionModel: block_out_channels (32, 64), one layer per block, cross-attention
-    to width-32 text, heads of 8 channels, 8 GroupNorm groups; seeded, eval mode."""
+    to width-32 text, heads of 8 channels at both widths (4 heads at 32, 8 at 64: diffusers' attention_head_dim
+    is the head count; 8 fp16 channels are the 16-byte head slices MATMUL addresses, format 1.8), 8 GroupNorm
+    groups; seeded, eval mode."""
     import diffusers
     import torch
 
@@ -64,7 +66,7 @@ def unet(seed: int = 0, sample_size: int = LATENT):
         block_out_channels=(32, 64),
         layers_per_block=1,
         cross_attention_dim=TEXT_WIDTH,
-        attention_head_dim=8,
+        attention_head_dim=(4, 8),
         norm_num_groups=8,
     ).eval()
 

@@ -10,6 +10,7 @@ models (dequantize -> op -> quantize). The checks (`checks.py`) run the `constra
 from __future__ import annotations
 
 import functools
+import itertools
 
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix, register_patterns
 from tvm.relax.backend.utils import has_leaking_intermediate_variables
@@ -363,6 +364,31 @@ def matmul_patterns(repeated: bool):
     return out
 
 
+def matmul_head_patterns():
+    """A matmul of two activations (MATMUL, fp16) with attention's head split of either operand
+    (reshape [B, S, H * D] -> [B, S, H, D] -> permute_dims: Q and V, and K^T as [0, 2, 3, 1]) and / or the
+    merge of its product's heads (permute_dims [0, 2, 1, 3] -> reshape [B, S, H * D]) inside: MATMUL reads
+    and writes each head as a column slice of the rows (format 1.8), so neither needs a copy. Entries
+    with fewer parts first (a later entry wins)."""
+    out = []
+    forms = [f for f in itertools.product((False, True), repeat=3) if any(f)]
+    for a_split, b_split, merged in sorted(forms, key=sum):
+        ann: dict = {}
+        a, b = wildcard(), ~_const_expr()
+        if a_split:
+            ann["a_reshape"] = r = is_op("relax.reshape")(wildcard(), wildcard())
+            ann["a_split"] = a = is_op("relax.permute_dims")(r)
+        if b_split:
+            ann["b_reshape"] = r = is_op("relax.reshape")(wildcard(), wildcard())
+            ann["b_split"] = b = is_op("relax.permute_dims")(r)
+        call = root = is_op("relax.matmul")(a, b)
+        if merged:
+            ann["merge_perm"] = perm = is_op("relax.permute_dims")(call)
+            ann["merge"] = root = is_op("relax.reshape")(perm, wildcard())
+        out.append(_entry("matmul_heads", root, dict(ann, op=call), matmul_check.check_matmul_heads))
+    return out
+
+
 def qmatmul_patterns():
     """An int8 x int8 matmul of two activations (MATMUL's int8 form, format 1.4) in its QDQ form:
     quantize(matmul(dequantize(a), dequantize(b))), B as it is or transposed by a permute_dims of its last
@@ -483,7 +509,7 @@ def _table() -> tuple:
     entries += dense_w4a8_patterns()
     plain_io, reshaped_io = io_patterns()
     # The repeated-B matmul outranks the reshape view, which would otherwise take its repeat's reshape.
-    entries += matmul_patterns(repeated=True) + qmatmul_patterns()
+    entries += matmul_patterns(repeated=True) + qmatmul_patterns() + matmul_head_patterns()
     return tuple(
         plain_io
         + requantize_patterns()

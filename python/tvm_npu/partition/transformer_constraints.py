@@ -192,6 +192,45 @@ def constraint_repeat_kv(src_shape, mid_shape, rep_shape, b_shape):
     return f"{list(src_shape)} -> {list(mid_shape)} -> {list(rep_shape)} -> {list(b_shape)}"
 
 
+# --- attention's head split and merge as MATMUL addressing (head slices, format 1.8) ---
+
+HEAD_SPLIT_AXES = ([0, 2, 1, 3], [0, 2, 3, 1])  # [B, H, S, D] (Q, V); [B, H, D, S] (K^T)
+
+
+def constraint_head_split(src_shape, split_shape, axes, transposed_ok: bool):
+    """NPU_E_LAYOUT: attention's head split runs on the NPU as addressing only in the exporter's form: a
+    reshape of [B, S, H * D] to [B, S, H, D] (the last axis split into H heads of D), static shapes, then
+    permute_dims [0, 2, 1, 3] (Q, V; for the second operand, also [0, 2, 3, 1]: K^T), so that MATMUL reads
+    head h at column h * D of the rows in place (format 1.8); another split stays on the CPU."""
+    axes = [int(a) for a in axes] if axes is not None else None
+    ok_axes = HEAD_SPLIT_AXES if transposed_ok else HEAD_SPLIT_AXES[:1]
+    if src_shape is None or split_shape is None or len(src_shape) != 3 or len(split_shape) != 4:
+        return f"reshape {src_shape} -> {split_shape}"
+    b, s, c = src_shape
+    if list(split_shape[:2]) != [b, s] or split_shape[2] * split_shape[3] != c:
+        return f"reshape {list(src_shape)} -> {list(split_shape)} does not split the last axis into [H, D]"
+    return None if axes in [list(a) for a in ok_axes] else f"permute_dims axes {axes}"
+
+
+def constraint_head_merge(heads_shape, axes, out_shape):
+    """NPU_E_LAYOUT: attention's head merge runs on the NPU as MATMUL addressing only as permute_dims
+    [0, 2, 1, 3] of the [B, H, S, D] product, then a reshape to [B, S, H * D], static shapes (each head's
+    output written at column h * D of the rows, format 1.8); another merge stays on the CPU."""
+    axes = [int(a) for a in axes] if axes is not None else None
+    if heads_shape is None or out_shape is None or len(heads_shape) != 4 or axes != [0, 2, 1, 3]:
+        return f"permute_dims axes {axes} of {heads_shape}"
+    b, h, s, d = heads_shape
+    return None if list(out_shape) == [b, s, h * d] else f"reshape [{b}, {s}, {h}, {d}] -> {list(out_shape)}"
+
+
+def constraint_head_bytes(head_dim: int, elem: int = 2):
+    """NPU_E_LAYOUT: a head split or merged by MATMUL addressing must be whole SRAM beats: head_dim *
+    element bytes a multiple of 16 (head_dim a multiple of 8 in fp16: SD-1.5's 40, 80 and 160 are), since
+    MATMUL's head-slice addresses are multiples of 16 bytes (format 1.8); a narrower head (e.g. 4 fp16 = 8
+    bytes) keeps its split or merge on the CPU."""
+    return None if (head_dim * elem) % 16 == 0 else f"head of {head_dim} x {elem} = {head_dim * elem} bytes"
+
+
 # --- rotary position embedding (ROPE, docs/npu.md section 2, format 1.4) ---
 
 
@@ -374,6 +413,9 @@ ALL_CONSTRAINTS = [
     constraint_matmul_fits,
     constraint_matmul_transpose,
     constraint_repeat_kv,
+    constraint_head_split,
+    constraint_head_merge,
+    constraint_head_bytes,
     constraint_rope_form,
     constraint_rope_tables,
     constraint_rope_fits,

@@ -4,8 +4,10 @@ as two slices, views as reshapes (a reshape of a reshape as one), zero pads into
 norm folded into convs, x * sigmoid(x) and the decomposed tanh and erf GELUs as the one activation each
 is, the written-out RMSNorm as one rms_norm, each GroupNorm form as a layer_norm of grouped rows, a
 division by a power of two as the multiply with the same bits (after the fusions, whose recognizers read
-the divides as exported); last, the run-time indices of every gather range-checked (check_indices).
-`run` applies them in the order of `PASSES`; `partition.prepare` and the quantizer call it.
+the divides as exported), consecutive transposes as one and attention's scale moved above its head split
+(so the split sits on the matmul that addresses it); last, the run-time indices of every gather
+range-checked (check_indices). `run` applies them in the order of `PASSES`; `partition.prepare` and the
+quantizer call it.
 
 Frontends emit some ops the NPU has no command for but that disappear into a neighbour at compile
 time; each rewrite, one per file, removes one kind, so the patterns match what the NPU runs instead of
@@ -17,6 +19,7 @@ from tvm import relax
 
 from .batch_norm import decompose_batch_norm, fold_batch_norm
 from .check_indices import check_indices
+from .compose_permutes import compose_permutes
 from .compose_reshapes import compose_reshapes
 from .divide_by_power_of_two import divide_by_power_of_two
 from .fold_constants import fold_constant_compute
@@ -26,6 +29,7 @@ from .fuse_group_norm import fuse_group_norm
 from .fuse_pad import fuse_pad_into_conv
 from .fuse_rms_norm import fuse_rms_norm
 from .fuse_silu import fuse_silu
+from .scale_before_heads import scale_before_heads
 from .split_dense_columns import split_dense_columns
 from .split_halves import split_halves
 from .uint8_as_int8 import uint8_as_int8
@@ -47,6 +51,8 @@ PASSES = (
     fuse_rms_norm,
     fuse_group_norm,
     divide_by_power_of_two,
+    compose_permutes,
+    scale_before_heads,
     check_indices,
 )
 

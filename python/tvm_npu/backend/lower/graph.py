@@ -80,6 +80,9 @@ class Layer:
     # matmul (MATMUL, format 1.4): (batch, m, k, n, b_transposed), and the B batch each output batch reads
     matmul: tuple = ()
     b_index: tuple = ()
+    # matmul heads (format 1.8): H for each of A, B and the output that is a head slice of [B, S, H * D]
+    # rows (its tensor is those rows: batch o = b * H + h at row b * S, column h * D), else 0
+    heads: tuple = (0, 0, 0)
     # rope (ROPE, format 1.4): the cos / sin table's rows; x's row r reads row r % rope_rows
     rope_rows: int = 0
 

@@ -7,6 +7,7 @@ batch each output batch reads, query head h reading KV head h / g)."""
 from __future__ import annotations
 
 import numpy as np
+from tvm import relax
 
 from ...ir.values import static_shape
 from . import quant_params as qp
@@ -62,4 +63,48 @@ def lower_matmul(comp: Composite) -> Layer:
     layer.out_elems = batch * m * n
     layer.inputs = [comp.tensor(a, rows_view(a_shape), "ROWS"), comp.tensor(b, rows_view(src_shape), "ROWS")]
     layer.out = comp.tensor(comp.out_var, rows_view(out_shape), "ROWS", out_shape)
+    return layer
+
+
+def _head_source(comp: Composite, operand):
+    """(the [B, S, H * D] tensor, H) under a head split (permute_dims of a reshape) of `operand`."""
+    split = comp.resolve(comp.resolve(operand).args[0])
+    return split.args[0], static_shape(split)[2]
+
+
+@lowers("matmul_heads")
+def lower_matmul_heads(comp: Composite) -> Layer:
+    """A matmul with attention's head split of A and / or B and / or the merge of its output (format 1.8,
+    partition/matmul_check.py check_matmul_heads): the split operands are their [B, S, H * D] rows,
+    each head a column slice; the merged output likewise. B is transposed when its split is K^T."""
+    layer = comp.layer("matmul")
+    call = comp.calls["matmul"][0]
+    a, b = call.args
+    out_shape = static_shape(call)
+    batch = int(np.prod(out_shape[:-2]))
+    heads = [0, 0, 0]
+    transposed = False
+    views = []
+    for i, operand in enumerate((a, b)):
+        head = comp.resolve(operand)
+        if isinstance(head, relax.Call) and head.op.name == "relax.permute_dims":
+            src, heads[i] = _head_source(comp, operand)
+            transposed = transposed or (i == 1 and int(head.attrs.axes[-1]) == 1)
+            views.append((src, rows_view(static_shape(src))))
+        else:
+            views.append((operand, rows_view(static_shape(operand))))
+    # The merge: a permute_dims of the product itself (the splits' permutes read reshapes).
+    merged = any(comp.resolve(p.args[0]).same_as(call) for p in comp.calls.get("permute_dims", []))
+    if merged:
+        heads[2] = out_shape[1]
+    a_shape = static_shape(a)
+    m, k, n = a_shape[-2], a_shape[-1], out_shape[-1]
+    layer.matmul = (batch, m, k, n, int(transposed))
+    layer.b_index = _b_index(tuple(out_shape[:-2]), tuple(static_shape(b)[:-2]), 1)
+    layer.heads = tuple(heads)
+    layer.macs = batch * m * k * n
+    layer.out_elems = batch * m * n
+    layer.inputs = [comp.tensor(v, view, "ROWS") for v, view in views]
+    final = static_shape(comp.out_var)
+    layer.out = comp.tensor(comp.out_var, rows_view(final), "ROWS", final)
     return layer

@@ -34,7 +34,12 @@ def dtype_args(layer: Layer) -> dict:
 
 
 def tile_options(layer: Layer, heights: list) -> list:
-    """Tile heights to try: WHOLE first when the batches follow the b_group rule, then `heights`."""
+    """Tile heights to try: WHOLE first when the batches follow the b_group rule, then `heights` (a
+    matmul of head slices, format 1.8, always tiles: matmul_heads_plan.py)."""
+    if any(layer.heads):  # one image, each batch its own B: every head in one MATMUL, batches interleaved
+        heads = max(layer.heads)
+        whole = layer.matmul[0] == heads > 1 and layer.b_index == tuple(range(heads))
+        return ([WHOLE] if whole else []) + heights
     return ([WHOLE] if b_group(layer) is not None and layer.matmul[0] > 1 else []) + heights
 
 
@@ -50,6 +55,10 @@ def matmul_layout(cfg, layer: Layer, srcs: list, dst, base: int, tile_m: int, pl
     batch, m = layer.matmul[:2]
     rows = (batch * m, (max(layer.b_index) + 1) * b_rows(layer)) if tile_m == WHOLE else (tile_m, b_rows(layer))
     out_rows = batch * m if tile_m == WHOLE else tile_m
+    if tile_m == WHOLE and any(layer.heads):  # a head-split tensor of one image: its rows hold every head
+        ha, hb, ho = layer.heads
+        rows = (m if ha else rows[0], b_rows(layer) if hb else rows[1])
+        out_rows = m if ho else out_rows
     copies = (0,) if tile_m == WHOLE else (0, 1)  # one tile: nothing to double-buffer
     in_bufs = [
         None if s.space == "sram" else [arena.take(r * s.row_stride) for _ in copies] for s, r in zip(srcs, rows)
@@ -106,6 +115,10 @@ def _emit_whole(sb: Scoreboard, layer: Layer, srcs: list, dst, lp, after_compute
 
 def emit_matmul(sb: Scoreboard, cfg, layer: Layer, srcs: list, dst, lp, after_compute=None) -> None:
     """Per tile: load its A rows (and its B batch when that changes), one MATMUL, store its output rows."""
+    if any(layer.heads):  # attention's heads addressed in place (format 1.8)
+        from .matmul_heads_plan import emit_matmul_heads
+
+        return emit_matmul_heads(sb, layer, srcs, dst, lp, after_compute)
     if lp.tile_oh == WHOLE:
         return _emit_whole(sb, layer, srcs, dst, lp, after_compute)
     sa, sbt = srcs
