@@ -76,11 +76,10 @@ def test_a_guided_run_is_onnxruntimes_image(pipe, files, prompt):
     per_step = {s["cycles"] for s in prof["steps"]}
     assert len(per_step) == 1 and per_step.pop() > 0  # each step the same UNet work
     assert prof["denoise_cycles"] == sum(s["cycles"] for s in prof["steps"])
-    # The thermal model's step (the streams' static schedule, each shared region once per call) is the
-    # runtime's measured step. (With attention's heads on the NPU, format 1.8, each transformer is inside a
-    # region of its own shapes: no two of this UNet's regions are the same module any more.)
+    # The thermal model's step (the streams' static schedule, each region once per call) is the runtime's
+    # measured step. (With attention's heads on the NPU no two of this UNet's regions are one module any
+    # more; a region called twice per frame is tests/tools/test_sustain.py's case.)
     assert pipe.step_work().cycles == prof["steps"][0]["cycles"]
-    assert sum(pipe.meta["calls"]["denoise"].values()) >= 1
     assert [s["t"] for s in prof["steps"]] == [751, 501, 251, 1]
 
 

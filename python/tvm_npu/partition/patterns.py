@@ -498,8 +498,9 @@ def table() -> list:
 
 @functools.cache  # the patterns are immutable TVM objects: built once, shared by every build and thread
 def _table() -> tuple:
-    entries = matmul_patterns(repeated=False)  # lowest: a constant B is dense's (checks refuse it here)
-    entries += permute_view_patterns()
+    # Lowest: a permute the matmul entries fold (a head split, K^T) gives their reason when they refuse.
+    entries = permute_view_patterns()
+    entries += matmul_patterns(repeated=False)  # a constant B is dense's (checks refuse it here)
     for quantized in (False, True):
         entries += eltwise_patterns(quantized) + concat_patterns(quantized) + slice_patterns(quantized)
         entries += reshape_patterns(quantized) + pool_patterns(quantized) + add_patterns(quantized)
