@@ -150,7 +150,7 @@ def test_artifact_of_another_format_version_is_refused_at_load(artifact, tmp_pat
     newer = bytearray(data)
     newer[at + 4 : at + 6] = (2).to_bytes(2, "little")  # major version 2
     minor = int.from_bytes(data[at + 6 : at + 8], "little")  # 1.3: the stream uses nothing of 1.4
-    assert minor == 3 and stream.VERSION_MINOR == 7
+    assert minor == 3 and stream.VERSION_MINOR == 8
     with pytest.raises(tvm_npu.NPUError, match=rf"ERR_BAD_STREAM: stream version 2\.{minor}.*recompile"):
         tvm_npu.load_module(_write(tmp_path, newer), verify=False)  # as if exported by a newer tvm_npu
     intact = tvm_npu.load_module(_write(tmp_path, data))  # the checks pass an intact artifact
