@@ -51,5 +51,5 @@ def test_a_head_of_eight_bytes_stays_on_the_cpu_with_its_reason():
     report, err, bound = _build(model, feeds)
     permutes = [p for p in report.placements if p.op == "relax.permute_dims"]
     assert len(permutes) == 4 and all(p.device == "cpu" for p in permutes)
-    assert all(p.code == "NPU_E_LAYOUT" for p in permutes), permutes  # the split as a view or a head: both refuse
+    assert all(p.code == "NPU_E_LAYOUT" and "4 x 2 = 8 bytes" in p.reason for p in permutes), permutes
     assert err <= bound, (err, bound)

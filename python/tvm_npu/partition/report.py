@@ -493,10 +493,16 @@ def _composite_ops(func: relax.Function):
                         yield str(comp.attrs["Composite"]), call.op.name, cb.var.name, call, env
 
 
+#: Patterns whose refusal of an op yields to any other pattern's refusal of it.
+_LAST_RESORT = ("permute_view",)
+
+
 def placements(mod: tvm.IRModule, rejections: list, kv: dict | None = None) -> list[Placement]:
     """One Placement per op call in `main` of a partitioned module (before RunCodegen); `kv` maps the var
     of a resident KV cache region's call to the rows of the ops it replaced."""
-    refused = {r.var: r for r in rejections}
+    # The permute view is the last-resort pattern of a permute_dims: its refusal ("not a map's pixels
+    # as rows") says less than that of a pattern the permute was part of (a head split's head bytes).
+    refused = {r.var: r for r in sorted(rejections, key=lambda r: r.pattern not in _LAST_RESORT)}
     # A bias add or clip refused as part of a conv / dense says why it could not fuse; that beats
     # its own check's refusal as a lone op (a constant operand, no lone clip pattern).
     refused.update({r.var: r for r in rejections if r.code in ("NPU_E_BIAS", "NPU_E_ACTIVATION")})
