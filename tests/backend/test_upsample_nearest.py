@@ -128,29 +128,34 @@ def test_nearest_upsampling_is_bit_exact_against_onnxruntime(case):
     assert all(p.args["out_pstride"] == fw * shape[1] * 2 for p in pools)
 
 
-def test_int8_upsampling_copies_codes_against_onnxruntime():
-    """quantize -> dequantize -> Resize -> quantize -> dequantize with one scale and zero point: the NPU
-    copies the int8 codes; onnxruntime's QDQ run (qdqisint8allowed) gives the same values."""
-    shape = (1, 32, 4, 6)
-    scale, zp = np.float32(0.05), np.int8(3)
-    q = dict(s=np.array(scale), z=np.array(zp))
+def _qdq_resize_model(shape, out_shape, scale_in, scale_out, zp):
+    """quantize -> dequantize -> Resize 2x -> quantize -> dequantize, the Resize's input and output
+    quantized with their own scales and one zero point (as onnxruntime's static quantizer writes it)."""
     nodes = [
         helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
         helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
         helper.make_node("Resize", ["xd", "", "scales"], ["r"], **TORCH),
-        helper.make_node("QuantizeLinear", ["r", "s", "z"], ["rq"]),
-        helper.make_node("DequantizeLinear", ["rq", "s", "z"], ["y"]),
+        helper.make_node("QuantizeLinear", ["r", "s2", "z"], ["rq"]),
+        helper.make_node("DequantizeLinear", ["rq", "s2", "z"], ["y"]),
     ]
-    inits = [numpy_helper.from_array(v, k) for k, v in q.items()]
+    inits = {"s": np.array(np.float32(scale_in)), "s2": np.array(np.float32(scale_out)), "z": np.array(np.int8(zp))}
+    inits = [numpy_helper.from_array(v, k) for k, v in inits.items()]
     inits.append(numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"))
     graph = helper.make_graph(
         nodes,
         "qresize",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 32, 8, 12))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
         inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_int8_upsampling_copies_codes_against_onnxruntime():
+    """quantize -> dequantize -> Resize -> quantize -> dequantize with one scale and zero point: the NPU
+    copies the int8 codes; onnxruntime's QDQ run (qdqisint8allowed) gives the same values."""
+    shape = (1, 32, 4, 6)
+    model = _qdq_resize_model(shape, (1, 32, 8, 12), 0.05, 0.05, 3)
     ex, report = _build(model)
     assert "npu.qresize" in {p.composite for p in report.placements}, report.table()
     assert {p.device for p in report.placements} == {"npu"}, report.table()
@@ -163,24 +168,7 @@ def test_int8_upsampling_copies_codes_against_onnxruntime():
 
 def test_int8_upsampling_with_two_scales_stays_on_the_cpu():
     shape = (1, 32, 4, 4)
-    nodes = [
-        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
-        helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
-        helper.make_node("Resize", ["xd", "", "scales"], ["r"], **TORCH),
-        helper.make_node("QuantizeLinear", ["r", "s2", "z"], ["rq"]),
-        helper.make_node("DequantizeLinear", ["rq", "s2", "z"], ["y"]),
-    ]
-    inits = {"s": np.array(np.float32(0.05)), "s2": np.array(np.float32(0.1)), "z": np.array(np.int8(0))}
-    inits = [numpy_helper.from_array(v, k) for k, v in inits.items()]
-    inits.append(numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"))
-    graph = helper.make_graph(
-        nodes,
-        "qresize2",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 32, 8, 8))],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    model = _qdq_resize_model(shape, (1, 32, 8, 8), 0.05, 0.1, 0)
     ex, report = _build(model)
     resize = [p for p in report.placements if p.op == "relax.image.resize2d"]
     assert [p.device for p in resize] == ["cpu"], report.table()
