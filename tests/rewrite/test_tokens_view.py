@@ -23,12 +23,18 @@ def model(flat=(N, C, H * W), back=(N, C, H, W), cast=False):
         helper.make_node("Reshape", ["x", "s0"], ["f"]),
         helper.make_node("Transpose", ["f"], ["t"], perm=[0, 2, 1]),
         helper.make_node("MatMul", ["t", "proj"], ["p0"]),
-        helper.make_node("Cast", ["p0"], ["p"], to=TensorProto.FLOAT) if cast else helper.make_node("Relu", ["p0"], ["p"]),
+        helper.make_node("Cast", ["p0"], ["p"], to=TensorProto.FLOAT)
+        if cast
+        else helper.make_node("Relu", ["p0"], ["p"]),
         helper.make_node("Transpose", ["p"], ["u"], perm=[0, 2, 1]),
         helper.make_node("Reshape", ["u", "s1"], ["b"]),
         helper.make_node("Add", ["b", "x"], ["y"]),
     ]
-    inits = {"s0": np.array(flat, np.int64), "s1": np.array(back, np.int64), "proj": (np.random.default_rng(1).standard_normal((flat[1],) * 2) / 8).astype(np.float32)}
+    inits = {
+        "s0": np.array(flat, np.int64),
+        "s1": np.array(back, np.int64),
+        "proj": (np.random.default_rng(1).standard_normal((flat[1],) * 2) / 8).astype(np.float32),
+    }
     graph = helper.make_graph(
         nodes,
         "g",

@@ -1,14 +1,14 @@
 """Stage 2 — graph rewrites before quantization and partitioning: uint8 QDQ tensors as int8 ones,
 compute on constants folded, a dense layer's column split pushed into its weights, a split into halves
-as two slices, casts to the dtype a tensor has already dropped, views as reshapes (a reshape of a reshape as one), zero pads into conv padding, batch
-norm folded into convs, x * sigmoid(x) and the decomposed tanh and erf GELUs as the one activation each
-is, the written-out RMSNorm as one rms_norm, each GroupNorm form as a layer_norm of grouped rows, a
-division by a power of two as the multiply with the same bits (after the fusions, whose recognizers read
-the divides as exported), a map's view as tokens and back as the NPU's pixels-as-rows permute and a
-reshape, consecutive transposes as one and attention's scale moved above its head split
-(so the split sits on the matmul that addresses it); last, the run-time indices of every gather
-range-checked (check_indices). `run` applies them in the order of `PASSES`; `partition.prepare` and the
-quantizer call it.
+as two slices, casts to the dtype a tensor has already dropped, views as reshapes (a reshape of a
+reshape as one), zero pads into conv padding, batch norm folded into convs, x * sigmoid(x) and the
+decomposed tanh and erf GELUs as the one activation each is, the written-out RMSNorm as one rms_norm,
+each GroupNorm form as a layer_norm of grouped rows, a division by a power of two as the multiply with
+the same bits (after the fusions, whose recognizers read the divides as exported), a map's view as
+tokens and back as the NPU's pixels-as-rows permute and a reshape, consecutive transposes as one and
+attention's scale moved above its head split (so the split sits on the matmul that addresses it); last,
+the run-time indices of every gather range-checked (check_indices). `run` applies them in the order of
+`PASSES`; `partition.prepare` and the quantizer call it.
 
 Frontends emit some ops the NPU has no command for but that disappear into a neighbour at compile
 time; each rewrite, one per file, removes one kind, so the patterns match what the NPU runs instead of
