@@ -1,13 +1,14 @@
 """Stage 2 — graph rewrites before quantization and partitioning: uint8 QDQ tensors as int8 ones,
 compute on constants folded, a dense layer's column split pushed into its weights, a split into halves
-as two slices, views as reshapes (a reshape of a reshape as one), zero pads into conv padding, batch
-norm folded into convs, x * sigmoid(x) and the decomposed tanh and erf GELUs as the one activation each
-is, the written-out RMSNorm as one rms_norm, each GroupNorm form as a layer_norm of grouped rows, a
-division by a power of two as the multiply with the same bits (after the fusions, whose recognizers read
-the divides as exported), consecutive transposes as one and attention's scale moved above its head split
-(so the split sits on the matmul that addresses it); last, the run-time indices of every gather
-range-checked (check_indices). `run` applies them in the order of `PASSES`; `partition.prepare` and the
-quantizer call it.
+as two slices, casts to the dtype a tensor has already dropped, views as reshapes (a reshape of a
+reshape as one), zero pads into conv padding, batch norm folded into convs, x * sigmoid(x) and the
+decomposed tanh and erf GELUs as the one activation each is, the written-out RMSNorm as one rms_norm,
+each GroupNorm form as a layer_norm of grouped rows, a division by a power of two as the multiply with
+the same bits (after the fusions, whose recognizers read the divides as exported), a map's view as
+tokens and back as the NPU's pixels-as-rows permute and a reshape, consecutive transposes as one and
+attention's scale moved above its head split (so the split sits on the matmul that addresses it); last,
+the run-time indices of every gather range-checked (check_indices). `run` applies them in the order of
+`PASSES`; `partition.prepare` and the quantizer call it.
 
 Frontends emit some ops the NPU has no command for but that disappear into a neighbour at compile
 time; each rewrite, one per file, removes one kind, so the patterns match what the NPU runs instead of
@@ -29,9 +30,11 @@ from .fuse_group_norm import fuse_group_norm
 from .fuse_pad import fuse_pad_into_conv
 from .fuse_rms_norm import fuse_rms_norm
 from .fuse_silu import fuse_silu
+from .identity_casts import identity_casts
 from .scale_before_heads import scale_before_heads
 from .split_dense_columns import split_dense_columns
 from .split_halves import split_halves
+from .tokens_view import tokens_view
 from .uint8_as_int8 import uint8_as_int8
 from .views import views_as_reshape
 
@@ -41,6 +44,7 @@ PASSES = (
     fold_constant_compute,
     split_dense_columns,
     split_halves,
+    identity_casts,
     views_as_reshape,
     compose_reshapes,
     fuse_pad_into_conv,
@@ -51,6 +55,7 @@ PASSES = (
     fuse_rms_norm,
     fuse_group_norm,
     divide_by_power_of_two,
+    tokens_view,
     compose_permutes,
     scale_before_heads,
     check_indices,

@@ -41,12 +41,15 @@ def _emit(bb, got: GroupNormMatch, m: dict, fresh, name: str):
     normed = bb.emit(_layer_norm(grouped, rows[-1], got.epsilon), fresh(f"{name}_norm"))
     out = relax.op.reshape(normed, shape)
     per_channel = [shape[1]] + [1] * (len(shape) - 2)
-    if not (got.gamma == 1).all():
+    keep = got.shape is not None  # form (d) keeps its affine: the NPU's GroupNorm chain ends in it
+    if keep or not (got.gamma == 1).all():
         out = bb.emit(out, fresh(f"{name}_unscaled"))
         out = relax.op.multiply(out, relax.const(got.gamma.reshape(per_channel)))
-    if not (got.beta == 0).all():
+    if keep or not (got.beta == 0).all():
         out = bb.emit(out, fresh(f"{name}_unshifted"))
         out = relax.op.add(out, relax.const(got.beta.reshape(per_channel)))
+    if got.shape is not None:  # form (d): the map's GroupNorm, viewed as the root's [N, C, L]
+        out = relax.op.reshape(bb.emit(out, fresh(f"{name}_map")), list(got.shape))
     return out
 
 
@@ -60,13 +63,12 @@ def fuse_group_norm(mod: tvm.IRModule) -> tvm.IRModule:
     g = rg.Graph(mod["main"])
     matches: dict = {}
     taken: set = set()
-    for var, value in g.bindings:
-        for _, form in FORMS:
+    for _, form in FORMS:  # form-major: a form containing another (d) takes its chain first
+        for var, value in g.bindings:
             got = form(g, var, value)
             if got is not None and not ({var, *got.drop} & taken):
                 matches[var] = got
                 taken.update((var, *got.drop))
-                break
     if not matches:
         return mod
     dropped = {v for got in matches.values() for v in got.drop}

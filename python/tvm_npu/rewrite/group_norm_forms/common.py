@@ -26,7 +26,7 @@ class GroupNormMatch:
     data: the ``[N, G, L]`` grouped view (``source`` is None) or, for the one-op form, the ``[N, C, ...]``
     input itself (``source`` is its shape). gamma / beta: per-channel float32 values the one-op form
     applies after the norm (None: none to apply). drop: the other bindings the match consumes, each read
-    only inside it.
+    only inside it. shape: the root's shape when it is not `source` (the result is viewed as it).
     """
 
     data: relax.Var
@@ -36,6 +36,7 @@ class GroupNormMatch:
     source: tuple | None = None
     gamma: np.ndarray | None = None
     beta: np.ndarray | None = None
+    shape: tuple | None = None
 
 
 class Reader:
