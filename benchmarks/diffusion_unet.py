@@ -10,8 +10,9 @@ every NPU region planned and costed, nothing run), in one run, as ratios. This i
    slices, QK^T, the scaled softmax and .V in one region; with the CPU's head reshapes it is 4 regions in all).
    "Unfused" is the same ops cut into five models at the kernel edges a backend without the fusion has:
    Q/K/V projections with the head split, QK^T, softmax, .V, head merge with to_out.
-   Each one is its own region, and its intermediate goes through DDR. The unfused cycles are the sum of the five. No build option is involved, only the public estimate
-   on sub-models of the user's file.
+   Each one is its own region, and its intermediate goes through DDR. The unfused
+   cycles are the sum of the five. No build option is involved: only the public estimate, run on
+   sub-models of the user's file.
 3. (Without --quick) SD-1.5-sized Transformer2DModel blocks (8 heads, cross-attention to 77 x 768) at
    320@64x64, 640@32x32 and 1280@16x16, exported at batch 1 and estimated on npu-laptop, with their
    results cached in benchmarks/results/diffusion_unet_sd15.json. Each compile takes minutes and about 2 GB.
