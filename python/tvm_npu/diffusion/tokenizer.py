@@ -46,7 +46,10 @@ class CLIPTokenizer:
 
     def __init__(self, folder, positions: int):
         folder = os.fspath(folder)
+        fast = os.path.join(folder, "tokenizer.json")  # what transformers 5 saves instead of vocab / merges
         missing = [f for f in FILES if not os.path.isfile(os.path.join(folder, f))]
+        if os.path.isfile(fast):
+            missing = [f for f in missing if f == "tokenizer_config.json"]
         if missing:
             raise NPUError(
                 "ERR_INVALID_MODEL",
@@ -65,7 +68,15 @@ class CLIPTokenizer:
         special = os.path.join(folder, "special_tokens_map.json")
         if os.path.isfile(special):  # transformers writes both; the map wins where they differ, as it loads them
             config = {**config, **_json(special)}
-        vocab = _json(os.path.join(folder, "vocab.json"))
+        loaded = None
+        if os.path.isfile(fast):
+            try:
+                loaded = Tokenizer.from_file(fast)
+            except Exception as err:  # noqa: BLE001 - tokenizers raises its own Exception type
+                raise NPUError("ERR_INVALID_MODEL", f"{fast} is not a tokenizers file: {err}") from None
+            vocab = loaded.get_vocab()
+        else:
+            vocab = _json(os.path.join(folder, "vocab.json"))
         names = {k: _token(config.get(f"{k}_token")) for k in ("bos", "eos", "pad", "unk")}
         names = {k: v or {"bos": "<|startoftext|>", "eos": "<|endoftext|>", "unk": "<|endoftext|>"}.get(k)
                  for k, v in names.items()}  # fmt: skip
@@ -84,6 +95,12 @@ class CLIPTokenizer:
                 f"tokenizer model_max_length {limit}, the text encoder takes {positions} positions: the tokenizer "
                 "and the text encoder come from different models",
             )
+        if loaded is not None:
+            loaded.no_padding()
+            loaded.no_truncation()
+            self.ids = {k: vocab[v] for k, v in names.items()}
+            self._tok, self.positions, self.folder = loaded, positions, folder
+            return
         try:
             merges = []
             with open(os.path.join(folder, "merges.txt"), encoding="utf-8") as f:
