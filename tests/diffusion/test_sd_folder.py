@@ -127,11 +127,16 @@ def test_tokenizer_ids_are_transformers(tmp_path):
         assert built.encode(text) == ref(text, padding="max_length", max_length=16).input_ids, text
 
 
-def test_folder_compiles_to_onnxruntimes_image(sd_folder):
+@pytest.fixture(scope="module")
+def folder_pipe(sd_folder):
+    return diffusion.compile(str(sd_folder[0]))
+
+
+def test_folder_compiles_to_onnxruntimes_image(sd_folder, folder_pipe):
     from diffusion.test_pipeline import GUIDANCE, SEED, STEPS, _onnxruntime_image, _psnr
 
     root, files = sd_folder
-    pipe = diffusion.compile(str(root))
+    pipe = folder_pipe
     ids = np.array(pipe.tokenizer.encode("a cat"))
     neg = np.array(pipe.tokenizer.encode(""))
     image = pipe.generate(prompt="a cat", steps=STEPS, guidance=GUIDANCE, seed=SEED)
@@ -156,3 +161,23 @@ def test_bad_folders(sd_folder, tmp_path):
     with pytest.raises(NPUError, match="unet/model.onnx") as err:
         diffusion.compile(str(bad))
     assert err.value.code == "ERR_INVALID_MODEL"
+
+
+def test_diffuse_takes_a_folder_and_a_text_prompt(sd_folder, folder_pipe, tmp_path, monkeypatch, capsys):
+    """`tvm-npu diffuse FOLDER --prompt TEXT` writes generate(prompt=TEXT)'s image (the pipeline compiled
+    once for the module: compile is handed the folder, and only the folder)."""
+    from PIL import Image
+
+    from tvm_npu.tools.cli import main
+
+    root, _ = sd_folder
+    seen = []
+    monkeypatch.setattr(diffusion, "compile", lambda *a, **k: seen.append(a) or folder_pipe)
+    out = tmp_path / "cat.png"
+    argv = ["diffuse", str(root), "--prompt", "a cat", "--steps", "2", "--seed", "1", "-o", str(out)]
+    assert main(argv) == 0
+    assert seen == [(str(root),)]
+    want = folder_pipe.generate(prompt="a cat", negative_prompt="", steps=2, guidance=7.5, seed=1)
+    assert np.array_equal(np.asarray(Image.open(out)), want)
+    assert main([*argv[:-2], "--prompt-ids", "1,2", "-o", str(out)]) == 2  # text and ids: refused
+    assert "ERR_INVALID_CONFIG" in capsys.readouterr().err
