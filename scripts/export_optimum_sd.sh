@@ -8,6 +8,9 @@
 #
 # optimum-onnx needs transformers 4.x, which cannot share the project's environment (transformers 5), so
 # this script makes its own venv (VENV, default /work/venv-optimum) from the package index.
+# NOT YET RUN: as written the install does not resolve (diffusers 0.42 needs huggingface-hub >= 1.32,
+# transformers 4.57 < 1.0); an older diffusers (one that accepts huggingface-hub < 1.0) is the next thing
+# to try. Until then tests/diffusion/test_sd_folder.py builds the layout itself from the tiny exports.
 #
 #     bash scripts/export_optimum_sd.sh [OUT]        # OUT: default tests/fixtures/sd_optimum
 set -euo pipefail
