@@ -44,6 +44,7 @@ from ..contract.config import NPUConfig, get_config
 from ..contract.errors import NPUError
 from ..ir.graph import region_calls
 from ..ir.split_invariant import entry, split_invariant
+from . import folder as sd_folder
 from . import loop
 from .scheduler import DDIM
 from .thermal_steps import StepPolicy, ThermalLoop
@@ -163,7 +164,7 @@ def _import(model: onnx.ModelProto, batch: int, latent=None) -> tvm.IRModule:
     return diffusion_import.from_onnx(model, batch=batch, latent=latent)
 
 
-def compile(text_encoder, unet, vae_decoder, height: int | None = None, width: int | None = None,
+def compile(text_encoder, unet=None, vae_decoder=None, height: int | None = None, width: int | None = None,
             guidance: bool = True, config=None, vae: str = "cpu", scheduler: DDIM | None = None,
             vae_scaling_factor: float = 0.18215, hoist_prompt: bool = True) -> Pipeline:  # fmt: skip
     """Build the pipeline (the module doc). `config`: an NPUConfig or preset name; `scheduler`: the DDIM
@@ -174,6 +175,19 @@ def compile(text_encoder, unet, vae_decoder, height: int | None = None, width: i
     if vae not in ("cpu", "npu"):
         raise NPUError("ERR_INVALID_CONFIG", f'vae={vae!r}: use "cpu" (TVM\'s llvm build) or "npu"')
     cfg = get_config(config)
+    tokenizer = None
+    if unet is None and vae_decoder is None and sd_folder.is_folder(text_encoder):  # optimum's folder (folder.py)
+        parts = sd_folder.read(text_encoder, scheduler)
+        from .tokenizer import CLIPTokenizer
+
+        tokenizer = CLIPTokenizer(parts["tokenizer"], parts["positions"])
+        text_encoder, unet, vae_decoder = parts["text_encoder"], parts["unet"], parts["vae_decoder"]
+        scheduler, vae_scaling_factor = parts["scheduler"], parts["vae_scaling_factor"]
+    elif unet is None or vae_decoder is None:
+        raise NPUError(
+            "ERR_INVALID_MODEL",
+            f"{text_encoder}: give a Stable Diffusion folder (with model_index.json) or the three ONNX files",
+        )
     te, un, va = _read(text_encoder, "text_encoder"), _read(unet, "unet"), _read(vae_decoder, "vae_decoder")
     shapes = _shapes(te, un, va, height, width, 2 if guidance else 1)
     latent = tuple(shapes["latent"])
@@ -193,7 +207,7 @@ def compile(text_encoder, unet, vae_decoder, height: int | None = None, width: i
         "format": FORMAT, "config": cfg.to_dict(),
         "scheduler": dataclasses.asdict(scheduler or DDIM()),
         "vae_scaling_factor": float(vae_scaling_factor),
-        **{k: shapes[k] for k in SHAPE_KEYS},
+        **{k: shapes[k] for k in SHAPE_KEYS}, "ids_dtype": _inputs(te)[0][2],
         "entries": list(names), "prompt_outputs": hoisted,
         "placements": {e: [dict(p.__dict__) for p in reports[e].placements] for e in names},
     }  # fmt: skip
@@ -208,7 +222,7 @@ def compile(text_encoder, unet, vae_decoder, height: int | None = None, width: i
 
         vae_ex = build(va_mod, config=cfg)
     pipe = Pipeline(executable, vae_ex, meta)
-    pipe.reports = reports
+    pipe.reports, pipe.tokenizer = reports, tokenizer
     return pipe
 
 
@@ -228,6 +242,7 @@ class Pipeline:
             for e in meta["entries"]
         }
         self.reports: dict = {}
+        self.tokenizer = None  # a folder's CLIP tokenizer (tokenizer.py): generate(prompt="text")
         self._lock = threading.RLock()
         self._profile: dict = {"encode_cycles": 0, "prompt_cycles": 0, "steps": [], "thermal": []}
 
@@ -244,7 +259,7 @@ class Pipeline:
                 f"{what}: {arr.size} token ids, the text encoder takes exactly {P} (its positions): "
                 + ("shorten the prompt" if arr.size > P else "pad them as its tokenizer does (padding='max_length')"),
             )
-        return arr.astype(np.int64)
+        return arr.astype(self.meta.get("ids_dtype", "int64"))
 
     def _timestep(self, t: int):
         spec = self.meta["timestep"]
@@ -252,13 +267,27 @@ class Pipeline:
 
     # -- the run -------------------------------------------------------------------------------------------
 
-    def generate(self, prompt_ids, steps: int = 20, guidance: float = 7.5, seed: int = 0, negative_ids=None,
+    def generate(self, prompt_ids=None, steps: int = 20, guidance: float = 7.5, seed: int = 0, negative_ids=None,
                  thermal_policy: StepPolicy | None = None, thermal="laptop", start_c: float | None = None,
-                 latents: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+                 latents: np.ndarray | None = None, prompt: str | None = None,
+                 negative_prompt: str | None = None) -> np.ndarray:  # fmt: skip
         """The image (uint8 [H, W, 3]) for `prompt_ids` (exactly the text encoder's positions, padded as its
         tokenizer pads). With guidance (a batch-2 pipeline) `negative_ids` is the negative prompt's ids (the
         empty prompt's for plain classifier-free guidance). `thermal_policy` (a StepPolicy) lets the die's
-        temperature cut the steps and lower the clock; `latents` replaces the seeded start noise."""
+        temperature cut the steps and lower the clock; `latents` replaces the seeded start noise.
+        `prompt` / `negative_prompt` (text, default "") instead of ids: a folder's tokenizer encodes them."""
+        if prompt is not None or negative_prompt is not None:
+            if self.tokenizer is None:
+                raise NPUError("ERR_INVALID_CONFIG", "prompt=: this pipeline has no tokenizer (compile a Stable "
+                               "Diffusion folder), give prompt_ids=")  # fmt: skip
+            if prompt_ids is not None or negative_ids is not None:
+                raise NPUError("ERR_INVALID_CONFIG", "give the prompt as text or as ids, not both")
+            prompt_ids = np.array(self.tokenizer.encode(prompt or "", "prompt"))
+            negative_ids = np.array(self.tokenizer.encode(negative_prompt or "", "negative_prompt"))
+            if self.meta["batch"] == 1:
+                negative_ids = None
+        if prompt_ids is None:
+            raise NPUError("ERR_INVALID_CONFIG", "give prompt_ids= (token ids) or prompt= (text)")
         plan = self.scheduler.plan(steps)
         if isinstance(guidance, bool) or not isinstance(guidance, numbers.Real) or not math.isfinite(guidance):
             raise NPUError("ERR_INVALID_CONFIG", f"guidance={guidance!r}: give a finite number (7.5 is usual)")

@@ -5,6 +5,7 @@ loop on the NPU and write the image as a PNG; print the cycles per stage and per
 from __future__ import annotations
 
 import math
+import os
 
 # Only the standard library at import: cli.py builds this command's parser for `tvm-npu --help`, which
 # never loads TVM or tvm-ffi (tests/tools/test_cli_help_fast.py). The command imports what it runs.
@@ -27,10 +28,12 @@ def _ids(text: str | None, flag: str):
 
 def add_parser(sub, config) -> None:
     p = sub.add_parser("diffuse", help="text encoder + UNet on the NPU, VAE on the CPU: an image (docs/diffusion.md)")
-    p.add_argument("text_encoder", help="the text encoder's ONNX file")
-    p.add_argument("unet", help="the UNet's ONNX file")
-    p.add_argument("vae_decoder", help="the VAE decoder's ONNX file")
-    p.add_argument("--prompt-ids", required=True, help="the prompt's token ids, padded to the encoder's positions")
+    p.add_argument("text_encoder", help="the text encoder's ONNX file, or a Stable Diffusion folder (optimum's layout)")
+    p.add_argument("unet", nargs="?", help="the UNet's ONNX file (not with a folder)")
+    p.add_argument("vae_decoder", nargs="?", help="the VAE decoder's ONNX file (not with a folder)")
+    p.add_argument("--prompt", help="the prompt as text (a folder: its tokenizer encodes it)")
+    p.add_argument("--negative-prompt", default="", help="the negative prompt as text (default: empty)")
+    p.add_argument("--prompt-ids", help="the prompt's token ids, padded to the encoder's positions")
     p.add_argument("--negative-ids", help="the negative (or empty) prompt's ids, for guidance > 1")
     p.add_argument("-o", "--output", required=True, help="the PNG to write")
     p.add_argument("--trace", help="write the loop's steps (and the thermal log) as a Perfetto / Chrome trace")
@@ -52,8 +55,21 @@ def cmd_diffuse(args) -> int:
     from ..runtime.files import replacing
     from .commands import _existing, outputs_apart
 
-    files = [_existing(args.text_encoder, "text encoder"), _existing(args.unet, "UNet"),
-             _existing(args.vae_decoder, "VAE decoder")]  # fmt: skip
+    if args.unet is None and args.vae_decoder is None:  # a Stable Diffusion folder (diffusion/folder.py)
+        if not os.path.isfile(os.path.join(args.text_encoder, "model_index.json")):
+            raise NPUError(
+                "ERR_INVALID_MODEL",
+                f"{args.text_encoder}: not a Stable Diffusion folder (no model_index.json); give the folder optimum "
+                "exported, or the three ONNX files",
+            )
+        files = [args.text_encoder]
+    elif args.unet is None or args.vae_decoder is None:
+        raise NPUError("ERR_INVALID_CONFIG", "give a Stable Diffusion folder, or the three ONNX files")
+    else:
+        files = [_existing(args.text_encoder, "text encoder"), _existing(args.unet, "UNet"),
+                 _existing(args.vae_decoder, "VAE decoder")]  # fmt: skip
+    if (args.prompt is None) == (args.prompt_ids is None):
+        raise NPUError("ERR_INVALID_CONFIG", "give the prompt as --prompt TEXT (a folder) or as --prompt-ids")
     outputs_apart({"--output": args.output, "--trace": args.trace}, files)
     if not str(args.output).lower().endswith(".png"):
         raise NPUError("ERR_INVALID_CONFIG", f"--output {args.output!r}: the image is written as PNG: name it .png")
@@ -64,12 +80,14 @@ def cmd_diffuse(args) -> int:
         raise NPUError("ERR_INVALID_CONFIG", f"--guidance {args.guidance}: give a finite number (7.5 is usual)")
     policy = diffusion.StepPolicy(hot_c=args.hot_c) if args.thermal else None
     guided = args.guidance != 1
-    if guided and neg is None:
+    if guided and neg is None and args.prompt is None:
         raise NPUError("ERR_INVALID_CONFIG", "--negative-ids: guidance > 1 needs the negative (or empty) prompt's ids")
     pipe = diffusion.compile(*files, height=args.height, width=args.width, guidance=guided, config=args.config,
                              vae=args.vae)  # fmt: skip
+    text = {"prompt": args.prompt, "negative_prompt": args.negative_prompt} if args.prompt is not None else {}
     image = pipe.generate(ids, steps=args.steps, guidance=args.guidance, seed=args.seed, negative_ids=neg,
-                          thermal_policy=policy, thermal=args.thermal or "laptop", start_c=args.start_c)  # fmt: skip
+                          thermal_policy=policy, thermal=args.thermal or "laptop", start_c=args.start_c,
+                          **text)  # fmt: skip
     from PIL import Image  # matplotlib's own image library: a dependency of the core through it
 
     with replacing(args.output) as tmp:
