@@ -27,7 +27,7 @@ from tvm.relax.frontend.onnx import onnx_frontend
 from ..contract.errors import NPUError
 from ..ir.graph import BLOCK_BUILDER_LOCK
 from ..ir.values import constant_value
-from . import contrib, shape_fold
+from . import contrib, shape_fold, static_fold
 from .blockwise import DequantizeLinear, MatMulNBits, widen_int4_initializers
 from .lstm import LSTM
 from .onnx_attributes import check_model
@@ -236,7 +236,10 @@ def from_onnx(model: onnx.ModelProto | str | bytes, shape_dict: dict | None = No
         model, shape_dict = (model, shape_dict) if fixed is None else (fixed, None)
     if shape_dict is not None or not shape_fold.inputs_static(model):
         return _import(model, shape_dict)
-    # Every input static: shape arithmetic TVM cannot read (a Reshape of a computed shape fails the
+    # Every input static: values computed from shapes alone (a causal mask, an attention scale) are
+    # constants (frontend/static_fold.py).
+    model = static_fold.folded(model)
+    # Shape arithmetic TVM cannot read (a Reshape of a computed shape fails the
     # import; a Slice of computed bounds, torch's chunk / split, imports of unknown shape and fails the
     # build) is folded into constants and the model imported again (frontend/shape_fold.py).
     try:
