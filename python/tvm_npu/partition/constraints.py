@@ -343,6 +343,10 @@ def constraint_reshape_keeps_rows(call):
     return None if reshape_layouts(src, dst) else f"reshape {list(src)} -> {list(dst)}"
 
 
+def _align(n: int, a: int) -> int:
+    return -(-n // a) * a
+
+
 # The two permutations between an NCHW map and its pixels as rows ([N, H, W, C], a row per pixel).
 PERMUTE_VIEWS = {(0, 2, 3, 1): (NCHW, ROWS), (0, 3, 1, 2): (ROWS, NCHW)}
 
@@ -355,20 +359,31 @@ def permute_view_layouts(call) -> tuple | None:
 
 
 def constraint_permute_view(call, elem: int, cfg: NPUConfig):
-    """NPU_E_LAYOUT: a permute_dims is free on the NPU only where it moves no byte: an NCHW map to its
-    pixels as rows ([N, C, H, W] -> [N, H, W, C], axes [0, 2, 3, 1]: a transformer block's tokens,
-    stored a row per pixel) or back (axes [0, 3, 1, 2]), with a pixel's channels filling whole aligned
-    rows (C x element bytes a multiple of the alignment, 128 bytes: C a multiple of 64 in fp16, 128 in
-    int8; SD-1.5's 320, 640 and 1280 fp16 channels are). Then the map's rows and the pixels' rows are
-    the same bytes; other permutations, and narrower pixels, move data and stay on the CPU."""
+    """NPU_E_LAYOUT: a permute_dims runs on the NPU between an NCHW map and its pixels as rows
+    ([N, C, H, W] -> [N, H, W, C], axes [0, 2, 3, 1]: a transformer block's tokens, stored a row per
+    pixel) or back (axes [0, 3, 1, 2]). With a pixel's channels filling whole aligned rows (C x element
+    bytes a multiple of the alignment, 128 bytes: SD-1.5's 320, 640 and 1280 fp16 channels) the map's
+    rows are the pixels' rows: a view, no byte moves. A narrower pixel (the tiny UNet's 32 fp16
+    channels, 64 bytes) is copied between the two pitches by strided POOL 1x1 copies, exact
+    (backend/plan/restride_plan.py): its bytes must be a multiple of 16 (POOL's pixel stride, C a
+    multiple of 8 in fp16), and one map row on each side, twice (ping / pong), must fit in SRAM. Other
+    permutations move data another way and stay on the CPU."""
     if constant_value(call.args[0]) is not None:
         return "constant input (folded at compile time instead)"
     if permute_view_layouts(call) is None:
         axes = [int(a) for a in call.attrs.axes] if call.attrs.axes is not None else "reversed"
         return f"axes {axes} of a rank-{len(static_shape(call) or ())} tensor"
-    c = static_shape(call)[3] if int(call.attrs.axes[1]) == 2 else static_shape(call)[1]
-    if c * elem % cfg.alignment:
-        return f"{c} channels of {elem} byte(s): {c * elem} bytes a pixel, not a multiple of {cfg.alignment}"
+    shape = static_shape(call)
+    to_rows = int(call.attrs.axes[1]) == 2
+    c, w = (shape[3], shape[2]) if to_rows else (shape[1], shape[3])
+    px = c * elem
+    if px % cfg.alignment == 0:
+        return None
+    if px % 16:
+        return f"{c} channels of {elem} byte(s): {px} bytes a pixel, neither a multiple of {cfg.alignment} nor of 16"
+    band = 2 * (_align(w * px, cfg.alignment) + w * _align(px, cfg.alignment))
+    if band > cfg.sram_bytes:
+        return f"one map row of {w} pixels at both pitches needs {band} bytes of SRAM, more than {cfg.sram_bytes}"
     return None
 
 

@@ -439,6 +439,7 @@ def region_layers(config, graph, planned) -> dict:
             "group_norm": (4 if layer.func == "silu" else 3) * elems,  # GN_STATS' two passes, GN_APPLY's
             "pool": elems * layer.window[0] * layer.window[1],
             "upsample": elems,  # one POOL 1x1 step per output element
+            "restride": elems,  # one POOL 1x1 step per element (backend/plan/restride_plan.py)
         }[layer.kind]
         layers.append(
             {

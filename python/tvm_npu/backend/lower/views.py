@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.values import static_shape
+from ...partition.constraints import ROWS
 from . import quant_params as qp
 from .composite import Composite, qparams
 from .graph import Layer, conv_view, rows_view
@@ -34,12 +35,17 @@ def lower_reshape(comp: Composite) -> Layer:
 def lower_permute_view(comp: Composite) -> Layer:
     """An NCHW map to its pixels as rows, or back (constraints.constraint_permute_view): with a pixel's
     channels filling whole aligned rows the map's rows are the pixels' rows, so no command, the output
-    aliases the input's bytes."""
-    layer = comp.layer("view")
+    aliases the input's bytes. A narrower pixel (C x elem not a multiple of the configured alignment) is
+    stored at another pitch in the map than as a token row: the planner, which knows the alignment, makes
+    that view a "restride" layer, one strided POOL copy per band of map rows (plan/restride_plan.py).
+    `func` says the direction: "to_rows" (map -> tokens) or "to_map"."""
     call = comp.calls["permute_dims"][0]
     data, out_shape = call.args[0], static_shape(call)
     layout, in_view = comp.layout_view(data, static_shape(call.args[0]))
     out_layout, out_view = comp.layout_view(comp.out_var, out_shape)
+    layer = comp.layer("view")
+    layer.func = "to_map" if layout == ROWS else "to_rows"  # the planner may make it a copy (restride_plan.py)
+    layer.out_elems = int(np.prod(out_shape))
     layer.inputs = [comp.tensor(data, in_view, layout)]
     layer.out = comp.tensor(comp.out_var, out_view, out_layout, out_shape)
     return layer

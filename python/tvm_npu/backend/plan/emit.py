@@ -21,6 +21,7 @@ from ..lower.graph import Layer
 from .group_norm_plan import emit_group_norm
 from .matmul_plan import emit_matmul
 from .matmul_plan import footprint as matmul_footprint
+from .restride_plan import emit_restride
 from .schedule import Scoreboard, emit_dma
 from .sram import align
 from .tiling import row_tiles
@@ -229,6 +230,8 @@ def emit_layer(
         return emit_group_norm(sb, cfg, layer, srcs, dst, lp, after_compute, before_compute)
     if layer.kind == "upsample":  # fH * fW strided POOL copies per row tile (upsample_plan.py)
         return emit_upsample(sb, cfg, layer, srcs, dst, lp, after_compute, before_compute)
+    if layer.kind == "restride":  # one strided POOL copy per band of map rows (restride_plan.py)
+        return emit_restride(sb, cfg, layer, srcs, dst, lp, after_compute, before_compute)
     tiles = row_tiles(layer, srcs[0].view, dst.view, lp.tile_oh)
     blocks = lp.blocks or [None]
     for bi, blk in enumerate(blocks):

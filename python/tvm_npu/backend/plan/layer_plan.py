@@ -17,6 +17,7 @@ from ..lower.graph import Graph, Layer
 from . import cost_model
 from .emit import LayerPlan, Placed, emit_layer, src_rows
 from .matmul_plan import matmul_layout, tile_options
+from .restride_plan import restride_layout
 from .schedule import Scoreboard
 from .sram import Arena, align
 from .tiling import row_tiles, tile_heights
@@ -66,6 +67,8 @@ def _layout(cfg, layer, srcs, dst, blocks, base, tile_oh) -> LayerPlan | None:
         return matmul_layout(cfg, layer, srcs, dst, base, tile_oh, LayerPlan)
     if layer.kind == "upsample":  # bands of input rows, fH output rows each (upsample_plan.py)
         return upsample_layout(cfg, layer, srcs, dst, base, tile_oh, LayerPlan)
+    if layer.kind == "restride":  # bands of map rows copied to the tokens' pitch or back (restride_plan.py)
+        return restride_layout(cfg, layer, srcs, dst, base, tile_oh, LayerPlan)
     arena = Arena(cfg, base)
     tiles = row_tiles(layer, srcs[0].view, dst.view, tile_oh)
     in_rows = max(t.in_rows for t in tiles)

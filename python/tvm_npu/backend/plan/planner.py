@@ -24,7 +24,7 @@ from ...contract.config import NPUConfig
 from ...contract.errors import NPUError
 from ...contract.stream import DTYPE_BYTES, Stream, TensorDesc
 from ..lower.graph import Graph
-from . import cost_model, recurrence, slices
+from . import cost_model, recurrence, restride_plan, slices
 from .constants import constant_bytes, layer_blocks
 from .emit import Block, Placed, emit_layer
 from .layer_plan import any_weight_heavy, block_sizes, choose, weight_bound
@@ -299,6 +299,7 @@ def plan(cfg: NPUConfig, graph: Graph) -> Stream:
     # only when the streamer has earlier layers to load them behind: with the best budget, plan without
     # them too -- with them, a lone classifier on a larger SRAM ran slower and moved more bytes. (Once:
     # MobileNetV2 plans in 20% more time; per budget it took 70% more, for the same schedule.)
+    restride_plan.resolve(cfg, graph)  # permute views of narrow pixels become copies
     pinned = recurrence.state_tensors(graph)
     slices_of, joined = slices.resolve(graph, pinned)
 
