@@ -278,20 +278,25 @@ def _check_static(i: int, cmd, stream: Stream, reads: list, writes: list) -> Non
                 if what == "records" and cmd.op == "GN_STATS":  # merged in place, by design
                     continue
                 end, o_end = (
-                    _end(cmd, addr, r, rb, s, cfg.alignment),
-                    _end(cmd, o, rows, row_bytes, stride, cfg.alignment),
+                    _end(cmd, addr, r, rb, s, cfg.alignment, exact=True),
+                    _end(cmd, o, rows, row_bytes, stride, cfg.alignment, exact=True),
                 )
                 if addr < o_end and o < end:
                     _fail(i, cmd, f"output [{o}, {o_end}) overlaps its {what} [{addr}, {end})")
 
 
-def _end(cmd, addr: int, rows: int, row_bytes: int, stride: int, alignment: int = 128) -> int:
-    """One past a footprint: its rows with their padding, but a MATMUL's head slice (format 1.8, an
-    address off the alignment) ends with its last row's bytes, so the last head of a buffer does not
-    reach into the next one."""
-    if cmd.op == "MATMUL" and addr % alignment:
-        return addr + (rows - 1) * stride + row_bytes
-    return addr + rows * stride
+def _end(cmd, addr: int, rows: int, row_bytes: int, stride: int, alignment: int = 128, exact: bool = False) -> int:
+    """One past a footprint: its rows with their padding. A MATMUL operand may be a head slice (format
+    1.8): one head's columns of every row, at any 16-byte offset of the row, and that offset may itself
+    be a multiple of the alignment (head 2 of SD-1.5's 320-byte heads starts 640 bytes in). So whether
+    `addr` is aligned says nothing; a MATMUL footprint ends with its last row's bytes, rounded up to the
+    alignment (the padding of a row that ends there), never `rows * stride` past a head's offset, which
+    would reach into the next buffer by that offset. `exact`: without the rounding, as the runtime's
+    MATMUL check measures an output overlapping an operand (src/runtime/matmul_checks.cc)."""
+    if cmd.op != "MATMUL":
+        return addr + rows * stride
+    last = addr + (rows - 1) * stride + row_bytes
+    return last if exact else min(addr + rows * stride, -(-last // alignment) * alignment)
 
 
 def _sram_states(stream: Stream) -> list:

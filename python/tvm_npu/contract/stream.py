@@ -201,15 +201,26 @@ _ADDRESS_SPACE = 1 << 32  # DDR addresses are 32 bits
 _SRAM_STATE_MINOR = 5
 
 
-# Format 1.8's head slices: a MATMUL operand address or batch stride off the alignment (16 bytes is enough).
+# Format 1.8's head slices: a MATMUL operand address or batch stride off the alignment (16 bytes is enough),
+# or batches that interleave within each row (a batch stride below one batch's rows x row stride). Heads of
+# 64 fp16 (128 bytes) are aligned, and their batches still interleave: a 1.7 runtime would refuse them.
 _HEAD_SLICES_MINOR = 8
 _HEAD_SLICE_OPERANDS = ("a_addr", "b_addr", "out_addr", "a_bstride", "b_bstride", "out_bstride")
+
+
+def _interleaved(a: dict) -> bool:
+    """Whether a MATMUL's batches of some operand are not apart (docs/npu.md section 3, head slices)."""
+    b_batches = (a["batch"] - 1) // max(a.get("b_group", 1), 1) + 1
+    b_rows = a["n"] if a.get("b_transposed", 0) else a["k"]
+    return (a["batch"] > 1 and (a["a_bstride"] < a["m"] * a["a_stride"] or a["out_bstride"] < a["m"] * a["out_stride"])
+            or b_batches > 1 and a["b_bstride"] < b_rows * a["b_stride"])  # fmt: skip
 
 
 def _head_slices(stream: Stream) -> bool:
     align = stream.config.alignment
     return any(
-        c.op == "MATMUL" and any(c.args.get(k, 0) % align for k in _HEAD_SLICE_OPERANDS) for c in stream.commands
+        c.op == "MATMUL" and (any(c.args.get(k, 0) % align for k in _HEAD_SLICE_OPERANDS) or _interleaved(c.args))
+        for c in stream.commands
     )
 
 
