@@ -11,12 +11,12 @@ naming the file and what to change.
 
 from __future__ import annotations
 
-import json
 import os
 
 import onnx
 
 from ..contract.errors import NPUError
+from .config_json import read_json
 from .scheduler import DDIM
 
 PARTS = ("text_encoder", "unet", "vae_decoder")
@@ -25,17 +25,6 @@ SCHEDULERS = ("DDIMScheduler",)  # samplers this pipeline runs exactly (schedule
 
 def is_folder(path) -> bool:
     return isinstance(path, str | os.PathLike) and os.path.isfile(os.path.join(path, "model_index.json"))
-
-
-def _json(path: str) -> dict:
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, ValueError) as err:
-        raise NPUError("ERR_INVALID_MODEL", f"{path}: not readable JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise NPUError("ERR_INVALID_MODEL", f"{path}: expected a JSON object")
-    return data
 
 
 def _pin(model: onnx.ModelProto, name: str, axis: int, value: int) -> None:
@@ -52,7 +41,7 @@ def read(folder, scheduler: DDIM | None = None) -> dict:
     """{"text_encoder", "unet", "vae_decoder": ModelProto, "scheduler": DDIM, "vae_scaling_factor",
     "positions", "tokenizer": tokenizer folder}; NPUError for a part missing or not runnable."""
     folder = os.fspath(folder)
-    index = _json(os.path.join(folder, "model_index.json"))
+    index = read_json(os.path.join(folder, "model_index.json"))
     if "text_encoder_2" in index or "transformer" in index:
         raise NPUError(
             "ERR_INVALID_MODEL",
@@ -78,11 +67,11 @@ def read(folder, scheduler: DDIM | None = None) -> dict:
                 "run DDIM on its betas (a different sampler, so a different image)",
             )
         scheduler = DDIM.from_config(os.path.join(folder, "scheduler", "scheduler_config.json"))
-    te_cfg = _json(os.path.join(folder, "text_encoder", "config.json"))
+    te_cfg = read_json(os.path.join(folder, "text_encoder", "config.json"))
     positions = te_cfg.get("max_position_embeddings")
     if not isinstance(positions, int) or positions < 1:
         raise NPUError("ERR_INVALID_MODEL", f"{folder}/text_encoder/config.json: no max_position_embeddings")
-    vae_cfg = _json(os.path.join(folder, "vae_decoder", "config.json"))
+    vae_cfg = read_json(os.path.join(folder, "vae_decoder", "config.json"))
     from ..frontend.onnx import read_model
 
     models = {p: read_model(os.path.join(folder, p, "model.onnx")) for p in PARTS}

@@ -15,10 +15,10 @@ warning: the image of a cut prompt is not the image of the prompt asked for.
 
 from __future__ import annotations
 
-import json
 import os
 
 from ..contract.errors import NPUError
+from .config_json import read_json
 
 FILES = ("vocab.json", "merges.txt", "tokenizer_config.json")
 # CLIP's word split (its regex, less the special tokens, which are never in a prompt's text)
@@ -28,17 +28,6 @@ _WORDS = r"""'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+"""
 def _token(value):
     """A special token as tokenizer_config.json writes it: a string or {"content": ...}."""
     return value.get("content") if isinstance(value, dict) else value
-
-
-def _json(path: str) -> dict:
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, ValueError) as err:
-        raise NPUError("ERR_INVALID_MODEL", f"{path}: not readable JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise NPUError("ERR_INVALID_MODEL", f"{path}: expected a JSON object")
-    return data
 
 
 class CLIPTokenizer:
@@ -64,10 +53,10 @@ class CLIPTokenizer:
                 "text prompts need the `tokenizers` library: pip install 'tvm_npu[tokenizer]', or pass token "
                 "ids (prompt_ids=)",
             ) from None
-        config = _json(os.path.join(folder, "tokenizer_config.json"))
+        config = read_json(os.path.join(folder, "tokenizer_config.json"))
         special = os.path.join(folder, "special_tokens_map.json")
         if os.path.isfile(special):  # transformers writes both; the map wins where they differ, as it loads them
-            config = {**config, **_json(special)}
+            config = {**config, **read_json(special)}
         loaded = None
         if os.path.isfile(fast):
             try:
@@ -76,7 +65,7 @@ class CLIPTokenizer:
                 raise NPUError("ERR_INVALID_MODEL", f"{fast} is not a tokenizers file: {err}") from None
             vocab = loaded.get_vocab()
         else:
-            vocab = _json(os.path.join(folder, "vocab.json"))
+            vocab = read_json(os.path.join(folder, "vocab.json"))
         names = {k: _token(config.get(f"{k}_token")) for k in ("bos", "eos", "pad", "unk")}
         names = {k: v or {"bos": "<|startoftext|>", "eos": "<|endoftext|>", "unk": "<|endoftext|>"}.get(k)
                  for k, v in names.items()}  # fmt: skip
