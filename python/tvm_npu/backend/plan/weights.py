@@ -59,6 +59,21 @@ def _first_fit(busy: list, size: int, limit: int, alignment: int) -> int | None:
     return addr if addr + size <= limit else None
 
 
+def _merged(union: list, ranges: list) -> list:
+    """`union` (sorted, disjoint, no two touching) with `ranges` added, kept so. First fit over it is
+    first fit over all the ranges (an address inside or at the end of overlapping or touching ranges is
+    busy either way), but the list stays as short as the gaps between them: the same resident seen in
+    every earlier layer no longer grows it once per layer, which made the search cubic in the layers."""
+    out: list = []
+    for lo, hi in sorted(union + list(ranges)):
+        if out and lo <= out[-1][1]:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return out
+
+
 def place_weight_slots(cfg: NPUConfig, plans: list, residents: dict) -> int:
     """Give every constant block a slot (`w_slots`) and the index of the first layer its load may
     overlap (`load_after`). Returns the first SRAM byte above everything placed."""
@@ -80,7 +95,7 @@ def place_weight_slots(cfg: NPUConfig, plans: list, residents: dict) -> int:
                 continue
             best, union = None, []
             for k in range(i, -1, -1):
-                union += busy[k]
+                union = _merged(union, busy[k])
                 addr = _first_fit(union, size, cfg.sram_bytes, cfg.alignment)
                 if addr is None:
                     break
