@@ -107,30 +107,52 @@ def _shape_of(node: onnx.NodeProto, shape: tuple[int, ...]) -> np.ndarray:
     return np.array(shape[slice(attrs.get("start", 0), attrs.get("end"))], np.int64)
 
 
-def _fold_pass(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> bool:
-    """One topological pass: Shape/Size of static tensors and all-constant nodes become constants
-    (recorded in `values`, the node dropped). Returns whether anything was folded."""
+def _folded_value(
+    node: onnx.NodeProto,
+    values: dict[str, np.ndarray],
+    shapes: dict[str, tuple[int, ...]],
+    opset: int,
+    kept: frozenset[str] | set[str],
+    max_elements: int | None,
+) -> list[np.ndarray] | None:
+    """The outputs of `node` when they follow from constants alone, else None: a Shape / Size of a
+    static tensor, or a node of constant inputs (a Constant node is one) not in `kept`, whose results
+    have at most `max_elements` elements each."""
+    if node.domain not in ("", "ai.onnx") or node.op_type in _NOT_FOLDED or node.op_type in kept:
+        return None
+    if node.op_type in ("Shape", "Size"):
+        return [_shape_of(node, shapes[node.input[0]])] if node.input[0] in shapes else None
+    if not all(not i or i in values for i in node.input):
+        return None
+    result = _evaluate(node, {i: values[i] for i in node.input if i}, opset)
+    if max_elements is not None and any(np.asarray(r).size > max_elements for r in result):
+        return None
+    return result
+
+
+def fold_pass(
+    model: onnx.ModelProto,
+    values: dict[str, np.ndarray],
+    kept: frozenset[str] | set[str] = frozenset(),
+    max_elements: int | None = None,
+) -> bool:
+    """One topological pass: the nodes _folded_value can evaluate become constants (recorded in
+    `values`, the node dropped, read ones written as initializers). Returns whether anything was
+    folded."""
     shapes = static_shapes(model)
     opset = opset_of(model)
-    kept, changed = [], False
+    remaining, changed = [], False
     for node in model.graph.node:
-        result = None
-        if node.op_type == "Constant":
-            result = _evaluate(node, {}, opset)
-        elif node.domain in ("", "ai.onnx") and node.op_type not in _NOT_FOLDED:
-            if node.op_type in ("Shape", "Size") and node.input[0] in shapes:
-                result = [_shape_of(node, shapes[node.input[0]])]
-            elif all(not i or i in values for i in node.input):
-                result = _evaluate(node, {i: values[i] for i in node.input if i}, opset)
+        result = _folded_value(node, values, shapes, opset, kept, max_elements)
         if result is None:
-            kept.append(node)
+            remaining.append(node)
             continue
         changed = True
         for name, value in zip((o for o in node.output if o), result):
             values[name] = np.asarray(value)
     if changed:
         del model.graph.node[:]
-        model.graph.node.extend(kept)
+        model.graph.node.extend(remaining)
         _write_constants(model, values)
     return changed
 
@@ -186,7 +208,7 @@ def fold(model: onnx.ModelProto) -> onnx.ModelProto:
     values = constants(model.graph)
     bypass_identities(model)
     remove_dead(model)
-    while _fold_pass(model, values):
+    while fold_pass(model, values):
         bypass_identities(model)
         remove_dead(model)
     bypass_identities(model, _same_type_casts(model))

@@ -20,7 +20,6 @@ Casts (the tracer's `.to(dtype)` after every softmax) are then bypassed.
 
 from __future__ import annotations
 
-import numpy as np
 import onnx
 
 from . import decoder_fold
@@ -32,43 +31,14 @@ _MAX_ELEMENTS = 1 << 16
 _KEPT = {"Constant", "QuantizeLinear", "DynamicQuantizeLinear"}
 
 
-def _fold_pass(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> bool:
-    """One topological pass: Shape / Size of static tensors and nodes of constant inputs become
-    initializers (recorded in `values`). Returns whether anything was folded."""
-    shapes = decoder_fold.static_shapes(model)
-    opset = decoder_fold.opset_of(model)
-    kept, changed = [], False
-    for node in model.graph.node:
-        result = None
-        if node.domain in ("", "ai.onnx") and node.op_type not in decoder_fold._NOT_FOLDED:
-            if node.op_type in ("Shape", "Size") and node.input[0] in shapes:
-                result = [decoder_fold._shape_of(node, shapes[node.input[0]])]
-            elif node.op_type not in _KEPT and node.input and all(not i or i in values for i in node.input):
-                result = decoder_fold._evaluate(node, {i: values[i] for i in node.input if i}, opset)
-                if any(np.asarray(r).size > _MAX_ELEMENTS for r in result):
-                    result = None
-        if result is None:
-            kept.append(node)
-            continue
-        changed = True
-        for name, value in zip((o for o in node.output if o), result):
-            values[name] = np.asarray(value)
-    if changed:
-        del model.graph.node[:]
-        model.graph.node.extend(kept)
-        decoder_fold._write_constants(model, values)
-        decoder_fold.remove_dead(model)
-    return changed
-
-
 def folded(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of `model` (graph inputs static) with the values computed from static shapes as
     initializers."""
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     values = decoder_fold.constants(copy.graph)
-    while _fold_pass(copy, values):
-        pass
+    while decoder_fold.fold_pass(copy, values, kept=_KEPT, max_elements=_MAX_ELEMENTS):
+        decoder_fold.remove_dead(copy)
     # the tracer's `.to(dtype)` of a tensor of that dtype (after every attention softmax): identities that
     # would cut the NPU graph as CPU astype ops
     decoder_fold.bypass_identities(copy, decoder_fold._same_type_casts(copy))
