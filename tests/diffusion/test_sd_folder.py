@@ -41,38 +41,14 @@ def _tokenizer_folder(path, positions: int):
     return ref
 
 
-def _text_encoder(path) -> str:
-    """The tiny CLIPTextModel of models/diffusers_export.py with a vocabulary of 330 (the BPE's), batch 2."""
-    import torch
-    import transformers
-
-    from tvm_npu.models import diffusers_export as de
-
-    torch.manual_seed(0)
-    cfg = transformers.CLIPTextConfig(vocab_size=330, hidden_size=de.TEXT_WIDTH, intermediate_size=2 * de.TEXT_WIDTH,
-                                      num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=de.SEQ,
-                                      bos_token_id=0, eos_token_id=1, pad_token_id=1,
-                                      attn_implementation="eager")  # fmt: skip
-    model = transformers.CLIPTextModel(cfg).eval()
-
-    class Encoder(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids):
-            return self.model(input_ids=input_ids).last_hidden_state
-
-    ids = torch.zeros((2, de.SEQ), dtype=torch.int64)
-    return de._export(Encoder(), (ids,), str(path), ["input_ids"], ["last_hidden_state"], None)
-
-
 @pytest.fixture(scope="module")
 def sd_folder(diffusers_export, tmp_path_factory):
     from tvm_npu.models import diffusers_export as de
 
     root = tmp_path_factory.mktemp("sd") / "sd"
-    files = {"text_encoder": _text_encoder(root.parent / "te.onnx"), "unet": diffusers_export("unet", batch=2),
+    # the tokenizer's vocabulary (330) and special ids (0, 1)
+    encoder = de.export_text_encoder(str(root.parent / "te.onnx"), batch=2, vocab=330, bos_eos=(0, 1))
+    files = {"text_encoder": encoder, "unet": diffusers_export("unet", batch=2),
              "vae_decoder": diffusers_export("vae_decoder")}  # fmt: skip
     for part, f in files.items():
         (root / part).mkdir(parents=True)

@@ -27,21 +27,23 @@ LATENT_CHANNELS = 4
 VOCAB = 100
 
 
-def text_encoder(seed: int = 0):
-    """transformers' CLIPTextModel (2 layers, width 32, 4 heads, 8 positions), seeded, eval mode."""
+def text_encoder(seed: int = 0, vocab: int = VOCAB, bos_eos: tuple[int, int] | None = None):
+    """transformers' CLIPTextModel (2 layers, width 32, 4 heads, 8 positions), seeded, eval mode; `bos_eos`
+    the begin / end token ids (default the vocabulary's last two)."""
     import torch
     import transformers
 
     torch.manual_seed(seed)
     config = transformers.CLIPTextConfig(
-        vocab_size=VOCAB,
+        vocab_size=vocab,
         hidden_size=TEXT_WIDTH,
         intermediate_size=2 * TEXT_WIDTH,
         num_hidden_layers=2,
         num_attention_heads=4,
         max_position_embeddings=SEQ,
-        bos_token_id=VOCAB - 2,  # CLIP's defaults (49406, 49407) lie outside a tiny vocabulary
-        eos_token_id=VOCAB - 1,
+        # CLIP's defaults (49406, 49407) lie outside a tiny vocabulary
+        bos_token_id=(bos_eos or (vocab - 2, vocab - 1))[0],
+        eos_token_id=(bos_eos or (vocab - 2, vocab - 1))[1],
         pad_token_id=1,
         attn_implementation="eager",
     )
@@ -111,12 +113,14 @@ def _export(module, args: tuple, path: str, inputs: list, outputs: list, axes: d
     return path
 
 
-def export_text_encoder(path: str, batch: int = 1, seed: int = 0) -> str:
+def export_text_encoder(
+    path: str, batch: int = 1, seed: int = 0, vocab: int = VOCAB, bos_eos: tuple[int, int] | None = None
+) -> str:
     """The text encoder to `path`: input `input_ids` [batch, 8] int64, output `last_hidden_state`
-    [batch, 8, 32] (the UNet's encoder_hidden_states)."""
+    [batch, 8, 32] (the UNet's encoder_hidden_states); `vocab` and `bos_eos` as text_encoder's."""
     import torch
 
-    model = text_encoder(seed)
+    model = text_encoder(seed, vocab, bos_eos)
 
     class Encoder(torch.nn.Module):
         def __init__(self):
@@ -126,7 +130,7 @@ def export_text_encoder(path: str, batch: int = 1, seed: int = 0) -> str:
         def forward(self, input_ids):
             return self.model(input_ids=input_ids).last_hidden_state
 
-    ids = torch.randint(0, VOCAB, (batch, SEQ), generator=torch.Generator().manual_seed(seed))
+    ids = torch.randint(0, vocab, (batch, SEQ), generator=torch.Generator().manual_seed(seed))
     return _export(Encoder(), (ids,), path, ["input_ids"], ["last_hidden_state"], None)
 
 
