@@ -47,13 +47,17 @@ def _call(expr, resolve, name: str):
 
 
 def _per_group(expr, resolve) -> np.ndarray | None:
-    """take(astype(constant), constant index, axis) as the numpy value it computes, or None."""
+    """take(astype(constant, float32), constant index, axis) as the numpy value it computes, or None. The
+    astype may be gone when the table is float32 already (rewrite/identity_casts.py drops it)."""
     take = _call(expr, resolve, "relax.take")
-    cast = None if take is None else _call(take.args[0], resolve, "relax.astype")
-    if cast is None or str(cast.attrs.dtype) != "float32" or take.attrs.axis is None:
+    if take is None or take.attrs.axis is None:
         return None
-    table, index = constant_value(resolve(cast.args[0])), constant_value(resolve(take.args[1]))
-    if table is None or index is None:
+    cast = _call(take.args[0], resolve, "relax.astype")
+    if cast is not None and str(cast.attrs.dtype) != "float32":
+        return None
+    table = constant_value(resolve(cast.args[0] if cast is not None else take.args[0]))
+    index = constant_value(resolve(take.args[1]))
+    if table is None or index is None or (cast is None and table.dtype != np.float32):
         return None
     return np.take(table, index, axis=int(take.attrs.axis))
 

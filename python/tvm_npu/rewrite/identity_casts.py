@@ -6,9 +6,8 @@ imports as an astype that changes no bit but has no NPU pattern (NPU_E_UNSUPPORT
 attention's last matmul and its output projection that split the VAE decoder's NPU region. Runs in
 `rewrite.run` before the fusions, so their recognizers see the chain without it.
 
-Not in `PASSES` for now: with it there, the int4 LLM build (tests/tools/test_disasm.py, llama_int4) lost
-its int4 weights although it dropped no cast there (not yet understood); ONNX imports get the same
-bypass from frontend/static_fold.py, which keeps the VAE decoder in one region.
+First in `PASSES`. A group-wise int4 weight's float32 scale tables lose their astype here; the
+int4 recognizers (ir/group_quant.py, partition/patterns.py) take the table with or without it.
 """
 
 from __future__ import annotations
