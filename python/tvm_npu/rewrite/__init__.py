@@ -31,6 +31,7 @@ from .fuse_pad import fuse_pad_into_conv
 from .fuse_rms_norm import fuse_rms_norm
 from .fuse_silu import fuse_silu
 from .identity_casts import identity_casts
+from .repeated_constants import repeated_constants
 from .scale_before_heads import scale_before_heads
 from .split_dense_columns import split_dense_columns
 from .split_halves import split_halves
@@ -43,6 +44,7 @@ PASSES = (
     identity_casts,
     uint8_as_int8,
     fold_constant_compute,
+    repeated_constants,
     split_dense_columns,
     split_halves,
     views_as_reshape,
