@@ -101,3 +101,20 @@ def test_cli_profile_writes_html(tmp_path, capsys):
     table = text[text.index('<table id="placements">') :]
     table = table[: table.index("</table>")]
     assert table.count('<tr class="npu">') == 17 and '<tr class="cpu">' not in table
+
+
+def test_page_shows_sram_utilization_per_layer(rendered):
+    # The residual block on npu-ref: peak 38912 B while the 1x1 conv runs (counted by hand in
+    # tests/backend/test_sram_usage.py); one row per layer with its own numbers, no fragmentation.
+    prof, _, (page, *_) = rendered
+    text = page.read_text()
+    assert prof["sram"]["peak_bytes"] == 38912
+    assert f'id="sram_peak_utilization">{100 * 38912 / 2**21:.1f}%<' in text
+    table = text[text.index('<table id="sram">') :]
+    table = table[: table.index("</table>")]
+    assert table.count("<tr>") == 1 + len(prof["layers"])
+    for lay in prof["layers"]:
+        s = lay["sram"]
+        cells = [str(s["peak_bytes"]), f"{100 * s['peak_utilization']:.2f}%", str(s["largest_free_block_at_peak"])]
+        assert all(f'<td class="num">{c}</td>' in table for c in cells)
+    assert "No fragmentation warnings." in text
