@@ -2,6 +2,7 @@
 the numbers against a brute-force byte map, against the decoded stream's own SRAM addresses and a hand
 count, and the fragmentation warning on a model that fragments and not on one that does not."""
 
+import logging
 import re
 import warnings
 
@@ -219,3 +220,17 @@ def test_spill_by_fragmentation_is_found_and_a_real_overflow_is_not():
     )
     assert "t, the output of layer L1 (1536 bytes), goes to DDR" in f["message"]
     assert fragmentation.spills(cfg, ranges, sizes, 3072, residents, names) == []
+
+
+def test_compile_log_shows_the_region_and_every_layer(caplog):
+    mod, _ = residual_block(np.random.default_rng(0))
+    report = tvm_npu.BuildReport()
+    with caplog.at_level(logging.INFO, logger="tvm_npu.backend.codegen"):
+        compile_npu_regions(mod, get_config(), report)
+    lines = [r.getMessage() for r in caplog.records if "SRAM peak" in r.getMessage()]
+    (info,) = report.regions.values()
+    assert len(lines) == 1 + len(info["layers"])
+    # The peak does not depend on the cycles: the hand count of test_peak_counted_by_hand.
+    assert re.search(r"npu region \S+: SRAM peak 38912 of 2097152 B \(1\.9%\), time-weighted [\d.]+%; at the peak "
+                     r"2058240 B free, largest free block 2058240 B", lines[0])  # fmt: skip
+    assert [re.search(r"npu layer (\S+):", ln).group(1) for ln in lines[1:]] == [lay["name"] for lay in info["layers"]]

@@ -90,11 +90,11 @@ def compile_region(func, config: NPUConfig):
         len(planned.commands),
         len(planned.weights),
     )
-    _log_sram(config, graph.symbol, planned)
+    _log_sram(config, graph, planned)
     return graph, planned, blob
 
 
-def _log_sram(config: NPUConfig, symbol: str, planned) -> None:
+def _log_sram(config: NPUConfig, graph, planned) -> None:
     """The region's SRAM use in the compile log (cost-model cycles per command; sram_usage.py), and a
     warning for each place fragmentation cost the plan something (fragmentation.py)."""
     info = getattr(planned, "info", {})
@@ -108,7 +108,9 @@ def _log_sram(config: NPUConfig, symbol: str, planned) -> None:
         durations,
         config.sram_bytes,
     )
-    for name, u in [(f"region {symbol}", use), *((f"layer {n}", u) for n, u in use["layers"].items())]:
+    order = [layer.name for layer in graph.layers if layer.name in use["layers"]]  # the layers' order
+    order += [n for n in use["layers"] if n not in order]
+    for name, u in [(f"region {graph.symbol}", use), *((f"layer {n}", use["layers"][n]) for n in order)]:
         log.info(
             "npu %s: SRAM peak %d of %d B (%.1f%%), time-weighted %.1f%%; at the peak %d B free, "
             "largest free block %d B",
@@ -120,8 +122,8 @@ def _log_sram(config: NPUConfig, symbol: str, planned) -> None:
             u["free_bytes_at_peak"],
             u["largest_free_block_at_peak"],
         )
-    for finding in info.get("sram_fragmentation", ()):
-        log.warning(finding["message"])
+    for finding in info.get("sram_fragmentation", ()):  # in the log beside the numbers; the warning says it once
+        log.info("npu %s", finding["message"])
         warnings.warn(finding["message"], SRAMFragmentationWarning, stacklevel=2)
 
 
