@@ -84,10 +84,14 @@ def tile_limits(cfg, layers: list, plans: list, residents: dict, placed: dict) -
                     "largest_free_block": largest,
                     "cycles": lp.cycles,
                     "better_cycles": best.cycles,
-                    "message": f"SRAM fragmentation: layer {layer.name} runs tiles of {lp.tile_oh} rows (estimated "
-                    f"{lp.cycles} cycles); tiles of {best.tile_oh} rows ({best.cycles} cycles) need {need} bytes of "
+                    "message": f"SRAM fragmentation: layer {layer.name} runs tiles of {_rows(lp.tile_oh)} (estimated "
+                    f"{lp.cycles} cycles); tiles of {_rows(best.tile_oh)} ({best.cycles} cycles) need {need} bytes of "
                     f"working SRAM, and {free} bytes are free while it runs, but the largest free block is "
                     f"{largest} bytes",
                 }
             )
     return found
+
+
+def _rows(n: int) -> str:
+    return f"{n} row" if n == 1 else f"{n} rows"
