@@ -37,6 +37,7 @@ _LAZY = {
     "NPUConfig": (".contract", "NPUConfig"),
     "NPUError": (".contract", "NPUError"),
     "NPUFallbackWarning": (".contract", "NPUFallbackWarning"),
+    "SRAMFragmentationWarning": (".contract", "SRAMFragmentationWarning"),
     "get_config": (".contract", "get_config"),
     "from_onnx": (".frontend", "from_onnx"),
     "QuantReport": (".quantization", "QuantReport"),

@@ -37,7 +37,12 @@ def _check_page(page, pngs):
 def test_page_references_every_figure(rendered):
     _, _, paths = rendered
     page, *pngs = paths
-    assert [p.name for p in pngs] == ["block_cycles.png", "block_roofline.png", "block_sram.png"]
+    assert [p.name for p in pngs] == [
+        "block_cycles.png",
+        "block_roofline.png",
+        "block_sram.png",
+        "block_sram_layers.png",
+    ]
     _check_page(page, pngs)
 
 
@@ -75,7 +80,7 @@ def test_without_a_report_there_is_no_sram_timeline_or_table(rendered, tmp_path)
     prof, _, _ = rendered
     page, *pngs = write_html(prof, None, tmp_path / "bare.html")
     text = _check_page(page, pngs)
-    assert len(pngs) == 2 and 'id="placements"' not in text
+    assert len(pngs) == 3 and 'id="placements"' not in text  # the per-layer SRAM figure is the profile's own
 
 
 def test_cli_profile_writes_html(tmp_path, capsys):
@@ -84,10 +89,32 @@ def test_cli_profile_writes_html(tmp_path, capsys):
     assert main(["profile", str(tmp_path / "model.onnx"), "--html", str(out)]) == 0
     assert f"wrote {out}" in capsys.readouterr().out
     pngs = sorted(out.parent.glob("model_*.png"))
-    assert [p.name for p in pngs] == ["model_cycles.png", "model_roofline.png", "model_sram.png"]
+    assert [p.name for p in pngs] == [
+        "model_cycles.png",
+        "model_roofline.png",
+        "model_sram.png",
+        "model_sram_layers.png",
+    ]
     text = _check_page(out, pngs)
     # One placement row per op, with the device the build chose (small_cnn: all 17 on the NPU). The page's
     # CSS names the classes too, so count rows, not words.
     table = text[text.index('<table id="placements">') :]
     table = table[: table.index("</table>")]
     assert table.count('<tr class="npu">') == 17 and '<tr class="cpu">' not in table
+
+
+def test_page_shows_sram_utilization_per_layer(rendered):
+    # The residual block on npu-ref: peak 38912 B while the 1x1 conv runs (counted by hand in
+    # tests/backend/test_sram_usage.py); one row per layer with its own numbers, no fragmentation.
+    prof, _, (page, *_) = rendered
+    text = page.read_text()
+    assert prof["sram"]["peak_bytes"] == 38912
+    assert f'id="sram_peak_utilization">{100 * 38912 / 2**21:.1f}%<' in text
+    table = text[text.index('<table id="sram">') :]
+    table = table[: table.index("</table>")]
+    assert table.count("<tr>") == 1 + len(prof["layers"])
+    for lay in prof["layers"]:
+        s = lay["sram"]
+        cells = [str(s["peak_bytes"]), f"{100 * s['peak_utilization']:.2f}%", str(s["largest_free_block_at_peak"])]
+        assert all(f'<td class="num">{c}</td>' in table for c in cells)
+    assert "No fragmentation warnings." in text

@@ -10,6 +10,7 @@ run at once. A plain `RunCodegen()` compiles for the default preset.
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import dataclass
 
 import tvm
@@ -19,8 +20,11 @@ from tvm import relax
 from .. import runtime
 from ..contract import stream
 from ..contract.config import NPUConfig, get_config
+from ..contract.errors import SRAMFragmentationWarning
 from ..partition import report
 from .lower import lower_function
+from .plan import sram_usage
+from .plan.cost_model import estimate
 from .plan.planner import plan
 from .verify import verify
 
@@ -86,7 +90,41 @@ def compile_region(func, config: NPUConfig):
         len(planned.commands),
         len(planned.weights),
     )
+    _log_sram(config, graph, planned)
     return graph, planned, blob
+
+
+def _log_sram(config: NPUConfig, graph, planned) -> None:
+    """The region's SRAM use in the compile log (cost-model cycles per command; sram_usage.py), and a
+    warning for each place fragmentation cost the plan something (fragmentation.py)."""
+    info = getattr(planned, "info", {})
+    if "sram_allocations" not in info:
+        return  # planned elsewhere (a KV-cache attention step, kv_plan.py): no allocation list
+    durations = [end - start for _, start, end in estimate(config, planned.commands).schedule]
+    use = sram_usage.usage(
+        info["sram_allocations"],
+        info["layer_first_command"],
+        [c.note for c in planned.commands],
+        durations,
+        config.sram_bytes,
+    )
+    order = [layer.name for layer in graph.layers if layer.name in use["layers"]]  # the layers' order
+    order += [n for n in use["layers"] if n not in order]
+    for name, u in [(f"region {graph.symbol}", use), *((f"layer {n}", use["layers"][n]) for n in order)]:
+        log.info(
+            "npu %s: SRAM peak %d of %d B (%.1f%%), time-weighted %.1f%%; at the peak %d B free, "
+            "largest free block %d B",
+            name,
+            u["peak_bytes"],
+            config.sram_bytes,
+            100 * u["peak_utilization"],
+            100 * u["time_weighted_utilization"],
+            u["free_bytes_at_peak"],
+            u["largest_free_block_at_peak"],
+        )
+    for finding in info.get("sram_fragmentation", ()):  # in the log beside the numbers; the warning says it once
+        log.info("npu %s", finding["message"])
+        warnings.warn(finding["message"], SRAMFragmentationWarning, stacklevel=2)
 
 
 @tvm_ffi.register_global_func("relax.ext.npu", override=True)

@@ -12,7 +12,7 @@ from .lazy import lazy_exports
 # Imported on first use: errors.py imports tvm-ffi (seconds), which the CLI's --help never needs.
 _LAZY = {
     **{name: (".config", name) for name in ("NPU_REF", "NPU_SMALL", "PRESETS", "NPUConfig", "get_config")},
-    **{name: (".errors", name) for name in ("CODES", "NPUError", "NPUFallbackWarning")},
+    **{name: (".errors", name) for name in ("CODES", "NPUError", "NPUFallbackWarning", "SRAMFragmentationWarning")},
 }
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 __all__ = sorted(_LAZY)

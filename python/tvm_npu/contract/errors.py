@@ -42,3 +42,10 @@ class NPUFallbackWarning(UserWarning):
     NPU region unexpectedly (reason NPU_E_INTERNAL in the build report, with the error). The build
     still gives the right answer; the warning asks for a bug report. Turn it into an error with
     ``warnings.simplefilter("error", tvm_npu.NPUFallbackWarning)``."""
+
+
+class SRAMFragmentationWarning(UserWarning):
+    """The SRAM planner's first-fit placement lost something to fragmentation: an intermediate went to
+    DDR, or a layer ran smaller tiles than the cost model preferred, although SRAM had enough free bytes
+    in total (no contiguous block; backend/plan/fragmentation.py). The build is correct, only slower.
+    Each warning names the layer and the bytes; ``tvm-npu profile`` and the HTML report show SRAM use."""

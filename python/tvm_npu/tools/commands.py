@@ -10,11 +10,12 @@ from __future__ import annotations
 import errno
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from ..contract.errors import NPUError
+from ..contract.errors import NPUError, SRAMFragmentationWarning
 from ..runtime.files import check_distinct, replacing, writable_folder, write_bytes, write_error, write_text
 from . import inputs as model_inputs
 
@@ -152,8 +153,14 @@ def cmd_run(args) -> int:
 
 
 def layer_table(prof: dict) -> str:
-    """Per-layer table of a profile (name, kind, dtype, cycles, MACs, utilization, DDR bytes) + totals."""
-    head = ("layer", "pattern", "kind", "dtype", "cycles", "MACs", "util", "DDR bytes")
+    """Per-layer table of a profile (name, kind, dtype, cycles, MACs, utilization, DDR bytes, SRAM peak and
+    time-weighted utilization, tools/sram_profile.py) + totals."""
+    from .sram_profile import sram_line
+
+    def pct(sram, key):
+        return "-" if sram is None else f"{100 * sram[key]:.1f}%"
+
+    head = ("layer", "pattern", "kind", "dtype", "cycles", "MACs", "util", "DDR bytes", "SRAM peak", "SRAM avg")
     rows = [
         (
             lay["name"].replace(lay["symbol"], lay["region"]),
@@ -164,6 +171,8 @@ def layer_table(prof: dict) -> str:
             str(lay["macs"]),
             f"{100 * lay['mac_utilization']:.1f}%",
             str(lay["ddr_read_bytes"] + lay["ddr_write_bytes"]),
+            pct(lay.get("sram"), "peak_utilization"),
+            pct(lay.get("sram"), "time_weighted_utilization"),
         )
         for lay in prof["layers"]
     ]
@@ -177,6 +186,8 @@ def layer_table(prof: dict) -> str:
             str(sum(lay["macs"] for lay in prof["layers"])),
             f"{100 * prof['mac_utilization']:.1f}%",
             str(prof["ddr_bytes"]),
+            pct(prof.get("sram"), "peak_utilization"),
+            pct(prof.get("sram"), "time_weighted_utilization"),
         )
     )
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
@@ -191,6 +202,8 @@ def layer_table(prof: dict) -> str:
         f"compulsory DDR bytes {prof['compulsory_ddr_bytes']}, SRAM peak {prof['sram_peak_bytes']} B, "
         f"{prof['total_cycles'] / conf['clock_mhz']:.1f} us at {conf['clock_mhz']} MHz"
     )
+    if prof["layers"]:
+        lines.append(sram_line(prof.get("sram")))
     if prof["saturated_inputs"]:
         lines.append(
             f"{prof['saturated_inputs']} float32 input value(s) beyond the fp16 range ran saturated to +-65504 "
@@ -211,6 +224,7 @@ def cmd_profile(args) -> int:
     from ..partition.report import BuildReport
     from .html_report import write_html
     from .profiler import profile, saturation_warnings, to_csv
+    from .sram_profile import fragmentation_warnings
     from .trace import write_chrome_trace
 
     outputs_apart(
@@ -224,9 +238,11 @@ def cmd_profile(args) -> int:
             args.input[0] if len(args.input) == 1 else args.input, model_inputs.signature(mod)
         )
     report = BuildReport()
-    prof = profile(mod, inputs=inputs, config=args.config, report=report)
+    with warnings.catch_warnings():  # printed below, in the CLI's own words, after the table
+        warnings.simplefilter("ignore", SRAMFragmentationWarning)
+        prof = profile(mod, inputs=inputs, config=args.config, report=report)
     print(layer_table(prof))
-    for line in saturation_warnings(prof):  # one line per layer past 0.1% (docs/npu.md section 5)
+    for line in saturation_warnings(prof) + fragmentation_warnings(prof):  # docs/npu.md section 5, docs/usage.md
         print(f"tvm-npu: {line}", file=sys.stderr)
     for path, write in (
         (args.csv, lambda p: to_csv(prof, p)),

@@ -2,11 +2,13 @@
 
     report = tvm_npu.BuildReport()
     prof = tvm_npu.profile(mod, report=report)
-    write_html(prof, report, "out/model.html")   # + model_cycles.png, model_roofline.png, model_sram.png
+    write_html(prof, report, "out/model.html")   # + model_cycles.png, model_roofline.png, model_sram*.png
 
 Figures: per-layer cycles (compute / DMA / stall) with MAC utilization; a roofline (arithmetic intensity,
 MACs per DDR byte, against achieved MACs per cycle); the SRAM occupancy over the run (from the planner's
-per-layer buffers and weight slots, `layer_sram` and `weight_slots` in report.regions). The page also
+per-layer buffers and weight slots, `layer_sram` and `weight_slots` in report.regions); per layer, peak and
+time-weighted SRAM utilization and how contiguous the free SRAM is at the peak (tools/sram_profile.py),
+with a table of the same numbers and the fragmentation warnings. The page also
 holds the headline numbers and the partition table (where each op runs, or the reason code of why not).
 Without a report (None) the SRAM timeline and the partition table are left out.
 """
@@ -174,13 +176,88 @@ def _sram_figure(plt, prof: dict, spans: list, path: Path) -> None:
 
 def headline(prof: dict) -> dict:
     """The numbers at the top of the page, as they are printed there."""
-    return {
+    out = {
         "total_cycles": str(prof["total_cycles"]),
         "mac_utilization": f"{100 * prof['mac_utilization']:.1f}%",
         "ddr_bytes": str(prof["ddr_bytes"]),
         "compulsory_ddr_bytes": str(prof["compulsory_ddr_bytes"]),
         "sram_peak_bytes": str(prof["sram_peak_bytes"]),
     }
+    sram = prof.get("sram")
+    if sram is not None:  # tools/sram_profile.py
+        out["sram_peak_utilization"] = f"{100 * sram['peak_utilization']:.1f}%"
+        out["sram_time_weighted_utilization"] = f"{100 * sram['time_weighted_utilization']:.1f}%"
+        out["sram_free_at_peak"] = (
+            f"{sram['free_bytes_at_peak']} B, largest block {sram['largest_free_block_at_peak']} B"
+        )
+    return out
+
+
+def _sram_layers_figure(plt, prof: dict, path: Path) -> None:
+    """Per layer: peak and time-weighted SRAM utilization (bars), and the largest free block at the
+    layer's peak as a share of the free bytes then (a line: 100% is no fragmentation)."""
+    layers = [lay for lay in prof["layers"] if lay.get("sram")]
+    x = list(range(len(layers)))
+    fig, ax = plt.subplots(figsize=(max(8, 0.45 * len(layers) + 3), 5))
+    w = 0.4
+    ax.bar([i - w / 2 for i in x], [100 * lay["sram"]["peak_utilization"] for lay in layers], w,
+           color=COLORS["compute"], label="peak utilization")  # fmt: skip
+    ax.bar([i + w / 2 for i in x], [100 * lay["sram"]["time_weighted_utilization"] for lay in layers], w,
+           color=COLORS["dma"], label="time-weighted utilization")  # fmt: skip
+    ax.set_ylabel("% of SRAM")
+    ax.set_ylim(0, 105)
+    ax.set_xticks(x, [f"{_short(lay)} {lay['kind']}" for lay in layers], rotation=60, ha="right", fontsize=8)
+    ax2 = ax.twinx()
+    contiguous = [
+        100 * lay["sram"]["largest_free_block_at_peak"] / max(1, lay["sram"]["free_bytes_at_peak"]) for lay in layers
+    ]
+    ax2.plot(x, contiguous, "o-", color=COLORS["stall"], label="largest free block / free bytes at the peak")
+    ax2.set_ylabel("contiguous share of free SRAM (%)")
+    ax2.set_ylim(0, 105)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, loc="upper right", fontsize=8)
+    sram = prof["sram"]
+    ax.set_title(
+        f"SRAM per layer (peak {100 * sram['peak_utilization']:.1f}%, "
+        f"time-weighted {100 * sram['time_weighted_utilization']:.1f}% of {sram['sram_bytes']} B)"
+    )
+    fig.tight_layout()
+    _save(plt, fig, path)
+
+
+def _sram_table(prof: dict) -> str:
+    """Per NPU layer: its SRAM numbers (tools/sram_profile.py), and the fragmentation warnings."""
+    rows = []
+    for lay in prof["layers"]:
+        s = lay.get("sram")
+        cells = [_short(lay), lay["kind"]] + (
+            ["-"] * 5
+            if s is None
+            else [
+                str(s["peak_bytes"]),
+                f"{100 * s['peak_utilization']:.2f}%",
+                f"{100 * s['time_weighted_utilization']:.2f}%",
+                str(s["free_bytes_at_peak"]),
+                str(s["largest_free_block_at_peak"]),
+            ]
+        )
+        rows.append("<tr>" + "".join(f'<td class="num">{html.escape(c)}</td>' for c in cells) + "</tr>")
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("layer", "kind", "peak bytes", "peak", "time-weighted", "free at peak", "largest free block")
+    )
+    warns = "".join(
+        f'<li class="warn">{html.escape(f["region"])}: {html.escape(f["message"])}</li>'
+        for f in prof.get("sram_fragmentation", [])
+    )
+    return (
+        "<h2>SRAM utilization</h2><p>From the planner's allocations, weighted by each command's measured "
+        "cycles: peak and time-weighted (bytes live x command cycles / (SRAM bytes x command cycles)) "
+        "utilization, and at the peak the free bytes against the largest free block.</p>"
+        + (f'<ul id="fragmentation">{warns}</ul>' if warns else "<p>No fragmentation warnings.</p>")
+        + f'<table id="sram"><tr>{head}</tr>{"".join(rows)}</table>'
+    )
 
 
 def _saturation_table(prof: dict) -> str:
@@ -274,9 +351,13 @@ def write_html(prof: dict, report: BuildReport | None, path) -> list[Path]:
             "SRAM occupancy over time (each layer's buffers over its span; grey: residents; "
             "hatched: weight blocks from the start of their load to their layer's end)"
         )
+    if prof.get("sram") is not None:
+        figs["sram_layers"] = "SRAM utilization per layer: peak, time-weighted, and how contiguous the free SRAM is"
     pngs = {k: out.with_name(f"{out.stem}_{k}.png") for k in figs}
     _cycles_figure(plt, prof, pngs["cycles"])
     _roofline_figure(plt, prof, pngs["roofline"])
+    if "sram_layers" in figs:
+        _sram_layers_figure(plt, prof, pngs["sram_layers"])
     if spans:
         _sram_figure(plt, prof, spans, pngs["sram"])
 
@@ -287,6 +368,9 @@ def write_html(prof: dict, report: BuildReport | None, path) -> list[Path]:
         "ddr_bytes": "DDR bytes",
         "compulsory_ddr_bytes": "compulsory DDR bytes",
         "sram_peak_bytes": "SRAM peak bytes",
+        "sram_peak_utilization": "SRAM peak utilization",
+        "sram_time_weighted_utilization": "SRAM time-weighted utilization",
+        "sram_free_at_peak": "SRAM free at the peak",
     }
     heads = "".join(
         f'<tr><th>{labels[k]}</th><td class="num" id="{k}">{html.escape(v)}</td></tr>'
@@ -305,6 +389,8 @@ def write_html(prof: dict, report: BuildReport | None, path) -> list[Path]:
     ]
     for k, title in figs.items():
         parts.append(f'<h2>{html.escape(title)}</h2><img src="{html.escape(pngs[k].name)}" alt="{html.escape(title)}">')
+    if prof.get("sram") is not None:
+        parts.append(_sram_table(prof))
     parts.append(_saturation_table(prof))
     if report is not None:
         parts.append(_placement_table(report))

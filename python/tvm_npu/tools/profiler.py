@@ -27,6 +27,7 @@ from ..contract.errors import NPUError
 from ..partition.report import BuildReport
 from ..runtime.files import replacing
 from . import inputs as inputs_mod
+from . import sram_profile
 
 COMPUTE_ENGINES = ("mac", "vector")
 CSV_COLUMNS = (
@@ -139,7 +140,11 @@ def collect(report: BuildReport, module_profiles: list) -> dict:
         (device form: rows padded to the alignment), summed; ``mac_utilization`` MACs over the MAC
         slots of ``total_cycles``: an fp16 MAC fills ``fp16_rate_div`` int8 slots, so a mixed model
         counts ``sum(macs_l * rate_l) / (total_cycles * mac_rows * mac_cols)`` (``rate_l`` = 1 for
-        int8 layers); ``sram_peak_bytes`` the planner's largest SRAM use over the regions;
+        int8 layers); ``sram_peak_bytes`` the planner's largest SRAM use over the regions (the highest byte);
+        ``sram`` the SRAM utilization of the run (tools/sram_profile.py: peak and time-weighted
+        utilization, free bytes and largest free block at the peak; per layer in ``layers[i]["sram"]``,
+        per region in ``regions[symbol]["sram"]``; None where the planner recorded no allocations);
+        ``sram_fragmentation`` where fragmentation cost the plan something (backend/plan/fragmentation.py);
         ``saturated_inputs`` how many finite float32 input values beyond the fp16 range the runtime
         saturated to +-65504 as it staged them (docs/npu.md section 2; per region input in
         ``regions[symbol]["saturated_inputs"]``); ``clamped_inputs`` how many values the quantized
@@ -154,7 +159,7 @@ def collect(report: BuildReport, module_profiles: list) -> dict:
     for sym in report.regions:
         aliases.setdefault(sym, f"npu{len(aliases)}")
     ran = sorted((p for p in module_profiles if p["calls"]), key=lambda p: p["last"].get("host_start_ns", 0))
-    regions, layers = {}, []
+    regions, layers, frag = {}, [], []
     for p in ran:
         sym, last = p["symbol"], p["last"]
         info = report.regions[sym]
@@ -170,6 +175,11 @@ def collect(report: BuildReport, module_profiles: list) -> dict:
             _layer(conf, sym, aliases[sym], layer, [r for r in records if r["layer"] == layer["name"]], busy_all)
             for layer in info["layers"]
         ]
+        sram = sram_profile.region_sram(info, records, conf["sram_bytes"])
+        for row in rows:
+            own = (sram or {}).get("layers", {}).get(row["name"])
+            row["sram"] = {k: own[k] for k in sram_profile.KEYS} if own else None
+        frag += [dict(f, region=aliases[sym]) for f in info.get("sram_fragmentation", [])]
         layers += rows
         compulsory = (
             sum(lay["weight_bytes"] for lay in info["layers"]) + sum(info["input_bytes"]) + sum(info["output_bytes"])
@@ -182,6 +192,7 @@ def collect(report: BuildReport, module_profiles: list) -> dict:
             "sram_bytes_used": info["sram_bytes_used"],
             "estimated_cycles": info["estimated_cycles"],
             "call_cycles": last["total_cycles"],
+            "sram": None if sram is None else {k: v for k, v in sram.items() if k != "layers"},
             "slot_macs": sum(r["macs"] * _rate(conf, r["dtype"]) for r in rows),
             **{
                 k: p["total"][k]
@@ -207,6 +218,8 @@ def collect(report: BuildReport, module_profiles: list) -> dict:
         "compulsory_ddr_bytes": sum(r["compulsory_ddr_bytes"] for r in regions.values()),
         "mac_utilization": sum(r["slot_macs"] for r in regions.values()) / slots if slots else 0.0,
         "sram_peak_bytes": max((r["sram_bytes_used"] for r in report.regions.values()), default=0),
+        "sram": sram_profile.task_sram([r["sram"] for r in regions.values()], conf["sram_bytes"]),
+        "sram_fragmentation": frag,
         "saturated_inputs": sum(sum(r["saturated_inputs"]) for r in regions.values()),
         "clamped_inputs": sum(sum(r["clamped_inputs"]) for r in regions.values()),
         "layers": layers,

@@ -4,7 +4,7 @@ everything goes (`Placed`, `LayerPlan`); this file turns that into commands."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...contract.config import NPUConfig
 from ...contract.stream import (
@@ -97,6 +97,12 @@ class LayerPlan:
     # into the slot the previous block used). Set by weights.place_weight_slots.
     w_slots: list | None = None
     load_after: list | None = None
+    # What the layout took from its arena: the (address, bytes) of each activation buffer, and the first
+    # byte above everything it took (its weight slot included), which had to fit SRAM. Reports only
+    # (sram_usage.py, fragmentation.py).
+    buffers: list | None = None
+    reach: int = 0
+    w_reserved: list = field(default_factory=list)  # set by weights.place_weight_slots
 
     def __post_init__(self):
         self.w_slots = self.w_slots or [self.w_slot] * len(self.blocks)

@@ -87,26 +87,43 @@ def _layout(cfg, layer, srcs, dst, blocks, base, tile_oh) -> LayerPlan | None:
     # earlier block's buffer would wait for those loads too instead of computing as its weights arrive.
     n_out = len(blocks) if len(tiles) == 1 and len(blocks) > 2 and len(blocks) * out_bytes <= OUT_BUF_BYTES else 2
     out_bufs = None if dst.space == "sram" else [arena.take(out_bytes) for _ in range(n_out)]
-    top = arena.top
+    top, buffers = arena.top, list(arena.taken)
     # Until weights.place_weight_slots finds it an earlier home, the weight slot sits right above.
     w_slot = arena.take(max(b.nbytes for b in blocks)) if blocks else None
     if arena.top > cfg.sram_bytes:
         return None
-    return LayerPlan(tile_oh, blocks, w_slot, in_bufs, out_bufs, base, top)
+    return LayerPlan(tile_oh, blocks, w_slot, in_bufs, out_bufs, base, top, buffers=buffers, reach=arena.top)
+
+
+def heights(layer: Layer, dst: Placed) -> list[int]:
+    """The tile heights `choose` tries, in its order."""
+    options = tile_options(layer, tile_heights(layer.matmul[1])) if layer.kind == "matmul" else None
+    return options or tile_heights(dst.view[1])
+
+
+def timed(cfg, layer, srcs, dst, lp: LayerPlan) -> LayerPlan:
+    """`lp` with its cycles set: its layer emitted alone, timed by the cost model."""
+    sb = Scoreboard()
+    emit_layer(sb, cfg, layer, srcs, dst, lp)
+    lp.cycles = cost_model.estimate(cfg, sb.commands).total_cycles
+    return lp
+
+
+def unbounded(cfg, layer, srcs, dst, blocks, base, tile_oh) -> LayerPlan | None:
+    """The layout `choose` would make of `tile_oh` rows above `base` if SRAM had no end: what a tile that
+    did not fit would have needed (`reach - base` bytes). fragmentation.py asks; no plan uses it."""
+    return _layout(cfg.replace(sram_bytes=cfg.sram_bytes * 64), layer, srcs, dst, blocks, base, tile_oh)
 
 
 def choose(cfg, layer, srcs, dst, blocks_options, base) -> LayerPlan | None:
     """The fastest (estimated) tile height and block size among those that fit above `base`."""
     best = None
     for blocks in blocks_options:
-        heights = tile_options(layer, tile_heights(layer.matmul[1])) if layer.kind == "matmul" else None
-        for tile_oh in heights or tile_heights(dst.view[1]):
+        for tile_oh in heights(layer, dst):
             lp = _layout(cfg, layer, srcs, dst, blocks, base, tile_oh)
             if lp is None:
                 continue
-            sb = Scoreboard()
-            emit_layer(sb, cfg, layer, srcs, dst, lp)
-            lp.cycles = cost_model.estimate(cfg, sb.commands).total_cycles
+            timed(cfg, layer, srcs, dst, lp)
             if best is None or lp.cycles < best.cycles:
                 best = lp
         if best is not None:

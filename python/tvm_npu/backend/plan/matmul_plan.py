@@ -66,7 +66,7 @@ def matmul_layout(cfg, layer: Layer, srcs: list, dst, base: int, tile_m: int, pl
     out_bufs = None if dst.space == "sram" else [arena.take(out_rows * dst.row_stride) for _ in copies]
     if arena.top > cfg.sram_bytes:
         return None
-    return plan_cls(tile_m, [], None, in_bufs, out_bufs, base, arena.top)
+    return plan_cls(tile_m, [], None, in_bufs, out_bufs, base, arena.top, buffers=arena.taken, reach=arena.top)
 
 
 def _tiles(layer: Layer, tile_m: int) -> list:

@@ -24,7 +24,7 @@ from ...contract.config import NPUConfig
 from ...contract.errors import NPUError
 from ...contract.stream import DTYPE_BYTES, Stream, TensorDesc
 from ..lower.graph import Graph
-from . import cost_model, recurrence, restride_plan, slices
+from . import cost_model, fragmentation, recurrence, restride_plan, slices, sram_usage
 from .constants import constant_bytes, layer_blocks
 from .emit import Block, Placed, emit_layer
 from .layer_plan import any_weight_heavy, block_sizes, choose, weight_bound
@@ -103,6 +103,7 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set,
         )
     if joined - set(residents):
         return None
+    spilled = fragmentation.spills(cfg, ranges, sizes, budget, residents, [lay.name for lay in layers])
     blocks, data = {}, {}
     for layer in compute_layers(graph):
         if layer.const is not None:  # one block: ELTWISE's b, UNARY's table, NORM's gamma and beta
@@ -173,7 +174,7 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set,
     # A DMA footprint is rows x stride from its first byte; a channel block's rows start mid-row, so
     # the last tensor's last block reaches up to one row past it.
     top += max((p.row_stride for p in placed.values()), default=0)
-    return residents, data, blocks, placed, top, sizes, mirrors
+    return residents, data, blocks, placed, top, sizes, mirrors, spilled
 
 
 def _finish_ddr(cfg, graph, plans, data, placed, rel_top):
@@ -214,7 +215,7 @@ def _plan_region(
         layer = next(lay for lay in graph.layers if lay.kind == "concat" and lay.out in joined)
         n, h, w, c = graph.tensors[layer.out].view
         return None, layer, n * h * align(w * c * DTYPE_BYTES[layer.dtype], cfg.alignment)
-    residents, data, blocks, placed, rel_top, sizes, mirrors = placement
+    residents, data, blocks, placed, rel_top, sizes, mirrors, spilled = placement
     sb = Scoreboard()
     plans = []
     layers = compute_layers(graph)
@@ -244,8 +245,9 @@ def _plan_region(
         if name in mirrors:
             complete[name] = i
     copy_after = {i: name for name, i in complete.items()}
-    ideal = 0
+    ideal, first_commands = 0, []
     for i, (layer, lp) in enumerate(zip(layers, plans)):
+        first_commands.append(len(sb.commands))  # the commands of layer i's phase start here (sram_usage.py)
         streamer.flush(i)  # whatever of this layer's first block has not streamed in yet
         emit_layer(
             sb,
@@ -265,6 +267,7 @@ def _plan_region(
                      layer.name)  # fmt: skip
         ideal += cost_model.ideal_cycles(cfg, layer)
     commands = sb.finish()
+    cramped = fragmentation.tile_limits(cfg, layers, plans, residents, placed)
     placed = {**placed, **mirrors}  # the region's outputs are their DDR homes
     # Without liveness reuse every resident, every layer's buffers and every weight slot would need
     # bytes of their own.
@@ -282,6 +285,11 @@ def _plan_region(
         "sram_bytes_no_reuse": sum(sizes[r] for r in residents)
         + sum(p.top - p.base + sum(align(b.nbytes, cfg.alignment) for b in p.blocks) for p in plans),
         "layer_sram": {layer.name: [lp.base, lp.top] for layer, lp in zip(layers, plans)},
+        # Every SRAM reservation and the phase each command runs in: the SRAM report (sram_usage.py).
+        "sram_allocations": sram_usage.allocations(residents, plans, [layer.name for layer in layers]),
+        "layer_first_command": first_commands,
+        # Where first fit lost to fragmentation (fragmentation.py); codegen.py warns about each.
+        "sram_fragmentation": spilled + cramped,
         "weight_slots": {
             layer.name: [[k, slot, b.nbytes] for k, slot, b in zip(lp.load_after, lp.w_slots, lp.blocks)]
             for layer, lp in zip(layers, plans)

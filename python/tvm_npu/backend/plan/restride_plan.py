@@ -67,7 +67,7 @@ def restride_layout(cfg, layer, srcs, dst, base, tile_oh, plan_cls):
     out_bufs = None if dst.space == "sram" else [arena.take(s_out["dma_rows"] * s_out["stride"]) for _ in (0, 1)]
     if arena.top > cfg.sram_bytes:
         return None
-    return plan_cls(tile_oh, [], None, in_bufs, out_bufs, base, arena.top)
+    return plan_cls(tile_oh, [], None, in_bufs, out_bufs, base, arena.top, buffers=arena.taken, reach=arena.top)
 
 
 def copy_command(layer, view, t: Tile, in_addr: int, out_addr: int, s_in: dict, s_out: dict) -> Command:

@@ -73,10 +73,12 @@ class Arena:
 
     def __init__(self, cfg: NPUConfig, base: int):
         self.cfg, self.top = cfg, align(base, cfg.alignment)
+        self.taken: list[tuple[int, int]] = []  # (address, bytes) of every take, for the SRAM report
 
     def take(self, size: int) -> int:
         addr = self.top
         size = align(size, self.cfg.alignment)
+        self.taken.append((addr, size))
         bank_round = self.cfg.alignment * self.cfg.sram_banks
         self.top = addr + size + (self.cfg.alignment if size % bank_round == 0 else 0)
         return addr

@@ -54,7 +54,7 @@ def upsample_layout(cfg, layer, srcs, dst, base, tile_oh, plan_cls):
     out_bufs = None if dst.space == "sram" else [arena.take(out_bytes) for _ in (0, 1)]
     if arena.top > cfg.sram_bytes:
         return None
-    return plan_cls(tile_oh, [], None, in_bufs, out_bufs, base, arena.top)
+    return plan_cls(tile_oh, [], None, in_bufs, out_bufs, base, arena.top, buffers=arena.taken, reach=arena.top)
 
 
 def copy_commands(layer, src, dst, t: Tile, in_addr: int, out_addr: int, out_stride: int) -> list[tuple]:

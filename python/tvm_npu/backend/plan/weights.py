@@ -76,7 +76,10 @@ def _merged(union: list, ranges: list) -> list:
 
 def place_weight_slots(cfg: NPUConfig, plans: list, residents: dict) -> int:
     """Give every constant block a slot (`w_slots`) and the index of the first layer its load may
-    overlap (`load_after`). Returns the first SRAM byte above everything placed."""
+    overlap (`load_after`). Returns the first SRAM byte above everything placed. Each plan's
+    `w_reserved` lists the slot reservations made for its blocks, as (address, bytes, first layer, last
+    layer): the SRAM report reads them (sram_usage.py). A block loaded into the previous block's slot
+    reserves nothing of its own."""
     busy = [[(lp.base, lp.top)] for lp in plans]
     for r in residents.values():
         for k in range(r.first, r.last + 1):
@@ -90,6 +93,7 @@ def place_weight_slots(cfg: NPUConfig, plans: list, residents: dict) -> int:
                 slot, last = loaded[key]
                 for k in range(last + 1, i + 1):
                     busy[k].append((slot, slot + size))
+                lp.w_reserved.append((slot, size, last + 1, i))
                 lp.w_slots[b], lp.load_after[b] = slot, RESIDENT
                 loaded[key] = (slot, i)
                 continue
@@ -108,6 +112,7 @@ def place_weight_slots(cfg: NPUConfig, plans: list, residents: dict) -> int:
             lp.load_after[b], lp.w_slots[b] = best
             for k in range(best[0], i + 1):
                 busy[k].append((best[1], best[1] + size))
+            lp.w_reserved.append((best[1], size, best[0], i))
             if key is not None:
                 loaded[key] = (best[1], i)
     return max((hi for ranges in busy for _, hi in ranges), default=0)
