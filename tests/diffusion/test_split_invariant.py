@@ -114,3 +114,27 @@ def test_a_main_outside_dataflow_is_refused_not_guessed():
     with pytest.raises(NPUError, match="ERR_OP_NOT_SUPPORTED") as err:
         split_invariant(bb.get(), ["y"])
     assert "outside dataflow" in str(err.value)
+
+
+def test_a_head_split_at_the_end_of_the_chain_stays_in_main():
+    """k = reshape(permute(y @ W^T)) as attention's head split: the dense result crosses, not its heads."""
+    x = relax.Var("x", relax.TensorType((3, 2, 2), "float32"))
+    y = relax.Var("y", relax.TensorType((2, 6), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, y], attrs={"num_input": 2}):
+        with bb.dataflow():
+            k0 = bb.emit(relax.op.matmul(y, relax.const(W.T.copy())), name_hint="k0")
+            k1 = bb.emit(relax.op.reshape(k0, (2, 3, 2)), name_hint="k1")
+            k = bb.emit(relax.op.permute_dims(k1, [1, 0, 2]), name_hint="k")
+            out = bb.emit_output(relax.op.add(x, k))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    split, hoisted = split_invariant(mod, ["y"])
+    assert hoisted == ["prompt_k0"] and _ops(split["prompt"]) == ["relax.matmul"]
+    assert sorted(_ops(split["main"])) == ["relax.add", "relax.permute_dims", "relax.reshape"]
+    xv, yv = RNG.standard_normal((3, 2, 2)).astype(np.float32), RNG.standard_normal((2, 6)).astype(np.float32)
+    want = xv + (yv @ W.T).reshape(2, 3, 2).transpose(1, 0, 2)  # numpy
+    vm = relax.VirtualMachine(tvm.compile(split, target="llvm", relax_pipeline=cpu_pipeline()), tvm.cpu())
+    got = vm["main"](tvm.runtime.tensor(xv), *vm["prompt"](tvm.runtime.tensor(yv))).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert np.array_equal(got, _run(mod, "main", xv, yv).numpy())  # bit for bit against the unsplit

@@ -39,3 +39,6 @@ def test_dynamic_unet_at_batch2_matches_onnxruntime(diffusers_export):
     assert want.shape == (2, 4, 4, 4)
     err = assert_close(got, want)
     print(f"UNet batch 2, latent 4: max error {err:.2e}; {placement(report)}")
+    # One region (issue 34: at most 4): each ResNet block's per-image time embedding [2, C, 1, 1] is an
+    # ELTWISE b read at its image's row (tests/backend/test_per_image_bias.py); before, 10 regions.
+    assert report.fallback_cost()["regions"] == 1, report.table()

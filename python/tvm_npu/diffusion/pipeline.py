@@ -195,7 +195,12 @@ def compile(text_encoder, unet=None, vae_decoder=None, height: int | None = None
     un_mod, va_mod = _import(un, shapes["batch"], latent), _import(va, 1, latent)
     entries, hoisted = [("encode", te_mod, None)], []
     if hoist_prompt:
-        split, hoisted = split_invariant(un_mod, [shapes["unet_inputs"][2]], name="prompt")
+        # Attention's K scale above its head split first (bit-identical; the NPU flow's rewrites do it
+        # anyway): the split then hands each K over as the dense layer's [B, S, H*D] rows, its head
+        # split a view left in the step, not as 16-byte head rows that cost one DDR burst each.
+        from ..rewrite.scale_before_heads import scale_before_heads
+
+        split, hoisted = split_invariant(scale_before_heads(un_mod), [shapes["unet_inputs"][2]], name="prompt")
     if hoisted:
         entries += [("prompt", entry(split, "prompt"), None), ("denoise", entry(split, "main"), None)]
         shapes["unet_order"] = [p.name for p in split["main"].params]

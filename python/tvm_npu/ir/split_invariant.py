@@ -3,8 +3,8 @@ values that depend on nothing else` and `main(other inputs, those values)`.
 
 A function called many times with some inputs held fixed recomputes, at every call, all that depends
 on them alone: a diffusion UNet's cross-attention K and V of the prompt's embedding (the `to_k` /
-`to_v` dense layers of every transformer block, with their head reshapes, transposes and the K scale),
-once per denoising step for one prompt per image. `split_invariant(mod, ["encoder_hidden_states"])`
+`to_v` dense layers of every transformer block, and the K scale), once per denoising step for one
+prompt per image. `split_invariant(mod, ["encoder_hidden_states"])`
 moves that work into a function of its own, called once, whose results the caller keeps (as the KV
 cache of an LLM is kept) and hands to each call of the new `main`.
 
@@ -13,8 +13,11 @@ invariant input at all (a binding on constants alone is constant work; it stays 
 those, the ones `main` still reads (the frontier) become `prompt`'s results and `main`'s parameters.
 A frontier value whose whole computation from the invariant inputs is reshapes (the same bytes in
 another shape: nothing computed) is not worth a tensor of the interface: its reshapes stay in `main`,
-which then still takes that invariant input. Nor is a value of tuple type (a VM function would take it
-as an array, which the NPU flow's regions do not): its computation stays in `main` too. Everything
+which then still takes that invariant input. Likewise the layout ops (reshapes, permutes) that end
+a hoisted chain stay in `main`, on the computed value before them: an attention's head split is a
+view on the NPU (docs/npu.md, "Head slices"), while its [B*H, S, D] result as an interface tensor
+would cost one DDR burst per D-element row at every step. Nor is a value of tuple type (a VM function
+would take it as an array, which the NPU flow's regions do not): its computation stays in `main` too. Everything
 else is moved as it is, the same ops on the same operands in the same order, so the two functions
 together compute `main`'s result bit for bit (tests/diffusion/test_prompt_hoist.py on TVM's llvm
 build).
@@ -30,6 +33,8 @@ from .graph import BLOCK_BUILDER_LOCK, fresh_names, op_name, subst
 
 # Ops that give the same bytes another shape: a chain of them computes nothing worth hoisting.
 RESHAPES = frozenset({"relax.reshape", "relax.expand_dims", "relax.squeeze", "relax.flatten"})
+# ... and ops that only move elements: at the end of a hoisted chain these stay in main (module doc).
+LAYOUT = RESHAPES | {"relax.permute_dims"}
 # Binding values the split re-emits as they are (their operands substituted); anything else (control
 # flow, closures) is refused rather than guessed at. (TVM 0.27's prim values are Constants.)
 _VALUES = (relax.Call, relax.Tuple, relax.TupleGetItem, relax.Var, tvm.ir.Constant, relax.ShapeExpr, tvm.ir.StringImm)
@@ -113,6 +118,16 @@ def split_invariant(mod: tvm.IRModule, invariant, name: str = "prompt") -> tuple
         touches[var] = inv[var] and any(touches[r] for r in reads)
         computes = isinstance(val, relax.Call) and op_name(val) not in RESHAPES  # tuples, aliases: no
         worth[var] = touches[var] and (computes or any(worth[r] for r in reads))
+    # Layout ops (reshapes, permutes) at the end of a hoisted chain stay in main: the interface
+    # tensor is the computed value before them (an attention's K before its head split).
+    users = {}
+    for var, val in bindings:
+        for r in _reads(val):
+            users.setdefault(r, []).append(var)
+    for var, val in reversed(bindings):  # users first: a chain of them ends in main together
+        layout = isinstance(val, relax.Call) and op_name(val) in LAYOUT
+        if worth[var] and layout and not any(worth[u] for u in users.get(var, [])):
+            worth[var] = inv[var] = False
     # The frontier: hoisted values main reads (a binding of the rest or main's result).
     used_by_rest = set(_reads(func.body.body))
     for var, val in bindings:

@@ -464,6 +464,11 @@ def _b_mode(out, a, b) -> str | None:
         if full[axis] == out[axis] and all(d == 1 for i, d in enumerate(full) if i != axis):
             # A tensor b is a region input staged by the runtime: its host form must be one stored row.
             return "channel" if const_b or len(out) != 4 or len(sb) == 4 or axis == 3 else None
+    # One channel vector per image ([N, C, 1, 1] of an NCHW map, N > 1: a ResNet block's time embedding at
+    # batch N): a tile never spans two images, so each tile reads b at its image's row (plan/emit.py).
+    # A tensor only: a constant's one row in the weight slot is the same for every image.
+    if len(out) == 4 and len(sb) == 4 and not const_b and full[0] == out[0] > 1 and full[1] == out[1]:
+        return "channel" if full[2] == full[3] == 1 else None
     return None
 
 
@@ -485,10 +490,10 @@ def broadcast_mode(call, lhs, rhs) -> tuple:
 def constraint_broadcast(call, lhs, rhs):
     """NPU_E_BROADCAST: the second operand of an elementwise add / subtract / multiply / maximum /
     minimum must be a tensor of the output's shape, a per-channel vector (axis 1 of an NCHW map, as a
-    tensor only [C], [1, C] or [1, C, 1, 1]; or the last axis, of any rank: a 4-D result is then stored as
-    rows of its last axis) or a scalar constant; the first
-    operand must have the output's shape (a broadcast first operand only for add, multiply, maximum,
-    minimum); not both constants."""
+    tensor only [C], [1, C] or [1, C, 1, 1], or one per image, a tensor [N, C, 1, 1]; or the
+    last axis, of any rank: a 4-D result is then stored as rows of its last axis) or a scalar constant;
+    the first operand must have the output's shape (a broadcast first operand only for add, multiply,
+    maximum, minimum); not both constants."""
     mode, detail = broadcast_mode(call, lhs, rhs)
     return detail if mode is None else None
 

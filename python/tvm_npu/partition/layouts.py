@@ -42,6 +42,8 @@ def channel_layouts(out_shape, b_shape) -> frozenset | None:
         return None
     full = [1] * (4 - len(b_shape)) + list(b_shape)
     varying = tuple(i for i, d in enumerate(full) if d != 1)
+    if varying == (0, 1) and full[0] == out_shape[0]:  # one vector per image: the image's row of an NCHW map
+        varying = (1,)
     return {(1,): frozenset((NCHW,)), (3,): frozenset((ROWS, NHWC))}.get(varying)
 
 

@@ -115,6 +115,14 @@ def _broadcast(layer: Layer, k: int) -> bool:
     return (layer.kind == "eltwise" and k == 1 and layer.b_mode != "same") or (layer.kind == "rope" and k > 0)
 
 
+def broadcast_row(layer: Layer, k: int, src: Placed, t) -> tuple[int, int]:
+    """(image, row) of broadcast input `k` that tile `t` reads: row (0, 0) of its tensor, or, for an
+    ELTWISE b with one channel vector per image ([N, C, 1, 1] as an NCHW map (N, 1, 1, C), N > 1), the
+    tile's image's row (n, 0): a tile never spans two images (tiling.row_tiles), so the one-row operand
+    of the unchanged command is that image's vector."""
+    return (t.n, 0) if layer.kind == "eltwise" and src.view[0] > 1 else (0, 0)
+
+
 def src_rows(layer: Layer, k: int, rows: int) -> int:
     if layer.kind == "rope" and k > 0:
         return layer.rope_rows
@@ -250,8 +258,7 @@ def emit_layer(
         def inputs_of(i, t):
             addrs = []
             for k, s in enumerate(srcs):
-                # A broadcast b is the one row (0, 0) of its tensor for every tile.
-                n, r0 = (0, 0) if _broadcast(layer, k) else (t.n, t.in_r0)
+                n, r0 = broadcast_row(layer, k, s, t) if _broadcast(layer, k) else (t.n, t.in_r0)
                 if lp.in_bufs[k] is None:
                     addrs.append(s.row_addr(n, r0))
                     continue

@@ -24,7 +24,7 @@ from ...contract.config import NPUConfig
 from ...contract.errors import NPUError
 from ...contract.stream import DTYPE_BYTES, Stream, TensorDesc
 from ..lower.graph import Graph
-from . import cost_model, fragmentation, recurrence, restride_plan, slices, sram_usage
+from . import cost_model, fragmentation, held_inputs, recurrence, restride_plan, slices, sram_usage
 from .constants import constant_bytes, layer_blocks
 from .emit import Block, Placed, emit_layer
 from .layer_plan import any_weight_heavy, block_sizes, choose, weight_bound
@@ -42,7 +42,9 @@ def compute_layers(graph: Graph) -> list:
     return [layer for layer in graph.layers if layer.kind not in ("view", "concat")]
 
 
-def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set, pinned: set, small_first: bool):
+def _place(
+    cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set, pinned: set, small_first: bool, hold: bool
+):
     """Residents, constant-block options and DDR homes for a residency `budget`. DDR addresses are
     relative to the end of the weight region, which is known only once every layer's blocks are
     chosen (`_finish_ddr`). Concatenations (`joined`) are always resident, their inputs (`slices`)
@@ -89,6 +91,9 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set,
     ranges = live_ranges(layers, boundary, {t: s.root for t, s in slices.items()})
     for name in mirrored & set(ranges):  # kept to the end: a later layer's buffer there would wait for the copy
         ranges[name] = (ranges[name][0], len(layers) - 1)
+    # Region inputs loaded once and kept in SRAM for their readers (held_inputs.py)
+    held_ranges = held_inputs.input_ranges(layers, graph.inputs, aliased | set(graph.outputs)) if hold else {}
+    ranges.update(held_ranges)
     residents = place_residents(cfg, ranges, sizes, budget, joined | pinned) if budget or joined or pinned else {}
     lost = sorted((pinned & set(ranges)) - set(residents))
     if lost:  # the same for every budget: required residents are placed first, over all of SRAM
@@ -136,15 +141,15 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set,
             options.append(opt)
         blocks[layer.name] = options
     top = 0
-    placed, mirrors = {}, {}
+    placed, mirrors, homes = {}, {}, {}
     for name, info in graph.tensors.items():
         stride = align(info.view[2] * info.view[3] * elems[name], cfg.alignment)
         if name in roots or name in slices:
             continue
         if name in residents:
             placed[name] = Placed("sram", residents[name].addr, info.view, stride, elems[name])
-            if name in mirrored:
-                mirrors[name] = Placed("ddr", top, info.view, stride, elems[name])
+            if name in mirrored or name in held_ranges:  # its DDR home, besides
+                (mirrors if name in mirrored else homes)[name] = Placed("ddr", top, info.view, stride, elems[name])
                 top += align(sizes[name], cfg.alignment)
         else:
             placed[name] = Placed("ddr", top, info.view, stride, elems[name])
@@ -174,7 +179,8 @@ def _place(cfg: NPUConfig, graph: Graph, budget: int, slices: dict, joined: set,
     # A DMA footprint is rows x stride from its first byte; a channel block's rows start mid-row, so
     # the last tensor's last block reaches up to one row past it.
     top += max((p.row_stride for p in placed.values()), default=0)
-    return residents, data, blocks, placed, top, sizes, mirrors, spilled
+    held = {name: held_ranges[name] for name in homes}
+    return residents, data, blocks, placed, top, sizes, mirrors, spilled, (homes, held)
 
 
 def _finish_ddr(cfg, graph, plans, data, placed, rel_top):
@@ -209,13 +215,14 @@ def _plan_region(
     pinned: set,
     small_first: bool = True,
     lead: bool = False,
+    hold: bool = False,
 ):
-    placement = _place(cfg, graph, budget, slices, joined, pinned, small_first)
+    placement = _place(cfg, graph, budget, slices, joined, pinned, small_first, hold)
     if placement is None:
         layer = next(lay for lay in graph.layers if lay.kind == "concat" and lay.out in joined)
         n, h, w, c = graph.tensors[layer.out].view
         return None, layer, n * h * align(w * c * DTYPE_BYTES[layer.dtype], cfg.alignment)
-    residents, data, blocks, placed, rel_top, sizes, mirrors, spilled = placement
+    residents, data, blocks, placed, rel_top, sizes, mirrors, spilled, (held_homes, held) = placement
     sb = Scoreboard()
     plans = []
     layers = compute_layers(graph)
@@ -233,10 +240,13 @@ def _plan_region(
             smallest = min((b.nbytes for opt in blocks.get(layer.name, []) for b in opt), default=0)
             return None, layer, max([sizes[t] for t in layer.inputs + [layer.out]] + [smallest])
         plans.append(lp)
-    homes = {**placed, **{(name, "ddr"): p for name, p in mirrors.items()}}
+    homes = {**placed, **{(name, "ddr"): p for name, p in {**mirrors, **held_homes}.items()}}
+    readers = held_inputs.first_readers(layers, held)
+    held = {name: first for name, (first, _) in held.items()}
     weights, ddr_top, layer_weight_bytes = _finish_ddr(cfg, graph, plans, data, homes, rel_top)
     sram_top = place_weight_slots(cfg, plans, residents)
     streamer = WeightStreamer(cfg, sb, plans, [layer.name for layer in layers], lead)
+    streamer.add(held_inputs.loads({n: placed[n] for n in held}, held_homes, readers, held))
     # A mirrored tensor is whole once the last layer writing its bytes has run: its producer, or the last
     # producer of its slices (a stack of rows is written by several layers and is no layer's output).
     complete = {}
@@ -268,11 +278,12 @@ def _plan_region(
         ideal += cost_model.ideal_cycles(cfg, layer)
     commands = sb.finish()
     cramped = fragmentation.tile_limits(cfg, layers, plans, residents, placed)
-    placed = {**placed, **mirrors}  # the region's outputs are their DDR homes
+    placed = {**placed, **mirrors, **held_homes}  # the region's inputs and outputs are their DDR homes
     # Without liveness reuse every resident, every layer's buffers and every weight slot would need
     # bytes of their own.
     info = {
         "residents": sorted(residents),
+        "held_inputs": sorted(held),
         "ideal_cycles": ideal,
         "layer_weight_bytes": layer_weight_bytes,
         # Recurrent state pinned in SRAM (recurrence.py): [address, bytes, first layer, last layer]
@@ -311,9 +322,9 @@ def plan(cfg: NPUConfig, graph: Graph) -> Stream:
     pinned = recurrence.state_tensors(graph)
     slices_of, joined = slices.resolve(graph, pinned)
 
-    def attempt(share, small_first, lead=False):  # ((cycles, DDR bytes) or None, share, plan or (layer, need))
+    def attempt(share, small_first, lead=False, hold=False):  # ((cycles, DDR bytes) or None, share, plan or ...)
         planned, bad_layer, bad_need = _plan_region(
-            cfg, graph, int(cfg.sram_bytes * share), slices_of, joined, pinned, small_first, lead
+            cfg, graph, int(cfg.sram_bytes * share), slices_of, joined, pinned, small_first, lead, hold
         )
         if planned is None:
             return None, share, (bad_layer, bad_need)
@@ -327,6 +338,9 @@ def plan(cfg: NPUConfig, graph: Graph) -> Stream:
     done = [t for t in tries if t[0] is not None]
     if done and weight_bound(cfg, min(done, key=lambda t: t[0])[2]):
         tries.append(attempt(min(done, key=lambda t: t[0])[1], True, lead=True))  # weights.py, lead mode
+        done = [t for t in tries if t[0] is not None]
+    if done and held_inputs.worth_trying(compute_layers(graph), graph.inputs):  # held_inputs.py
+        tries.append(attempt(min(done, key=lambda t: t[0])[1], True, hold=True))
         done = [t for t in tries if t[0] is not None]
     result = min(done, key=lambda t: t[0])[2] if done else None
     failed = [t[2] for t in tries if t[0] is None]

@@ -142,6 +142,11 @@ class WeightStreamer:
         self.loads = 0
         self.sent = {}  # layer -> bytes of its loads emitted so far (lead mode)
 
+    def add(self, items: list):
+        """Queue more loads, (layer, load_after, bytes, DMA operands) each, among those of the constants
+        in layer order (a held region input's: held_inputs.py)."""
+        self.queue = sorted(self.queue + items, key=lambda item: item[0])
+
     def _emit(self, item):
         j, _, n, dma = item
         channel = self.loads % 2 if self.lead else 1
