@@ -259,12 +259,13 @@ def summary(cache: dict, batch: int) -> dict:
     tot.update(seconds_per_step=tot["cycles"] / clock, seconds_20_steps=STEPS * tot["cycles"] / clock,
                missing=missing, failed=failed)  # fmt: skip
     # A transformer kind not compiled: its MACs from its shapes, and its cycles at the peak fp16 rate (a lower
-    # bound) and at the MAC utilization of the largest transformer kind that was (indicative, not a bound).
+    # bound) and at the MAC utilization of the compiled transformer kind with the most tokens, at this batch if
+    # it compiled at it (indicative, not a bound: more tokens may use the array worse).
     cfg = tvm_npu.get_config(CONFIG)
     peak = cfg.mac_rows * cfg.mac_cols / cfg.fp16_rate_div
-    done = [k[f"b{batch}"] for k in cache["kinds"].values() if k["class"] == "Transformer2DModel"
-            and "cycles" in k.get(f"b{batch}", {})]  # fmt: skip
-    util = max(done, key=lambda r: r["macs"])["mac_util"] if done else None
+    done = [(k["shapes"][0][2], b == f"b{batch}", k[b]) for k in cache["kinds"].values()
+            if k["class"] == "Transformer2DModel" for b in ("b1", "b2") if "cycles" in k.get(b, {})]  # fmt: skip
+    util = max(done, key=lambda t: t[:2])[2]["mac_util"] if done else None
     gap = sum(transformer_macs(k["shapes"][0][1], k["shapes"][0][2], batch) * k["count"]
               for n, k in cache["kinds"].items() if n in missing and k["class"] == "Transformer2DModel")  # fmt: skip
     if gap:
