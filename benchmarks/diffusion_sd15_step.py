@@ -306,14 +306,13 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 2], help="batches to estimate (2: CFG)")
     ap.add_argument("--only", nargs="+", help="kinds whose name contains one of these")
     ap.add_argument("--skip", nargs="+", help="kinds (full names) not to compile in this run")
-    ap.add_argument("--report", action="store_true", help="print the cached results only")
+    ap.add_argument("--report", action="store_true", help="sum and print the cached results only")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     logging.getLogger("tvm_npu").setLevel(logging.ERROR)
     cache = _load() if args.report else run(args.batch, args.only, args.skip)
     cache["summary"] = {f"b{b}": summary(cache, b) for b in args.batch}
-    if not args.report:
-        _save(cache)
+    _save(cache)
     report(cache, args.batch)
     return 0
 
