@@ -18,6 +18,7 @@ from . import cost_model
 from .emit import LayerPlan, Placed, emit_layer, src_rows
 from .matmul_plan import matmul_layout, tile_options
 from .restride_plan import restride_layout
+from .row_slices import is_sliced
 from .schedule import Scoreboard
 from .sram import Arena, align
 from .tiling import row_tiles, tile_heights
@@ -72,15 +73,19 @@ def _layout(cfg, layer, srcs, dst, blocks, base, tile_oh) -> LayerPlan | None:
     arena = Arena(cfg, base)
     tiles = row_tiles(layer, srcs[0].view, dst.view, tile_oh)
     in_rows = max(t.in_rows for t in tiles)
+    # A column slice's footprint reaches up to a row past its buffer (row_slices.py): one more row each.
+    extra = 1 if is_sliced(cfg, layer, dst.view) else 0
     in_bufs = [
-        None if s.space == "sram" else [arena.take(src_rows(layer, k, in_rows) * s.row_stride) for _ in (0, 1)]
+        None
+        if s.space == "sram"
+        else [arena.take((src_rows(layer, k, in_rows) + extra) * s.row_stride) for _ in (0, 1)]
         for k, s in enumerate(srcs)
     ]
     out_rows = max(t.out_rows for t in tiles)  # the last tile may have grown (tiling.row_tiles)
     out_bytes = (
         out_rows * align(dst.view[2] * max(b.oc1 - b.oc0 for b in blocks) * dst.elem, cfg.alignment)
         if blocks and len(blocks) > 1
-        else out_rows * dst.row_stride
+        else (out_rows + extra) * dst.row_stride
     )
     # One buffer per block when a block is one tile (a decode step's classifier): a block's store waits behind
     # the weight loads already queued (DDR serves transfers in stream order), so a block reusing an
