@@ -14,10 +14,11 @@ every NPU region planned and costed, nothing run), in one run, as ratios. This i
    cycles are the sum of the five. No build option is involved: only the public estimate, run on
    sub-models of the user's file.
 3. (Without --quick) SD-1.5-sized Transformer2DModel blocks (8 heads, cross-attention to 77 x 768) at
-   320@64x64, 640@32x32 and 1280@16x16, exported at batch 1 and estimated on npu-laptop, with their
-   results cached in benchmarks/results/diffusion_unet_sd15.json. Each compile takes minutes and about 2 GB.
+   320@64x64, 640@32x32 and 1280@16x16, exported at batch 1 (1280@16x16 also at batch 2, the CFG pair)
+   and estimated on npu-laptop, with their results cached in benchmarks/results/diffusion_unet_sd15.json
+   (delete an entry to measure it again). Each compile takes minutes and about 2 GB.
 
-    python benchmarks/diffusion_unet.py [--quick]
+    python benchmarks/diffusion_unet.py [--quick] [--channels 1280]
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ from tvm_npu.models import diffusers_export
 
 RESULTS = Path(__file__).parent / "results" / "diffusion_unet_sd15.json"
 SD15_BLOCKS = ((320, 64), (640, 32), (1280, 16))  # (channels, latent side) of SD-1.5's transformer blocks
+# Also at batch 2: classifier-free guidance runs the UNet on the conditioned and unconditioned latents
+# together, so each weight read serves twice the tokens.
+SD15_BATCH2 = ((1280, 16),)
 
 
 def _util(e: dict, config: str) -> float:
@@ -105,8 +109,9 @@ def _print_attention(rows: list, config: str) -> None:
     print(f"   all attention blocks: {f:,} fused, {u:,} unfused cycles: {u / f:.2f}x (issue 34's target >= 1.3x)")
 
 
-def _sd15_block(channels: int, side: int, tmp: Path) -> str:
-    """SD-1.5's Transformer2DModel at `channels` (8 heads) on a side x side latent, batch 1, seeded."""
+def _sd15_block(channels: int, side: int, tmp: Path, batch: int = 1) -> str:
+    """SD-1.5's Transformer2DModel at `channels` (8 heads) on a side x side latent at `batch` (2: the
+    classifier-free guidance pair), seeded."""
     import torch
     from diffusers.models.transformers.transformer_2d import Transformer2DModel
 
@@ -124,19 +129,22 @@ def _sd15_block(channels: int, side: int, tmp: Path) -> str:
         def forward(self, x, text):
             return self.block(x, encoder_hidden_states=text, return_dict=False)[0]
 
-    args = (torch.randn(1, channels, side, side), torch.randn(1, 77, 768))
-    return diffusers_export._export(Block(), args, str(tmp / f"tf{channels}.onnx"), ["x", "text"], ["y"], None)
+    args = (torch.randn(batch, channels, side, side), torch.randn(batch, 77, 768))
+    path = str(tmp / f"tf{channels}b{batch}.onnx")
+    return diffusers_export._export(Block(), args, path, ["x", "text"], ["y"], None)
 
 
-def sd15_blocks() -> dict:
+def sd15_blocks(channels_only: tuple | None = None) -> dict:
+    """Estimate the SD-1.5-sized blocks not yet in the cache (those of `channels_only`, if given)."""
     cache = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    runs = [(c, s, 1) for c, s in SD15_BLOCKS] + [(c, s, 2) for c, s in SD15_BATCH2]
     with tempfile.TemporaryDirectory() as d:
-        for channels, side in SD15_BLOCKS:
-            key = f"transformer {channels}@{side}x{side}"
-            if key in cache:
+        for channels, side, batch in runs:
+            key = f"transformer {channels}@{side}x{side}" + (f" batch {batch}" if batch > 1 else "")
+            if key in cache or (channels_only and channels not in channels_only):
                 continue
             t = time.perf_counter()
-            e = _cycles(_sd15_block(channels, side, Path(d)), "npu-laptop")
+            e = _cycles(_sd15_block(channels, side, Path(d), batch), "npu-laptop")
             cache[key] = {k: e[k] for k in ("cycles", "macs", "cpu_macs", "regions", "ddr_bytes", "cpu_codes")}
             cache[key].update(mac_util=_util(e, "npu-laptop"), compile_s=round(time.perf_counter() - t, 1))
             RESULTS.parent.mkdir(exist_ok=True)
@@ -147,6 +155,7 @@ def sd15_blocks() -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the tiny UNet only (about 2 minutes)")
+    ap.add_argument("--channels", type=int, nargs="*", help="SD-1.5 blocks of these channel counts only")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")  # TVM's importer renames dotted inputs; fallbacks are in the estimate
     logging.getLogger("tvm_npu").setLevel(logging.ERROR)
@@ -162,11 +171,14 @@ def main(argv=None) -> int:
         for config in ("npu-ref", "npu-laptop"):
             _print_attention(attention_fused_vs_unfused(unet, config), config)
     if not args.quick:
-        print("3. SD-1.5-sized transformer blocks, batch 1, npu-laptop (cached in", RESULTS.name + ")")
-        for key, r in sd15_blocks().items():
+        print("3. SD-1.5-sized transformer blocks, npu-laptop, batch 1 (1280 also at 2; cached in", RESULTS.name + ")")
+        for key, r in sd15_blocks(tuple(args.channels or ())).items():
+            if "cycles" not in r:  # the attention rows (attention_fused_vs_unfused)
+                continue
             share = r["macs"] / (r["macs"] + r["cpu_macs"])
-            print(f"   {key:24s} {r['cycles']:>10,} cycles, {100 * share:.0f}% of MACs on the NPU, MAC utilization "
-                  f"{100 * r['mac_util']:.1f}%; on the CPU: {r['cpu_codes']}")  # fmt: skip
+            print(f"   {key:32s} {r['cycles']:>10,} cycles, {100 * share:.0f}% of MACs on the NPU, MAC utilization "
+                  f"{100 * r['mac_util']:.1f}%, {r['regions']} region(s), {r['ddr_bytes'] / 1e6:.1f} MB DDR; "
+                  f"on the CPU: {r['cpu_codes']}")  # fmt: skip
     print(f"({time.perf_counter() - start:.0f} s)")
     return 0
 

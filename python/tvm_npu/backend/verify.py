@@ -292,8 +292,11 @@ def _end(cmd, addr: int, rows: int, row_bytes: int, stride: int, alignment: int 
     `addr` is aligned says nothing; a MATMUL footprint ends with its last row's bytes, rounded up to the
     alignment (the padding of a row that ends there), never `rows * stride` past a head's offset, which
     would reach into the next buffer by that offset. `exact`: without the rounding, as the runtime's
-    MATMUL check measures an output overlapping an operand (src/runtime/matmul_checks.cc)."""
-    if cmd.op != "MATMUL":
+    MATMUL check measures an output overlapping an operand (src/runtime/matmul_checks.cc). The same for
+    ADD, ELTWISE and UNARY: a row wider than max_width runs as column slices (plan/row_slices.py), each
+    at an aligned offset of the row; the runtime bounds rows * stride from there, which the planner
+    reserves, but the bytes that command reads end with its last row's."""
+    if cmd.op not in ("MATMUL", "ADD", "ELTWISE", "UNARY"):
         return addr + rows * stride
     last = addr + (rows - 1) * stride + row_bytes
     return last if exact else min(addr + rows * stride, -(-last // alignment) * alignment)

@@ -48,6 +48,7 @@ from .constraints import (
     constraint_staged_reshape,
     constraint_static_shape,
     constraint_symmetric_weights,
+    constraint_vector_width,
     constraint_weight_2d,
     constraint_width,
     reason_code,
@@ -306,7 +307,9 @@ def check_dense(run: PartitionRun, ctx) -> bool:
     return _run(run, ctx, "dense", checks + _check_weight_and_epilogue(ctx, out_shape, len(out_shape) - 1))
 
 
-@applies(*TENSOR_CONSTRAINTS, constraint_same_shape, constraint_width, constraint_clip_bounds, int8=QUANT_CONSTRAINTS)
+@applies(
+    *TENSOR_CONSTRAINTS, constraint_same_shape, constraint_vector_width, constraint_clip_bounds, int8=QUANT_CONSTRAINTS
+)
 def check_add(run: PartitionRun, ctx) -> bool:
     call = ctx.annotated_expr["op"]
     lhs, rhs = call.args[0], call.args[1]
@@ -318,7 +321,7 @@ def check_add(run: PartitionRun, ctx) -> bool:
         return False
     shape = static_shape(call)
     return _run(
-        run, ctx, "add", [(constraint_width, ([shape[-1]], run.config)), (constraint_clip_bounds, (_act(ctx),))]
+        run, ctx, "add", [(constraint_vector_width, (shape, run.config)), (constraint_clip_bounds, (_act(ctx),))]
     )
 
 
@@ -408,7 +411,7 @@ def _operands(ctx, call) -> tuple:
     *TENSOR_CONSTRAINTS,
     constraint_broadcast,
     constraint_fp16_constants,
-    constraint_width,
+    constraint_vector_width,
     constraint_clip_bounds,
     int8=QUANT_CONSTRAINTS + [constraint_eltwise_scales],
 )
@@ -433,11 +436,11 @@ def check_eltwise(run: PartitionRun, ctx) -> bool:
         checks.append(
             (constraint_eltwise_scales, (ann["lhs"], ann["rhs"], ann["quantize"], call.op.name == "relax.multiply"))
         )
-    checks += [(constraint_width, ([static_shape(call)[-1]], run.config)), (constraint_clip_bounds, (_act(ctx),))]
+    checks += [(constraint_vector_width, (static_shape(call), run.config)), (constraint_clip_bounds, (_act(ctx),))]
     return _run(run, ctx, "eltwise", checks)
 
 
-@applies(constraint_static_shape, constraint_rank, constraint_width, int8=QUANT_CONSTRAINTS)
+@applies(constraint_static_shape, constraint_rank, constraint_vector_width, int8=QUANT_CONSTRAINTS)
 def check_requantize(run: PartitionRun, ctx) -> bool:
     """quantize(dequantize(x)): a change of scale or width (int16 -> int8 before a table lookup) as an
     ELTWISE add whose b_mult is 0."""
@@ -450,7 +453,7 @@ def check_requantize(run: PartitionRun, ctx) -> bool:
     # The width only after the rank: a scalar has no last dimension (a rank-0 constant's dequantize).
     if not _run(run, ctx, "requantize", checks):
         return False
-    return _run(run, ctx, "requantize", [(constraint_width, ([static_shape(q)[-1]], run.config))])
+    return _run(run, ctx, "requantize", [(constraint_vector_width, (static_shape(q), run.config))])
 
 
 def _scalar(expr, value: float) -> bool:
@@ -473,7 +476,7 @@ def is_hardswish(ann) -> bool:
     return same and _scalar(add.args[1], 3.0) and _scalar(div.args[1], 6.0) and bounds == [0, 6]
 
 
-@applies(*TENSOR_CONSTRAINTS, constraint_width, int8=QUANT_CONSTRAINTS)
+@applies(*TENSOR_CONSTRAINTS, constraint_vector_width, int8=QUANT_CONSTRAINTS)
 def check_unary(run: PartitionRun, ctx) -> bool:
     ann = ctx.annotated_expr
     call = ann["op"]
@@ -483,7 +486,7 @@ def check_unary(run: PartitionRun, ctx) -> bool:
     checks = _check_tensors(run, tensors) + _quant_checks(ctx)
     if not _run(run, ctx, "unary", checks):
         return False
-    return _run(run, ctx, "unary", [(constraint_width, ([static_shape(call)[-1]], run.config))])
+    return _run(run, ctx, "unary", [(constraint_vector_width, (static_shape(call), run.config))])
 
 
 # A staged model input or output (quantized staging, format 1.3), after its model-input / output check.

@@ -234,6 +234,18 @@ def constraint_width(widths, cfg: NPUConfig):
     return f"width {worst} > {cfg.max_width}" if worst > cfg.max_width else None
 
 
+def constraint_vector_width(shape, cfg: NPUConfig):
+    """NPU_E_WIDTH: an elementwise op (add, subtract, multiply, maximum, minimum, a unary function such
+    as GELU or SiLU, a requantization) on a tensor of rank 1 to 3 may be of any width: the NPU stores it
+    as rows of its last axis and runs a row wider than max_width (4096 on npu-laptop) as several
+    commands over column slices of at most max_width, with the same results. A 4-D tensor is a feature
+    map or rows depending on its neighbours, decided with its region: its last axis must be at most
+    max_width."""
+    if len(shape) != 4 or shape[-1] <= cfg.max_width:
+        return None
+    return f"width {shape[-1]} of a 4-D tensor > {cfg.max_width}"
+
+
 # int32 accumulation of int8 x int8 products (each at most 128 * 127 in magnitude) cannot overflow below this.
 INT8_MAX_TERMS = (2**31 - 1) // (128 * 127)
 
@@ -576,6 +588,7 @@ ALL_CONSTRAINTS = [
     constraint_stride,
     constraint_groups,
     constraint_width,
+    constraint_vector_width,
     constraint_bias_per_channel,
     constraint_clip_bounds,
     constraint_weight_2d,

@@ -22,6 +22,7 @@ from .group_norm_plan import emit_group_norm
 from .matmul_plan import emit_matmul
 from .matmul_plan import footprint as matmul_footprint
 from .restride_plan import emit_restride
+from .row_slices import column_slices, slice_command
 from .schedule import Scoreboard, emit_dma
 from .sram import align
 from .tiling import row_tiles
@@ -247,6 +248,7 @@ def emit_layer(
     if layer.kind == "restride":  # one strided POOL copy per band of map rows (restride_plan.py)
         return emit_restride(sb, cfg, layer, srcs, dst, lp, after_compute, before_compute)
     tiles = row_tiles(layer, srcs[0].view, dst.view, lp.tile_oh)
+    slices = column_slices(cfg, layer, dst.view)
     blocks = lp.blocks or [None]
     for bi, blk in enumerate(blocks):
         if blk is not None and lp.load_after[bi] is None:  # not streamed in, nor resident (weights.py)
@@ -301,10 +303,13 @@ def emit_layer(
                 blk,
                 lp.w_slots[bi] if blk is not None else None,
             )
-            reads, writes = footprint(cfg, cmd)
-            if before_compute is not None:
-                before_compute(cmd)
-            sb.emit(cmd, reads, writes)
+            # A row wider than max_width: one command per column slice (row_slices.py), else cmd itself.
+            cmds = [cmd] if len(slices) == 1 else [slice_command(cfg, layer, cmd, e0, e1) for e0, e1 in slices]
+            for c in cmds:
+                reads, writes = footprint(cfg, c)
+                if before_compute is not None:
+                    before_compute(c)
+                sb.emit(c, reads, writes)
             if i + 1 < len(tiles):
                 pending = inputs_of(first + i + 1, tiles[i + 1])
             if dst.space != "sram" and (len(blocks) == 1 or dst.view[2] == 1):
@@ -339,4 +344,5 @@ def emit_layer(
                         layer.name,
                     )
             if after_compute is not None:
-                after_compute(cmd)
+                for c in cmds:
+                    after_compute(c)

@@ -18,6 +18,7 @@ from . import cost_model
 from .emit import LayerPlan, Placed, emit_layer, src_rows
 from .matmul_plan import matmul_layout, tile_options
 from .restride_plan import restride_layout
+from .row_slices import is_sliced
 from .schedule import Scoreboard
 from .sram import Arena, align
 from .tiling import row_tiles, tile_heights
@@ -72,15 +73,19 @@ def _layout(cfg, layer, srcs, dst, blocks, base, tile_oh) -> LayerPlan | None:
     arena = Arena(cfg, base)
     tiles = row_tiles(layer, srcs[0].view, dst.view, tile_oh)
     in_rows = max(t.in_rows for t in tiles)
+    # A column slice's footprint reaches up to a row past its buffer (row_slices.py): one more row each.
+    extra = 1 if is_sliced(cfg, layer, dst.view) else 0
     in_bufs = [
-        None if s.space == "sram" else [arena.take(src_rows(layer, k, in_rows) * s.row_stride) for _ in (0, 1)]
+        None
+        if s.space == "sram"
+        else [arena.take((src_rows(layer, k, in_rows) + extra) * s.row_stride) for _ in (0, 1)]
         for k, s in enumerate(srcs)
     ]
     out_rows = max(t.out_rows for t in tiles)  # the last tile may have grown (tiling.row_tiles)
     out_bytes = (
         out_rows * align(dst.view[2] * max(b.oc1 - b.oc0 for b in blocks) * dst.elem, cfg.alignment)
         if blocks and len(blocks) > 1
-        else out_rows * dst.row_stride
+        else (out_rows + extra) * dst.row_stride
     )
     # One buffer per block when a block is one tile (a decode step's classifier): a block's store waits behind
     # the weight loads already queued (DDR serves transfers in stream order), so a block reusing an
@@ -89,10 +94,20 @@ def _layout(cfg, layer, srcs, dst, blocks, base, tile_oh) -> LayerPlan | None:
     out_bufs = None if dst.space == "sram" else [arena.take(out_bytes) for _ in range(n_out)]
     top, buffers = arena.top, list(arena.taken)
     # Until weights.place_weight_slots finds it an earlier home, the weight slot sits right above.
-    w_slot = arena.take(max(b.nbytes for b in blocks)) if blocks else None
+    size = max(b.nbytes for b in blocks) if blocks else 0
+    w_slot = arena.take(size) if blocks else None
     if arena.top > cfg.sram_bytes:
         return None
-    return LayerPlan(tile_oh, blocks, w_slot, in_bufs, out_bufs, base, top, buffers=buffers, reach=arena.top)
+    # Blocks of a layer loaded by the layer itself alternate between two slots where a second fits: block
+    # b + 1 loads while block b computes. In one slot, each load waited for the previous block's computes
+    # (SD-1.5's 1280 -> 10240 GEGLU projection: 4 blocks of 3.3 MB, load and compute in series).
+    w_slots = None
+    if len(blocks) > 1 and align(arena.top, cfg.alignment) + size <= cfg.sram_bytes:
+        pair = [w_slot, arena.take(size)]
+        w_slots = [pair[b % 2] for b in range(len(blocks))]
+    return LayerPlan(
+        tile_oh, blocks, w_slot, in_bufs, out_bufs, base, top, w_slots=w_slots, buffers=buffers, reach=arena.top
+    )
 
 
 def heights(layer: Layer, dst: Placed) -> list[int]:
@@ -117,7 +132,7 @@ def unbounded(cfg, layer, srcs, dst, blocks, base, tile_oh) -> LayerPlan | None:
 
 def choose(cfg, layer, srcs, dst, blocks_options, base) -> LayerPlan | None:
     """The fastest (estimated) tile height and block size among those that fit above `base`."""
-    best = None
+    best, tried = None, None
     for blocks in blocks_options:
         for tile_oh in heights(layer, dst):
             lp = _layout(cfg, layer, srcs, dst, blocks, base, tile_oh)
@@ -127,8 +142,17 @@ def choose(cfg, layer, srcs, dst, blocks_options, base) -> LayerPlan | None:
             if best is None or lp.cycles < best.cycles:
                 best = lp
         if best is not None:
-            return best  # fewer, larger blocks first: smaller ones only when nothing fits
-    return None
+            # Fewer, larger blocks first; smaller ones when nothing fits. Blocks in one slot load and
+            # compute in series, and so does one block too large to load behind the layers before it
+            # (a quarter of SRAM; SD-1.5's 1280 x 1280 projections, 3.3 MB of 8): then also the next
+            # two smaller sizes, whose two slots may fit (_layout).
+            tried = tried + 1 if tried is not None else 0
+            serial = len(set(best.w_slots)) == 1 and (
+                len(best.blocks) > 1 or best.blocks[0].nbytes > cfg.sram_bytes // 4
+            )
+            if tried == 2 or not serial:
+                break
+    return best
 
 
 def any_weight_heavy(cfg: NPUConfig, graph: Graph) -> bool:

@@ -28,6 +28,7 @@ from . import cost_model, fragmentation, held_inputs, recurrence, restride_plan,
 from .constants import constant_bytes, layer_blocks
 from .emit import Block, Placed, emit_layer
 from .layer_plan import any_weight_heavy, block_sizes, choose, weight_bound
+from .row_slices import is_sliced
 from .schedule import Scoreboard, emit_dma
 from .sram import align, live_ranges, place_residents, resident_top
 from .upsample_plan import overhang
@@ -81,6 +82,11 @@ def _place(
             w, c = graph.tensors[layer.out].view[2:]
             stride = align(w * c * elems[layer.out], cfg.alignment)
             sizes[layer.out] += align(overhang(stride, layer.stride, c * elems[layer.out]), cfg.alignment)
+    for layer in compute_layers(graph):  # a column slice reaches up to a row past its tensor (row_slices.py)
+        if is_sliced(cfg, layer, graph.tensors[layer.out].view):
+            for name in {roots.get(t, t) for t in layer.inputs + [layer.out]}:
+                info = graph.tensors[name]
+                sizes[name] += align(info.view[2] * info.view[3] * elems[name], cfg.alignment)
     aliased = set(roots) | set(roots.values()) | set(slices) | joined | pinned
     # A region output that later layers of the region read too (a decoder layer's residual stream, read by
     # the next norm) may stay resident for them, a copy stored to its DDR home as soon as it is written:

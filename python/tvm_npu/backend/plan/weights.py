@@ -86,6 +86,7 @@ def place_weight_slots(cfg: NPUConfig, plans: list, residents: dict) -> int:
             busy[k].append((r.addr, r.addr + r.size))
     loaded = {}  # (DDR address, bytes) of a single-block layer's weights -> (slot, last layer it is kept)
     for i, lp in enumerate(plans):
+        own = list(lp.w_slots)  # the layer's own slots (layer_plan._layout): one, or two alternating
         for b, blk in enumerate(lp.blocks):
             size = align(blk.nbytes, cfg.alignment)
             key = (blk.ddr_addr, blk.nbytes) if len(lp.blocks) == 1 else None
@@ -107,6 +108,16 @@ def place_weight_slots(cfg: NPUConfig, plans: list, residents: dict) -> int:
             if best is None:
                 # No room beside the blocks already waiting: load into the previous block's slot once
                 # its computes are done. Block 0 always fits above the layer's buffers (layer_plan._layout).
+                # With two own slots (layer_plan._layout), the blocks alternate: block b loads into block
+                # b - 2's slot, while block b - 1 computes; block 1 into the own slot block 0 left free.
+                if len(set(own)) > 1 and b >= 2 and lp.w_slots[b - 2] != lp.w_slots[b - 1]:
+                    lp.w_slots[b], lp.load_after[b] = lp.w_slots[b - 2], None
+                    continue
+                spare = [s for s in own if all(hi <= s or lo >= s + size for lo, hi in busy[i])]
+                if len(set(own)) > 1 and b == 1 and spare:
+                    lp.w_slots[b], lp.load_after[b] = spare[0], None
+                    busy[i].append((spare[0], spare[0] + size))
+                    continue
                 lp.w_slots[b], lp.load_after[b] = lp.w_slots[b - 1], None
                 continue
             lp.load_after[b], lp.w_slots[b] = best
