@@ -8,9 +8,13 @@
 #
 # optimum-onnx needs transformers 4.x, which cannot share the project's environment (transformers 5), so
 # this script makes its own venv (VENV, default /work/venv-optimum) from the package index.
-# NOT YET RUN: as written the install does not resolve (diffusers 0.42 needs huggingface-hub >= 1.32,
-# transformers 4.57 < 1.0); an older diffusers (one that accepts huggingface-hub < 1.0) is the next thing
-# to try. Until then tests/diffusion/test_sd_folder.py builds the layout itself from the tiny exports.
+# The install resolves with diffusers 0.35.* (diffusers 0.42 needs huggingface-hub >= 1.32, optimum-onnx's
+# transformers 4.57 needs < 1.0): pip picked diffusers 0.35.2, huggingface-hub 0.36.2, transformers 4.57.6,
+# optimum 2.1.0, optimum-onnx 0.1.0, onnxruntime 1.32.0, torch 2.13.0+cpu. torch==2.13.0 resolves from this
+# machine's index; elsewhere add --index-url https://download.pytorch.org/whl/cpu (and --extra-index-url
+# https://pypi.org/simple) for the CPU wheel.
+# NOT YET RUN past the install: the export itself and tests/fixtures/sd_optimum are still to do; until
+# then tests/diffusion/test_sd_folder.py builds the layout itself from the tiny exports.
 #
 #     bash scripts/export_optimum_sd.sh [OUT]        # OUT: default tests/fixtures/sd_optimum
 set -euo pipefail
@@ -19,7 +23,7 @@ out=${1:-$here/tests/fixtures/sd_optimum}
 venv=${VENV:-/work/venv-optimum}
 if [ ! -x "$venv/bin/optimum-cli" ]; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install "optimum-onnx==0.1.*" "torch==2.13.0" onnx onnxruntime "diffusers==0.42.*"
+  "$venv/bin/pip" install "optimum-onnx==0.1.*" "torch==2.13.0" onnx onnxruntime "diffusers==0.35.*"
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
