@@ -9,8 +9,10 @@ channel overlaps the MAC array and the other channel whenever the memory allows 
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
+from ...contract.errors import NPUError
 from ...contract.stream import ENGINES, NO_WAIT, OPERANDS, Command
 
 # Wait fields are 4 bits and 15 means "no wait": the deepest wait we can express is 14 outstanding.
@@ -22,15 +24,22 @@ class _Access:
     lo: int
     hi: int
     writer: tuple | None  # (engine, position) of the last command that wrote [lo, hi)
-    readers: list = field(default_factory=list)  # (engine, position) of reads since that write
+    # engine -> position of its latest read since that write: a wait on an engine's latest command covers its
+    # earlier ones, so older reads can never tighten a wait and keeping them made emission quadratic.
+    readers: dict = field(default_factory=dict)
 
 
 class Scoreboard:
-    """Per-space access history and per-engine command counts of the stream being emitted."""
+    """Per-space access history and per-engine command counts of the stream being emitted.
+
+    Each space's history is a list of disjoint ranges sorted by start, found by bisection, so emitting a
+    command costs the ranges it touches rather than the whole history (large regions compiled in minutes).
+    """
 
     def __init__(self):
         self.count = dict.fromkeys(ENGINES, 0)
         self.history = {"sram": [], "ddr": []}
+        self.starts = {"sram": [], "ddr": []}  # the .lo of each history entry, for bisect
         self.commands: list[Command] = []
         # The DMA channels results go out on, in turn: channel 1, or (the weight streamer's lead mode) both,
         # so that each store's set-up latency hides behind the previous one's data (docs/npu.md section 5).
@@ -42,46 +51,51 @@ class Scoreboard:
         self.stores += 1
         return self.store_channels[(self.stores - 1) % len(self.store_channels)]
 
+    def _span(self, space: str, lo: int, hi: int) -> tuple[int, int]:
+        """Indices [i, j) of the history entries overlapping [lo, hi) (entries are disjoint and sorted)."""
+        hist, starts = self.history[space], self.starts[space]
+        i = max(bisect_right(starts, lo) - 1, 0)
+        if i < len(hist) and hist[i].hi <= lo:
+            i += 1
+        return i, max(bisect_left(starts, hi), i)
+
     def _deps(self, space: str, lo: int, hi: int, write: bool) -> list:
+        if hi <= lo:
+            raise NPUError("ERR_BAD_STREAM", f"empty {space} access [{lo}, {hi}): the planner must not emit one")
+        i, j = self._span(space, lo, hi)
         deps = []
-        for acc in self.history[space]:
-            if acc.hi <= lo or acc.lo >= hi:
-                continue
+        for acc in self.history[space][i:j]:
             if acc.writer is not None:
                 deps.append(acc.writer)  # RAW, or WAW for a write
             if write:
-                deps.extend(acc.readers)  # WAR
+                deps.extend(acc.readers.items())  # WAR
         return deps
 
     def _record(self, space: str, lo: int, hi: int, who: tuple, write: bool):
         hist = self.history[space]
+        i, j = self._span(space, lo, hi)
+        pieces = []
         if write:
             # The new write supersedes older accesses of the same bytes: cut them out.
-            kept = []
-            for acc in hist:
-                if acc.hi <= lo or acc.lo >= hi:
-                    kept.append(acc)
-                    continue
-                if acc.lo < lo:
-                    kept.append(_Access(acc.lo, lo, acc.writer, list(acc.readers)))
-                if acc.hi > hi:
-                    kept.append(_Access(hi, acc.hi, acc.writer, list(acc.readers)))
-            kept.append(_Access(lo, hi, who))
-            self.history[space] = kept
-            return
-        covered = []
-        for acc in hist:
-            if acc.hi > lo and acc.lo < hi:
-                acc.readers.append(who)
-                covered.append((max(acc.lo, lo), min(acc.hi, hi)))
-        # Bytes never written inside the stream (inputs staged by the runtime): remember the read.
-        start = lo
-        for a, b in sorted(covered):
-            if a > start:
-                hist.append(_Access(start, a, None, [who]))
-            start = max(start, b)
-        if start < hi:
-            hist.append(_Access(start, hi, None, [who]))
+            if i < j and hist[i].lo < lo:
+                pieces.append(_Access(hist[i].lo, lo, hist[i].writer, dict(hist[i].readers)))
+            pieces.append(_Access(lo, hi, who))
+            if i < j and hist[j - 1].hi > hi:
+                last = hist[j - 1]
+                pieces.append(_Access(hi, last.hi, last.writer, dict(last.readers)))
+        else:
+            # Bytes never written inside the stream (inputs staged by the runtime): remember the read.
+            start = lo
+            for acc in hist[i:j]:
+                if acc.lo > start:
+                    pieces.append(_Access(start, acc.lo, None, {who[0]: who[1]}))
+                acc.readers[who[0]] = who[1]
+                pieces.append(acc)
+                start = max(start, acc.hi)
+            if start < hi:
+                pieces.append(_Access(start, hi, None, {who[0]: who[1]}))
+        hist[i:j] = pieces
+        self.starts[space][i:j] = [acc.lo for acc in pieces]
 
     def emit(self, cmd: Command, reads=(), writes=()) -> Command:
         """Append `cmd`, setting its waits from its (space, lo, hi) reads and writes."""
