@@ -30,7 +30,7 @@ from .fuse_group_norm import fuse_group_norm
 from .fuse_pad import fuse_pad_into_conv
 from .fuse_rms_norm import fuse_rms_norm
 from .fuse_silu import fuse_silu
-from .identity_casts import identity_casts
+from .identity_casts import identity_casts  # not in PASSES: see its docstring
 from .repeated_constants import repeated_constants
 from .scale_before_heads import scale_before_heads
 from .split_dense_columns import split_dense_columns
@@ -41,7 +41,6 @@ from .views import views_as_reshape
 
 #: The rewrites of a plain-dataflow `main`, in the order `run` applies them, each `mod -> mod`.
 PASSES = (
-    identity_casts,
     uint8_as_int8,
     fold_constant_compute,
     repeated_constants,

@@ -6,8 +6,11 @@ imports as an astype that changes no bit but has no NPU pattern (NPU_E_UNSUPPORT
 attention's last matmul and its output projection that split the VAE decoder's NPU region. Runs in
 `rewrite.run` before the fusions, so their recognizers see the chain without it.
 
-First in `PASSES`. A group-wise int4 weight's float32 scale tables lose their astype here; the
-int4 recognizers (ir/group_quant.py, partition/patterns.py) take the table with or without it.
+Not in `PASSES`: a group-wise int4 weight's float32 scale tables lose their astype here. The int4
+recognizers of ir/group_quant.py and partition/patterns.py take the table with or without it, but with
+the pass in PASSES GPT-2's int4 build still has a dense layer without int4 codes
+(tests/llm/test_int8_weights.py): another reader of the chain (likely rewrite/split_dense_columns.py's
+QKV split) still needs the astype. ONNX imports get the same bypass from frontend/static_fold.py.
 """
 
 from __future__ import annotations
