@@ -11,7 +11,8 @@ Exact: the batch axis (axis 0 of a constant of the output's rank) is cut only wh
 constant equals the first, bit for bit (NaNs and signed zeros included), and the other operand has the
 output's batch, so the output's shape and every element are unchanged (broadcasting repeats the one
 image that was repeated anyway). Only the batch: a per-channel gamma of equal values (a fresh norm's
-ones) stays the [C] vector its recognizers read.
+ones) stays the [C] vector its recognizers read; and only a literal constant beside a run-time tensor,
+so a weight's dequantize chain (int4 scales taken per group) keeps its form.
 """
 
 from __future__ import annotations
@@ -46,7 +47,10 @@ def _repeated(g: rg.Graph, var, e) -> dict | None:
     out = static_shape(var)
     for k in (0, 1):
         const, other = e.args[k], e.args[1 - k]
-        value = None if isinstance(other, tvm.ir.Constant) else const_value(g, const, "operand")
+        # a literal constant beside a run-time tensor only: a weight's own chain (an int4 weight's
+        # dequantize, scales taken per group) keeps the form its recognizers read
+        literal = isinstance(const, tvm.ir.Constant) and const_value(g, other, "operand") is None
+        value = const_value(g, const, "operand") if literal else None
         other_shape = static_shape(other) if value is not None else None
         if value is None or out is None or other_shape is None or value.ndim > len(out):
             continue
